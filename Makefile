@@ -1,0 +1,127 @@
+# jupyter-agent: one binary, four layers, each a static library.
+#
+#   make            build build/jupyter-agent
+#   make test       install missing Debian packages, build, run every suite
+#   make demo       install missing packages, build, run the finance demo
+#   make asan       build with ASan+UBSan into build-asan/ and run the C suites
+#   make fuzz       build libFuzzer targets (clang) into build-fuzz/
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make format     clang-format -i every C file;  make format-check
+#
+# Sources are found by wildcard: a new .c file in a layer joins its library,
+# a new tests/{unit,integration,security}/*.c file becomes a test program,
+# and a new tests/fuzz/*.c file becomes a fuzz target replaying its corpus.
+
+BUILD    ?= build
+CC       ?= cc
+PREFIX   ?= /usr/local
+PYTHON   ?= /usr/bin/python3
+
+PKGS     := libzmq jansson libsodium libcurl libseccomp
+WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
+            -Wmissing-prototypes -Wwrite-strings -Wformat=2 -Wvla -Werror
+HARDEN   := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
+OPT      ?= -O2 -g
+SAN      ?=
+CFLAGS   ?=
+CFLAGS   += -std=c17 $(OPT) $(WARN) $(SAN) -MMD -MP
+CPPFLAGS += -D_GNU_SOURCE -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDFLAGS  += $(SAN) -pie -Wl,-z,relro,-z,now
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+
+ifeq ($(SAN),)
+CFLAGS   += $(HARDEN)
+else
+CFLAGS   += -fPIE
+endif
+
+LAYERS   := agent notebook-io sandbox kernel-bridge common
+lib_srcs  = $(filter-out agent/main.c,$(wildcard $(1)/*.c))
+lib_objs  = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1)))
+LIBS     := $(foreach l,$(LAYERS),$(BUILD)/lib$(l).a)
+
+BIN      := $(BUILD)/jupyter-agent
+TEST_DIRS := unit integration security
+TEST_SRCS := $(foreach d,$(TEST_DIRS),$(wildcard tests/$(d)/*.c))
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+FUZZ_SRCS := $(filter-out tests/fuzz/replay_main.c,$(wildcard tests/fuzz/*.c))
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/fuzz/%,$(FUZZ_SRCS))
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+.PHONY: all deps test test-c demo asan fuzz install uninstall format \
+        format-check clean bench check-deps
+
+all: $(BIN) $(TEST_BINS) $(FUZZ_BINS) $(BENCH_BINS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+define lib_rule
+$(BUILD)/lib$(1).a: $(call lib_objs,$(1))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@
+	$$(AR) rcs $$@ $$^
+endef
+$(foreach l,$(LAYERS),$(eval $(call lib_rule,$(l))))
+
+$(BIN): $(BUILD)/agent/main.o $(LIBS)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBS)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBS)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBS)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+# Install whatever Debian packages are missing (no-op when all are present).
+deps:
+	@sh tools/install-deps
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/run
+
+# The C suites only (used by make asan, where the Python peers are not needed).
+test-c: all
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) SUITES="unit fuzz integration security" sh tests/run
+
+demo: deps
+	@$(MAKE) --no-print-directory $(BIN)
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh examples/demo.sh
+
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
+	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    test-c
+
+# libFuzzer builds (clang); each target runs for FUZZ_SECONDS on its corpus.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@sh tools/fuzz $(FUZZ_SECONDS)
+
+bench: deps all
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh bench/run
+
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/jupyter-agent
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/jupyter-agent
+
+C_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(C_FILES)
+
+format-check:
+	clang-format --dry-run --Werror $(C_FILES)
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

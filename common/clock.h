@@ -1,0 +1,18 @@
+/*
+ * clock: monotonic time for deadlines, wall time for timestamps.
+ */
+#ifndef COMMON_CLOCK_H
+#define COMMON_CLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Milliseconds on CLOCK_MONOTONIC (for deadlines and durations). */
+int64_t clock_mono_ms(void);
+/* Microseconds on CLOCK_MONOTONIC. */
+int64_t clock_mono_us(void);
+/* UTC now as ISO 8601 with microseconds and "Z", as Jupyter writes dates:
+ * "2026-11-29T17:47:02.123456Z". `out` must hold at least 32 bytes. */
+void clock_iso8601_now(char *out, size_t size);
+
+#endif
