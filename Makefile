@@ -35,7 +35,7 @@ else
 CFLAGS   += -fPIE
 endif
 
-LAYERS   := agent notebook-io sandbox kernel-bridge common
+LAYERS   := agent notebook-io kernel-bridge sandbox common
 lib_srcs  = $(filter-out agent/main.c,$(wildcard $(1)/*.c))
 lib_objs  = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1)))
 LIBS     := $(foreach l,$(LAYERS),$(BUILD)/lib$(l).a)

@@ -1,0 +1,233 @@
+#include "kb_msg.h"
+
+#include "common/clock.h"
+#include "common/xalloc.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct kb_msg {
+    json_t *header;        /* owned object */
+    json_t *parent_header; /* owned object; {} for requests */
+    json_t *metadata;      /* owned object */
+    json_t *content;       /* owned object */
+    kb_blob_t *ids;        /* owned array of nids routing identities */
+    size_t nids;
+    kb_blob_t *bufs; /* owned array of nbufs binary buffers */
+    size_t nbufs;
+};
+
+void
+kb_msg_new_uuid(char out[37])
+{
+    uint8_t b[16];
+    if (sodium_init() < 0)
+        abort(); /* no entropy source: nothing safe can run */
+    randombytes_buf(b, sizeof b);
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* version 4 */
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    snprintf(out, 37,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+             "%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+             b[11], b[12], b[13], b[14], b[15]);
+}
+
+kb_msg_t *
+kb_msg_from_parts(json_t *header, json_t *parent_header, json_t *metadata,
+                  json_t *content)
+{
+    if (!json_is_object(header) || !json_is_object(parent_header) ||
+        !json_is_object(metadata) || !json_is_object(content)) {
+        json_decref(header);
+        json_decref(parent_header);
+        json_decref(metadata);
+        json_decref(content);
+        return NULL;
+    }
+    kb_msg_t *msg = xcalloc(1, sizeof *msg);
+    msg->header = header;
+    msg->parent_header = parent_header;
+    msg->metadata = metadata;
+    msg->content = content;
+    return msg;
+}
+
+kb_msg_t *
+kb_msg_new(const char *msg_type, const char *session, const char *username)
+{
+    char id[37], date[40];
+    kb_msg_new_uuid(id);
+    clock_iso8601_now(date, sizeof date);
+    json_t *header =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", id, "session",
+                  session, "username", username, "date", date, "msg_type",
+                  msg_type, "version", KB_PROTOCOL_VERSION);
+    return kb_msg_from_parts(header, json_object(), json_object(),
+                             json_object());
+}
+
+kb_msg_t *
+kb_msg_new_reply(const kb_msg_t *parent, const char *msg_type,
+                 const char *session, const char *username)
+{
+    kb_msg_t *msg = kb_msg_new(msg_type, session, username);
+    kb_msg_set_parent(msg, parent);
+    kb_msg_copy_identities(msg, parent);
+    return msg;
+}
+
+static void
+s_free_blobs(kb_blob_t *blobs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(blobs[i].data);
+    free(blobs);
+}
+
+void
+kb_msg_destroy(kb_msg_t **pmsg)
+{
+    if (!pmsg || !*pmsg)
+        return;
+    kb_msg_t *msg = *pmsg;
+    json_decref(msg->header);
+    json_decref(msg->parent_header);
+    json_decref(msg->metadata);
+    json_decref(msg->content);
+    s_free_blobs(msg->ids, msg->nids);
+    s_free_blobs(msg->bufs, msg->nbufs);
+    free(msg);
+    *pmsg = NULL;
+}
+
+json_t *
+kb_msg_header(const kb_msg_t *msg)
+{
+    return msg->header;
+}
+
+json_t *
+kb_msg_parent_header(const kb_msg_t *msg)
+{
+    return msg->parent_header;
+}
+
+json_t *
+kb_msg_metadata(const kb_msg_t *msg)
+{
+    return msg->metadata;
+}
+
+json_t *
+kb_msg_content(const kb_msg_t *msg)
+{
+    return msg->content;
+}
+
+void
+kb_msg_set_content(kb_msg_t *msg, json_t *content)
+{
+    json_decref(msg->content);
+    msg->content = json_is_object(content) ? content : json_object();
+    if (!json_is_object(content))
+        json_decref(content);
+}
+
+void
+kb_msg_set_metadata(kb_msg_t *msg, json_t *metadata)
+{
+    json_decref(msg->metadata);
+    msg->metadata = json_is_object(metadata) ? metadata : json_object();
+    if (!json_is_object(metadata))
+        json_decref(metadata);
+}
+
+void
+kb_msg_set_parent(kb_msg_t *msg, const kb_msg_t *parent)
+{
+    json_decref(msg->parent_header);
+    msg->parent_header = json_deep_copy(parent->header);
+}
+
+static const char *
+s_str(json_t *obj, const char *key)
+{
+    const char *s = json_string_value(json_object_get(obj, key));
+    return s ? s : "";
+}
+
+const char *
+kb_msg_type(const kb_msg_t *msg)
+{
+    return s_str(msg->header, "msg_type");
+}
+
+const char *
+kb_msg_id(const kb_msg_t *msg)
+{
+    return s_str(msg->header, "msg_id");
+}
+
+const char *
+kb_msg_parent_id(const kb_msg_t *msg)
+{
+    return s_str(msg->parent_header, "msg_id");
+}
+
+static void
+s_add_blob(kb_blob_t **blobs, size_t *n, const void *data, size_t len)
+{
+    *blobs = xrealloc(*blobs, (*n + 1) * sizeof **blobs);
+    kb_blob_t *b = &(*blobs)[*n];
+    b->data = xmalloc(len ? len : 1);
+    if (len)
+        memcpy(b->data, data, len);
+    b->len = len;
+    (*n)++;
+}
+
+size_t
+kb_msg_identity_count(const kb_msg_t *msg)
+{
+    return msg->nids;
+}
+
+const kb_blob_t *
+kb_msg_identity(const kb_msg_t *msg, size_t i)
+{
+    return i < msg->nids ? &msg->ids[i] : NULL;
+}
+
+void
+kb_msg_add_identity(kb_msg_t *msg, const void *data, size_t len)
+{
+    s_add_blob(&msg->ids, &msg->nids, data, len);
+}
+
+void
+kb_msg_copy_identities(kb_msg_t *dst, const kb_msg_t *src)
+{
+    for (size_t i = 0; i < src->nids; i++)
+        kb_msg_add_identity(dst, src->ids[i].data, src->ids[i].len);
+}
+
+size_t
+kb_msg_buffer_count(const kb_msg_t *msg)
+{
+    return msg->nbufs;
+}
+
+const kb_blob_t *
+kb_msg_buffer(const kb_msg_t *msg, size_t i)
+{
+    return i < msg->nbufs ? &msg->bufs[i] : NULL;
+}
+
+void
+kb_msg_add_buffer(kb_msg_t *msg, const void *data, size_t len)
+{
+    s_add_blob(&msg->bufs, &msg->nbufs, data, len);
+}

@@ -1,0 +1,256 @@
+#include "kb_wire.h"
+
+#include "common/xalloc.h"
+
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct kb_key {
+    bool empty;                         /* no signing, no checking */
+    crypto_auth_hmacsha256_state keyed; /* state after absorbing the key */
+};
+
+kb_key_t *
+kb_key_new(const char *key, size_t len)
+{
+    if (sodium_init() < 0)
+        return NULL;
+    kb_key_t *k = xcalloc(1, sizeof *k);
+    k->empty = len == 0;
+    crypto_auth_hmacsha256_init(&k->keyed, (const unsigned char *)key, len);
+    return k;
+}
+
+void
+kb_key_destroy(kb_key_t **pkey)
+{
+    if (!pkey || !*pkey)
+        return;
+    sodium_memzero(*pkey, sizeof **pkey);
+    free(*pkey);
+    *pkey = NULL;
+}
+
+bool
+kb_key_is_empty(const kb_key_t *key)
+{
+    return key->empty;
+}
+
+void
+kb_key_sign(const kb_key_t *key, const kb_frame_t parts[4], char out[65])
+{
+    out[0] = '\0';
+    if (key->empty)
+        return;
+    crypto_auth_hmacsha256_state st = key->keyed;
+    for (int i = 0; i < 4; i++)
+        crypto_auth_hmacsha256_update(&st, parts[i].data, parts[i].len);
+    unsigned char mac[crypto_auth_hmacsha256_BYTES];
+    crypto_auth_hmacsha256_final(&st, mac);
+    sodium_bin2hex(out, 65, mac, sizeof mac);
+}
+
+static void
+s_push(kb_wire_out_t *out, void *data, size_t len)
+{
+    out->frames = xrealloc(out->frames, (out->n + 1) * sizeof *out->frames);
+    out->frames[out->n].data = data;
+    out->frames[out->n].len = len;
+    out->n++;
+}
+
+static void
+s_push_copy(kb_wire_out_t *out, const void *data, size_t len)
+{
+    void *copy = xmalloc(len ? len : 1);
+    if (len)
+        memcpy(copy, data, len);
+    s_push(out, copy, len);
+}
+
+int
+kb_wire_serialize(const kb_msg_t *msg, const kb_key_t *key, kb_wire_out_t *out,
+                  err_t *err)
+{
+    json_t *parts[4] = {kb_msg_header(msg), kb_msg_parent_header(msg),
+                        kb_msg_metadata(msg), kb_msg_content(msg)};
+    char *text[4] = {0};
+    size_t len[4] = {0};
+    int rc = -1;
+
+    out->frames = NULL;
+    out->n = 0;
+    for (int i = 0; i < 4; i++) {
+        text[i] = json_dumps(parts[i], JSON_COMPACT);
+        if (!text[i]) {
+            err_set(err, ERR_KERNEL, "cannot encode message part %d as JSON",
+                    i);
+            goto out;
+        }
+        len[i] = strlen(text[i]);
+    }
+    for (size_t i = 0; i < kb_msg_identity_count(msg); i++) {
+        const kb_blob_t *id = kb_msg_identity(msg, i);
+        s_push_copy(out, id->data, id->len);
+    }
+    s_push_copy(out, KB_WIRE_DELIM, KB_WIRE_DELIM_LEN);
+    kb_frame_t views[4];
+    for (int i = 0; i < 4; i++)
+        views[i] = (kb_frame_t){text[i], len[i]};
+    char sig[65];
+    kb_key_sign(key, views, sig);
+    s_push_copy(out, sig, strlen(sig));
+    for (int i = 0; i < 4; i++) {
+        s_push(out, text[i], len[i]); /* ownership moves to out */
+        text[i] = NULL;
+    }
+    for (size_t i = 0; i < kb_msg_buffer_count(msg); i++) {
+        const kb_blob_t *b = kb_msg_buffer(msg, i);
+        s_push_copy(out, b->data, b->len);
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < 4; i++)
+        free(text[i]);
+    if (rc)
+        kb_wire_out_release(out);
+    return rc;
+}
+
+void
+kb_wire_out_release(kb_wire_out_t *out)
+{
+    for (size_t i = 0; i < out->n; i++)
+        free(out->frames[i].data);
+    free(out->frames);
+    out->frames = NULL;
+    out->n = 0;
+}
+
+int
+kb_wire_json_depth(const char *text, size_t len)
+{
+    int depth = 0, max = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max)
+                max = depth;
+        } else if (c == ']' || c == '}') {
+            if (--depth < 0)
+                return -1;
+        }
+    }
+    return depth == 0 ? max : -1;
+}
+
+static int
+s_reject(uint64_t *counter, err_t *err, const char *why)
+{
+    if (counter)
+        (*counter)++;
+    return err_set(err, ERR_KERNEL, "dropped message: %s", why);
+}
+
+static json_t *
+s_load(const kb_frame_t *f, const kb_wire_limits_t *lim, err_t *err)
+{
+    if (lim->max_json_bytes && f->len > lim->max_json_bytes) {
+        err_set(err, ERR_KERNEL, "dropped message: JSON part of %zu bytes",
+                f->len);
+        return NULL;
+    }
+    int depth = kb_wire_json_depth(f->data, f->len);
+    if (depth < 0 || (lim->max_json_depth && depth > lim->max_json_depth)) {
+        err_set(err, ERR_KERNEL,
+                "dropped message: JSON nested deeper than %d levels",
+                lim->max_json_depth);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *v = json_loadb(f->data, f->len, 0, &jerr);
+    if (!v)
+        err_set(err, ERR_KERNEL, "dropped message: invalid JSON: %s",
+                jerr.text);
+    return v;
+}
+
+kb_msg_t *
+kb_wire_parse(const kb_frame_t *frames, size_t n, const kb_key_t *key,
+              const kb_wire_limits_t *limits, kb_wire_stats_t *stats,
+              err_t *err)
+{
+    static const kb_wire_limits_t defaults = {KB_WIRE_DEFAULT_JSON_BYTES,
+                                              KB_WIRE_DEFAULT_JSON_DEPTH};
+    const kb_wire_limits_t *lim = limits ? limits : &defaults;
+    uint64_t *malformed = stats ? &stats->malformed : NULL;
+    uint64_t *bad_sig = stats ? &stats->bad_signature : NULL;
+
+    size_t delim = 0;
+    while (delim < n &&
+           !(frames[delim].len == KB_WIRE_DELIM_LEN &&
+             memcmp(frames[delim].data, KB_WIRE_DELIM, KB_WIRE_DELIM_LEN) == 0))
+        delim++;
+    if (delim == n) {
+        s_reject(malformed, err, "no <IDS|MSG> delimiter");
+        return NULL;
+    }
+    if (n - delim < 6) {
+        s_reject(malformed, err, "fewer than 5 frames after delimiter");
+        return NULL;
+    }
+    const kb_frame_t *sig = &frames[delim + 1];
+    const kb_frame_t *parts = &frames[delim + 2];
+
+    if (!kb_key_is_empty(key)) {
+        char want[65];
+        kb_key_sign(key, parts, want);
+        if (sig->len != KB_WIRE_SIG_HEX ||
+            sodium_memcmp(want, sig->data, KB_WIRE_SIG_HEX) != 0) {
+            s_reject(bad_sig, err,
+                     sig->len ? "bad signature" : "missing signature");
+            return NULL;
+        }
+    }
+
+    json_t *json[4] = {0};
+    for (int i = 0; i < 4; i++) {
+        json[i] = s_load(&parts[i], lim, err);
+        if (!json[i]) {
+            for (int j = 0; j < i; j++)
+                json_decref(json[j]);
+            if (malformed)
+                (*malformed)++;
+            return NULL;
+        }
+    }
+    kb_msg_t *msg = kb_msg_from_parts(json[0], json[1], json[2], json[3]);
+    if (!msg) {
+        s_reject(malformed, err, "a JSON part is not an object");
+        return NULL;
+    }
+    if (!json_is_string(json_object_get(kb_msg_header(msg), "msg_type"))) {
+        kb_msg_destroy(&msg);
+        s_reject(malformed, err, "header has no msg_type");
+        return NULL;
+    }
+    for (size_t i = 0; i < delim; i++)
+        kb_msg_add_identity(msg, frames[i].data, frames[i].len);
+    for (size_t i = delim + 6; i < n; i++)
+        kb_msg_add_buffer(msg, frames[i].data, frames[i].len);
+    if (stats)
+        stats->accepted++;
+    return msg;
+}

@@ -1,0 +1,188 @@
+/* Unit tests for kb_msg and kb_wire: frames, signatures, hostile input. */
+#include "../tap.h"
+
+#include "kernel-bridge/kb_msg.h"
+#include "kernel-bridge/kb_wire.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+static const char *KEY = "a0436f6c-1916-498b-8eb9-e81ab9368e84";
+
+static void
+s_views(const kb_wire_out_t *out, kb_frame_t *views)
+{
+    for (size_t i = 0; i < out->n; i++)
+        views[i] = (kb_frame_t){out->frames[i].data, out->frames[i].len};
+}
+
+/* Python's hmac over the same bytes, as jupyter_client computes it. */
+static int
+s_python_signature(const kb_frame_t parts[4], char out[65])
+{
+    char path[] = "/tmp/kbwireXXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return -1;
+    FILE *f = fdopen(fd, "wb");
+    for (int i = 0; i < 4; i++) {
+        fprintf(f, "%zu\n", parts[i].len);
+        fwrite(parts[i].data, 1, parts[i].len, f);
+    }
+    fclose(f);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c 'import hmac,hashlib,sys\n"
+             "d=open(sys.argv[1],\"rb\").read(); h=hmac.new(b\"%s\","
+             "digestmod=hashlib.sha256)\n"
+             "for _ in range(4):\n"
+             "  n,d=d.split(b\"\\n\",1); n=int(n); h.update(d[:n]); d=d[n:]\n"
+             "print(h.hexdigest())' %s",
+             KEY, path);
+    FILE *p = popen(cmd, "r");
+    int rc = -1;
+    if (p && fgets(out, 65, p) && strlen(out) == 64)
+        rc = 0;
+    if (p)
+        pclose(p);
+    unlink(path);
+    return rc;
+}
+
+int
+main(void)
+{
+    kb_key_t *key = kb_key_new(KEY, strlen(KEY));
+    kb_key_t *other = kb_key_new("another key", 11);
+    kb_key_t *none = kb_key_new("", 0);
+    kb_wire_stats_t stats = {0};
+    err_t err;
+
+    kb_msg_t *msg = kb_msg_new("execute_request", "sess-1", "alice");
+    json_object_set_new(kb_msg_content(msg), "code",
+                        json_string("print('héllo ✓')"));
+    kb_msg_add_identity(msg, "id-1", 4);
+    kb_msg_add_buffer(msg, "\x00\x01\x02", 3);
+    is_str(kb_msg_type(msg), "execute_request", "a new message has its type");
+    ok(strlen(kb_msg_id(msg)) == 36, "a new message has a UUID msg_id");
+    is_str(json_string_value(json_object_get(kb_msg_header(msg), "version")),
+           "5.3", "a new message speaks protocol 5.3");
+    const char *date =
+        json_string_value(json_object_get(kb_msg_header(msg), "date"));
+    ok(date && strlen(date) == 27 && date[26] == 'Z',
+       "the header date has microseconds and a timezone (%s)", date);
+
+    kb_wire_out_t out;
+    is_int(kb_wire_serialize(msg, key, &out, &err), 0, "a message serializes");
+    is_int(out.n, 1 + 1 + 1 + 4 + 1,
+           "frames: identity, delimiter, signature, 4 JSON parts, 1 buffer");
+    kb_frame_t views[16];
+    s_views(&out, views);
+    ok(views[1].len == 9 && memcmp(views[1].data, "<IDS|MSG>", 9) == 0,
+       "the delimiter follows the identities");
+
+    char py[65] = "";
+    if (s_python_signature(&views[3], py) == 0)
+        ok(views[2].len == 64 && memcmp(views[2].data, py, 64) == 0,
+           "our signature equals Python hmac's hexdigest on the same bytes");
+    else
+        ok(0, "python3 hmac cross-check ran");
+
+    kb_msg_t *back = kb_wire_parse(views, out.n, key, NULL, &stats, &err);
+    ok(back != NULL, "a signed message parses back");
+    if (back) {
+        is_str(kb_msg_id(back), kb_msg_id(msg), "msg_id survives the trip");
+        is_str(json_string_value(json_object_get(kb_msg_content(back), "code")),
+               "print('héllo ✓')", "non-ASCII content survives the trip");
+        ok(kb_msg_identity_count(back) == 1 &&
+               memcmp(kb_msg_identity(back, 0)->data, "id-1", 4) == 0,
+           "identities survive the trip");
+        ok(kb_msg_buffer_count(back) == 1 && kb_msg_buffer(back, 0)->len == 3,
+           "binary buffers survive the trip");
+        kb_msg_t *reply = kb_msg_new_reply(back, "execute_reply", "k", "k");
+        is_str(kb_msg_parent_id(reply), kb_msg_id(msg),
+               "a reply's parent_header is the request's header");
+        is_int(kb_msg_identity_count(reply), 1,
+               "a reply keeps the routing identities");
+        kb_msg_destroy(&reply);
+        kb_msg_destroy(&back);
+    }
+    is_int(stats.accepted, 1, "accepted messages are counted");
+
+    /* Tampering with any signed part is detected before parsing. */
+    for (int part = 0; part < 4; part++) {
+        char *copy = malloc(views[3 + part].len);
+        memcpy(copy, views[3 + part].data, views[3 + part].len);
+        copy[1] ^= 0x20;
+        kb_frame_t saved = views[3 + part];
+        views[3 + part].data = copy;
+        uint64_t before = stats.bad_signature;
+        back = kb_wire_parse(views, out.n, key, NULL, &stats, &err);
+        ok(back == NULL && stats.bad_signature == before + 1,
+           "a tampered JSON part %d is dropped and counted", part);
+        views[3 + part] = saved;
+        free(copy);
+    }
+    back = kb_wire_parse(views, out.n, other, NULL, &stats, &err);
+    ok(back == NULL && strstr(err.text, "bad signature"),
+       "a message signed with another key is dropped (%s)", err.text);
+    kb_frame_t nosig[16];
+    memcpy(nosig, views, sizeof(kb_frame_t) * out.n);
+    nosig[2] = (kb_frame_t){"", 0};
+    back = kb_wire_parse(nosig, out.n, key, NULL, &stats, &err);
+    ok(back == NULL && strstr(err.text, "missing signature"),
+       "an unsigned message is dropped when a key is set");
+    nosig[2] = (kb_frame_t){"ABCDEF", 6};
+    back = kb_wire_parse(nosig, out.n, key, NULL, &stats, &err);
+    ok(back == NULL, "a short signature is dropped");
+    back = kb_wire_parse(nosig, out.n, none, NULL, &stats, &err);
+    ok(back != NULL, "with an empty key (explicitly unsigned) it parses");
+    kb_msg_destroy(&back);
+
+    uint64_t malformed = stats.malformed;
+    back = kb_wire_parse(views + 2, out.n - 2, key, NULL, &stats, &err);
+    ok(back == NULL && stats.malformed == malformed + 1,
+       "frames without a delimiter are dropped as malformed");
+    back = kb_wire_parse(views, 5, key, NULL, &stats, &err);
+    ok(back == NULL, "a truncated message is dropped");
+    kb_wire_out_release(&out);
+
+    /* Depth and size bombs, correctly signed, are still refused. */
+    char deep[4096];
+    size_t d = 0;
+    d += (size_t)snprintf(deep, sizeof deep, "{\"a\":");
+    for (int i = 0; i < 200; i++)
+        deep[d++] = '[';
+    for (int i = 0; i < 200; i++)
+        deep[d++] = ']';
+    deep[d++] = '}';
+    kb_frame_t bomb[6] = {
+        {"<IDS|MSG>", 9}, {NULL, 0}, {"{\"msg_type\":\"stream\"}", 21},
+        {"{}", 2},        {"{}", 2}, {deep, d}};
+    char sig[65];
+    kb_key_sign(key, &bomb[2], sig);
+    bomb[1] = (kb_frame_t){sig, 64};
+    back = kb_wire_parse(bomb, 6, key, NULL, &stats, &err);
+    ok(back == NULL && strstr(err.text, "deeper"),
+       "JSON nested 200 deep is refused even when signed (%s)", err.text);
+    kb_wire_limits_t small = {16, 64};
+    back = kb_wire_parse(bomb, 6, key, &small, &stats, &err);
+    ok(back == NULL, "a JSON part over the byte limit is refused");
+    kb_frame_t notobj[6];
+    memcpy(notobj, bomb, sizeof bomb);
+    notobj[5] = (kb_frame_t){"[1,2]", 5};
+    kb_key_sign(key, &notobj[2], sig);
+    notobj[1] = (kb_frame_t){sig, 64};
+    back = kb_wire_parse(notobj, 6, key, NULL, &stats, &err);
+    ok(back == NULL, "content that is not an object is refused");
+    is_int(kb_wire_json_depth("{\"x\":\"[[[[\"}", 12), 1,
+           "brackets inside strings do not count as depth");
+    is_int(kb_wire_json_depth("]", 1), -1, "unbalanced JSON has no depth");
+
+    kb_msg_destroy(&msg);
+    kb_key_destroy(&key);
+    kb_key_destroy(&other);
+    kb_key_destroy(&none);
+    ok(key == NULL, "destroy nulls the caller's pointer");
+    return done_testing();
+}
