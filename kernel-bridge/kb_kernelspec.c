@@ -1,0 +1,343 @@
+/*
+ * kb_kernelspec: kernelspec discovery like jupyter_client's
+ * KernelSpecManager. See kb_kernelspec.h for the search order.
+ */
+#include "kernel-bridge/kb_kernelspec.h"
+
+#include "common/buf.h"
+#include "common/xalloc.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+/* kernel.json is small; anything this big is not a kernelspec. */
+#define KB_KERNELSPEC_MAX_FILE (1024 * 1024)
+
+json_t *
+kb_kernelspec_dirs(void)
+{
+    json_t *dirs = json_array();
+    const char *jp = getenv("JUPYTER_PATH");
+    if (jp && *jp) {
+        char *copy = xstrdup(jp), *save = NULL;
+        for (char *t = strtok_r(copy, ":", &save); t;
+             t = strtok_r(NULL, ":", &save)) {
+            char *d = xasprintf("%s/kernels", t);
+            json_array_append_new(dirs, json_string(d));
+            free(d);
+        }
+        free(copy);
+    }
+    const char *data = getenv("JUPYTER_DATA_DIR");
+    const char *xdg = getenv("XDG_DATA_HOME");
+    const char *home = getenv("HOME");
+    char *user = NULL;
+    if (data && *data)
+        user = xasprintf("%s/kernels", data);
+    else if (xdg && *xdg)
+        user = xasprintf("%s/jupyter/kernels", xdg);
+    else if (home && *home)
+        user = xasprintf("%s/.local/share/jupyter/kernels", home);
+    if (user) {
+        json_array_append_new(dirs, json_string(user));
+        free(user);
+    }
+    json_array_append_new(dirs,
+                          json_string("/usr/local/share/jupyter/kernels"));
+    json_array_append_new(dirs, json_string("/usr/share/jupyter/kernels"));
+    return dirs;
+}
+
+static int
+s_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Is `dir`/`entry` a kernel directory (a directory with kernel.json)? */
+static char *
+s_kernel_dir(const char *dir, const char *entry)
+{
+    struct stat st;
+    char *path = xasprintf("%s/%s", dir, entry);
+    char *json = xasprintf("%s/kernel.json", path);
+    int okay = stat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+               stat(json, &st) == 0 && S_ISREG(st.st_mode);
+    free(json);
+    if (!okay) {
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+/* Add the kernels of one directory to `found` (lowercased name -> dir),
+ * keeping earlier entries. Entries are visited in sorted order so that two
+ * names differing only in case resolve the same way every time. */
+static void
+s_scan(const char *dir, json_t *found)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char **names = NULL;
+    size_t n = 0;
+    if (!d)
+        return;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        names = xrealloc(names, (n + 1) * sizeof *names);
+        names[n++] = xstrdup(e->d_name);
+    }
+    closedir(d);
+    if (n)
+        qsort(names, n, sizeof *names, s_cmp);
+    for (size_t i = 0; i < n; i++) {
+        char *key = xstrdup(names[i]);
+        for (char *p = key; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        if (!json_object_get(found, key)) {
+            char *path = s_kernel_dir(dir, names[i]);
+            if (path)
+                json_object_set_new(found, key, json_string(path));
+            free(path);
+        }
+        free(key);
+        free(names[i]);
+    }
+    free(names);
+}
+
+json_t *
+kb_kernelspec_list(void)
+{
+    json_t *found = json_object();
+    json_t *dirs = kb_kernelspec_dirs();
+    size_t i;
+    json_t *d;
+    json_array_foreach(dirs, i, d) s_scan(json_string_value(d), found);
+    json_decref(dirs);
+    return found;
+}
+
+void
+kb_argv_free(char **argv)
+{
+    if (!argv)
+        return;
+    for (char **p = argv; *p; p++)
+        free(*p);
+    free(argv);
+}
+
+void
+kb_kernelspec_release(kb_kernelspec_t *ks)
+{
+    if (!ks)
+        return;
+    free(ks->name);
+    free(ks->resource_dir);
+    kb_argv_free(ks->argv);
+    free(ks->display_name);
+    free(ks->language);
+    free(ks->interrupt_mode);
+    json_decref(ks->env);
+    json_decref(ks->metadata);
+    memset(ks, 0, sizeof *ks);
+}
+
+/* Optional string field; -1 (with err) when present but not a string. */
+static int
+s_opt_string(json_t *root, const char *field, char **out, const char *def,
+             const char *path, err_t *err)
+{
+    json_t *v = json_object_get(root, field);
+    if (v && !json_is_string(v))
+        return err_set(err, ERR_KERNEL, "%s: \"%s\" is not a string", path,
+                       field);
+    *out = xstrdup(v ? json_string_value(v) : def);
+    return 0;
+}
+
+int
+kb_kernelspec_load(const char *name, const char *dir, kb_kernelspec_t *out,
+                   err_t *err)
+{
+    json_error_t jerr;
+    json_t *root = NULL, *v;
+    char *path = xasprintf("%s/kernel.json", dir);
+    int rc = -1;
+    size_t i;
+
+    memset(out, 0, sizeof *out);
+    root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        err_set(err, ERR_KERNEL,
+                "%s: bad kernel.json at line %d, column %d: %s", path,
+                jerr.line, jerr.column, jerr.text);
+        goto out;
+    }
+    if (!json_is_object(root)) {
+        err_set(err, ERR_KERNEL, "%s: expected a JSON object", path);
+        goto out;
+    }
+    v = json_object_get(root, "argv");
+    if (!json_is_array(v) || json_array_size(v) == 0) {
+        err_set(err, ERR_KERNEL,
+                "%s: \"argv\" must be a non-empty list of strings (the "
+                "command that starts the kernel)",
+                path);
+        goto out;
+    }
+    json_t *x;
+    json_array_foreach(v, i, x)
+    {
+        if (!json_is_string(x) ||
+            strlen(json_string_value(x)) != json_string_length(x)) {
+            err_set(err, ERR_KERNEL, "%s: argv[%zu] is not a string", path, i);
+            goto out;
+        }
+    }
+    out->argv = xcalloc(json_array_size(v) + 1, sizeof *out->argv);
+    json_array_foreach(v, i, x) out->argv[i] = xstrdup(json_string_value(x));
+    if (s_opt_string(root, "display_name", &out->display_name, "", path, err) ||
+        s_opt_string(root, "language", &out->language, "", path, err) ||
+        s_opt_string(root, "interrupt_mode", &out->interrupt_mode, "signal",
+                     path, err))
+        goto out;
+    /* traitlets' CaselessStrEnum: any case, stored lowercased. */
+    for (char *p = out->interrupt_mode; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    if (strcmp(out->interrupt_mode, "signal") &&
+        strcmp(out->interrupt_mode, "message")) {
+        err_set(err, ERR_KERNEL,
+                "%s: \"interrupt_mode\" is '%.64s' (expected \"signal\" or "
+                "\"message\")",
+                path, out->interrupt_mode);
+        goto out;
+    }
+    v = json_object_get(root, "env");
+    if (v && !json_is_null(v)) {
+        const char *key;
+        if (!json_is_object(v)) {
+            err_set(err, ERR_KERNEL, "%s: \"env\" is not an object", path);
+            goto out;
+        }
+        json_object_foreach(v, key, x)
+        {
+            if (!json_is_string(x)) {
+                err_set(err, ERR_KERNEL, "%s: env \"%.64s\" is not a string",
+                        path, key);
+                goto out;
+            }
+        }
+        out->env = json_incref(v);
+    }
+    v = json_object_get(root, "metadata");
+    if (v && !json_is_null(v)) {
+        if (!json_is_object(v)) {
+            err_set(err, ERR_KERNEL, "%s: \"metadata\" is not an object", path);
+            goto out;
+        }
+        out->metadata = json_incref(v);
+    }
+    out->name = xstrdup(name);
+    for (char *p = out->name; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    out->resource_dir = xstrdup(dir);
+    rc = 0;
+out:
+    json_decref(root);
+    free(path);
+    if (rc)
+        kb_kernelspec_release(out);
+    return rc;
+}
+
+int
+kb_kernelspec_find(const char *name, kb_kernelspec_t *out, err_t *err)
+{
+    json_t *found = kb_kernelspec_list();
+    json_t *dir = NULL;
+    const char *key;
+    json_t *v;
+    int rc = -1;
+
+    memset(out, 0, sizeof *out);
+    if (!name || !*name) {
+        err_set(err, ERR_USAGE, "no kernel name given");
+        goto out;
+    }
+    json_object_foreach(found, key, v)
+    {
+        if (!strcasecmp(key, name)) {
+            dir = v;
+            break;
+        }
+    }
+    if (!dir) {
+        buf_t names;
+        buf_init(&names, 700);
+        /* Sorted, so the message is stable. */
+        json_t *keys = json_array();
+        json_object_foreach(found, key, v)
+            json_array_append_new(keys, json_string(key));
+        size_t n = json_array_size(keys);
+        const char **sorted = xcalloc(n ? n : 1, sizeof *sorted);
+        for (size_t i = 0; i < n; i++)
+            sorted[i] = json_string_value(json_array_get(keys, i));
+        if (n)
+            qsort(sorted, n, sizeof *sorted, s_cmp);
+        for (size_t i = 0; i < n; i++)
+            if (buf_printf(&names, "%s%s", i ? ", " : "", sorted[i]))
+                break;
+        free(sorted);
+        json_decref(keys);
+        err_set(err, ERR_USAGE,
+                "no kernel named '%.128s'; available: %s (see 'jupyter "
+                "kernelspec list')",
+                name, n ? buf_cstr(&names) : "none");
+        buf_release(&names);
+        goto out;
+    }
+    rc = kb_kernelspec_load(key, json_string_value(dir), out, err);
+out:
+    json_decref(found);
+    return rc;
+}
+
+char **
+kb_kernelspec_expand_argv(const kb_kernelspec_t *ks,
+                          const char *connection_file)
+{
+    size_t n = 0;
+    while (ks->argv && ks->argv[n])
+        n++;
+    char **argv = xcalloc(n + 1, sizeof *argv);
+    for (size_t i = 0; i < n; i++) {
+        /* One pass per placeholder would re-expand text that came from the
+         * first substitution; a path containing "{resource_dir}" must stay
+         * as written, so split on both in a single scan. */
+        buf_t b;
+        const char *s = ks->argv[i];
+        buf_init(&b, 0);
+        while (*s) {
+            if (!strncmp(s, "{connection_file}", 17)) {
+                buf_puts(&b, connection_file ? connection_file : "");
+                s += 17;
+            } else if (!strncmp(s, "{resource_dir}", 14)) {
+                buf_puts(&b, ks->resource_dir ? ks->resource_dir : "");
+                s += 14;
+            } else {
+                buf_append(&b, s, 1);
+                s++;
+            }
+        }
+        argv[i] = buf_detach(&b, NULL);
+    }
+    return argv;
+}
