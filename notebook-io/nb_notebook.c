@@ -1,0 +1,828 @@
+#include "notebook-io/nb_notebook.h"
+
+#include "common/buf.h"
+#include "common/xalloc.h"
+#include "notebook-io/nb_json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct nb_notebook {
+    json_t *root;   /* owned; the document, an object with "cells" (array),
+                       "metadata" (object), "nbformat" 4, "nbformat_minor" */
+    json_t *ids;    /* owned; object used as a set of the cell ids handed out
+                       or seen by read/append, for uniqueness in O(1) */
+    int orig_minor; /* nbformat_minor as read; 5 for a new notebook */
+};
+
+/* ---- cells ------------------------------------------------------------ */
+
+/* Length of the valid UTF-8 sequence at u[0..n), or 0 if invalid. */
+static size_t
+s_utf8_seq(const unsigned char *u, size_t n)
+{
+    unsigned cp;
+    size_t len;
+    if (u[0] < 0x80)
+        return 1;
+    if (u[0] >= 0xc2 && u[0] <= 0xdf)
+        len = 2, cp = u[0] & 0x1f;
+    else if (u[0] >= 0xe0 && u[0] <= 0xef)
+        len = 3, cp = u[0] & 0x0f;
+    else if (u[0] >= 0xf0 && u[0] <= 0xf4)
+        len = 4, cp = u[0] & 0x07;
+    else
+        return 0;
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((u[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (u[i] & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return len;
+}
+
+/* A JSON string of `s`, with each invalid UTF-8 byte replaced by U+FFFD.
+ * New reference. */
+static json_t *
+s_string_utf8(const char *s)
+{
+    json_t *j;
+    buf_t b;
+    size_t n;
+
+    if (!s)
+        s = "";
+    if ((j = json_string(s)))
+        return j;
+    buf_init(&b, 0);
+    n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        size_t len = s_utf8_seq((const unsigned char *)s + i, n - i);
+        if (len) {
+            buf_append(&b, s + i, len);
+            i += len;
+        } else {
+            buf_append(&b, "\xef\xbf\xbd", 3);
+            i++;
+        }
+    }
+    j = json_stringn_nocheck(b.data ? b.data : "", b.len);
+    buf_release(&b);
+    return j;
+}
+
+void
+nb_cell_id_new(char out[NB_CELL_ID_SIZE])
+{
+    static const char hex[] = "0123456789abcdef";
+    static unsigned long counter;
+    unsigned char r[4];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+        /* No entropy source: uniqueness, not secrecy, is what ids need. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned long x = (unsigned long)ts.tv_nsec ^
+                          ((unsigned long)getpid() << 16) ^
+                          (++counter * 2654435761u);
+        memcpy(r, &x, sizeof r);
+    }
+    for (int i = 0; i < 4; i++) {
+        out[2 * i] = hex[r[i] >> 4];
+        out[2 * i + 1] = hex[r[i] & 15];
+    }
+    out[8] = '\0';
+}
+
+int
+nb_cell_id_valid(const char *id)
+{
+    size_t n = 0;
+    if (!id)
+        return 0;
+    for (; id[n]; n++) {
+        char c = id[n];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '-' || c == '_'))
+            return 0;
+    }
+    return n >= 1 && n <= 64;
+}
+
+static json_t *
+s_cell_new(const char *type, const char *source)
+{
+    char id[NB_CELL_ID_SIZE];
+    nb_cell_id_new(id);
+    return json_pack("{s:s, s:s, s:{}, s:o}", "id", id, "cell_type", type,
+                     "metadata", "source", s_string_utf8(source));
+}
+
+json_t *
+nb_cell_new_code(const char *source)
+{
+    json_t *cell = s_cell_new("code", source);
+    json_object_set_new(cell, "execution_count", json_null());
+    json_object_set_new(cell, "outputs", json_array());
+    return cell;
+}
+
+json_t *
+nb_cell_new_markdown(const char *source)
+{
+    return s_cell_new("markdown", source);
+}
+
+json_t *
+nb_cell_new_raw(const char *source)
+{
+    return s_cell_new("raw", source);
+}
+
+const char *
+nb_cell_type(const json_t *cell)
+{
+    return json_string_value(json_object_get(cell, "cell_type"));
+}
+
+const char *
+nb_cell_source(const json_t *cell)
+{
+    return json_string_value(json_object_get(cell, "source"));
+}
+
+const char *
+nb_cell_id(const json_t *cell)
+{
+    return json_string_value(json_object_get(cell, "id"));
+}
+
+/* ---- the notebook object ---------------------------------------------- */
+
+static nb_notebook_t *
+s_wrap(json_t *root, int orig_minor)
+{
+    nb_notebook_t *nb = xcalloc(1, sizeof *nb);
+    nb->root = root;
+    nb->ids = json_object();
+    nb->orig_minor = orig_minor;
+    return nb;
+}
+
+nb_notebook_t *
+nb_notebook_new(void)
+{
+    json_t *root = json_pack("{s:[], s:{}, s:i, s:i}", "cells", "metadata",
+                             "nbformat", 4, "nbformat_minor", 5);
+    return s_wrap(root, 5);
+}
+
+void
+nb_notebook_destroy(nb_notebook_t **p)
+{
+    if (!p || !*p)
+        return;
+    json_decref((*p)->root);
+    json_decref((*p)->ids);
+    free(*p);
+    *p = NULL;
+}
+
+json_t *
+nb_notebook_json(const nb_notebook_t *nb)
+{
+    return nb->root;
+}
+
+json_t *
+nb_notebook_metadata(const nb_notebook_t *nb)
+{
+    return json_object_get(nb->root, "metadata");
+}
+
+json_t *
+nb_notebook_cells(const nb_notebook_t *nb)
+{
+    return json_object_get(nb->root, "cells");
+}
+
+size_t
+nb_notebook_ncells(const nb_notebook_t *nb)
+{
+    return json_array_size(nb_notebook_cells(nb));
+}
+
+json_t *
+nb_notebook_cell(const nb_notebook_t *nb, size_t i)
+{
+    return json_array_get(nb_notebook_cells(nb), i);
+}
+
+int
+nb_notebook_orig_minor(const nb_notebook_t *nb)
+{
+    return nb->orig_minor;
+}
+
+/* Give `cell` an id unless it has a string id not yet in the set (or, with
+ * `strict`, one that is also valid), and record it in the set. */
+static void
+s_claim_id(nb_notebook_t *nb, json_t *cell, int strict)
+{
+    json_t *jid = json_object_get(cell, "id");
+    const char *id = json_string_value(jid);
+    char fresh[NB_CELL_ID_SIZE];
+
+    if (jid && !id && !strict)
+        return; /* a non-string id in a 4.5 notebook: kept, validate says */
+    if (id && !json_object_get(nb->ids, id) &&
+        (!strict || nb_cell_id_valid(id))) {
+        json_object_set_new(nb->ids, id, json_true());
+        return;
+    }
+    do
+        nb_cell_id_new(fresh);
+    while (json_object_get(nb->ids, fresh));
+    json_object_set_new(cell, "id", json_string(fresh));
+    json_object_set_new(nb->ids, fresh, json_true());
+}
+
+int
+nb_notebook_append(nb_notebook_t *nb, json_t *cell)
+{
+    if (!json_is_object(cell)) {
+        json_decref(cell);
+        return -1;
+    }
+    s_claim_id(nb, cell, 1);
+    return json_array_append_new(nb_notebook_cells(nb), cell);
+}
+
+int
+nb_notebook_set_metadata(nb_notebook_t *nb, const char *key, json_t *value)
+{
+    json_t *md = nb_notebook_metadata(nb);
+    if (!json_is_object(md) || !key || !value) {
+        json_decref(value);
+        return -1;
+    }
+    return json_object_set_new(md, key, value);
+}
+
+/* ---- reading ---------------------------------------------------------- */
+
+/* If obj[key] is a list of strings, replace it by their concatenation.
+ * Returns 0 if joined or not a list, -1 if a list holding a non-string. */
+static int
+s_join(json_t *obj, const char *key)
+{
+    json_t *list = json_object_get(obj, key), *item;
+    size_t i;
+    buf_t b;
+
+    if (!json_is_array(list))
+        return 0;
+    json_array_foreach(list, i, item) if (!json_is_string(item)) return -1;
+    buf_init(&b, 0);
+    json_array_foreach(list, i, item)
+        buf_append(&b, json_string_value(item), json_string_length(item));
+    /* Pieces of valid UTF-8 concatenate to valid UTF-8. */
+    json_object_set_new(obj, key, json_stringn_nocheck(buf_cstr(&b), b.len));
+    buf_release(&b);
+    return 0;
+}
+
+/* nbformat's _is_json_mime. */
+static int
+s_is_json_mime(const char *mime)
+{
+    size_t n = strlen(mime);
+    return strcmp(mime, "application/json") == 0 ||
+           (strncmp(mime, "application/", 12) == 0 && n >= 5 &&
+            strcmp(mime + n - 5, "+json") == 0);
+}
+
+/* nbformat's _rejoin_mimebundle. */
+static void
+s_join_bundle(json_t *bundle)
+{
+    const char *mime;
+    json_t *value;
+    if (!json_is_object(bundle))
+        return;
+    json_object_foreach(bundle, mime, value) if (!s_is_json_mime(mime))
+        s_join(bundle, mime); /* a list with non-strings is left alone */
+}
+
+static int s_bad(err_t *err, const char *origin, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+s_bad(err_t *err, const char *origin, const char *fmt, ...)
+{
+    char what[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return err_set(err, ERR_USAGE, "%s: %s", origin, what);
+}
+
+/* Check what the model relies on in cell `i` and normalise it in place. */
+static int
+s_read_cell(json_t *cell, size_t i, const char *origin, err_t *err)
+{
+    json_t *md, *outputs, *output, *attachments, *att;
+    const char *type, *name;
+    size_t j;
+
+    if (!json_is_object(cell))
+        return s_bad(err, origin, "cell %zu is not a JSON object", i + 1);
+    type = nb_cell_type(cell);
+    if (!type)
+        return s_bad(err, origin, "cell %zu has no \"cell_type\"", i + 1);
+    md = json_object_get(cell, "metadata");
+    if (!json_is_object(md))
+        return s_bad(err, origin, "cell %zu (%s) has no \"metadata\" object",
+                     i + 1, type);
+    if (!json_object_get(cell, "source"))
+        return s_bad(err, origin, "cell %zu (%s) has no \"source\"", i + 1,
+                     type);
+    if (s_join(cell, "source") ||
+        !json_is_string(json_object_get(cell, "source")))
+        return s_bad(err, origin,
+                     "cell %zu (%s): \"source\" must be a string or a list "
+                     "of strings",
+                     i + 1, type);
+    json_object_del(md, "trusted");
+
+    attachments = json_object_get(cell, "attachments");
+    if (json_is_object(attachments))
+        json_object_foreach(attachments, name, att) s_join_bundle(att);
+
+    if (strcmp(type, "code") != 0)
+        return 0;
+    outputs = json_object_get(cell, "outputs");
+    if (!json_is_array(outputs))
+        return s_bad(err, origin, "cell %zu (code) has no \"outputs\" list",
+                     i + 1);
+    json_array_foreach(outputs, j, output)
+    {
+        const char *otype =
+            json_string_value(json_object_get(output, "output_type"));
+        if (!otype)
+            return s_bad(err, origin,
+                         "cell %zu (code), output %zu has no \"output_type\"",
+                         i + 1, j + 1);
+        if (!strcmp(otype, "execute_result") || !strcmp(otype, "display_data"))
+            s_join_bundle(json_object_get(output, "data"));
+        else if (*otype)
+            s_join(output, "text");
+    }
+    return 0;
+}
+
+nb_notebook_t *
+nb_notebook_read_mem(const char *data, size_t len, const char *origin,
+                     err_t *err)
+{
+    json_error_t jerr;
+    json_t *root = NULL, *v, *md, *cells, *cell;
+    nb_notebook_t *nb = NULL;
+    json_int_t major, minor;
+    size_t i;
+
+    if (!origin)
+        origin = "notebook";
+    if (len >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0)
+        data += 3, len -= 3;
+    root = json_loadb(data, len, JSON_ALLOW_NUL, &jerr);
+    if (!root) {
+        err_set(err, ERR_USAGE, "%s: invalid JSON at line %d, column %d: %s",
+                origin, jerr.line, jerr.column, jerr.text);
+        goto out;
+    }
+    if (!json_is_object(root)) {
+        s_bad(err, origin, "not a notebook (the top level is not an object)");
+        goto out;
+    }
+    v = json_object_get(root, "nbformat");
+    if (!v) {
+        s_bad(err, origin, "not a notebook (no \"nbformat\" version)");
+        goto out;
+    }
+    if (!json_is_integer(v)) {
+        s_bad(err, origin, "\"nbformat\" must be an integer");
+        goto out;
+    }
+    major = json_integer_value(v);
+    if (major < 4) {
+        err_set(err, ERR_USAGE,
+                "%s is nbformat %" JSON_INTEGER_FORMAT "; convert it with "
+                "'jupyter nbconvert --to notebook --nbformat 4'",
+                origin, major);
+        goto out;
+    }
+    if (major > 4) {
+        err_set(err, ERR_USAGE,
+                "%s is nbformat %" JSON_INTEGER_FORMAT ", newer than the "
+                "nbformat 4 this program reads; save it as nbformat 4",
+                origin, major);
+        goto out;
+    }
+    v = json_object_get(root, "nbformat_minor");
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        s_bad(err, origin, "no \"nbformat_minor\" (a non-negative integer)");
+        goto out;
+    }
+    minor = json_integer_value(v);
+    md = json_object_get(root, "metadata");
+    if (!json_is_object(md)) {
+        s_bad(err, origin, "no \"metadata\" object");
+        goto out;
+    }
+    cells = json_object_get(root, "cells");
+    if (!json_is_array(cells)) {
+        s_bad(err, origin, "no \"cells\" list");
+        goto out;
+    }
+    json_array_foreach(cells, i,
+                       cell) if (s_read_cell(cell, i, origin, err)) goto out;
+
+    /* nbformat's strip_transient. */
+    json_object_del(md, "orig_nbformat");
+    json_object_del(md, "orig_nbformat_minor");
+    json_object_del(md, "signature");
+
+    nb = s_wrap(root, minor > 1000 ? 1000 : (int)minor);
+    root = NULL;
+    if (minor < 5) /* nbformat.v4.upgrade: 4.0-4.4 -> 4.5 with ids */
+        json_object_set_new(nb->root, "nbformat_minor", json_integer(5));
+    json_array_foreach(cells, i, cell) s_claim_id(nb, cell, minor < 5);
+out:
+    json_decref(root);
+    return nb;
+}
+
+nb_notebook_t *
+nb_notebook_read_file(const char *path, err_t *err)
+{
+    nb_notebook_t *nb = NULL;
+    char *data = NULL;
+    struct stat st;
+    size_t got = 0;
+    FILE *f = fopen(path, "rb");
+
+    if (!f) {
+        err_set(err, ERR_USAGE, "%s: cannot open notebook: %s", path,
+                strerror(errno));
+        goto out;
+    }
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        err_set(err, ERR_USAGE, "%s: is a directory, not a notebook", path);
+        goto out;
+    }
+    /* Read to EOF rather than trusting st_size (pipes, /dev/stdin). */
+    size_t alloc = st.st_size > 0 ? (size_t)st.st_size + 1 : 65536;
+    data = xmalloc(alloc);
+    for (;;) {
+        if (got == alloc) {
+            if (alloc > NB_NOTEBOOK_MAX_BYTES) {
+                err_set(err, ERR_USAGE,
+                        "%s: notebook larger than %zu MiB; refusing to read it",
+                        path, NB_NOTEBOOK_MAX_BYTES >> 20);
+                goto out;
+            }
+            alloc *= 2;
+            data = xrealloc(data, alloc);
+        }
+        size_t n = fread(data + got, 1, alloc - got, f);
+        got += n;
+        if (n == 0)
+            break;
+    }
+    if (ferror(f)) {
+        err_set(err, ERR_USAGE, "%s: cannot read notebook: %s", path,
+                strerror(errno));
+        goto out;
+    }
+    nb = nb_notebook_read_mem(data, got, path, err);
+out:
+    if (f)
+        fclose(f);
+    free(data);
+    return nb;
+}
+
+/* ---- writing ---------------------------------------------------------- */
+
+/* Roles for nb_json_dump, mirroring nbformat's split_lines and
+ * strip_transient at write time. */
+enum {
+    R_NOTEBOOK = 1,
+    R_NB_METADATA,
+    R_CELLS,
+    R_CELL,
+    R_CELL_METADATA,
+    R_ATTACHMENTS,
+    R_BUNDLE,
+    R_OUTPUTS,
+    R_OUTPUT
+};
+
+/* nbformat's _split_mimebundle: which mime values are split into lines. */
+static int
+s_split_mime(const char *mime)
+{
+    return strncmp(mime, "text/", 5) == 0 ||
+           strcmp(mime, "application/javascript") == 0 ||
+           strcmp(mime, "image/svg+xml") == 0;
+}
+
+static int
+s_role(int role, const json_t *parent, const char *key, const json_t *child)
+{
+    const char *t;
+    switch (role) {
+    case R_NOTEBOOK:
+        if (!strcmp(key, "cells") && json_is_array(child))
+            return R_CELLS;
+        if (!strcmp(key, "metadata") && json_is_object(child))
+            return R_NB_METADATA;
+        return NB_JSON_PLAIN;
+    case R_NB_METADATA:
+        if (!strcmp(key, "orig_nbformat") ||
+            !strcmp(key, "orig_nbformat_minor") || !strcmp(key, "signature"))
+            return NB_JSON_SKIP;
+        return NB_JSON_PLAIN;
+    case R_CELLS:
+        return json_is_object(child) ? R_CELL : NB_JSON_PLAIN;
+    case R_CELL:
+        if (!strcmp(key, "source"))
+            return NB_JSON_LINES;
+        if (!strcmp(key, "metadata") && json_is_object(child))
+            return R_CELL_METADATA;
+        if (!strcmp(key, "attachments") && json_is_object(child))
+            return R_ATTACHMENTS;
+        t = nb_cell_type(parent);
+        if (!strcmp(key, "outputs") && t && !strcmp(t, "code"))
+            return R_OUTPUTS;
+        return NB_JSON_PLAIN;
+    case R_CELL_METADATA:
+        return strcmp(key, "trusted") ? NB_JSON_PLAIN : NB_JSON_SKIP;
+    case R_ATTACHMENTS:
+        return json_is_object(child) ? R_BUNDLE : NB_JSON_PLAIN;
+    case R_BUNDLE:
+        return s_split_mime(key) ? NB_JSON_LINES : NB_JSON_PLAIN;
+    case R_OUTPUTS:
+        return json_is_object(child) ? R_OUTPUT : NB_JSON_PLAIN;
+    case R_OUTPUT:
+        t = json_string_value(json_object_get(parent, "output_type"));
+        if (!t)
+            return NB_JSON_PLAIN;
+        if ((!strcmp(t, "execute_result") || !strcmp(t, "display_data")) &&
+            !strcmp(key, "data") && json_is_object(child))
+            return R_BUNDLE;
+        if (!strcmp(t, "stream") && !strcmp(key, "text"))
+            return NB_JSON_LINES;
+        return NB_JSON_PLAIN;
+    }
+    return NB_JSON_PLAIN;
+}
+
+char *
+nb_notebook_write_mem(const nb_notebook_t *nb, size_t *len)
+{
+    buf_t b;
+    buf_init(&b, 0);
+    nb_json_dump(&b, nb->root, 0, R_NOTEBOOK, s_role);
+    buf_append(&b, "\n", 1);
+    return buf_detach(&b, len);
+}
+
+/* The mode a new file gets: 0666 minus the umask, read without changing it
+ * (umask(2) would race with other threads). */
+static mode_t
+s_new_file_mode(void)
+{
+    mode_t mode = 0644;
+    char line[128];
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return mode;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "Umask:", 6) == 0) {
+            mode = 0666 & ~(mode_t)strtoul(line + 6, NULL, 8);
+            break;
+        }
+    fclose(f);
+    return mode;
+}
+
+int
+nb_notebook_write_file(const nb_notebook_t *nb, const char *path, err_t *err)
+{
+    char *text = NULL, *tmp = NULL;
+    const char *slash = strrchr(path, '/');
+    size_t len, off = 0;
+    struct stat st;
+    int fd = -1, rc = -1;
+    mode_t mode;
+
+    mode = stat(path, &st) == 0 ? (st.st_mode & 07777) : s_new_file_mode();
+    if (slash)
+        tmp = xasprintf("%.*s/.%s.tmp-XXXXXX", (int)(slash - path), path,
+                        slash + 1);
+    else
+        tmp = xasprintf(".%s.tmp-XXXXXX", path);
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        err_set(err, ERR_IO,
+                "%s: cannot create a temporary file next to it: %s", path,
+                strerror(errno));
+        free(tmp);
+        tmp = NULL;
+        goto out;
+    }
+    text = nb_notebook_write_mem(nb, &len);
+    while (off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            err_set(err, ERR_IO, "%s: cannot write notebook: %s", path,
+                    strerror(n < 0 ? errno : ENOSPC));
+            goto out;
+        }
+        off += (size_t)n;
+    }
+    if (fchmod(fd, mode) || fsync(fd)) {
+        err_set(err, ERR_IO, "%s: cannot write notebook: %s", path,
+                strerror(errno));
+        goto out;
+    }
+    if (close(fd)) {
+        fd = -1;
+        err_set(err, ERR_IO, "%s: cannot write notebook: %s", path,
+                strerror(errno));
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp, path)) {
+        err_set(err, ERR_IO, "%s: cannot replace notebook: %s", path,
+                strerror(errno));
+        goto out;
+    }
+    free(tmp);
+    tmp = NULL;
+    rc = 0;
+out:
+    if (fd >= 0)
+        close(fd);
+    if (tmp) {
+        unlink(tmp);
+        free(tmp);
+    }
+    free(text);
+    return rc;
+}
+
+/* ---- validation ------------------------------------------------------- */
+
+static int
+s_is_multiline(const json_t *v)
+{
+    size_t i;
+    json_t *item;
+    if (json_is_string(v))
+        return 1;
+    if (!json_is_array(v))
+        return 0;
+    json_array_foreach((json_t *)v, i,
+                       item) if (!json_is_string(item)) return 0;
+    return 1;
+}
+
+static int
+s_valid_count(const json_t *v)
+{
+    return json_is_null(v) ||
+           (json_is_integer(v) && json_integer_value(v) >= 0);
+}
+
+static int
+s_validate_output(const json_t *o, size_t i, size_t j, err_t *err)
+{
+    const char *t = json_string_value(json_object_get(o, "output_type"));
+    const char *why = NULL;
+
+    if (!t)
+        why = "has no output_type";
+    else if (!strcmp(t, "stream")) {
+        if (!json_is_string(json_object_get(o, "name")) ||
+            !s_is_multiline(json_object_get(o, "text")))
+            why = "(stream) needs a string \"name\" and \"text\"";
+    } else if (!strcmp(t, "display_data") || !strcmp(t, "execute_result")) {
+        if (!json_is_object(json_object_get(o, "data")) ||
+            !json_is_object(json_object_get(o, "metadata")))
+            why = "needs \"data\" and \"metadata\" objects";
+        else if (!strcmp(t, "execute_result") &&
+                 !s_valid_count(json_object_get(o, "execution_count")))
+            why = "(execute_result) needs an \"execution_count\"";
+    } else if (!strcmp(t, "error")) {
+        json_t *tb = json_object_get(o, "traceback");
+        if (!json_is_string(json_object_get(o, "ename")) ||
+            !json_is_string(json_object_get(o, "evalue")) ||
+            !json_is_array(tb) || !s_is_multiline(tb))
+            why = "(error) needs \"ename\", \"evalue\" and a \"traceback\" "
+                  "list of strings";
+    } else
+        why = "has an unknown output_type";
+    if (why)
+        return err_set(err, ERR_USAGE, "cell %zu, output %zu %s", i + 1, j + 1,
+                       why);
+    return 0;
+}
+
+int
+nb_notebook_validate(const nb_notebook_t *nb, err_t *err)
+{
+    json_t *root = nb->root, *cells = nb_notebook_cells(nb), *cell, *seen;
+    size_t i, j;
+    int rc = -1;
+
+    if (json_integer_value(json_object_get(root, "nbformat")) != 4 ||
+        !json_is_integer(json_object_get(root, "nbformat_minor")) ||
+        json_integer_value(json_object_get(root, "nbformat_minor")) < 5)
+        return err_set(err, ERR_USAGE, "not an nbformat 4.5 notebook");
+    if (!json_is_object(nb_notebook_metadata(nb)) || !json_is_array(cells))
+        return err_set(err, ERR_USAGE,
+                       "notebook needs a \"metadata\" object and a \"cells\" "
+                       "list");
+    seen = json_object();
+    json_array_foreach(cells, i, cell)
+    {
+        const char *type = nb_cell_type(cell), *id = nb_cell_id(cell);
+        json_t *outputs, *o;
+        if (!nb_cell_id_valid(id)) {
+            err_set(err, ERR_USAGE,
+                    "cell %zu has no valid \"id\" (1-64 of a-z A-Z 0-9 - _)",
+                    i + 1);
+            goto out;
+        }
+        if (json_object_get(seen, id)) {
+            err_set(err, ERR_USAGE, "cell %zu repeats the id \"%s\"", i + 1,
+                    id);
+            goto out;
+        }
+        json_object_set_new(seen, id, json_true());
+        if (!type || (strcmp(type, "code") && strcmp(type, "markdown") &&
+                      strcmp(type, "raw"))) {
+            err_set(err, ERR_USAGE,
+                    "cell %zu: \"cell_type\" must be code, markdown or raw",
+                    i + 1);
+            goto out;
+        }
+        if (!json_is_object(json_object_get(cell, "metadata")) ||
+            !s_is_multiline(json_object_get(cell, "source"))) {
+            err_set(err, ERR_USAGE,
+                    "cell %zu needs a \"metadata\" object and a \"source\"",
+                    i + 1);
+            goto out;
+        }
+        if (strcmp(type, "code"))
+            continue;
+        if (json_object_get(cell, "attachments")) {
+            err_set(err, ERR_USAGE, "cell %zu: code cells have no attachments",
+                    i + 1);
+            goto out;
+        }
+        outputs = json_object_get(cell, "outputs");
+        if (!json_is_array(outputs) ||
+            !s_valid_count(json_object_get(cell, "execution_count")) ||
+            !json_object_get(cell, "execution_count")) {
+            err_set(err, ERR_USAGE,
+                    "cell %zu (code) needs an \"outputs\" list and an "
+                    "\"execution_count\" (integer or null)",
+                    i + 1);
+            goto out;
+        }
+        json_array_foreach(outputs, j,
+                           o) if (s_validate_output(o, i, j, err)) goto out;
+    }
+    rc = 0;
+out:
+    json_decref(seen);
+    return rc;
+}
