@@ -1,0 +1,228 @@
+#include "ag_session.h"
+
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_TIMEOUT_MS 60000
+#define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
+
+struct ag_session {
+    kb_kernel_t *kernel; /* owned */
+    bool sandboxed;      /* false for --no-sandbox and attached kernels */
+    bool attached;       /* a kernel someone else started */
+    char *warnings;      /* owned, "" when none */
+};
+
+static void
+s_push(char ***v, size_t *n, const char *s)
+{
+    *v = xrealloc(*v, (*n + 2) * sizeof **v);
+    (*v)[(*n)++] = xstrdup(s);
+    (*v)[*n] = NULL;
+}
+
+void
+ag_session_opts_init(ag_session_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->timeout_ms = DEFAULT_TIMEOUT_MS;
+    o->max_output_bytes = DEFAULT_MAX_OUTPUT;
+}
+
+static void
+s_free_v(char **v)
+{
+    for (char **p = v; p && *p; p++)
+        free(*p);
+    free(v);
+}
+
+void
+ag_session_opts_release(ag_session_opts_t *o)
+{
+    s_free_v(o->files);
+    s_free_v(o->policy_flags);
+    o->files = o->policy_flags = NULL;
+    o->nfiles = o->npolicy = 0;
+}
+
+int
+ag_session_parse_flag(ag_session_opts_t *o, int opt, const char *value,
+                      err_t *err)
+{
+    static const char *const names[] = {"--memory", "--cpus", "--pids",
+                                        "--disk", "--tmp"};
+    err_clear(err);
+    switch (opt - AG_SESSION_OPT_BASE) {
+    case 0:
+        o->no_sandbox = true;
+        return 0;
+    case 1:
+        s_push(&o->files, &o->nfiles, value);
+        return 0;
+    case 2:
+    case 3:
+    case 4:
+    case 5:
+    case 6: {
+        /* Kept as "flag=value" and handed to the sandbox policy parser. */
+        char *pair =
+            xasprintf("%s=%s", names[opt - AG_SESSION_OPT_BASE - 2], value);
+        s_push(&o->policy_flags, &o->npolicy, pair);
+        free(pair);
+        return 0;
+    }
+    case 7:
+        o->keep_workspace = value;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+int
+ag_parse_seconds(const char *s, int *ms, err_t *err)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    double scale = 1000;
+    if (end && *end == 'm' && end[1] == '\0')
+        scale = 60000, end++;
+    else if (end && *end == 's' && end[1] == '\0')
+        end++;
+    if (errno || end == s || *end || v < 0 || !isfinite(v) ||
+        v * scale > 2147483647.0)
+        return err_set(err, ERR_USAGE,
+                       "'%s' is not a duration in seconds (e.g. 60, 2.5, 5m)",
+                       s);
+    *ms = (int)(v * scale);
+    return 0;
+}
+
+int
+ag_parse_bytes(const char *s, size_t *bytes, err_t *err)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    double scale = 1;
+    switch (end && *end ? *end : 0) {
+    case 'k':
+    case 'K':
+        scale = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        scale = 1024.0 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        scale = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        scale = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (end && (*end == 'i' || *end == 'I'))
+        end++;
+    if (end && (*end == 'b' || *end == 'B'))
+        end++;
+    if (errno || end == s || *end || v < 0 || !isfinite(v) || v * scale > 1e18)
+        return err_set(err, ERR_USAGE,
+                       "'%s' is not a size (e.g. 512M, 2G, 1048576)", s);
+    *bytes = (size_t)(v * scale);
+    return 0;
+}
+
+static const char s_no_sandbox_warning[] =
+    "WARNING: --no-sandbox: the kernel runs as a plain process with your "
+    "user's full access to files and network.\n";
+
+ag_session_t *
+ag_session_start(const ag_session_opts_t *o, err_t *err)
+{
+    if (!o->no_sandbox) /* the sandbox launcher lands with the sandbox */
+        return NULL;
+    if (o->nfiles) {
+        err_set(err, ERR_USAGE,
+                "--file copies into the sandbox's /mnt/data; it does not work "
+                "with --no-sandbox");
+        return NULL;
+    }
+    kb_kernel_opts_t kopts = {.kernel_name = o->kernel_name,
+                              .max_output_bytes = o->max_output_bytes};
+    kb_kernel_t *k = kb_kernel_start(&kopts, err);
+    if (!k)
+        return NULL;
+    ag_session_t *s = xcalloc(1, sizeof *s);
+    s->kernel = k;
+    s->warnings = xstrdup(s_no_sandbox_warning);
+    return s;
+}
+
+ag_session_t *
+ag_session_attach(const char *connection_file, bool allow_unsigned, err_t *err)
+{
+    kb_kernel_t *k = kb_kernel_attach(connection_file, allow_unsigned, err);
+    if (!k)
+        return NULL;
+    ag_session_t *s = xcalloc(1, sizeof *s);
+    s->kernel = k;
+    s->attached = true;
+    s->warnings = xasprintf(
+        "note: running in the existing kernel of %s: it is NOT sandboxed, "
+        "and the code can do anything its owner can.\n",
+        connection_file);
+    return s;
+}
+
+void
+ag_session_destroy(ag_session_t **ps)
+{
+    if (!ps || !*ps)
+        return;
+    ag_session_t *s = *ps;
+    kb_kernel_destroy(&s->kernel);
+    free(s->warnings);
+    free(s);
+    *ps = NULL;
+}
+
+kb_kernel_t *
+ag_session_kernel(ag_session_t *s)
+{
+    return s->kernel;
+}
+
+void
+ag_session_print_warnings(ag_session_t *s, FILE *f)
+{
+    if (s->warnings && *s->warnings)
+        fputs(s->warnings, f);
+}
+
+const char *
+ag_session_workspace(ag_session_t *s)
+{
+    (void)s;
+    return NULL;
+}
+
+json_t *
+ag_session_policy_json(ag_session_t *s)
+{
+    return json_pack("{s:b, s:b}", "sandboxed", s->sandboxed, "attached",
+                     s->attached);
+}

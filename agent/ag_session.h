@@ -1,0 +1,82 @@
+/*
+ * ag_session: one code-execution session as every subcommand needs it: the
+ * policy flags they share, files copied in, a kernel started in a sandbox
+ * (or, when asked loudly, without one), or attached to an existing kernel.
+ */
+#ifndef AGENT_AG_SESSION_H
+#define AGENT_AG_SESSION_H
+
+#include "common/err.h"
+#include "kernel-bridge/kb_kernel.h"
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+typedef struct ag_session ag_session_t;
+
+typedef struct ag_session_opts {
+    const char *kernel_name; /* NULL = python3 */
+    int timeout_ms;          /* per execution; default 60 s, 0 = none */
+    size_t max_output_bytes; /* per execution; default 64 MiB */
+    bool no_sandbox;         /* --no-sandbox */
+    char **files;            /* owned NULL-terminated "PATH[:NAME]" list */
+    size_t nfiles;
+    char **policy_flags; /* owned "flag\0value" pairs for the sandbox */
+    size_t npolicy;
+    const char *keep_workspace; /* --keep-workspace DIR, borrowed */
+} ag_session_opts_t;
+
+/* Long options every session-starting subcommand accepts; their `val`s
+ * are >= AG_SESSION_OPT_BASE, so they never clash with short options. */
+#define AG_SESSION_OPT_BASE 0x1000
+#define AG_SESSION_LONGOPTS                                                    \
+    {"no-sandbox", no_argument, 0, AG_SESSION_OPT_BASE + 0},                   \
+        {"file", required_argument, 0, AG_SESSION_OPT_BASE + 1},               \
+        {"memory", required_argument, 0, AG_SESSION_OPT_BASE + 2},             \
+        {"cpus", required_argument, 0, AG_SESSION_OPT_BASE + 3},               \
+        {"pids", required_argument, 0, AG_SESSION_OPT_BASE + 4},               \
+        {"disk", required_argument, 0, AG_SESSION_OPT_BASE + 5},               \
+        {"tmp", required_argument, 0, AG_SESSION_OPT_BASE + 6},                \
+    {                                                                          \
+        "keep-workspace", required_argument, 0, AG_SESSION_OPT_BASE + 7        \
+    }
+
+#define AG_SESSION_FLAGS_HELP                                                  \
+    "\nsandbox (every kernel runs sandboxed unless --no-sandbox):\n"           \
+    "      --file PATH[:NAME] copy a file into /mnt/data before start\n"       \
+    "      --memory SIZE      memory limit, no swap (default 2G)\n"            \
+    "      --cpus N           CPU quota in cores (default 1)\n"                \
+    "      --pids N           process/thread limit (default 128)\n"            \
+    "      --disk SIZE        size of /mnt/data (default 512M)\n"              \
+    "      --tmp SIZE         size of /tmp (default 256M)\n"                   \
+    "      --keep-workspace DIR  copy /mnt/data to DIR at the end\n"           \
+    "      --no-sandbox       run the kernel as a plain process: NO "          \
+    "isolation\n"
+
+void ag_session_opts_init(ag_session_opts_t *o);
+void ag_session_opts_release(ag_session_opts_t *o);
+/* Handle one of AG_SESSION_LONGOPTS; -1 with err set if `opt` is not one
+ * of them (err->text empty) or its value is bad. */
+int ag_session_parse_flag(ag_session_opts_t *o, int opt, const char *value,
+                          err_t *err);
+
+ag_session_t *ag_session_start(const ag_session_opts_t *o, err_t *err);
+ag_session_t *ag_session_attach(const char *connection_file,
+                                bool allow_unsigned, err_t *err);
+void ag_session_destroy(ag_session_t **s);
+
+kb_kernel_t *ag_session_kernel(ag_session_t *s); /* borrowed */
+/* Warnings the user must see once (no sandbox, limits not enforced). */
+void ag_session_print_warnings(ag_session_t *s, FILE *f);
+/* Host path of the workspace (/mnt/data inside), or NULL if none. */
+const char *ag_session_workspace(ag_session_t *s);
+/* The sandbox policy as JSON for notebook metadata (new reference). */
+json_t *ag_session_policy_json(ag_session_t *s);
+
+/* "60", "1.5", "2m" -> milliseconds. */
+int ag_parse_seconds(const char *s, int *ms, err_t *err);
+/* "512M", "2G", "1024" -> bytes. */
+int ag_parse_bytes(const char *s, size_t *bytes, err_t *err);
+
+#endif

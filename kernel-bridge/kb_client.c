@@ -1,0 +1,540 @@
+#include "kb_client.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define MAX_FRAMES 1024
+#define DEFAULT_MAX_MSG ((int64_t)256 << 20)
+#define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
+#define TICK_MS 100
+#define HB_INTERVAL_MS 3000
+#define HB_TIMEOUT_MS 10000
+
+struct kb_client {
+    void *zctx;               /* owned zmq context */
+    void *sock[KB_NCHANNELS]; /* owned sockets, indexed by channel */
+    kb_key_t *key;            /* owned HMAC key */
+    char session[37];         /* our session id (also routing id) */
+    char *username;           /* owned */
+    kb_wire_stats_t stats;    /* what was accepted and dropped */
+    size_t max_output;        /* per-execution output cap */
+    int watch_fd;             /* readable when the kernel died; -1 */
+    bool use_hb;              /* ping the heartbeat while waiting */
+    bool hb_pending;          /* a ping is out without its pong */
+    int64_t hb_sent_ms;       /* when that ping went out */
+};
+
+struct kb_exec {
+    char msg_id[64];  /* the execute_request's msg_id */
+    bool got_reply;   /* execute_reply seen on shell */
+    bool got_idle;    /* iopub status idle for it seen */
+    int64_t start_us; /* when the request was sent */
+};
+
+void
+kb_exec_opts_init(kb_exec_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->store_history = true;
+    o->stop_on_error = true;
+}
+
+static void *
+s_socket(kb_client_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
+         int64_t max_msg, err_t *err)
+{
+    char endpoint[256];
+    void *s = zmq_socket(c->zctx, type);
+    if (!s) {
+        err_set(err, ERR_KERNEL, "cannot create %s socket: %s",
+                kb_channel_name(ch), zmq_strerror(errno));
+        return NULL;
+    }
+    int linger = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
+    if (type == ZMQ_DEALER)
+        zmq_setsockopt(s, ZMQ_ROUTING_ID, c->session, strlen(c->session));
+    if (type == ZMQ_SUB)
+        zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
+    if (type == ZMQ_REQ) { /* a lost pong must not wedge the socket */
+        int on = 1;
+        zmq_setsockopt(s, ZMQ_REQ_RELAXED, &on, sizeof on);
+        zmq_setsockopt(s, ZMQ_REQ_CORRELATE, &on, sizeof on);
+    }
+    kb_conn_endpoint(conn, ch, endpoint, sizeof endpoint);
+    if (zmq_connect(s, endpoint) != 0) {
+        err_set(err, ERR_KERNEL, "cannot connect %s to %s: %s",
+                kb_channel_name(ch), endpoint, zmq_strerror(errno));
+        zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+kb_client_t *
+kb_client_new(const kb_conn_t *conn, const kb_client_opts_t *opts, err_t *err)
+{
+    static const int types[KB_NCHANNELS] = {[KB_SHELL] = ZMQ_DEALER,
+                                            [KB_IOPUB] = ZMQ_SUB,
+                                            [KB_STDIN] = ZMQ_DEALER,
+                                            [KB_CONTROL] = ZMQ_DEALER,
+                                            [KB_HB] = ZMQ_REQ};
+    kb_client_opts_t defaults = {0};
+    if (!opts)
+        opts = &defaults;
+    if (conn->key[0] == '\0' && !opts->allow_unsigned) {
+        err_set(err, ERR_USAGE,
+                "the connection file has an empty key (messages would be "
+                "unsigned); pass --allow-unsigned if you really mean it");
+        return NULL;
+    }
+    kb_client_t *c = xcalloc(1, sizeof *c);
+    c->watch_fd = -1;
+    c->zctx = zmq_ctx_new();
+    c->key = kb_key_new(conn->key, strlen(conn->key));
+    kb_msg_new_uuid(c->session);
+    c->username = xstrdup(opts->username ? opts->username : "jupyter-agent");
+    c->max_output =
+        opts->max_output_bytes ? opts->max_output_bytes : DEFAULT_MAX_OUTPUT;
+    int64_t max_msg =
+        opts->max_msg_bytes ? opts->max_msg_bytes : DEFAULT_MAX_MSG;
+    for (int ch = 0; ch < KB_NCHANNELS; ch++) {
+        c->sock[ch] =
+            s_socket(c, (kb_channel_t)ch, types[ch], conn, max_msg, err);
+        if (!c->sock[ch]) {
+            kb_client_destroy(&c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+void
+kb_client_destroy(kb_client_t **pc)
+{
+    if (!pc || !*pc)
+        return;
+    kb_client_t *c = *pc;
+    for (int ch = 0; ch < KB_NCHANNELS; ch++)
+        if (c->sock[ch])
+            zmq_close(c->sock[ch]);
+    if (c->zctx)
+        zmq_ctx_term(c->zctx);
+    kb_key_destroy(&c->key);
+    free(c->username);
+    free(c);
+    *pc = NULL;
+}
+
+void
+kb_client_watch_fd(kb_client_t *c, int fd)
+{
+    c->watch_fd = fd;
+}
+
+void
+kb_client_use_heartbeat(kb_client_t *c, bool on)
+{
+    c->use_hb = on;
+}
+
+const kb_wire_stats_t *
+kb_client_stats(const kb_client_t *c)
+{
+    return &c->stats;
+}
+
+const char *
+kb_client_session(const kb_client_t *c)
+{
+    return c->session;
+}
+
+static int
+s_send(kb_client_t *c, kb_channel_t ch, const kb_msg_t *msg, err_t *err)
+{
+    kb_wire_out_t out;
+    if (kb_wire_serialize(msg, c->key, &out, err))
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < out.n && rc == 0; i++)
+        if (zmq_send(c->sock[ch], out.frames[i].data, out.frames[i].len,
+                     i + 1 < out.n ? ZMQ_SNDMORE : 0) < 0)
+            rc = err_set(err, ERR_KERNEL, "sending on %s: %s",
+                         kb_channel_name(ch), zmq_strerror(errno));
+    kb_wire_out_release(&out);
+    return rc;
+}
+
+/* Receive one multipart message without blocking; NULL if none was
+ * waiting or if it was dropped (signature, framing, size). */
+static kb_msg_t *
+s_recv(kb_client_t *c, kb_channel_t ch)
+{
+    zmq_msg_t parts[MAX_FRAMES];
+    kb_frame_t views[MAX_FRAMES];
+    size_t n = 0;
+    bool more = true, overflow = false;
+    while (more) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, c->sock[ch], n ? 0 : ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&part);
+            break;
+        }
+        more = zmq_msg_more(&part);
+        if (n < MAX_FRAMES)
+            parts[n++] = part;
+        else {
+            overflow = true;
+            zmq_msg_close(&part);
+        }
+    }
+    kb_msg_t *msg = NULL;
+    if (overflow) {
+        c->stats.malformed++;
+        log_warn("dropped a %s message of more than %d frames",
+                 kb_channel_name(ch), MAX_FRAMES);
+    } else if (n) {
+        for (size_t i = 0; i < n; i++)
+            views[i] =
+                (kb_frame_t){zmq_msg_data(&parts[i]), zmq_msg_size(&parts[i])};
+        err_t err;
+        msg = kb_wire_parse(views, n, c->key, NULL, &c->stats, &err);
+        if (!msg)
+            log_debug("%s: %s", kb_channel_name(ch), err.text);
+    }
+    for (size_t i = 0; i < n; i++)
+        zmq_msg_close(&parts[i]);
+    return msg;
+}
+
+/* Heartbeat bookkeeping while waiting: returns -1 when the kernel has not
+ * answered a ping for HB_TIMEOUT_MS. */
+static int
+s_heartbeat_tick(kb_client_t *c)
+{
+    if (!c->use_hb)
+        return 0;
+    int64_t now = clock_mono_ms();
+    if (c->hb_pending) {
+        char buf[64];
+        if (zmq_recv(c->sock[KB_HB], buf, sizeof buf, ZMQ_DONTWAIT) >= 0)
+            c->hb_pending = false;
+        else if (now - c->hb_sent_ms > HB_TIMEOUT_MS)
+            return -1;
+    } else if (now - c->hb_sent_ms > HB_INTERVAL_MS) {
+        if (zmq_send(c->sock[KB_HB], "ping", 4, ZMQ_DONTWAIT) == 4) {
+            c->hb_pending = true;
+            c->hb_sent_ms = now;
+        }
+    }
+    return 0;
+}
+
+/* Wait up to `ms` for any socket in `mask` (bit per channel) or the watch
+ * fd. Returns a bitmask of ready channels, KB_NCHANNELS bit for the watch
+ * fd, or 0 on timeout. */
+static unsigned
+s_poll(kb_client_t *c, unsigned mask, int ms)
+{
+    zmq_pollitem_t items[KB_NCHANNELS + 1];
+    int map[KB_NCHANNELS + 1];
+    int n = 0;
+    for (int ch = 0; ch < KB_NCHANNELS; ch++)
+        if (mask & (1u << ch)) {
+            items[n] = (zmq_pollitem_t){c->sock[ch], 0, ZMQ_POLLIN, 0};
+            map[n++] = ch;
+        }
+    if (c->watch_fd >= 0) {
+        items[n] = (zmq_pollitem_t){NULL, c->watch_fd, ZMQ_POLLIN, 0};
+        map[n++] = KB_NCHANNELS;
+    }
+    if (zmq_poll(items, n, ms) <= 0)
+        return 0;
+    unsigned ready = 0;
+    for (int i = 0; i < n; i++)
+        if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+            ready |= 1u << map[i];
+    return ready;
+}
+
+static kb_msg_t *
+s_new_msg(kb_client_t *c, const char *type, json_t *content)
+{
+    kb_msg_t *msg = kb_msg_new(type, c->session, c->username);
+    kb_msg_set_content(msg, content ? content : json_object());
+    return msg;
+}
+
+kb_msg_t *
+kb_client_request(kb_client_t *c, kb_channel_t ch, const char *msg_type,
+                  json_t *content, int timeout_ms, err_t *err)
+{
+    kb_msg_t *req = s_new_msg(c, msg_type, content);
+    kb_msg_t *reply = NULL;
+    if (s_send(c, ch, req, err))
+        goto out;
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = deadline - clock_mono_ms();
+        if (left <= 0) {
+            err_set(err, ERR_TIMEOUT, "no %s reply within %d ms", msg_type,
+                    timeout_ms);
+            goto out;
+        }
+        unsigned ready = s_poll(c, (1u << ch) | (1u << KB_IOPUB),
+                                left < TICK_MS ? (int)left : TICK_MS);
+        if (ready & (1u << KB_NCHANNELS)) {
+            err_set(err, ERR_KERNEL, "the kernel exited while waiting for %s",
+                    msg_type);
+            goto out;
+        }
+        if (ready & (1u << KB_IOPUB)) {
+            kb_msg_t *m;
+            while ((m = s_recv(c, KB_IOPUB))) /* not ours to keep */
+                kb_msg_destroy(&m);
+        }
+        if (!(ready & (1u << ch)))
+            continue;
+        kb_msg_t *m;
+        while ((m = s_recv(c, ch))) {
+            if (!reply && strcmp(kb_msg_parent_id(m), kb_msg_id(req)) == 0)
+                reply = m;
+            else
+                kb_msg_destroy(&m);
+        }
+        if (reply)
+            goto out;
+    }
+out:
+    kb_msg_destroy(&req);
+    return reply;
+}
+
+kb_msg_t *
+kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
+{
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    kb_msg_t *reply = NULL;
+    while (clock_mono_ms() < deadline) {
+        kb_msg_t *req = s_new_msg(c, "kernel_info_request", NULL);
+        bool iopub_seen = false;
+        if (s_send(c, KB_SHELL, req, err)) {
+            kb_msg_destroy(&req);
+            return NULL;
+        }
+        /* Resend every second: a request sent before the kernel bound its
+         * sockets is queued, but the iopub subscription may lag. */
+        int64_t round_end = clock_mono_ms() + 1000;
+        while (clock_mono_ms() < round_end && clock_mono_ms() < deadline) {
+            unsigned ready =
+                s_poll(c, (1u << KB_SHELL) | (1u << KB_IOPUB), TICK_MS);
+            if (ready & (1u << KB_NCHANNELS)) {
+                kb_msg_destroy(&req);
+                kb_msg_destroy(&reply);
+                err_set(err, ERR_KERNEL, "the kernel exited during start-up");
+                return NULL;
+            }
+            kb_msg_t *m;
+            while ((m = s_recv(c, KB_IOPUB))) {
+                if (strcmp(kb_msg_parent_id(m), kb_msg_id(req)) == 0)
+                    iopub_seen = true;
+                kb_msg_destroy(&m);
+            }
+            while ((m = s_recv(c, KB_SHELL))) {
+                if (strcmp(kb_msg_type(m), "kernel_info_reply") == 0 &&
+                    strcmp(kb_msg_parent_id(m), kb_msg_id(req)) == 0) {
+                    kb_msg_destroy(&reply);
+                    reply = m;
+                } else {
+                    kb_msg_destroy(&m);
+                }
+            }
+            if (reply && iopub_seen) {
+                kb_msg_destroy(&req);
+                return reply;
+            }
+        }
+        kb_msg_destroy(&req);
+    }
+    kb_msg_destroy(&reply);
+    err_set(err, ERR_TIMEOUT,
+            "the kernel did not answer kernel_info within %d ms", timeout_ms);
+    return NULL;
+}
+
+kb_exec_t *
+kb_client_execute_start(kb_client_t *c, const char *code,
+                        const kb_exec_opts_t *opts, err_t *err)
+{
+    kb_exec_opts_t defaults;
+    if (!opts) {
+        kb_exec_opts_init(&defaults);
+        opts = &defaults;
+    }
+    json_t *content = json_pack(
+        "{s:s, s:b, s:b, s:b, s:b}", "code", code, "silent", opts->silent,
+        "store_history", opts->store_history, "allow_stdin", opts->allow_stdin,
+        "stop_on_error", opts->stop_on_error);
+    if (opts->user_expressions)
+        json_object_set(content, "user_expressions", opts->user_expressions);
+    else
+        json_object_set_new(content, "user_expressions", json_object());
+    kb_msg_t *req = s_new_msg(c, "execute_request", content);
+    kb_exec_t *x = NULL;
+    if (s_send(c, KB_SHELL, req, err) == 0) {
+        x = xcalloc(1, sizeof *x);
+        snprintf(x->msg_id, sizeof x->msg_id, "%s", kb_msg_id(req));
+        x->start_us = clock_mono_us();
+    }
+    kb_msg_destroy(&req);
+    return x;
+}
+
+const char *
+kb_exec_msg_id(const kb_exec_t *x)
+{
+    return x->msg_id;
+}
+
+void
+kb_exec_destroy(kb_exec_t **px)
+{
+    if (!px || !*px)
+        return;
+    free(*px);
+    *px = NULL;
+}
+
+static void
+s_answer_input(kb_client_t *c, const kb_msg_t *req,
+               const kb_exec_hooks_t *hooks)
+{
+    json_t *content = kb_msg_content(req);
+    const char *prompt = json_string_value(json_object_get(content, "prompt"));
+    bool password = json_is_true(json_object_get(content, "password"));
+    char *value = NULL;
+    if (hooks && hooks->on_input)
+        value = hooks->on_input(prompt ? prompt : "", password, hooks->arg);
+    kb_msg_t *reply = s_new_msg(
+        c, "input_reply", json_pack("{s:s}", "value", value ? value : ""));
+    kb_msg_set_parent(reply, req);
+    err_t err;
+    if (s_send(c, KB_STDIN, reply, &err))
+        log_warn("input_reply: %s", err.text);
+    kb_msg_destroy(&reply);
+    free(value);
+}
+
+static void
+s_on_shell(kb_exec_t *x, kb_msg_t *m, kb_output_t *out)
+{
+    if (strcmp(kb_msg_parent_id(m), x->msg_id) != 0 ||
+        strcmp(kb_msg_type(m), "execute_reply") != 0)
+        return;
+    x->got_reply = true;
+    json_t *content = kb_msg_content(m);
+    json_t *count = json_object_get(content, "execution_count");
+    if (json_is_integer(count))
+        kb_output_set_execution_count(out, (int)json_integer_value(count));
+    const char *status = json_string_value(json_object_get(content, "status"));
+    kb_output_set_status(out, status ? status : "error");
+}
+
+int
+kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
+                       const kb_exec_hooks_t *hooks, int64_t deadline_ms,
+                       err_t *err)
+{
+    const unsigned mask = (1u << KB_SHELL) | (1u << KB_IOPUB) |
+                          (1u << KB_STDIN) | (1u << KB_CONTROL);
+    int rc = 0;
+    while (!(x->got_reply && x->got_idle)) {
+        int wait = TICK_MS;
+        if (deadline_ms > 0) {
+            int64_t left = deadline_ms - clock_mono_ms();
+            if (left <= 0) {
+                rc = err_set(err, ERR_TIMEOUT, "execution timed out");
+                break;
+            }
+            if (left < wait)
+                wait = (int)left;
+        }
+        if (hooks && hooks->should_stop && hooks->should_stop(hooks->arg)) {
+            rc = err_set(err, ERR_INTERRUPTED, "interrupted");
+            break;
+        }
+        if (s_heartbeat_tick(c)) {
+            rc = err_set(err, ERR_KERNEL,
+                         "the kernel stopped answering its heartbeat");
+            break;
+        }
+        unsigned ready = s_poll(c, mask, wait);
+        kb_msg_t *m;
+        /* Drain iopub before looking at the death signal, so outputs the
+         * kernel sent before dying are kept. */
+        while ((m = s_recv(c, KB_IOPUB))) {
+            if (strcmp(kb_msg_parent_id(m), x->msg_id) == 0) {
+                const char *type = kb_msg_type(m);
+                json_t *content = kb_msg_content(m);
+                if (strcmp(type, "status") == 0 &&
+                    json_equal(json_object_get(content, "execution_state"),
+                               json_string("idle")))
+                    x->got_idle = true;
+                kb_output_feed(out, type, content);
+                if (hooks && hooks->on_iopub)
+                    hooks->on_iopub(m, hooks->arg);
+            }
+            kb_msg_destroy(&m);
+        }
+        while ((m = s_recv(c, KB_SHELL))) {
+            s_on_shell(x, m, out);
+            kb_msg_destroy(&m);
+        }
+        while ((m = s_recv(c, KB_STDIN))) {
+            if (strcmp(kb_msg_type(m), "input_request") == 0)
+                s_answer_input(c, m, hooks);
+            kb_msg_destroy(&m);
+        }
+        while ((m = s_recv(c, KB_CONTROL))) /* interrupt replies etc. */
+            kb_msg_destroy(&m);
+        if (ready & (1u << KB_NCHANNELS)) {
+            rc = err_set(err, ERR_KERNEL, "the kernel died");
+            break;
+        }
+    }
+    kb_output_set_duration_ms(out, (clock_mono_us() - x->start_us) / 1000);
+    return rc;
+}
+
+int
+kb_client_heartbeat(kb_client_t *c, int timeout_ms)
+{
+    char buf[64];
+    if (c->hb_pending) { /* collect an old pong first */
+        zmq_pollitem_t it = {c->sock[KB_HB], 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, timeout_ms) <= 0)
+            return -1;
+        zmq_recv(c->sock[KB_HB], buf, sizeof buf, 0);
+        c->hb_pending = false;
+    }
+    if (zmq_send(c->sock[KB_HB], "ping", 4, 0) != 4)
+        return -1;
+    zmq_pollitem_t it = {c->sock[KB_HB], 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, timeout_ms) <= 0) {
+        c->hb_pending = true;
+        c->hb_sent_ms = clock_mono_ms();
+        return -1;
+    }
+    zmq_recv(c->sock[KB_HB], buf, sizeof buf, 0);
+    return 0;
+}

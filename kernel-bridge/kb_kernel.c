@@ -1,0 +1,489 @@
+#include "kb_kernel.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define DEFAULT_STARTUP_MS 60000
+#define DEFAULT_GRACE_MS 5000
+#define STDERR_CAP (1 << 20)
+#define STDERR_TAIL 4096
+
+extern char **environ;
+
+struct kb_kernel {
+    kb_kernel_opts_t opts;   /* copy; extra_env still borrowed */
+    char *name;              /* owned kernelspec name */
+    kb_kernelspec_t spec;    /* owned; valid when has_spec */
+    bool has_spec;           /* false when attached */
+    kb_launcher_t *launcher; /* owned; NULL when attached */
+    kb_client_t *client;     /* owned */
+    kb_msg_t *info;          /* owned kernel_info_reply */
+    int out_fd;              /* owned memfd holding the kernel's stderr */
+    bool dead;               /* the process is known to be gone */
+};
+
+/* Variables of ours a kernel may see; nothing else (no API keys, ever). */
+static const char *const s_env_allow[] = {"PATH",   "HOME", "LANG", "LANGUAGE",
+                                          "TZ",     "TERM", "USER", "LOGNAME",
+                                          "TMPDIR", NULL};
+
+static bool
+s_env_allowed(const char *entry)
+{
+    if (strncmp(entry, "LC_", 3) == 0)
+        return true;
+    for (int i = 0; s_env_allow[i]; i++) {
+        size_t n = strlen(s_env_allow[i]);
+        if (strncmp(entry, s_env_allow[i], n) == 0 && entry[n] == '=')
+            return true;
+    }
+    return false;
+}
+
+/* Set "K=V" in a NULL-terminated owned array, replacing an entry with the
+ * same key. */
+static void
+s_env_put(char ***env, size_t *n, const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    if (!eq)
+        return;
+    size_t klen = (size_t)(eq - entry) + 1;
+    for (size_t i = 0; i < *n; i++)
+        if (strncmp((*env)[i], entry, klen) == 0) {
+            free((*env)[i]);
+            (*env)[i] = xstrdup(entry);
+            return;
+        }
+    *env = xrealloc(*env, (*n + 2) * sizeof **env);
+    (*env)[(*n)++] = xstrdup(entry);
+    (*env)[*n] = NULL;
+}
+
+static char **
+s_build_env(kb_kernel_t *k)
+{
+    char **env = xcalloc(1, sizeof *env);
+    size_t n = 0;
+    for (char **e = environ; *e; e++)
+        if (s_env_allowed(*e))
+            s_env_put(&env, &n, *e);
+    s_env_put(&env, &n, "PYDEVD_DISABLE_FILE_VALIDATION=1");
+    s_env_put(&env, &n, "JPY_SESSION_NAME=jupyter-agent");
+    if (k->launcher->ops->fixed_env) {
+        char *const *fixed = k->launcher->ops->fixed_env(k->launcher->self);
+        for (; fixed && *fixed; fixed++)
+            s_env_put(&env, &n, *fixed);
+    }
+    const char *key;
+    json_t *value;
+    json_object_foreach(k->spec.env, key, value)
+    {
+        if (!json_is_string(value))
+            continue;
+        char *entry = xasprintf("%s=%s", key, json_string_value(value));
+        s_env_put(&env, &n, entry);
+        free(entry);
+    }
+    for (char *const *e = k->opts.extra_env; e && *e; e++)
+        s_env_put(&env, &n, *e);
+    return env;
+}
+
+static void
+s_free_strv(char **v)
+{
+    for (char **p = v; p && *p; p++)
+        free(*p);
+    free(v);
+}
+
+char *
+kb_kernel_stderr_tail(kb_kernel_t *k)
+{
+    if (k->out_fd < 0)
+        return xstrdup("");
+    char *buf = xmalloc(STDERR_CAP + 1);
+    ssize_t n = pread(k->out_fd, buf, STDERR_CAP, 0);
+    if (n < 0)
+        n = 0;
+    buf[n] = '\0';
+    size_t len = strlen(buf); /* the sealed file is NUL-padded */
+    char *tail = xstrdup(len > STDERR_TAIL ? buf + len - STDERR_TAIL : buf);
+    free(buf);
+    return tail;
+}
+
+/* A 1 MiB memory file for the kernel's own stdout/stderr, sealed so the
+ * kernel cannot grow it: writes past the end fail instead of using memory. */
+static int
+s_make_out_fd(void)
+{
+    int fd = memfd_create("kernel-stderr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -1;
+    if (ftruncate(fd, STDERR_CAP) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int
+s_fail_with_stderr(kb_kernel_t *k, err_t *err)
+{
+    char *tail = kb_kernel_stderr_tail(k);
+    /* Keep the last few lines: that is where Python puts the reason. */
+    const char *start = tail;
+    int lines = 0;
+    for (const char *p = tail + strlen(tail); p > tail; p--)
+        if (p[-1] == '\n' && p[0] && ++lines > 12) {
+            start = p;
+            break;
+        }
+    if (*start && err) {
+        size_t used = strlen(err->text);
+        snprintf(err->text + used, sizeof err->text - used,
+                 "\nkernel output:\n%s", start);
+    }
+    free(tail);
+    return -1;
+}
+
+/* Launch the kernel and wait for kernel_info. On failure everything
+ * started here is torn down again. */
+static int
+s_launch(kb_kernel_t *k, err_t *err)
+{
+    kb_conn_t conn;
+    char **argv = NULL, **env = NULL;
+    char *conn_path = NULL, *prefix = NULL;
+    int rc = -1;
+
+    kb_conn_init(&conn);
+    k->dead = false;
+    k->launcher = k->opts.launcher ? k->opts.launcher(k->opts.launcher_arg, err)
+                                   : kb_launcher_plain_new(err);
+    if (!k->launcher)
+        goto out;
+    const char *run_dir = k->launcher->ops->run_dir(k->launcher->self);
+    prefix = xasprintf("%s/kernel", run_dir);
+    conn_path = xasprintf("%s/kernel.json", run_dir);
+    if (kb_conn_init_ipc(&conn, prefix, err))
+        goto out;
+    free(conn.kernel_name);
+    conn.kernel_name = xstrdup(k->name);
+    if (kb_conn_save(&conn, conn_path, err))
+        goto out;
+    argv = kb_kernelspec_expand_argv(&k->spec, conn_path);
+    env = s_build_env(k);
+    if (k->out_fd < 0)
+        k->out_fd = s_make_out_fd();
+    if (k->launcher->ops->spawn(k->launcher->self, argv, env, k->out_fd, err))
+        goto out;
+    kb_client_opts_t copts = {.max_output_bytes = k->opts.max_output_bytes};
+    k->client = kb_client_new(&conn, &copts, err);
+    if (!k->client)
+        goto out;
+    kb_client_watch_fd(k->client, k->launcher->ops->pidfd(k->launcher->self));
+    k->info = kb_client_wait_ready(k->client, k->opts.startup_timeout_ms, err);
+    if (!k->info) {
+        char why[256] = "";
+        if (k->launcher->ops->reap(k->launcher->self, 200, why, sizeof why))
+            err_set(err, ERR_KERNEL, "kernel '%s' failed to start: %s", k->name,
+                    why);
+        else
+            err_set(err, ERR_KERNEL,
+                    "kernel '%s' did not become ready within %d s", k->name,
+                    k->opts.startup_timeout_ms / 1000);
+        s_fail_with_stderr(k, err);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (rc) {
+        kb_client_destroy(&k->client);
+        kb_launcher_destroy(&k->launcher);
+    }
+    s_free_strv(env);
+    kb_argv_free(argv);
+    kb_conn_release(&conn);
+    free(conn_path);
+    free(prefix);
+    return rc;
+}
+
+kb_kernel_t *
+kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err)
+{
+    kb_kernel_t *k = xcalloc(1, sizeof *k);
+    k->out_fd = -1;
+    if (opts)
+        k->opts = *opts;
+    if (!k->opts.startup_timeout_ms)
+        k->opts.startup_timeout_ms = DEFAULT_STARTUP_MS;
+    if (!k->opts.interrupt_grace_ms)
+        k->opts.interrupt_grace_ms = DEFAULT_GRACE_MS;
+    k->name = xstrdup(k->opts.kernel_name ? k->opts.kernel_name : "python3");
+    if (kb_kernelspec_find(k->name, &k->spec, err)) {
+        free(k->name);
+        free(k);
+        return NULL;
+    }
+    k->has_spec = true;
+    if (s_launch(k, err)) {
+        kb_kernel_destroy(&k);
+        return NULL;
+    }
+    return k;
+}
+
+kb_kernel_t *
+kb_kernel_attach(const char *connection_file, bool allow_unsigned, err_t *err)
+{
+    kb_conn_t conn;
+    if (kb_conn_load(&conn, connection_file, err))
+        return NULL;
+    kb_kernel_t *k = xcalloc(1, sizeof *k);
+    k->out_fd = -1;
+    k->opts.interrupt_grace_ms = DEFAULT_GRACE_MS;
+    k->name = xstrdup(conn.kernel_name[0] ? conn.kernel_name : "attached");
+    kb_client_opts_t copts = {.allow_unsigned = allow_unsigned};
+    k->client = kb_client_new(&conn, &copts, err);
+    kb_conn_release(&conn);
+    if (!k->client)
+        goto fail;
+    kb_client_use_heartbeat(k->client, true);
+    if (kb_client_heartbeat(k->client, 5000) != 0) {
+        err_set(err, ERR_KERNEL,
+                "no kernel answers the heartbeat of %s (is it still running?)",
+                connection_file);
+        goto fail;
+    }
+    k->info = kb_client_wait_ready(k->client, 10000, err);
+    if (!k->info) {
+        err_prefix(err, "attaching to %s", connection_file);
+        goto fail;
+    }
+    return k;
+fail:
+    kb_kernel_destroy(&k);
+    return NULL;
+}
+
+void
+kb_kernel_destroy(kb_kernel_t **pk)
+{
+    if (!pk || !*pk)
+        return;
+    kb_kernel_t *k = *pk;
+    if (k->launcher && !k->dead)
+        kb_kernel_shutdown(k, NULL);
+    kb_client_destroy(&k->client);
+    kb_launcher_destroy(&k->launcher);
+    kb_msg_destroy(&k->info);
+    if (k->has_spec)
+        kb_kernelspec_release(&k->spec);
+    if (k->out_fd >= 0)
+        close(k->out_fd);
+    free(k->name);
+    free(k);
+    *pk = NULL;
+}
+
+kb_client_t *
+kb_kernel_client(kb_kernel_t *k)
+{
+    return k->client;
+}
+
+json_t *
+kb_kernel_info(const kb_kernel_t *k)
+{
+    return k->info ? kb_msg_content(k->info) : NULL;
+}
+
+const kb_kernelspec_t *
+kb_kernel_spec(const kb_kernel_t *k)
+{
+    return k->has_spec ? &k->spec : NULL;
+}
+
+const char *
+kb_kernel_launcher_name(const kb_kernel_t *k)
+{
+    return k->launcher ? k->launcher->ops->name : "attached";
+}
+
+kb_launcher_t *
+kb_kernel_launcher(kb_kernel_t *k)
+{
+    return k->launcher;
+}
+
+int
+kb_kernel_interrupt(kb_kernel_t *k, err_t *err)
+{
+    bool by_message =
+        !k->launcher || (k->has_spec && k->spec.interrupt_mode &&
+                         strcmp(k->spec.interrupt_mode, "message") == 0);
+    if (!by_message) {
+        if (k->launcher->ops->signal(k->launcher->self, SIGINT) != 0)
+            return err_set(err, ERR_KERNEL, "cannot signal the kernel: %s",
+                           strerror(errno));
+        return 0;
+    }
+    kb_msg_t *reply = kb_client_request(k->client, KB_CONTROL,
+                                        "interrupt_request", NULL, 5000, err);
+    if (!reply)
+        return -1;
+    kb_msg_destroy(&reply);
+    return 0;
+}
+
+/* The kernel is gone: reap it and record why in `out`. */
+static int
+s_record_death(kb_kernel_t *k, kb_output_t *out, err_t *err)
+{
+    char why[256] = "the kernel stopped answering";
+    k->dead = true;
+    if (k->launcher)
+        k->launcher->ops->reap(k->launcher->self, 2000, why, sizeof why);
+    kb_output_set_died(out, why);
+    return err_set(err, ERR_KERNEL, "the kernel died: %s", why);
+}
+
+int
+kb_kernel_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
+                  int timeout_ms, kb_output_t *out,
+                  const kb_exec_hooks_t *hooks, err_t *err)
+{
+    if (k->dead)
+        return err_set(err, ERR_KERNEL,
+                       "the kernel is not running; restart it first");
+    kb_exec_t *x = kb_client_execute_start(k->client, code, opts, err);
+    if (!x)
+        return -1;
+    int64_t deadline = timeout_ms > 0 ? clock_mono_ms() + timeout_ms : 0;
+    err_t werr;
+    int rc = kb_client_execute_wait(k->client, x, out, hooks, deadline, &werr);
+    if (rc == 0)
+        goto out;
+    if (werr.code == ERR_KERNEL) {
+        rc = s_record_death(k, out, err);
+        goto out;
+    }
+    /* Timed out or asked to stop: interrupt, then give it a grace period. */
+    bool timed_out = werr.code == ERR_TIMEOUT;
+    if (timed_out)
+        kb_output_set_timed_out(out, true);
+    else
+        kb_output_set_interrupted(out, true);
+    err_t ierr;
+    if (kb_kernel_interrupt(k, &ierr))
+        log_warn("interrupt: %s", ierr.text);
+    int64_t grace = clock_mono_ms() + k->opts.interrupt_grace_ms;
+    kb_exec_hooks_t quiet = hooks ? *hooks : (kb_exec_hooks_t){0};
+    quiet.should_stop = NULL;
+    int again = kb_client_execute_wait(k->client, x, out, &quiet, grace, &ierr);
+    double secs = timeout_ms / 1000.0;
+    if (again == 0) {
+        rc = timed_out
+                 ? err_set(err, ERR_TIMEOUT,
+                           "timed out after %g s (interrupted; kernel state "
+                           "kept)",
+                           secs)
+                 : err_set(err, ERR_INTERRUPTED, "interrupted");
+        goto out;
+    }
+    if (ierr.code == ERR_KERNEL) {
+        rc = s_record_death(k, out, err);
+        goto out;
+    }
+    /* Still busy after the grace period: kill and start afresh. */
+    log_info("kernel ignored the interrupt; killing and restarting it");
+    err_t rerr;
+    int restarted = kb_kernel_restart(k, &rerr);
+    if (timed_out)
+        rc = err_set(err, ERR_TIMEOUT,
+                     "timed out after %g s; the interrupt did not stop it "
+                     "within %d s, so the kernel was killed%s",
+                     secs, k->opts.interrupt_grace_ms / 1000,
+                     restarted == 0 ? " and restarted (its state was lost)"
+                                    : " (restart failed)");
+    else
+        rc = err_set(err, ERR_INTERRUPTED,
+                     "interrupted; the kernel did not stop, so it was "
+                     "killed%s",
+                     restarted == 0 ? " and restarted (its state was lost)"
+                                    : "");
+out:
+    kb_exec_destroy(&x);
+    return rc;
+}
+
+int
+kb_kernel_restart(kb_kernel_t *k, err_t *err)
+{
+    if (!k->has_spec)
+        return err_set(err, ERR_USAGE,
+                       "cannot restart a kernel this program did not start");
+    if (k->launcher && !k->dead) {
+        char why[64];
+        k->launcher->ops->kill(k->launcher->self);
+        k->launcher->ops->reap(k->launcher->self, 5000, why, sizeof why);
+    }
+    kb_client_destroy(&k->client);
+    kb_launcher_destroy(&k->launcher);
+    kb_msg_destroy(&k->info);
+    return s_launch(k, err);
+}
+
+bool
+kb_kernel_alive(kb_kernel_t *k)
+{
+    if (k->dead)
+        return false;
+    if (k->launcher) {
+        char why[64];
+        if (k->launcher->ops->reap(k->launcher->self, 0, why, sizeof why)) {
+            k->dead = true;
+            return false;
+        }
+        return true;
+    }
+    return kb_client_heartbeat(k->client, 3000) == 0;
+}
+
+int
+kb_kernel_shutdown(kb_kernel_t *k, err_t *err)
+{
+    if (!k->client)
+        return 0;
+    kb_msg_t *reply = kb_client_request(
+        k->client, KB_CONTROL, "shutdown_request",
+        json_pack("{s:b}", "restart", 0), k->opts.interrupt_grace_ms, err);
+    kb_msg_destroy(&reply);
+    if (k->launcher && !k->dead) {
+        char why[64];
+        if (!k->launcher->ops->reap(k->launcher->self,
+                                    k->opts.interrupt_grace_ms, why,
+                                    sizeof why)) {
+            k->launcher->ops->kill(k->launcher->self);
+            k->launcher->ops->reap(k->launcher->self, 2000, why, sizeof why);
+        }
+        k->dead = true;
+    }
+    return 0;
+}

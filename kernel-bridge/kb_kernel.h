@@ -1,0 +1,77 @@
+/*
+ * kb_kernel: the kernel manager. Starts a kernel by kernelspec through a
+ * launcher, waits for it to be ready, runs executions with a wall-clock
+ * limit (interrupt, grace period, then kill and restart), notices death,
+ * restarts and shuts down. Or attaches to a kernel someone else started.
+ *
+ * Owns: the launcher, the client, the connection file in the run dir, the
+ * kernel_info_reply. Single-threaded, like the client.
+ */
+#ifndef KERNEL_BRIDGE_KB_KERNEL_H
+#define KERNEL_BRIDGE_KB_KERNEL_H
+
+#include "common/err.h"
+#include "kernel-bridge/kb_client.h"
+#include "kernel-bridge/kb_kernelspec.h"
+#include "kernel-bridge/kb_launcher.h"
+#include "kernel-bridge/kb_output.h"
+
+#include <stdbool.h>
+
+typedef struct kb_kernel kb_kernel_t;
+
+/* Builds a launcher for each (re)start; the sandbox launcher needs a fresh
+ * box per start. Returns a new launcher or NULL with err set. */
+typedef kb_launcher_t *(*kb_launcher_factory_fn)(void *arg, err_t *err);
+
+typedef struct kb_kernel_opts {
+    const char *kernel_name;         /* kernelspec name; NULL = "python3" */
+    kb_launcher_factory_fn launcher; /* NULL = the plain launcher */
+    void *launcher_arg;              /* passed to `launcher` */
+    int startup_timeout_ms;          /* 0 = 60 s */
+    int interrupt_grace_ms;          /* 0 = 5 s */
+    size_t max_output_bytes;         /* per execution; 0 = 64 MiB */
+    char *const *extra_env;          /* "K=V" entries, borrowed, or NULL */
+} kb_kernel_opts_t;
+
+kb_kernel_t *kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err);
+/* Attach to a running kernel through its connection file. There is no
+ * process to watch, so death is noticed through the heartbeat. */
+kb_kernel_t *kb_kernel_attach(const char *connection_file, bool allow_unsigned,
+                              err_t *err);
+void kb_kernel_destroy(kb_kernel_t **k);
+
+kb_client_t *kb_kernel_client(kb_kernel_t *k); /* borrowed */
+json_t *kb_kernel_info(const kb_kernel_t *k);  /* borrowed content */
+const kb_kernelspec_t *
+kb_kernel_spec(const kb_kernel_t *k); /* NULL if attached */
+const char *kb_kernel_launcher_name(
+    const kb_kernel_t *k); /* "plain", "sandbox", "attached" */
+kb_launcher_t *
+kb_kernel_launcher(kb_kernel_t *k); /* borrowed; NULL if attached */
+/* Up to the last 4 KiB the kernel wrote to its own stdout/stderr (not
+ * iopub), for start-up failures. New string, caller frees. */
+char *kb_kernel_stderr_tail(kb_kernel_t *k);
+
+/* Run `code` and fill `out`. timeout_ms <= 0 means no limit.
+ * Returns 0 when the execution completed (the code may still have raised:
+ * see kb_output_status). Returns -1 with:
+ *   ERR_TIMEOUT  the limit passed: the kernel was interrupted; if it did not
+ *                stop within the grace period it was killed and restarted
+ *                (err says which; state was lost in that case);
+ *   ERR_KERNEL   the kernel died (out records why, e.g. out of memory); it
+ *                is NOT restarted automatically — call kb_kernel_restart;
+ *   ERR_INTERRUPTED  hooks->should_stop asked to stop: the kernel was
+ *                interrupted and the rest of its outputs collected. */
+int kb_kernel_execute(kb_kernel_t *k, const char *code,
+                      const kb_exec_opts_t *opts, int timeout_ms,
+                      kb_output_t *out, const kb_exec_hooks_t *hooks,
+                      err_t *err);
+
+int kb_kernel_interrupt(kb_kernel_t *k, err_t *err);
+int kb_kernel_restart(kb_kernel_t *k, err_t *err);
+bool kb_kernel_alive(kb_kernel_t *k);
+/* shutdown_request on control, wait the grace period, then kill. */
+int kb_kernel_shutdown(kb_kernel_t *k, err_t *err);
+
+#endif

@@ -1,0 +1,181 @@
+/* The plain launcher: the kernel as an ordinary child process. Used only
+ * with --no-sandbox; it isolates nothing. */
+#include "kb_launcher.h"
+
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct plain {
+    char *run_dir; /* owned path; removed on destroy */
+    pid_t pid;     /* kernel pid (its own session leader); 0 if none */
+    int pidfd;     /* owned; -1 if none */
+} plain_t;
+
+static const char *
+s_run_dir(void *self)
+{
+    return ((plain_t *)self)->run_dir;
+}
+
+static int
+s_spawn(void *self, char *const argv[], char *const envp[], int out_fd,
+        err_t *err)
+{
+    plain_t *p = self;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0)
+        return err_set(err, ERR_KERNEL, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        setsid(); /* Ctrl-C in our terminal must not reach the kernel */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        int devnull = open("/dev/null", O_RDONLY);
+        dup2(devnull, 0);
+        if (out_fd >= 0) {
+            dup2(out_fd, 1);
+            dup2(out_fd, 2);
+        }
+        execve(argv[0], argv, envp);
+        dprintf(2, "cannot execute %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    p->pid = pid;
+    p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (p->pidfd < 0)
+        return err_set(err, ERR_KERNEL, "pidfd_open: %s", strerror(errno));
+    return 0;
+}
+
+static int
+s_pidfd(void *self)
+{
+    return ((plain_t *)self)->pidfd;
+}
+
+static int
+s_signal(void *self, int sig)
+{
+    plain_t *p = self;
+    if (p->pidfd < 0)
+        return -1;
+    return (int)syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0);
+}
+
+static int
+s_kill(void *self)
+{
+    plain_t *p = self;
+    if (p->pid <= 0)
+        return 0;
+    kill(-p->pid, SIGKILL); /* the whole session the kernel leads */
+    return s_signal(self, SIGKILL);
+}
+
+static int
+s_reap(void *self, int timeout_ms, char *why, size_t why_len)
+{
+    plain_t *p = self;
+    if (p->pid <= 0) {
+        snprintf(why, why_len, "not running");
+        return 1;
+    }
+    struct pollfd pfd = {p->pidfd, POLLIN, 0};
+    if (poll(&pfd, 1, timeout_ms) <= 0)
+        return 0;
+    int status = 0;
+    if (waitpid(p->pid, &status, 0) < 0)
+        status = 0;
+    if (WIFSIGNALED(status))
+        snprintf(why, why_len, "killed by signal %d (%s)", WTERMSIG(status),
+                 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status))
+                                                : "?");
+    else
+        snprintf(why, why_len, "exited with status %d", WEXITSTATUS(status));
+    close(p->pidfd);
+    p->pidfd = -1;
+    p->pid = 0;
+    return 1;
+}
+
+static int
+s_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void
+s_destroy(void *self)
+{
+    plain_t *p = self;
+    char why[128];
+    if (p->pid > 0) {
+        s_kill(p);
+        s_reap(p, 2000, why, sizeof why);
+    }
+    if (p->run_dir)
+        nftw(p->run_dir, s_rm, 16, FTW_DEPTH | FTW_PHYS);
+    free(p->run_dir);
+    free(p);
+}
+
+static const kb_launcher_ops_t s_ops = {
+    .name = "plain",
+    .run_dir = s_run_dir,
+    .spawn = s_spawn,
+    .pidfd = s_pidfd,
+    .signal = s_signal,
+    .kill = s_kill,
+    .reap = s_reap,
+    .fixed_env = NULL,
+    .destroy = s_destroy,
+};
+
+kb_launcher_t *
+kb_launcher_plain_new(err_t *err)
+{
+    const char *base = getenv("XDG_RUNTIME_DIR");
+    if (!base || access(base, W_OK) != 0)
+        base = "/tmp";
+    char *dir = xasprintf("%s/ja-XXXXXX", base);
+    if (!mkdtemp(dir)) {
+        err_set(err, ERR_IO, "cannot create a run dir in %s: %s", base,
+                strerror(errno));
+        free(dir);
+        return NULL;
+    }
+    plain_t *p = xcalloc(1, sizeof *p);
+    p->run_dir = dir;
+    p->pidfd = -1;
+    kb_launcher_t *l = xcalloc(1, sizeof *l);
+    l->ops = &s_ops;
+    l->self = p;
+    return l;
+}
+
+void
+kb_launcher_destroy(kb_launcher_t **pl)
+{
+    if (!pl || !*pl)
+        return;
+    (*pl)->ops->destroy((*pl)->self);
+    free(*pl);
+    *pl = NULL;
+}

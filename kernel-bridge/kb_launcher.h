@@ -1,0 +1,56 @@
+/*
+ * kb_launcher: how a kernel process is started, signalled and reaped.
+ *
+ * The kernel manager knows nothing of sandboxes; it asks a launcher. Two
+ * implementations: the plain launcher (a child process, for --no-sandbox)
+ * and the sandbox launcher (kb_launch_sandbox.c, the default).
+ *
+ * Invariant for every launcher: run_dir() is a private directory (0700) on
+ * the host that the kernel sees at the SAME absolute path, so a connection
+ * file with ipc socket paths inside it works for both sides unchanged.
+ */
+#ifndef KERNEL_BRIDGE_KB_LAUNCHER_H
+#define KERNEL_BRIDGE_KB_LAUNCHER_H
+
+#include "common/err.h"
+
+#include <stddef.h>
+
+typedef struct kb_launcher kb_launcher_t;
+
+typedef struct kb_launcher_ops {
+    const char *name; /* "plain" or "sandbox" */
+    /* Host path of the private run dir (borrowed). */
+    const char *(*run_dir)(void *self);
+    /* Start argv with exactly the environment envp; stdout and stderr of
+     * the kernel go to out_fd. Returns 0 once the process runs. */
+    int (*spawn)(void *self, char *const argv[], char *const envp[], int out_fd,
+                 err_t *err);
+    /* A pidfd-like fd, readable once the kernel process is gone; -1 if
+     * not running. Borrowed. */
+    int (*pidfd)(void *self);
+    /* Deliver `sig` to the kernel (SIGINT for interrupts). */
+    int (*signal)(void *self, int sig);
+    /* Kill the kernel and everything it started. */
+    int (*kill)(void *self);
+    /* Reap the kernel if it is gone within timeout_ms: returns 1 and says
+     * how it ended in `why` ("exited with status 1", "killed: out of
+     * memory (limit 2 GiB)"); 0 if it is still running. */
+    int (*reap)(void *self, int timeout_ms, char *why, size_t why_len);
+    /* Entries the environment must have (e.g. HOME, PATH inside the box),
+     * NULL-terminated "K=V" strings, borrowed; may return NULL. */
+    char *const *(*fixed_env)(void *self);
+    /* Release everything: kills, reaps, removes the run dir. */
+    void (*destroy)(void *self);
+} kb_launcher_ops_t;
+
+struct kb_launcher {
+    const kb_launcher_ops_t *ops;
+    void *self; /* owned by the launcher; freed by ops->destroy */
+};
+
+/* A plain child process in its own session, killed if we die. */
+kb_launcher_t *kb_launcher_plain_new(err_t *err);
+void kb_launcher_destroy(kb_launcher_t **l);
+
+#endif
