@@ -9,6 +9,7 @@
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -187,7 +188,8 @@ ag_cmd_exec(int argc, char **argv)
     } else if (optind < argc && strcmp(argv[optind], "-") != 0) {
         FILE *f = fopen(argv[optind], "r");
         if (!f) {
-            err_set(&err, ERR_USAGE, "cannot read %s: %m", argv[optind]);
+            err_set(&err, ERR_USAGE, "cannot read %s: %s", argv[optind],
+                    strerror(errno));
             goto usage_error;
         }
         code = s_read_all(f);
