@@ -477,6 +477,9 @@ s_on_display(kb_output_t *o, const char *type, json_t *content)
         count = json_object_get(content, "execution_count");
         if (!json_is_integer(count) && !json_is_null(count))
             return s_malformed(o);
+        if (json_is_integer(count) && (json_integer_value(count) < 0 ||
+                                       json_integer_value(count) > INT32_MAX))
+            return s_malformed(o);
         if (json_is_integer(count))
             o->execution_count = (int)json_integer_value(count);
     }

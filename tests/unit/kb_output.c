@@ -245,6 +245,8 @@ main(int argc, char **argv)
         {"display_data", "{\"data\": {}, \"metadata\": []}"},
         {"display_data", "{\"data\": {}, \"transient\": {\"display_id\": 3}}"},
         {"execute_result", "{\"data\": {}, \"metadata\": {}}"},
+        {"execute_result", "{\"data\": {}, \"metadata\": {}, "
+                           "\"execution_count\": 99999999999}"},
         {"update_display_data", "{\"data\": {}, \"metadata\": {}}"},
         {"error", "{\"ename\": \"E\", \"evalue\": \"v\"}"},
         {"error", "{\"ename\": \"E\", \"evalue\": \"v\", \"traceback\": [1]}"},
