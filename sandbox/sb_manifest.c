@@ -560,16 +560,19 @@ s_hash_fd(int fd, uint64_t limit, unsigned char out[crypto_hash_sha256_BYTES],
     return rc;
 }
 
-/* Read a small regular file under dirfd (no symlinks) into a new buffer. */
+/* Read a small regular file under dirfd (no symlinks) into a new buffer.
+ * *missing is set to 1 when the file does not exist. */
 static int
 s_read_small(int dirfd, const char *dir, const char *name, size_t cap,
-             char **data, size_t *len, err_t *err)
+             char **data, size_t *len, int *missing, err_t *err)
 {
     int rc = -1;
     char *buf = NULL;
+    *missing = 0;
     int fd = openat(dirfd, name,
                     O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
+        *missing = errno == ENOENT;
         if (errno == ENOENT)
             return err_set(err, ERR_VERIFY, "%s/%s is missing", dir, name);
         if (errno == ELOOP)
@@ -1036,9 +1039,10 @@ sb_manifest_load_signed(const char *dir, const sb_trust_t *trust, err_t *err)
                 strerror(errno));
         goto fail;
     }
+    int missing = 0;
     if (s_read_small(m->dirfd, dir, SB_MANIFEST_SIG, SIG_FILE_MAX, &sigtext,
-                     &slen, err)) {
-        if (strstr(err ? err->text : "", "is missing"))
+                     &slen, &missing, err)) {
+        if (missing)
             err_set(err, ERR_VERIFY,
                     "%s/" SB_MANIFEST_SIG " is missing, so the manifest is "
                     "unsigned; sign it with 'jupyter-agent manifest sign "
@@ -1047,7 +1051,7 @@ sb_manifest_load_signed(const char *dir, const sb_trust_t *trust, err_t *err)
         goto fail;
     }
     if (s_read_small(m->dirfd, dir, SB_MANIFEST_JSON, SB_MANIFEST_MAX_BYTES,
-                     &json, &jlen, err))
+                     &json, &jlen, &missing, err))
         goto fail;
     if (s_check_signature(m, trust, json, jlen, sigtext, slen, err))
         goto fail;
