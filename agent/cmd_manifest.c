@@ -263,6 +263,7 @@ s_verify(int argc, char **argv)
         if (sb_manifest_verify_entry(m, i, &ferr)) {
             bad++;
             s_print_entry("FAILED", sb_manifest_entry(m, i));
+            fflush(stdout); /* keep the reason right after its line */
             fprintf(stderr, "jupyter-agent manifest verify: %s\n", ferr.text);
         } else
             s_print_entry("ok", sb_manifest_entry(m, i));
