@@ -1282,6 +1282,30 @@ out:
     return rc;
 }
 
+char *
+sb_manifest_requirements_txt(const sb_manifest_entry_t *const *entries,
+                             size_t n)
+{
+    buf_t b;
+    buf_init(&b, 0);
+    for (size_t i = 0; i < n; i++) {
+        const sb_manifest_entry_t *e = entries[i];
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = strcmp(entries[j]->name, e->name) == 0 &&
+                   strcmp(entries[j]->version, e->version) == 0;
+        if (seen)
+            continue;
+        buf_printf(&b, "%s==%s", e->name, e->version);
+        for (size_t j = i; j < n; j++)
+            if (strcmp(entries[j]->name, e->name) == 0 &&
+                strcmp(entries[j]->version, e->version) == 0)
+                buf_printf(&b, " --hash=sha256:%s", entries[j]->sha256);
+        buf_puts(&b, "\n");
+    }
+    return buf_detach(&b, NULL);
+}
+
 int
 sb_manifest_entry_copy(const sb_manifest_entry_t *entry, int dst_dirfd,
                        err_t *err)

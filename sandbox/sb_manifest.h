@@ -136,6 +136,13 @@ int sb_manifest_resolve(const sb_manifest_t *m, const char *requirement,
                         const sb_manifest_entry_t **out, size_t max,
                         err_t *err);
 
+/* A pip requirements file pinning `entries` (e.g. from resolve): one line
+ * "name==version --hash=sha256:HEX [--hash=...]" per name/version, every
+ * wheel of that release contributing its hash, for
+ * `pip install --no-index --require-hashes -r FILE`. New string. */
+char *sb_manifest_requirements_txt(const sb_manifest_entry_t *const *entries,
+                                   size_t n);
+
 /* Copy a verified entry's bytes (read with pread from its fd) to a new file
  * `entry->filename` under `dst_dirfd` (O_CREAT|O_EXCL|O_NOFOLLOW, mode
  * 0444), hashing what is written; if the hash or size differs from the

@@ -202,6 +202,27 @@ s_test_parser(void)
     is_int(sb_manifest_resolve(m, "demo-pkg", out, 1, &err), 2,
            "resolve reports every match even when out[] is smaller");
     sb_manifest_destroy(&m);
+    free(doc);
+    s_refuse_files(ENTRY("np-1.0-py3-none-any.whl", "np", "1.0", "1", "aa" H64),
+                   "a hash longer than 64 digits", "'sha256'");
+    /* Two wheels of one release (different platforms), one of another. */
+#define HB "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define HC "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+    doc = s_doc(ENTRY("np-1.0-cp311-cp311-linux_x86_64.whl", "np", "1.0", "1",
+                      H64) "," ENTRY("np-1.0-cp312-cp312-linux_x86_64.whl",
+                                     "np", "1.0", "1",
+                                     HB) "," ENTRY("np-2.0-py3-none-any.whl",
+                                                   "np", "2.0", "1", HC));
+    m = sb_manifest_parse(doc, strlen(doc), &err);
+    int nm = m ? sb_manifest_resolve(m, "np", out, 4, &err) : -1;
+    char *req = nm == 3 ? sb_manifest_requirements_txt(out, 3) : NULL;
+    is_str(req,
+           "np==1.0 --hash=sha256:" H64 " --hash=sha256:" HB "\n"
+           "np==2.0 --hash=sha256:" HC "\n",
+           "a requirements file pins each release once, with the hash of "
+           "every wheel of that release");
+    free(req);
+    sb_manifest_destroy(&m);
     ok(m == NULL, "destroy nulls the caller's pointer");
     sb_manifest_destroy(&m);
     free(doc);
