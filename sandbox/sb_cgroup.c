@@ -1,0 +1,432 @@
+/*
+ * sb_cgroup: v2, else v1, else a warning.
+ */
+#include "sandbox/sb_cgroup.h"
+
+#include "common/buf.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CG_ROOT "/sys/fs/cgroup"
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+#ifndef CGROUP_SUPER_MAGIC
+#define CGROUP_SUPER_MAGIC 0x27e0eb
+#endif
+
+enum { CG_MEMORY, CG_PIDS, CG_CPU, CG_N };
+static const char *const s_ctl_names[CG_N] = {"memory", "pids", "cpu"};
+
+struct sb_cgroup {
+    int version;        /* 2, 1, or 0 when nothing is enforced */
+    char *dir[CG_N];    /* owned; per-controller directory we created, or NULL
+                           (v2: all three point to the same string in dir[0]) */
+    char *parent[CG_N]; /* owned; the shared "jupyter-agent" parent (v1) */
+    bool limited[CG_N]; /* the limit was written successfully */
+    char *warning;      /* owned; what is not enforced, or NULL */
+    char *why;          /* owned; why v1 directories could not be made */
+};
+
+static int
+s_write(const char *dir, const char *file, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = write(fd, text, strlen(text));
+    int e = n < 0 ? errno : 0;
+    close(fd);
+    return n < 0 ? -e : 0;
+}
+
+static char *
+s_read(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return NULL;
+    buf_t b;
+    buf_init(&b, 1 << 20);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (buf_append(&b, chunk, n) < 0)
+            break;
+    fclose(f);
+    return buf_detach(&b, NULL);
+}
+
+/* Our cgroup path for a v1 controller (or "" for v2's "0::" line). */
+static char *
+s_own_path(const char *ctl)
+{
+    char *text = s_read("/proc/self/cgroup");
+    char *result = NULL;
+    if (!text)
+        return NULL;
+    for (char *line = strtok(text, "\n"); line && !result;
+         line = strtok(NULL, "\n")) {
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        const char *list = c1 + 1, *path = c2 + 1;
+        if (!ctl) {
+            if (strcmp(line, "0") == 0 && *list == '\0')
+                result = xstrdup(path);
+            continue;
+        }
+        char *copy = xstrdup(list), *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t;
+             t = strtok_r(NULL, ",", &save))
+            if (strcmp(t, ctl) == 0)
+                result = xstrdup(path);
+        free(copy);
+    }
+    free(text);
+    return result;
+}
+
+static void
+s_warn(sb_cgroup_t *cg, const char *add)
+{
+    char *w =
+        cg->warning ? xasprintf("%s; %s", cg->warning, add) : xstrdup(add);
+    free(cg->warning);
+    cg->warning = w;
+}
+
+static bool
+s_has_word(const char *text, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = text; p && (p = strstr(p, word)); p += n)
+        if ((p == text || p[-1] == ' ' || p[-1] == '\n') &&
+            (p[n] == '\0' || p[n] == ' ' || p[n] == '\n'))
+            return true;
+    return false;
+}
+
+static int
+s_try_v2(sb_cgroup_t *cg, const sb_policy_t *p, const char *id)
+{
+    struct statfs sf;
+    if (statfs(CG_ROOT, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
+        return -1;
+    char *own = s_own_path(NULL);
+    if (!own)
+        return -1;
+    char *base = xasprintf("%s%s", CG_ROOT, strcmp(own, "/") ? own : "");
+    char *path = xasprintf("%s/cgroup.controllers", base);
+    char *ctls = s_read(path);
+    free(path);
+    path = xasprintf("%s/cgroup.subtree_control", base);
+    char *sub = s_read(path);
+    free(path);
+    char *dir = NULL;
+    int rc = -1;
+    if (!ctls || !sub || !s_has_word(ctls, "memory") ||
+        !s_has_word(ctls, "pids"))
+        goto out;
+    for (int i = 0; i < CG_N; i++) {
+        if (s_has_word(sub, s_ctl_names[i]) ||
+            !s_has_word(ctls, s_ctl_names[i]))
+            continue;
+        char plus[16];
+        snprintf(plus, sizeof plus, "+%s", s_ctl_names[i]);
+        if (s_write(base, "cgroup.subtree_control", plus) < 0 && i != CG_CPU)
+            goto out;
+    }
+    dir = xasprintf("%s/jupyter-agent-%s", base, id);
+    if (mkdir(dir, 0755) < 0)
+        goto out;
+    char v[64];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)p->memory_bytes);
+    cg->limited[CG_MEMORY] = s_write(dir, "memory.max", v) == 0;
+    snprintf(v, sizeof v, "%llu", (unsigned long long)p->swap_bytes);
+    if (s_write(dir, "memory.swap.max", v) < 0 && p->swap_bytes == 0)
+        s_warn(cg, "swap use not limited (no memory.swap.max)");
+    snprintf(v, sizeof v, "%u", p->pids);
+    cg->limited[CG_PIDS] = s_write(dir, "pids.max", v) == 0;
+    snprintf(v, sizeof v, "%lld 100000", (long long)(p->cpus * 100000.0));
+    cg->limited[CG_CPU] = s_write(dir, "cpu.max", v) == 0;
+    if (!cg->limited[CG_MEMORY] || !cg->limited[CG_PIDS]) {
+        rmdir(dir);
+        goto out;
+    }
+    cg->version = 2;
+    cg->dir[0] = dir;
+    cg->dir[1] = cg->dir[2] = dir;
+    dir = NULL;
+    rc = 0;
+out:
+    free(dir);
+    free(own);
+    free(base);
+    free(ctls);
+    free(sub);
+    return rc;
+}
+
+/* Create the v1 directory for controller i; returns 0 or -errno. */
+static int
+s_v1_mkdir(sb_cgroup_t *cg, int i, const char *id)
+{
+    char mnt[256];
+    snprintf(mnt, sizeof mnt, "%s/%s", CG_ROOT, s_ctl_names[i]);
+    struct statfs sf;
+    if (statfs(mnt, &sf) < 0)
+        return -errno;
+    if (sf.f_type != CGROUP_SUPER_MAGIC)
+        return -ENOENT;
+    char *own = s_own_path(s_ctl_names[i]);
+    if (!own)
+        return -ENOENT;
+    cg->parent[i] =
+        xasprintf("%s%s/jupyter-agent", mnt, strcmp(own, "/") ? own : "");
+    free(own);
+    cg->dir[i] = xasprintf("%s/%s", cg->parent[i], id);
+    int e = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (mkdir(cg->parent[i], 0755) < 0 && errno != EEXIST) {
+            e = -errno;
+            break;
+        }
+        if (mkdir(cg->dir[i], 0755) == 0)
+            return 0;
+        e = -errno;
+        if (errno != ENOENT) /* ENOENT: another sandbox removed the parent */
+            break;
+    }
+    free(cg->dir[i]);
+    cg->dir[i] = NULL;
+    return e;
+}
+
+static void
+s_try_v1(sb_cgroup_t *cg, const sb_policy_t *p, const char *id)
+{
+    char v[64];
+    int first_error = 0;
+    for (int i = 0; i < CG_N; i++) {
+        int e = s_v1_mkdir(cg, i, id);
+        if (e < 0) {
+            if (!first_error)
+                first_error = -e;
+            continue;
+        }
+        const char *d = cg->dir[i];
+        if (i == CG_MEMORY) {
+            snprintf(v, sizeof v, "%llu", (unsigned long long)p->memory_bytes);
+            cg->limited[i] = s_write(d, "memory.limit_in_bytes", v) == 0;
+            snprintf(v, sizeof v, "%llu",
+                     (unsigned long long)(p->memory_bytes + p->swap_bytes));
+            if (s_write(d, "memory.memsw.limit_in_bytes", v) < 0)
+                s_warn(cg,
+                       "swap use not limited (no memory.memsw.limit_in_bytes; "
+                       "boot with swapaccount=1)");
+            if (p->swap_bytes == 0)
+                s_write(d, "memory.swappiness", "0");
+        } else if (i == CG_PIDS) {
+            snprintf(v, sizeof v, "%u", p->pids);
+            cg->limited[i] = s_write(d, "pids.max", v) == 0;
+        } else {
+            s_write(d, "cpu.cfs_period_us", "100000");
+            long long q = (long long)(p->cpus * 100000.0);
+            snprintf(v, sizeof v, "%lld", q < 1000 ? 1000 : q);
+            cg->limited[i] = s_write(d, "cpu.cfs_quota_us", v) == 0;
+        }
+        if (!cg->limited[i]) {
+            rmdir(d);
+            free(cg->dir[i]);
+            cg->dir[i] = NULL;
+        }
+    }
+    if (cg->dir[CG_MEMORY] || cg->dir[CG_PIDS] || cg->dir[CG_CPU])
+        cg->version = 1;
+    if (first_error && !cg->version)
+        cg->why = xstrdup(strerror(first_error));
+}
+
+sb_cgroup_t *
+sb_cgroup_new(const sb_policy_t *p, const char *id)
+{
+    sb_cgroup_t *cg = xcalloc(1, sizeof *cg);
+    if (s_try_v2(cg, p, id) < 0)
+        s_try_v1(cg, p, id);
+    char missing[64] = "";
+    for (int i = 0; i < CG_N; i++) {
+        if (cg->limited[i])
+            continue;
+        if (missing[0])
+            strcat(missing, ", ");
+        strcat(missing, s_ctl_names[i]);
+    }
+    if (missing[0]) {
+        char *w = xasprintf(
+            "cgroups %s%s%s: %s limits not enforced (rlimits only: "
+            "RLIMIT_DATA caps each process's memory, RLIMIT_NPROC the "
+            "process count)",
+            cg->version ? "partly unavailable" : "unavailable",
+            cg->why ? " - " : "", cg->why ? cg->why : "", missing);
+        s_warn(cg, w);
+        free(w);
+    }
+    return cg;
+}
+
+int
+sb_cgroup_enter(sb_cgroup_t *cg, pid_t pid, err_t *err)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%d", (int)pid);
+    for (int i = 0; i < CG_N; i++) {
+        if (!cg->dir[i] || (cg->version == 2 && i > 0))
+            continue;
+        int e = s_write(cg->dir[i], "cgroup.procs", v);
+        if (e < 0)
+            return err_set(err, ERR_SANDBOX,
+                           "sandbox: moving pid %d into cgroup %s: %s",
+                           (int)pid, cg->dir[i], strerror(-e));
+    }
+    return 0;
+}
+
+/* Kill what cgroup.procs lists; returns how many were listed. */
+static int
+s_kill_listed(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    char *text = s_read(path);
+    int n = 0;
+    for (char *t = text ? strtok(text, "\n") : NULL; t;
+         t = strtok(NULL, "\n")) {
+        long pid = strtol(t, NULL, 10);
+        if (pid > 1 && kill((pid_t)pid, SIGKILL) == 0)
+            n++;
+    }
+    free(text);
+    return n;
+}
+
+void
+sb_cgroup_kill(sb_cgroup_t *cg)
+{
+    if (!cg)
+        return;
+    if (cg->version == 2 && s_write(cg->dir[0], "cgroup.kill", "1") == 0)
+        return;
+    const char *dir = cg->dir[CG_PIDS] ? cg->dir[CG_PIDS] : cg->dir[CG_MEMORY];
+    if (!dir)
+        dir = cg->dir[CG_CPU];
+    for (int round = 0; dir && round < 50; round++) {
+        if (s_kill_listed(dir) == 0)
+            break;
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+long
+sb_cgroup_oom_kills(const sb_cgroup_t *cg)
+{
+    if (!cg || !cg->dir[CG_MEMORY])
+        return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", cg->dir[CG_MEMORY],
+             cg->version == 2 ? "memory.events" : "memory.oom_control");
+    char *text = s_read(path);
+    long n = 0;
+    char *at = text ? strstr(text, "oom_kill ") : NULL;
+    if (at)
+        n = strtol(at + strlen("oom_kill "), NULL, 10);
+    free(text);
+    return n;
+}
+
+void
+sb_cgroup_destroy(sb_cgroup_t **pcg)
+{
+    if (!pcg || !*pcg)
+        return;
+    sb_cgroup_t *cg = *pcg;
+    *pcg = NULL;
+    int n = cg->version == 2 ? 1 : CG_N;
+    for (int i = 0; i < n; i++) {
+        if (!cg->dir[i])
+            continue;
+        /* Processes leave the cgroup only once reaped; retry for ~2 s. */
+        for (int round = 0; round < 200; round++) {
+            if (rmdir(cg->dir[i]) == 0 || errno == ENOENT)
+                break;
+            if (errno != EBUSY)
+                break;
+            sb_cgroup_kill(cg);
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        if (cg->parent[i])
+            rmdir(cg->parent[i]); /* fails harmlessly while others use it */
+    }
+    for (int i = 0; i < n; i++)
+        free(cg->dir[i]);
+    for (int i = 0; i < CG_N; i++)
+        free(cg->parent[i]);
+    free(cg->warning);
+    free(cg->why);
+    free(cg);
+}
+
+int
+sb_cgroup_version(const sb_cgroup_t *cg)
+{
+    return cg ? cg->version : 0;
+}
+
+bool
+sb_cgroup_limits_memory(const sb_cgroup_t *cg)
+{
+    return cg && cg->limited[CG_MEMORY];
+}
+
+bool
+sb_cgroup_limits_pids(const sb_cgroup_t *cg)
+{
+    return cg && cg->limited[CG_PIDS];
+}
+
+bool
+sb_cgroup_limits_cpu(const sb_cgroup_t *cg)
+{
+    return cg && cg->limited[CG_CPU];
+}
+
+const char *
+sb_cgroup_dir(const sb_cgroup_t *cg, const char *controller)
+{
+    for (int i = 0; cg && i < CG_N; i++)
+        if (strcmp(controller, s_ctl_names[i]) == 0)
+            return cg->dir[i];
+    return NULL;
+}
+
+const char *
+sb_cgroup_warning(const sb_cgroup_t *cg)
+{
+    return cg ? cg->warning : NULL;
+}

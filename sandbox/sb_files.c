@@ -1,0 +1,499 @@
+/*
+ * sb_files: openat2-based workspace access.
+ */
+#include "sandbox/sb_files.h"
+
+#include "common/buf.h"
+#include "common/xalloc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define MAX_DEPTH 16
+
+int
+sb_files_check_name(const char *name, err_t *err)
+{
+    if (!name || !*name)
+        return err_set(err, ERR_USAGE, "file name is empty");
+    if (strlen(name) > 255)
+        return err_set(err, ERR_USAGE, "file name '%.40s...' is too long",
+                       name);
+    if (name[0] == '.')
+        return err_set(err, ERR_USAGE,
+                       "file name '%s' starts with '.'; choose a plain name",
+                       name);
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        if (*c == '/')
+            return err_set(err, ERR_USAGE,
+                           "file name '%s' contains '/'; give a plain name "
+                           "(files land in /mnt/data)",
+                           name);
+        if (*c < 0x20 || *c == 0x7f)
+            return err_set(err, ERR_USAGE,
+                           "file name contains a control character");
+    }
+    return 0;
+}
+
+int
+sb_files_check_relpath(const char *relpath, err_t *err)
+{
+    if (!relpath || !*relpath)
+        return err_set(err, ERR_USAGE, "workspace path is empty");
+    if (relpath[0] == '/')
+        return err_set(err, ERR_USAGE,
+                       "workspace path '%s' is absolute; give it relative to "
+                       "/mnt/data",
+                       relpath);
+    if (strlen(relpath) >= 4096)
+        return err_set(err, ERR_USAGE, "workspace path is too long");
+    const char *c = relpath;
+    while (*c) {
+        const char *start = c;
+        while (*c && *c != '/')
+            c++;
+        size_t n = (size_t)(c - start);
+        if (n == 2 && start[0] == '.' && start[1] == '.')
+            return err_set(err, ERR_USAGE,
+                           "workspace path '%s' contains '..'; paths must stay "
+                           "inside /mnt/data",
+                           relpath);
+        if (n == 0 || (n == 1 && start[0] == '.' && c - relpath > 1))
+            return err_set(err, ERR_USAGE,
+                           "workspace path '%s' has an empty or '.' component",
+                           relpath);
+        if (*c == '/')
+            c++;
+    }
+    return 0;
+}
+
+static const char *
+s_kind(mode_t m)
+{
+    if (S_ISDIR(m))
+        return "directory";
+    if (S_ISLNK(m))
+        return "symbolic link";
+    if (S_ISFIFO(m))
+        return "FIFO";
+    if (S_ISSOCK(m))
+        return "socket";
+    if (S_ISCHR(m))
+        return "character device";
+    if (S_ISBLK(m))
+        return "block device";
+    return "special file";
+}
+
+/* openat2 beneath `dirfd`; returns fd or -errno. */
+static int
+s_open_beneath(int dirfd, const char *rel, int flags)
+{
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY),
+        .mode = 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                   RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+    long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
+    return fd < 0 ? -errno : (int)fd;
+}
+
+static int
+s_open_error(err_t *err, const char *rel, int e)
+{
+    switch (e) {
+    case ELOOP:
+        return err_set(err, ERR_IO,
+                       "refused '%s': it is (or passes through) a symbolic "
+                       "link; only regular files come out of /mnt/data",
+                       rel);
+    case EXDEV:
+        return err_set(err, ERR_IO, "refused '%s': it leads outside /mnt/data",
+                       rel);
+    case ENXIO:
+        return err_set(err, ERR_IO, "refused '%s': it is a socket", rel);
+    case ENOENT:
+        return err_set(err, ERR_IO, "'%s' does not exist in /mnt/data", rel);
+    default:
+        return err_set(err, ERR_IO, "cannot open '%s' in /mnt/data: %s", rel,
+                       strerror(e));
+    }
+}
+
+int
+sb_files_read(int ws_fd, const char *relpath, size_t max_bytes, char **data,
+              size_t *len, err_t *err)
+{
+    *data = NULL;
+    *len = 0;
+    if (sb_files_check_relpath(relpath, err) < 0)
+        return -1;
+    int fd = s_open_beneath(ws_fd, relpath, O_RDONLY | O_NONBLOCK);
+    if (fd < 0)
+        return s_open_error(err, relpath, -fd);
+    int rc = -1;
+    buf_t b;
+    buf_init(&b, 0);
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        err_set(err, ERR_IO, "cannot stat '%s': %s", relpath, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        err_set(err, ERR_IO,
+                "refused '%s': it is a %s; only regular files come out of "
+                "/mnt/data",
+                relpath, s_kind(st.st_mode));
+        goto out;
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        err_set(err, ERR_IO,
+                "refused '%s': %lld bytes is over the %zu-byte cap", relpath,
+                (long long)st.st_size, max_bytes);
+        goto out;
+    }
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            err_set(err, ERR_IO, "reading '%s': %s", relpath, strerror(errno));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        if (b.len + (size_t)n > max_bytes) {
+            err_set(err, ERR_IO, "refused '%s': it grew past the %zu-byte cap",
+                    relpath, max_bytes);
+            goto out;
+        }
+        buf_append(&b, chunk, (size_t)n);
+    }
+    *data = buf_detach(&b, len);
+    rc = 0;
+out:
+    buf_release(&b);
+    close(fd);
+    return rc;
+}
+
+static int
+s_copy_fd(int in, int out, uint64_t max, uint64_t *copied, const char *what,
+          err_t *err)
+{
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(in, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return err_set(err, ERR_IO, "reading %s: %s", what,
+                           strerror(errno));
+        if (n == 0)
+            return 0;
+        if (*copied + (uint64_t)n > max)
+            return err_set(err, ERR_IO, "%s: over the size cap of %llu bytes",
+                           what, (unsigned long long)max);
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(out, chunk + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0)
+                return err_set(err, ERR_IO, "writing %s: %s", what,
+                               strerror(errno));
+            off += w;
+        }
+        *copied += (uint64_t)n;
+    }
+}
+
+int
+sb_files_copy_in(int ws_fd, const char *host_path, const char *name,
+                 uint64_t max_bytes, uid_t owner, gid_t group, err_t *err)
+{
+    if (sb_files_check_name(name, err) < 0)
+        return -1;
+    int in = open(host_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (in < 0)
+        return err_set(err, ERR_USAGE, "cannot read '%s': %s", host_path,
+                       strerror(errno));
+    int out = -1, rc = -1;
+    struct stat st;
+    if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) {
+        err_set(err, ERR_USAGE, "'%s' is a %s; only regular files can go in",
+                host_path, s_kind(st.st_mode));
+        goto out;
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        err_set(err, ERR_USAGE,
+                "'%s' (%lld bytes) does not fit in the workspace (%llu bytes); "
+                "raise --disk",
+                host_path, (long long)st.st_size,
+                (unsigned long long)max_bytes);
+        goto out;
+    }
+    int old_uid = -1, old_gid = -1;
+    if (owner != (uid_t)-1) {
+        old_gid = setfsgid(group);
+        old_uid = setfsuid(owner);
+    }
+    out = openat(ws_fd, name,
+                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int e = errno;
+    if (owner != (uid_t)-1) {
+        setfsuid((uid_t)old_uid);
+        setfsgid((gid_t)old_gid);
+    }
+    if (out < 0) {
+        err_set(err, ERR_SANDBOX, "cannot create /mnt/data/%s: %s", name,
+                strerror(e));
+        goto out;
+    }
+    uint64_t copied = 0;
+    char what[600];
+    snprintf(what, sizeof what, "'%s'", host_path);
+    if (fcntl(in, F_SETFL, 0) < 0 ||
+        s_copy_fd(in, out, max_bytes, &copied, what, err) < 0)
+        goto out;
+    rc = 0;
+out:
+    if (out >= 0)
+        close(out);
+    close(in);
+    return rc;
+}
+
+struct s_walk {
+    uint64_t max_total; /* cap over all files */
+    uint64_t copied;    /* bytes so far */
+    buf_t refused;      /* "a (FIFO), b (symbolic link)" */
+    int n_refused;      /* entries skipped as unsafe */
+    int hard_error;     /* a failure that stopped the walk */
+    json_t *list;       /* when listing: array to fill, else NULL */
+    size_t max_entries; /* listing cap */
+};
+
+static void
+s_refuse(struct s_walk *w, const char *rel, const char *why)
+{
+    w->n_refused++;
+    if (w->n_refused <= 8)
+        buf_printf(&w->refused, "%s'%s' (%s)", w->n_refused > 1 ? ", " : "",
+                   rel, why);
+}
+
+static int s_walk_dir(struct s_walk *w, int dirfd, int destfd, const char *rel,
+                      int depth, err_t *err);
+
+static int
+s_walk_entry(struct s_walk *w, int dirfd, int destfd, const char *name,
+             const char *rel, int depth, err_t *err)
+{
+    struct stat lst;
+    if (fstatat(dirfd, name, &lst, AT_SYMLINK_NOFOLLOW) < 0)
+        return 0; /* vanished meanwhile */
+    if (!S_ISREG(lst.st_mode) && !S_ISDIR(lst.st_mode)) {
+        s_refuse(w, rel, s_kind(lst.st_mode));
+        return 0;
+    }
+    int fd = s_open_beneath(dirfd, name,
+                            O_RDONLY | O_NONBLOCK |
+                                (S_ISDIR(lst.st_mode) ? O_DIRECTORY : 0));
+    if (fd < 0) {
+        s_refuse(w, rel, -fd == ELOOP ? "symbolic link" : strerror(-fd));
+        return 0;
+    }
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) < 0 || (st.st_mode & S_IFMT) != (lst.st_mode & S_IFMT)) {
+        s_refuse(w, rel, "changed while copying");
+        goto out;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        if (depth >= MAX_DEPTH) {
+            s_refuse(w, rel, "directory nested too deeply");
+            goto out;
+        }
+        int sub = -1;
+        if (destfd >= 0) {
+            if (mkdirat(destfd, name, 0755) < 0 && errno != EEXIST) {
+                rc = err_set(err, ERR_IO, "creating directory for '%s': %s",
+                             rel, strerror(errno));
+                goto out;
+            }
+            sub = openat(destfd, name,
+                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub < 0) {
+                rc = err_set(err, ERR_IO, "opening destination for '%s': %s",
+                             rel, strerror(errno));
+                goto out;
+            }
+        }
+        rc = s_walk_dir(w, fd, sub, rel, depth + 1, err);
+        if (sub >= 0)
+            close(sub);
+        goto out;
+    }
+    if (w->list) {
+        if (json_array_size(w->list) < w->max_entries)
+            json_array_append_new(w->list,
+                                  json_pack("{s:s, s:I}", "path", rel, "size",
+                                            (json_int_t)st.st_size));
+        goto out;
+    }
+    if (w->copied + (uint64_t)st.st_size > w->max_total) {
+        rc = err_set(err, ERR_IO,
+                     "copying out '%s' would pass the %llu-byte cap; stopped",
+                     rel, (unsigned long long)w->max_total);
+        goto out;
+    }
+    int out = openat(destfd, name,
+                     O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                     (st.st_mode & 0100) ? 0755 : 0644);
+    if (out < 0) {
+        rc = err_set(err, ERR_IO, "creating copy of '%s': %s", rel,
+                     strerror(errno));
+        goto out;
+    }
+    char what[4200];
+    snprintf(what, sizeof what, "'%s'", rel);
+    if (fcntl(fd, F_SETFL, 0) < 0 ||
+        s_copy_fd(fd, out, w->max_total, &w->copied, what, err) < 0)
+        rc = -1;
+    close(out);
+out:
+    close(fd);
+    if (rc < 0)
+        w->hard_error = 1;
+    return rc;
+}
+
+static int
+s_walk_dir(struct s_walk *w, int dirfd, int destfd, const char *rel, int depth,
+           err_t *err)
+{
+    int dup_fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!d) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return err_set(err, ERR_IO, "listing '%s': %s", rel, strerror(errno));
+    }
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char *child = strcmp(rel, ".") == 0
+                          ? xstrdup(de->d_name)
+                          : xasprintf("%s/%s", rel, de->d_name);
+        rc = s_walk_entry(w, dirfd, destfd, de->d_name, child, depth, err);
+        free(child);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int
+s_open_rel_dir(int ws_fd, const char *rel_dir, err_t *err)
+{
+    if (strcmp(rel_dir, ".") != 0 && sb_files_check_relpath(rel_dir, err) < 0)
+        return -1;
+    int fd = s_open_beneath(ws_fd, rel_dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return s_open_error(err, rel_dir, -fd);
+    return fd;
+}
+
+int
+sb_files_copy_out(int ws_fd, const char *rel_dir, const char *dest_dir,
+                  uint64_t max_total, err_t *err)
+{
+    int src = s_open_rel_dir(ws_fd, rel_dir, err);
+    if (src < 0)
+        return -1;
+    if (mkdir(dest_dir, 0755) < 0 && errno != EEXIST) {
+        close(src);
+        return err_set(err, ERR_IO, "cannot create '%s': %s", dest_dir,
+                       strerror(errno));
+    }
+    int dest = open(dest_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dest < 0) {
+        close(src);
+        return err_set(err, ERR_IO, "cannot open '%s': %s", dest_dir,
+                       strerror(errno));
+    }
+    struct s_walk w = {.max_total = max_total};
+    buf_init(&w.refused, 4096);
+    int rc = s_walk_dir(&w, src, dest, rel_dir, 0, err);
+    if (rc == 0 && w.n_refused) {
+        rc = err_set(err, ERR_IO,
+                     "copied the rest, but skipped %d unsafe entr%s: %s%s",
+                     w.n_refused, w.n_refused == 1 ? "y" : "ies",
+                     buf_cstr(&w.refused), w.n_refused > 8 ? ", ..." : "");
+    }
+    buf_release(&w.refused);
+    close(src);
+    close(dest);
+    return rc;
+}
+
+json_t *
+sb_files_list(int ws_fd, size_t max_entries)
+{
+    struct s_walk w = {.max_total = UINT64_MAX,
+                       .list = json_array(),
+                       .max_entries = max_entries};
+    buf_init(&w.refused, 4096);
+    int src = s_open_rel_dir(ws_fd, ".", NULL);
+    if (src >= 0) {
+        s_walk_dir(&w, src, -1, ".", 0, NULL);
+        close(src);
+    }
+    buf_release(&w.refused);
+    return w.list;
+}
+
+static int
+s_remove_at(int parent, const char *name, int depth)
+{
+    if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    if (errno != EISDIR && errno != EPERM)
+        return -1;
+    if (depth > 64)
+        return -1;
+    int fd =
+        openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            s_remove_at(dirfd(d), de->d_name, depth + 1);
+    closedir(d);
+    return unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+int
+sb_files_remove_tree(const char *path)
+{
+    return s_remove_at(AT_FDCWD, path, 0);
+}

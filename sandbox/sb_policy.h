@@ -1,0 +1,95 @@
+/*
+ * sb_policy: the limits and mounts of one sandbox, shared by every
+ * subcommand through the same flags (--memory, --cpus, --pids, --disk,
+ * --tmp, --shm, --nofile, --fsize, --env, --bind, --keep-workspace).
+ *
+ * Callers embed an sb_policy_t, pair sb_policy_init_default() with
+ * sb_policy_release(), and may change fields directly; every string and
+ * array field is owned by the policy (heap copies).
+ *
+ * Invariants after sb_policy_init_default(): sizes are bytes and > 0,
+ * cpus > 0, pids >= 1, network is false. sb_policy_parse_flag() keeps them.
+ */
+#ifndef SANDBOX_SB_POLICY_H
+#define SANDBOX_SB_POLICY_H
+
+#include "common/err.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where things are inside every sandbox. */
+#define SB_WORKSPACE_PATH "/mnt/data"
+#define SB_HOME_PATH "/home/user"
+#define SB_SANDBOX_UID 1000 /* uid and gid of the sandboxed program inside */
+
+typedef struct sb_bind {
+    char *host;   /* owned; absolute host path, must exist at spawn */
+    char *inside; /* owned; absolute path inside, no ".." components */
+} sb_bind_t;
+
+typedef struct sb_policy {
+    uint64_t memory_bytes;    /* memory limit incl. tmpfs pages (2 GiB) */
+    uint64_t swap_bytes;      /* swap allowed on top of memory (0) */
+    unsigned pids;            /* processes + threads in the box (128) */
+    double cpus;              /* CPU quota in CPUs (1.0) */
+    uint64_t workspace_bytes; /* size of the /mnt/data tmpfs (512 MiB) */
+    uint64_t tmp_bytes;       /* size of /tmp and of the home tmpfs (256 MiB) */
+    uint64_t shm_bytes;       /* size of /dev/shm (64 MiB) */
+    uint64_t nofile;          /* RLIMIT_NOFILE (4096) */
+    uint64_t fsize_bytes;     /* RLIMIT_FSIZE; 0 = largest tmpfs size */
+    bool network;             /* false: own netns with loopback only */
+    char **env_allow;         /* owned, NULL-terminated names passed through */
+    size_t n_env_allow;       /* entries in env_allow */
+    sb_bind_t *binds;         /* owned; extra read-only bind mounts */
+    size_t n_binds;           /* entries in binds */
+    char *keep_workspace_dir; /* owned; copy /mnt/data here at the end */
+} sb_policy_t;
+
+void sb_policy_init_default(sb_policy_t *p);
+void sb_policy_release(sb_policy_t *p);
+/* Deep copy of `src` into `dst` (uninitialised); never fails. */
+void sb_policy_copy(sb_policy_t *dst, const sb_policy_t *src);
+
+/* Parse one policy flag. `flag` may carry its value inline ("--memory=2G"),
+ * else the value is `value` (the next argv entry, or NULL at the end).
+ * Returns the number of argv entries consumed (1 or 2), 0 when `flag` is
+ * not a policy flag (nothing changed), or -1 with ERR_USAGE in `err` when
+ * the value is missing or malformed. */
+int sb_policy_parse_flag(sb_policy_t *p, const char *flag, const char *value,
+                         err_t *err);
+/* Help text for the policy flags (static, borrowed), one per line. */
+const char *sb_policy_flags_help(void);
+
+/* "2G", "512M", "1.5GiB", "4096" (bytes) -> bytes; -1 on a bad size. */
+int sb_policy_parse_size(const char *s, uint64_t *out);
+/* "2 GiB", "512 MiB", "1.5 GiB", "300 bytes" into buf; returns buf. */
+const char *sb_policy_format_bytes(uint64_t n, char *buf, size_t size);
+
+/* Add a name to the environment allow-list (no '=' allowed); -1 if bad. */
+int sb_policy_allow_env(sb_policy_t *p, const char *name, err_t *err);
+/* Add a read-only bind "HOST:INSIDE" (or HOST, same path inside). */
+int sb_policy_add_bind(sb_policy_t *p, const char *host, const char *inside,
+                       err_t *err);
+
+/* The environment a sandboxed program gets: PATH, HOME, LANG=C.UTF-8,
+ * TERM (from `host_env` if set, else "dumb"), then the allow-listed names
+ * found in `host_env`, then `extra` ("NAME=value" entries, may be NULL).
+ * Names that look like secrets (containing KEY, TOKEN, SECRET, PASSWORD,
+ * CREDENTIAL or AUTH) are never passed from `host_env`, even if allowed.
+ * Returns a new NULL-terminated array; free with sb_policy_env_free(). */
+char **sb_policy_build_env(const sb_policy_t *p, char *const host_env[],
+                           const char *const extra[]);
+void sb_policy_env_free(char **env);
+/* True if `name` looks like it holds a secret (see above). */
+bool sb_policy_env_name_is_secret(const char *name);
+
+/* A JSON description (new reference) for notebook metadata. */
+json_t *sb_policy_to_json(const sb_policy_t *p);
+
+/* Effective RLIMIT_FSIZE: fsize_bytes, or the largest tmpfs when 0. */
+uint64_t sb_policy_fsize(const sb_policy_t *p);
+
+#endif

@@ -1,0 +1,142 @@
+/*
+ * sb_sandbox: run one program in a box and hand back a process handle.
+ *
+ * The box: new user, pid, network (loopback only), mount, IPC, UTS and
+ * cgroup namespaces; a read-only root built on tmpfs with /usr and a few
+ * /etc entries bound read-only; fresh /proc (hidepid) and minimal /dev;
+ * size-limited tmpfs at /tmp, $HOME, /dev/shm and /mnt/data (the
+ * workspace); the run dir bound read-write at the same absolute path as on
+ * the host; cgroup limits; uid 1000 with no capabilities, NO_NEW_PRIVS,
+ * rlimits, and the seccomp filter of sb_seccomp.h applied last.
+ *
+ * Processes: the box's pid 1 is a small init (our own code continuing
+ * after clone, as in bubblewrap) that reaps zombies, forwards SIGINT,
+ * SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to the program, reports
+ * the program's wait status to us and exits; the kernel then kills
+ * whatever is left in the pid namespace. pid 1 gets SIGKILL when the
+ * thread that called sb_sandbox_spawn() dies (PR_SET_PDEATHSIG), so call
+ * it from a thread that lives as long as the sandbox (e.g. the main one).
+ *
+ * Lifecycle: sb_sandbox_new() prepares (run dir, cgroup), files go in with
+ * sb_sandbox_add_file(), sb_sandbox_spawn() starts the program (once),
+ * sb_sandbox_wait() reaps it, sb_sandbox_destroy() cleans everything.
+ * Not thread-safe: one thread drives one sandbox. The library never
+ * prints; sb_sandbox_warnings() has what the caller should show.
+ */
+#ifndef SANDBOX_SB_SANDBOX_H
+#define SANDBOX_SB_SANDBOX_H
+
+#include "common/err.h"
+#include "sandbox/sb_policy.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct sb_sandbox sb_sandbox_t;
+
+typedef enum sb_exit_kind {
+    SB_EXITED = 1,     /* the program exited; see code */
+    SB_SIGNALED = 2,   /* the program (or the whole box) was killed by signal */
+    SB_OOM_KILLED = 3, /* killed by the out-of-memory killer (signal = 9) */
+} sb_exit_kind_t;
+
+typedef struct sb_exit {
+    sb_exit_kind_t kind; /* how it ended */
+    int code;            /* exit status when SB_EXITED */
+    int signal;          /* the signal when SB_SIGNALED or SB_OOM_KILLED */
+    bool box_killed;     /* the box's init itself was killed (sb_sandbox_kill,
+                            launcher death) before reporting */
+} sb_exit_t;
+
+/* Host-side preparation; nothing runs yet. The policy is copied. */
+sb_sandbox_t *sb_sandbox_new(const sb_policy_t *p, err_t *err);
+/* Kill, reap, keep the workspace if the policy says so (errors are
+ * dropped; call sb_sandbox_finish() first to see them), remove the cgroup
+ * and the run dir. Accepts NULL; sets *p to NULL. */
+void sb_sandbox_destroy(sb_sandbox_t **p);
+
+/* The policy in force (borrowed). */
+const sb_policy_t *sb_sandbox_policy(const sb_sandbox_t *sb);
+/* Host path of the private run dir (mode 0700, owned by the sandbox
+ * user). INVARIANT: the same absolute path inside is this directory,
+ * bind-mounted read-write, so ipc:// socket paths work on both sides.
+ * Short enough for unix socket names (< 60 bytes). Borrowed. */
+const char *sb_sandbox_run_dir(const sb_sandbox_t *sb);
+/* Host uid and gid the sandboxed program runs as (uid 1000 inside). Files
+ * the caller puts in the run dir for the program (a connection file) must
+ * be readable by it: chown them to these or make them 0644. */
+uid_t sb_sandbox_host_uid(const sb_sandbox_t *sb);
+gid_t sb_sandbox_host_gid(const sb_sandbox_t *sb);
+
+/* The workspace (/mnt/data inside) is a tmpfs that exists only once the
+ * box runs; the host reaches it through a directory fd our process holds
+ * (it stays valid after the box dies, until destroy). After spawn:
+ * sb_sandbox_workspace() is "/proc/self/fd/N" (valid in this process
+ * only) and sb_sandbox_workspace_fd() is N; before spawn NULL / -1.
+ * Prefer sb_sandbox_read_file()/copy_out()/list_files(), which never
+ * follow links the sandboxed code could plant. */
+const char *sb_sandbox_workspace(const sb_sandbox_t *sb);
+int sb_sandbox_workspace_fd(const sb_sandbox_t *sb);
+
+/* Queue host file `host_path` to be copied to /mnt/data/NAME at spawn
+ * (NAME defaults to its base name). Refuses names with '/', a leading
+ * '.', control characters; non-regular files; files bigger than the
+ * workspace. Only before spawn. */
+int sb_sandbox_add_file(sb_sandbox_t *sb, const char *host_path,
+                        const char *name_or_null, err_t *err);
+/* The program's stdin (default: /dev/null inside). Before spawn. The fd
+ * is borrowed (dup'ed into the box at spawn). */
+void sb_sandbox_set_stdin(sb_sandbox_t *sb, int fd);
+
+/* Start `argv` (argv[0] an absolute path inside the box) with exactly
+ * `envp` (build it with sb_policy_build_env(); never pass environ).
+ * stdout_fd/stderr_fd are borrowed; -1 means /dev/null. Returns 0 once
+ * the program has been exec'ed, or -1 with ERR_SANDBOX and the step that
+ * failed ("sandbox: mount /usr read-only: Permission denied"), or ERR_USAGE
+ * when argv[0] cannot be executed. Only once per sandbox. */
+int sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
+                     int stdout_fd, int stderr_fd, err_t *err);
+
+/* Host pid of the box's pid 1, and a pidfd that polls readable when it
+ * exits (-1 before spawn). */
+pid_t sb_sandbox_pid(const sb_sandbox_t *sb);
+int sb_sandbox_pidfd(const sb_sandbox_t *sb);
+/* Deliver `sig` to the program (via init). SIGKILL kills the whole box.
+ * Returns 0 or -1 with errno. */
+int sb_sandbox_signal(sb_sandbox_t *sb, int sig);
+/* Kill everything in the box (init via pidfd, then the cgroup). */
+int sb_sandbox_kill(sb_sandbox_t *sb);
+/* Wait up to timeout_ms (< 0: forever) for the box to end and reap it.
+ * Returns 0 with *out filled, 1 if it is still running, -1 on error
+ * (errno). After the first success it returns the same result again. */
+int sb_sandbox_wait(sb_sandbox_t *sb, int timeout_ms, sb_exit_t *out);
+/* Kill, reap, and copy the workspace to policy.keep_workspace_dir if set.
+ * Returns the copy's error, else 0. Idempotent. */
+int sb_sandbox_finish(sb_sandbox_t *sb, err_t *err);
+
+/* "exited with status 1", "killed by signal 9 (SIGKILL)",
+ * "killed: out of memory (limit 2 GiB)". Returns buf. */
+const char *sb_exit_describe(const sb_exit_t *e, const sb_policy_t *p,
+                             char *buf, size_t size);
+/* Shell-style status: code when exited, 128 + signal otherwise. */
+int sb_exit_status(const sb_exit_t *e);
+
+/* Files out of /mnt/data (see sandbox/sb_files.h for the rules). */
+int sb_sandbox_read_file(sb_sandbox_t *sb, const char *relpath,
+                         size_t max_bytes, char **data, size_t *len,
+                         err_t *err);
+int sb_sandbox_copy_out(sb_sandbox_t *sb, const char *rel_dir,
+                        const char *host_dest_dir, size_t max_total,
+                        err_t *err);
+/* Regular files in /mnt/data: JSON [{"path","size"}] (new reference). */
+json_t *sb_sandbox_list_files(sb_sandbox_t *sb, size_t max_entries);
+
+/* What is not enforced ("cgroups unavailable: ..."), or NULL. Borrowed. */
+const char *sb_sandbox_warnings(const sb_sandbox_t *sb);
+/* The cgroup directory for "memory", "pids" or "cpu", or NULL. */
+const char *sb_sandbox_cgroup_dir(const sb_sandbox_t *sb,
+                                  const char *controller);
+
+#endif
