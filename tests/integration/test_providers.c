@@ -958,6 +958,7 @@ t_config(void)
         return;
     }
     unsetenv("OPENAI_API_KEY");
+    err_clear(&err);
     p = ag_provider_new("openai:llama3.1:8b", &err);
     ag_conv_t *c = s_conv_hi();
     ag_turn_t t = {0};
