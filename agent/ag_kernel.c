@@ -533,6 +533,10 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     else if (!s_blank(code))
         s_run_ask(k, code);
 
+    /* Abort what was queued behind a failed cell before the client can
+     * see the failure, so nothing it sends afterwards is aborted. */
+    if (k->cell_error && s_bool(content, "stop_on_error", true))
+        kb_server_abort_queued(s);
     json_t *reply;
     if (k->cell_error) {
         reply = json_deep_copy(k->cell_error);
@@ -546,10 +550,7 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     int rc = kb_server_reply(s, ch, req, "execute_reply", reply, NULL);
     if (store_history)
         s_history_add(k, code);
-    bool failed = k->cell_error != NULL;
     k->cell = NULL;
-    if (failed && s_bool(content, "stop_on_error", true))
-        kb_server_abort_queued(s);
     return rc;
 }
 

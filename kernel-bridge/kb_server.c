@@ -50,7 +50,13 @@ struct kb_server {
     atomic_int cancel;          /* 1 while INTERRUPT or SHUTDOWN latched */
     kb_msg_t *shutdown;         /* owned; the shutdown_reply to publish on exit;
                                    written by the control thread, read after join */
+    kb_msg_t **held;            /* owned shell requests held by abort_queued */
+    size_t nheld;               /* entries in held */
+    size_t naborting;           /* the first naborting entries of held arrived
+                                   before a failed reply: executions are aborted */
 };
+
+static void s_serve_held(kb_server_t *s);
 
 static int s_on_interrupt(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
                           void *arg);
@@ -225,6 +231,9 @@ kb_server_destroy(kb_server_t **ps)
     if (s->zctx)
         zmq_ctx_term(s->zctx);
     kb_key_destroy(&s->key);
+    for (size_t i = 0; i < s->nheld; i++)
+        kb_msg_destroy(&s->held[i]);
+    free(s->held);
     s_table_release(&s->shell);
     s_table_release(&s->ctl);
     pthread_mutex_destroy(&s->iopub_lock);
@@ -536,6 +545,7 @@ kb_server_serve_once(kb_server_t *s, int timeout_ms)
         zmq_pollitem_t it = {s->sock[KB_SHELL], 0, ZMQ_POLLIN, 0};
         zmq_poll(&it, 1, timeout_ms);
     }
+    s_serve_held(s);
     while (!(atomic_load(&s->events) & KB_SERVER_SHUTDOWN) &&
            s_pending(s->sock[KB_SHELL])) {
         kb_msg_t *m = s_recv(s, s->sock[KB_SHELL], KB_SHELL);
@@ -544,6 +554,7 @@ kb_server_serve_once(kb_server_t *s, int timeout_ms)
             s_dispatch(s, KB_SHELL, m);
         }
         kb_msg_destroy(&m);
+        s_serve_held(s);
     }
     return atomic_load(&s->events);
 }
@@ -559,24 +570,41 @@ kb_server_run(kb_server_t *s)
 int
 kb_server_abort_queued(kb_server_t *s)
 {
-    int aborted = 0;
-    while (!(atomic_load(&s->events) & KB_SERVER_SHUTDOWN) &&
-           s_pending(s->sock[KB_SHELL])) {
+    int n = 0;
+    while (s_pending(s->sock[KB_SHELL])) {
         kb_msg_t *m = s_recv(s, s->sock[KB_SHELL], KB_SHELL);
         if (!m)
             continue;
-        if (strcmp(kb_msg_type(m), "execute_request") == 0) {
+        s->held = xrealloc(s->held, (s->nheld + 1) * sizeof *s->held);
+        s->held[s->nheld++] = m;
+        if (strcmp(kb_msg_type(m), "execute_request") == 0)
+            n++;
+    }
+    s->naborting = s->nheld;
+    return n;
+}
+
+/* Serve the requests held by kb_server_abort_queued, in arrival order. */
+static void
+s_serve_held(kb_server_t *s)
+{
+    while (s->nheld && !(atomic_load(&s->events) & KB_SERVER_SHUTDOWN)) {
+        kb_msg_t *m = s->held[0];
+        bool abort = s->naborting > 0;
+        memmove(s->held, s->held + 1, --s->nheld * sizeof *s->held);
+        if (s->naborting)
+            s->naborting--;
+        if (abort && strcmp(kb_msg_type(m), "execute_request") == 0) {
             kb_server_status(s, m, "busy");
             kb_server_reply(s, KB_SHELL, m, "execute_reply",
                             json_pack("{s:s}", "status", "aborted"), NULL);
             kb_server_status(s, m, "idle");
-            aborted++;
         } else { /* only executions are aborted (ipykernel 6) */
+            kb_server_clear_interrupt(s);
             s_dispatch(s, KB_SHELL, m);
         }
         kb_msg_destroy(&m);
     }
-    return aborted;
 }
 
 /* ---- built-in control handlers (control thread) ---- */

@@ -109,9 +109,12 @@ void kb_server_raise(kb_server_t *s, unsigned events);
  * request: an interrupt that arrives while idle interrupts nothing. */
 void kb_server_clear_interrupt(kb_server_t *s);
 
-/* After an execute_request failed with stop_on_error: answer every shell
- * request already queued with "<type>_reply" {status: "aborted"} instead of
- * running it (ipykernel's _abort_queues). Returns how many were aborted. */
+/* After an execute_request failed with stop_on_error, BEFORE replying to
+ * it: hold every shell request that has arrived by now; once the current
+ * handler returns, each held execute_request is answered "aborted"
+ * (ipykernel's _abort_queues) and the others are dispatched in order.
+ * Requests sent after the client saw the failed reply are not affected.
+ * Returns how many execute_requests will be aborted. */
 int kb_server_abort_queued(kb_server_t *s);
 
 /* Reply to `req` on `ch` (its identities and header as parent) with

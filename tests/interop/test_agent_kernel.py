@@ -1,0 +1,401 @@
+"""jupyter-agent as a Jupyter kernel, driven by the Jupyter ecosystem's own
+client (jupyter_client) and its conformance suite (jupyter_kernel_test).
+
+The kernelspec is installed with `jupyter-agent kernelspec install --prefix`
+into a temporary directory put on JUPYTER_PATH, so nothing outside the test
+changes. Provider variables are removed from the kernel's environment, so a
+plain (non-%%python) cell must answer with the "no provider" error.
+"""
+import json
+import os
+import queue
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+import pytest
+import zmq
+from jupyter_client.manager import KernelManager
+from jupyter_client.session import Session
+
+import jupyter_kernel_test
+
+from conftest import BIN, SANDBOX_ARGS
+
+TIMEOUT = 60
+PROVIDER_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL",
+                 "ANTHROPIC_BASE_URL", "JUPYTER_AGENT_MODEL")
+
+
+def install_spec(prefix):
+    """Install our kernelspec under prefix and make Jupyter look there."""
+    out = subprocess.run([BIN, "kernelspec", "install", "--prefix", prefix,
+                          "--", *SANDBOX_ARGS],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    os.environ["JUPYTER_PATH"] = os.path.join(prefix, "share", "jupyter")
+    for var in PROVIDER_VARS:
+        os.environ.pop(var, None)
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def spec_prefix():
+    saved = {k: os.environ.get(k) for k in ("JUPYTER_PATH", *PROVIDER_VARS)}
+    prefix = tempfile.mkdtemp(prefix="ja-kernelspec-")
+    install_spec(prefix)
+    yield prefix
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    shutil.rmtree(prefix, ignore_errors=True)
+
+
+@pytest.fixture
+def kernel(spec_prefix):
+    km = KernelManager(kernel_name="agent")
+    km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=TIMEOUT)
+    yield km, kc
+    kc.stop_channels()
+    if km.is_alive():
+        km.shutdown_kernel(now=True)
+
+
+def run(kc, code, **kw):
+    """Execute and collect (reply, [(msg_type, content), ...])."""
+    outputs = []
+
+    def hook(msg):
+        if msg["msg_type"] not in ("status", "execute_input"):
+            outputs.append((msg["msg_type"], msg["content"]))
+
+    reply = kc.execute_interactive(code, output_hook=hook, timeout=TIMEOUT,
+                                   **kw)
+    return reply["content"], outputs
+
+
+def children(pid):
+    """Pids of the direct children of pid (from /proc)."""
+    kids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[1]) == pid:
+            kids.append(int(entry))
+    return kids
+
+
+def gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state == "Z"
+    except OSError:
+        return True
+
+
+def wait_until(cond, seconds=30):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()
+
+
+def test_kernelspec_is_listed_by_jupyter(spec_prefix):
+    spec = json.load(open(os.path.join(
+        spec_prefix, "share", "jupyter", "kernels", "agent", "kernel.json")))
+    assert spec["argv"][:4] == [os.path.realpath(BIN), "kernel", "-f",
+                                "{connection_file}"]
+    assert spec["interrupt_mode"] == "message"
+    assert spec["language"] == "markdown"
+    jupyter = shutil.which("jupyter", path="/usr/bin")
+    if jupyter is None:
+        pytest.skip("/usr/bin/jupyter is not installed (Debian jupyter-core)")
+    listed = subprocess.run([jupyter, "kernelspec", "list", "--json"],
+                            capture_output=True, text=True, timeout=30)
+    specs = json.loads(listed.stdout)["kernelspecs"]
+    assert "agent" in specs
+    for size in ("32x32", "64x64"):
+        with open(os.path.join(specs["agent"]["resource_dir"],
+                               f"logo-{size}.png"), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_kernelspec_uninstall_removes_it(spec_prefix):
+    prefix = tempfile.mkdtemp(prefix="ja-kernelspec-rm-")
+    try:
+        subprocess.run([BIN, "kernelspec", "install", "--prefix", prefix,
+                        "--name", "agent-rm"], check=True,
+                       capture_output=True, timeout=30)
+        kdir = os.path.join(prefix, "share", "jupyter", "kernels", "agent-rm")
+        assert os.path.exists(os.path.join(kdir, "kernel.json"))
+        out = subprocess.run([BIN, "kernelspec", "uninstall", "--prefix",
+                              prefix, "--name", "agent-rm"],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        assert not os.path.exists(kdir)
+        again = subprocess.run([BIN, "kernelspec", "uninstall", "--prefix",
+                                prefix, "--name", "agent-rm"],
+                               capture_output=True, text=True, timeout=30)
+        assert again.returncode == 2 and "no kernelspec" in again.stderr
+    finally:
+        shutil.rmtree(prefix, ignore_errors=True)
+
+
+def test_kernel_info_names_the_agent(kernel):
+    km, kc = kernel
+    kc.kernel_info()
+    reply = kc.get_shell_msg(timeout=TIMEOUT)["content"]
+    assert reply["status"] == "ok"
+    assert reply["implementation"] == "jupyter-agent"
+    assert reply["protocol_version"] == "5.3"
+    assert reply["language_info"]["name"] == "markdown"
+    assert reply["language_info"]["file_extension"] == ".md"
+    assert "%%python" in reply["banner"]
+
+
+def test_python_cell_streams_and_plots(kernel):
+    km, kc = kernel
+    reply, outs = run(kc, "%%python\n"
+                          "print('hello from python')\n"
+                          "import matplotlib.pyplot as plt\n"
+                          "plt.plot([1, 2, 3], [3, 1, 2])\n"
+                          "plt.show()")
+    assert reply["status"] == "ok"
+    streams = "".join(c["text"] for t, c in outs if t == "stream")
+    assert "hello from python" in streams
+    pngs = [c for t, c in outs
+            if t == "display_data" and "image/png" in c["data"]]
+    assert len(pngs) == 1
+    assert pngs[0]["data"]["image/png"].startswith("iVBORw0KGgo")
+
+
+def test_execute_result_carries_our_execution_count(kernel):
+    km, kc = kernel
+    run(kc, "%%python\nx = 41")
+    reply, outs = run(kc, "%%python\nx + 1")
+    results = [c for t, c in outs if t == "execute_result"]
+    assert len(results) == 1
+    assert results[0]["data"]["text/plain"] == "42"
+    assert results[0]["execution_count"] == reply["execution_count"] == 2
+
+
+def test_python_input_round_trip(kernel):
+    km, kc = kernel
+
+    def answer(msg):
+        assert msg["content"]["prompt"] == "name? "
+        kc.input("Ada")
+
+    reply, outs = run(kc, "%%python\nn = input('name? ')\nprint('hi', n)",
+                      allow_stdin=True, stdin_hook=answer)
+    assert reply["status"] == "ok"
+    assert "hi Ada" in "".join(c["text"] for t, c in outs if t == "stream")
+
+
+def test_interrupt_stops_a_long_python_cell(kernel):
+    km, kc = kernel
+    run(kc, "%%python\nprint('warm')")  # the inner session is up
+    msg_id = kc.execute("%%python\nimport time\nprint('sleeping', flush=True)"
+                        "\ntime.sleep(60)")
+    # Wait until the inner code runs, then interrupt by message.
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=TIMEOUT)
+        if (msg["parent_header"].get("msg_id") == msg_id
+                and msg["msg_type"] == "stream"):
+            break
+    km.interrupt_kernel()
+    reply = kc.get_shell_msg(timeout=30)
+    assert reply["parent_header"]["msg_id"] == msg_id
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    reply, outs = run(kc, "%%python\nprint('still serving')")
+    assert reply["status"] == "ok"
+    assert "still serving" in outs[0][1]["text"]
+
+
+def test_plain_cell_without_provider_says_what_to_set(kernel):
+    km, kc = kernel
+    reply, outs = run(kc, "Summarise the quarterly numbers, please.")
+    assert reply["status"] == "error"
+    errors = [c for t, c in outs if t == "error"]
+    assert len(errors) == 1
+    assert errors[0]["evalue"].startswith("no LLM provider configured")
+    assert "OPENAI_API_KEY" in errors[0]["evalue"]
+    reply, outs = run(kc, "%%python\nprint(1 + 1)")
+    assert reply["status"] == "ok"
+
+
+def test_reset_starts_a_fresh_session(kernel):
+    km, kc = kernel
+    run(kc, "%%python\nsecret = 7")
+    reply, outs = run(kc, "%reset")
+    assert reply["status"] == "ok"
+    reply, outs = run(kc, "%%python\nsecret")
+    assert reply["status"] == "error"
+    assert reply["ename"] == "NameError"
+
+
+def test_completion_inspection_and_is_complete_reach_python(kernel):
+    km, kc = kernel
+    code = "%%python\nimport collections\ncollections.Ord"
+    kc.complete(code)
+    reply = kc.get_shell_msg(timeout=TIMEOUT)["content"]
+    assert "collections.OrderedDict" in reply["matches"] or \
+        "OrderedDict" in reply["matches"]
+    # Cursor positions refer to the whole cell, magic line included.
+    assert reply["cursor_end"] == len(code)
+    assert code.index("collections.Ord") <= reply["cursor_start"] < len(code)
+
+    kc.complete("%%py")
+    reply = kc.get_shell_msg(timeout=TIMEOUT)["content"]
+    assert reply["matches"] == ["%%python"] and reply["cursor_start"] == 0
+
+    kc.inspect("%%python\nlen", cursor_pos=len("%%python\nlen"))
+    reply = kc.get_shell_msg(timeout=TIMEOUT)["content"]
+    assert reply["found"] and "text/plain" in reply["data"]
+
+    for code, status in [("%%python\nfor i in range(3):", "incomplete"),
+                         ("%%python\nprint(1)", "complete"),
+                         ("%%python", "incomplete"),
+                         ("plot revenue by month", "complete")]:
+        kc.is_complete(code)
+        reply = kc.get_shell_msg(timeout=TIMEOUT)["content"]
+        assert reply["status"] == status, code
+
+
+def test_badly_signed_message_is_dropped(kernel):
+    km, kc = kernel
+    info = km.get_connection_info()
+    forger = Session(key=b"not-the-key", signature_scheme="hmac-sha256")
+    honest = Session(key=info["key"], signature_scheme="hmac-sha256")
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
+    sock.connect(f"tcp://{info['ip']}:{info['shell_port']}")
+    try:
+        forger.send(sock, "kernel_info_request", {})
+        assert sock.poll(2000) == 0, "a forged request was answered"
+        honest.send(sock, "kernel_info_request", {})
+        assert sock.poll(TIMEOUT * 1000), "the kernel stopped serving"
+        idents, msg = honest.feed_identities(sock.recv_multipart())
+        reply = honest.deserialize(msg)
+        assert reply["msg_type"] == "kernel_info_reply"
+    finally:
+        sock.close()
+
+
+def test_heartbeat_answers_during_a_long_cell(kernel):
+    km, kc = kernel
+    run(kc, "%%python\nprint('warm')")
+    kc.execute("%%python\nimport time\ntime.sleep(5)")
+    info = km.get_connection_info()
+    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock.linger = 0
+    sock.connect(f"tcp://{info['ip']}:{info['hb_port']}")
+    try:
+        time.sleep(0.5)  # the cell is running now
+        sock.send(b"ping")
+        assert sock.poll(3000), "no heartbeat while busy"
+        assert sock.recv() == b"ping"
+    finally:
+        sock.close()
+    assert kc.get_shell_msg(timeout=TIMEOUT)["content"]["status"] == "ok"
+
+
+def test_shutdown_leaves_no_process_behind(kernel):
+    km, kc = kernel
+    run(kc, "%%python\nprint('up')")
+    pid = km.provisioner.pid if hasattr(km.provisioner, "pid") else \
+        km.provisioner.process.pid
+    inner = children(pid)
+    assert inner, "the inner Python session should be a child of the kernel"
+    kc.shutdown()
+    reply = kc.get_control_msg(timeout=TIMEOUT) \
+        if hasattr(kc, "get_control_msg") else None
+    if reply is not None:
+        assert reply["content"]["status"] == "ok"
+    # It exits by itself (no kill from the manager needed) ...
+    assert wait_until(lambda: not km.is_alive(), 30)
+    km.shutdown_kernel(now=True)  # reaps it
+    # ... and takes the inner kernel with it.
+    for p in inner:
+        assert wait_until(lambda: gone(p), 30), f"process {p} survived"
+
+
+class AgentKernelConformance(jupyter_kernel_test.KernelTests):
+    """The jupyter_kernel_test suite, with every sample our behaviour
+    supports. Python runs in %%python cells; plain text goes to the agent."""
+
+    kernel_name = "agent"
+    language_name = "markdown"
+    file_extension = ".md"
+
+    code_hello_world = "%%python\nprint('hello, world')"
+    code_stderr = "%%python\nimport sys\nprint('oops', file=sys.stderr)"
+    completion_samples = [
+        {"text": "%%py", "matches": {"%%python"}},
+        {"text": "%%python\nimport collections\ncollections.OrderedDi",
+         "matches": {"OrderedDict"}},
+    ]
+    complete_code_samples = ["%%python\n1", "%%python\nprint('x')",
+                             "what is in sales.csv?", "%reset"]
+    incomplete_code_samples = ["%%python\nfor i in range(3):",
+                               "%%python\ndef f(x):", "%%python"]
+    invalid_code_samples = ["%%python\n1 +)"]
+    code_generate_error = "%%python\nraise ValueError('boom')"
+    code_execute_result = [
+        {"code": "%%python\n6*7", "result": "42"},
+        {"code": "%%python\n'ab' * 2", "result": "'abab'"},
+    ]
+    code_display_data = [
+        {"code": "%%python\nfrom IPython.display import HTML, display\n"
+                 "display(HTML('<b>hi</b>'))", "mime": "text/html"},
+        {"code": "%%python\nimport matplotlib.pyplot as plt\n"
+                 "plt.plot([1, 2]); plt.show()", "mime": "image/png"},
+    ]
+    code_history_pattern = "*6[*]7"
+    supported_history_operations = ("tail", "range", "search")
+    code_inspect_sample = "%%python\nprint"
+    code_clear_output = ("%%python\nfrom IPython.display import clear_output\n"
+                         "clear_output()")
+
+    @classmethod
+    def setUpClass(cls):
+        cls._saved = {k: os.environ.get(k)
+                      for k in ("JUPYTER_PATH", *PROVIDER_VARS)}
+        cls._prefix = tempfile.mkdtemp(prefix="ja-kernelspec-kt-")
+        install_spec(cls._prefix)
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        for k, v in cls._saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(cls._prefix, ignore_errors=True)
+
+    def test_plain_text_goes_to_the_agent(self):
+        self.flush_channels()
+        reply, output_msgs = self.execute_helper("hello agent")
+        self.assertEqual(reply["content"]["status"], "error")
+        self.assertEqual([m["msg_type"] for m in output_msgs], ["error"])
