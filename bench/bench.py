@@ -1,0 +1,405 @@
+"""Driver for the benchmarks: starts the shared kernels, runs each client
+as its own process, prints tables, appends results for the summary.
+
+    bench.py machine | roundtrip | clientcpu | startup | summary
+
+Environment (bench/run sets the first three):
+  BUILD          build dir holding bench/roundtrip, bench/clientcpu, ...
+  BENCH_RESULTS  JSON-lines file the benchmarks append to (summary reads it)
+  QUICK=1        a ~20 s smoke run with small counts
+  BENCH_TRANSPORTS  transports for roundtrip (default "ipc tcp"); the first
+                 one is used by clientcpu
+  ROUNDTRIP_N, CLIENTCPU_MSGS, STARTUP_RUNS   override the counts
+
+Benchmarks measure, never assert: nothing here fails on a slow number.
+"""
+import contextlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import benchlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = sys.executable
+BUILD = os.environ.get("BUILD", "build")
+QUICK = os.environ.get("QUICK", "") not in ("", "0")
+
+
+def prog(name):
+    return os.path.join(BUILD, "bench", name)
+
+
+def script(name):
+    return os.path.join(HERE, name)
+
+
+def record(obj):
+    path = os.environ.get("BENCH_RESULTS")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(obj) + "\n")
+
+
+def run_client(argv, timeout=600):
+    """Run one client process; return its JSON result (with "error" set on
+    failure, never raising)."""
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": "%s: no result within %d s" % (os.path.basename(argv[0]), timeout)}
+    except OSError as e:
+        return {"error": "%s: %s" % (argv[0], e)}
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if not lines:
+        tail = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": "%s exited %d: %s" % (os.path.basename(argv[-1] if argv[0] == PY else argv[0]),
+                                                p.returncode, tail)}
+    res = json.loads(lines[-1])
+    if p.returncode and "error" not in res:
+        res["error"] = "exited %d" % p.returncode
+    return res
+
+
+@contextlib.contextmanager
+def shared_kernel(transport):
+    """A python3 ipykernel started by jupyter_client's KernelManager (plain
+    child process, no sandbox) that every compared client attaches to in
+    turn, so they all talk to the very same kernel."""
+    from jupyter_client import KernelManager
+
+    tmp = tempfile.mkdtemp(prefix="ja-bench-")
+    km = KernelManager(kernel_name="python3", transport=transport,
+                       connection_file=os.path.join(tmp, "kernel.json"))
+    if transport == "ipc":
+        km.ip = os.path.join(tmp, "k")  # sockets k-1 ... k-5, not in the cwd
+    km.start_kernel()
+    try:
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        kc.stop_channels()
+        yield km.connection_file
+    finally:
+        km.shutdown_kernel(now=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ms(us):
+    return us / 1000.0
+
+
+def rounds_order(clients, rounds):
+    """Alternate the order of clients between rounds, so drift in the
+    machine's load or the kernel's state does not favour one of them."""
+    for r in range(rounds):
+        yield r, (clients if r % 2 == 0 else list(reversed(clients)))
+
+
+def loadavg():
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return -1.0
+
+
+# --------------------------------------------------------------------------
+
+def cmd_machine():
+    def sh(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, shell=True).stdout.strip()
+        except OSError:
+            return "?"
+
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    import ipykernel
+    import jupyter_client
+    import zmq
+
+    info = {
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "kernel": platform.release(),
+        "python": "%s (%s)" % (platform.python_version(), PY),
+        "ipykernel": ipykernel.__version__,
+        "jupyter_client": jupyter_client.__version__,
+        "pyzmq": "%s (libzmq %s)" % (zmq.__version__, zmq.zmq_version()),
+        "libzmq (ours)": sh("pkg-config --modversion libzmq"),
+        "load average (1 min)": "%.2f" % loadavg(),
+    }
+    print("== machine")
+    for k, v in info.items():
+        print("  %-22s %s" % (k, v))
+    if loadavg() > (os.cpu_count() or 1) * 0.5:
+        print("  note: the machine is busy (load %.1f on %d CPUs); latencies will be noisy"
+              % (loadavg(), os.cpu_count() or 1))
+    record({"bench": "machine", **info})
+    return 0
+
+
+def cmd_roundtrip():
+    n = benchlib.env_int("ROUNDTRIP_N", 100 if QUICK else 1000)
+    warm = 20 if QUICK else 50
+    rounds = 1 if QUICK else 2
+    per = max(1, n // rounds)
+    transports = os.environ.get("BENCH_TRANSPORTS", "ipc" if QUICK else "ipc tcp").split()
+    clients = [
+        ("ours", lambda cf: [prog("roundtrip"), "-f", cf, "-n", str(per), "-w", str(warm)]),
+        ("jc", lambda cf: [PY, script("roundtrip_jc.py"), cf, str(per), str(warm)]),
+        ("floor", lambda cf: [PY, script("roundtrip_raw.py"), cf, str(per), str(warm)]),
+    ]
+    rc = 0
+    for transport in transports:
+        print("\n== roundtrip: `pass` until execute_reply AND iopub idle; "
+              "%d executions per client, %s transport, one shared python3 ipykernel"
+              % (per * rounds, transport))
+        res = {name: {"samples_us": [], "cpu_us": 0} for name, _ in clients}
+        load0 = loadavg()
+        with shared_kernel(transport) as cf:
+            for _, order in rounds_order(clients, rounds):
+                for name, argv in order:
+                    out = run_client(argv(cf))
+                    if "error" in out:
+                        res[name]["error"] = out["error"]
+                        continue
+                    res[name]["client"] = out["client"]
+                    res[name]["samples_us"] += out["samples_us"]
+                    res[name]["cpu_us"] += out["cpu_user_us"] + out["cpu_sys_us"]
+        print("  %-44s %9s %9s %9s %14s" % ("client", "median ms", "p99 ms", "mean ms", "client CPU/exec"))
+        stats = {}
+        for name, _ in clients:
+            r = res[name]
+            if "error" in r or not r["samples_us"]:
+                print("  %-44s failed: %s" % (name, r.get("error", "no samples")))
+                rc = 1
+                continue
+            s = r["samples_us"]
+            st = {"median": ms(benchlib.median(s)), "p99": ms(benchlib.percentile(s, 99)),
+                  "mean": ms(sum(s) / len(s)), "cpu_per_exec_us": r["cpu_us"] / len(s), "n": len(s)}
+            stats[name] = st
+            print("  %-44s %9.3f %9.3f %9.3f %11.0f µs" % (r["client"], st["median"], st["p99"],
+                                                          st["mean"], st["cpu_per_exec_us"]))
+        out = {"bench": "roundtrip", "transport": transport, "load": [load0, loadavg()],
+               **{k: v for k, v in stats.items()}}
+        if "ours" in stats and "floor" in stats:
+            out["overhead_ms"] = stats["ours"]["median"] - stats["floor"]["median"]
+            out["overhead_p99_ms"] = stats["ours"]["p99"] - stats["floor"]["p99"]
+            print("  our overhead over the floor: median %+.3f ms, p99 %+.3f ms (target: <= +0.1 ms)"
+                  % (out["overhead_ms"], out["overhead_p99_ms"]))
+        if "ours" in stats and "jc" in stats:
+            out["ratio_median"] = stats["jc"]["median"] / stats["ours"]["median"]
+            out["ratio_p99"] = stats["jc"]["p99"] / stats["ours"]["p99"]
+            print("  jupyter_client / ours: median %.2fx, p99 %.2fx"
+                  % (out["ratio_median"], out["ratio_p99"]))
+        record(out)
+    return rc
+
+
+def cmd_clientcpu():
+    msgs = benchlib.env_int("CLIENTCPU_MSGS", 2000 if QUICK else 20000)
+    rounds = 1 if QUICK else 2
+    transport = os.environ.get("BENCH_TRANSPORTS", "ipc tcp").split()[0]
+    clients = [
+        ("ours", lambda cf: [prog("clientcpu"), "-f", cf, "-m", str(msgs)]),
+        ("jc", lambda cf: [PY, script("clientcpu_jc.py"), cf, str(msgs), "unlimited"]),
+    ]
+    print("\n== clientcpu: one cell emitting %d display_data; the CLIENT process's own CPU "
+          "(getrusage RUSAGE_SELF), %s transport, shared kernel, %d run(s) each"
+          % (msgs, transport, rounds))
+    runs = {name: [] for name, _ in clients}
+    errors = {}
+    with shared_kernel(transport) as cf:
+        for _, order in rounds_order(clients, rounds):
+            for name, argv in order:
+                out = run_client(argv(cf))
+                if "error" in out:
+                    errors[name] = out["error"]
+                else:
+                    runs[name].append(out)
+        # Information only: jupyter_client as it comes, libzmq's default
+        # high-water mark of 1000 messages. Not part of the ratio.
+        default_hwm = None if QUICK else run_client(
+            [PY, script("clientcpu_jc.py"), cf, str(msgs), "default"])
+    print("  %-44s %8s %8s %8s %9s %9s %11s" % ("client", "wall s", "user s", "sys s",
+                                               "iopub rx", "displays", "CPU/msg µs"))
+    stats = {}
+    for name, _ in clients:
+        for out in runs[name]:
+            cpu = out["cpu_user_us"] + out["cpu_sys_us"]
+            out["cpu_per_msg_us"] = cpu / max(1, out["iopub_msgs"])
+            print("  %-44s %8.2f %8.2f %8.2f %9d %9d %11.2f" % (
+                out["client"], out["wall_us"] / 1e6, out["cpu_user_us"] / 1e6,
+                out["cpu_sys_us"] / 1e6, out["iopub_msgs"], out["display_data"],
+                out["cpu_per_msg_us"]))
+            if out["display_data"] != msgs or out["outputs_stored"] != msgs:
+                print("    ^ LOST MESSAGES: %d display_data received, %d stored, %d sent"
+                      % (out["display_data"], out["outputs_stored"], msgs))
+        if name in errors:
+            print("  %-44s failed: %s" % (name, errors[name]))
+        if runs[name]:
+            stats[name] = {
+                "cpu_per_msg_us": benchlib.median([o["cpu_per_msg_us"] for o in runs[name]]),
+                "wall_s": benchlib.median([o["wall_us"] / 1e6 for o in runs[name]]),
+                "cpu_s": benchlib.median([(o["cpu_user_us"] + o["cpu_sys_us"]) / 1e6 for o in runs[name]]),
+                "received": [o["display_data"] for o in runs[name]],
+                "client": runs[name][0]["client"],
+            }
+    if default_hwm and "error" not in default_hwm:
+        print("  (jupyter_client with libzmq's default RCVHWM of 1000, for information: received "
+              "%d of %d display_data%s; it is given RCVHWM=0 above)" % (
+                  default_hwm["display_data"], msgs,
+                  "" if default_hwm["saw_idle"] else
+                  ", the rest and the idle status dropped by the kernel's PUB socket"))
+        stats["jc_default_hwm_received"] = default_hwm["display_data"]
+    out = {"bench": "clientcpu", "messages": msgs, "transport": transport, **stats}
+    if "ours" in stats and "jc" in stats:
+        out["ratio"] = stats["jc"]["cpu_per_msg_us"] / max(1e-9, stats["ours"]["cpu_per_msg_us"])
+        print("  CPU per iopub message: ours %.2f µs, jupyter_client %.2f µs -> %.1fx less "
+              "(target: >= 20x)" % (stats["ours"]["cpu_per_msg_us"], stats["jc"]["cpu_per_msg_us"],
+                                   out["ratio"]))
+    record(out)
+    return 1 if errors else 0
+
+
+def cmd_startup():
+    runs = benchlib.env_int("STARTUP_RUNS", 3 if QUICK else 10)
+    rounds = 1 if QUICK else 2
+    per = max(1, runs // rounds)
+    warm = "0" if QUICK else "1"
+    configs = [
+        ("jc", lambda: [PY, script("startup_jc.py"), str(per), warm]),
+        ("plain", lambda: [prog("startup"), "-l", "plain", "-r", str(per), "-w", warm]),
+        ("sandbox", lambda: [prog("startup"), "-l", "sandbox", "-r", str(per), "-w", warm]),
+    ]
+    print("\n== startup: cold start of a python3 ipykernel, %d runs each (+%s warm-up per batch); "
+          "times from the start call" % (per * rounds, warm))
+    res = {name: {"ready_us": [], "result_us": []} for name, _ in configs}
+    for _, order in rounds_order(configs, rounds):
+        for name, argv in order:
+            if "skipped" in res[name] or "error" in res[name]:
+                continue
+            out = run_client(argv())
+            for key in ("skipped", "error"):
+                if key in out:
+                    res[name][key] = out[key]
+            if "ready_us" in out:
+                res[name]["launcher"] = out["launcher"]
+                res[name]["ready_us"] += out["ready_us"]
+                res[name]["result_us"] += out["result_us"]
+    labels = {"jc": None, "plain": "jupyter-agent, plain launcher (C)",
+              "sandbox": "jupyter-agent, sandbox launcher (C)"}
+    print("  %-44s %13s %13s %13s %13s" % ("", "ready p50 ms", "ready p99 ms",
+                                          "1+1 p50 ms", "1+1 p99 ms"))
+    stats = {}
+    rc = 0
+    for name, _ in configs:
+        r = res[name]
+        label = labels[name] or r.get("launcher", "jupyter_client KernelManager")
+        if "skipped" in r:
+            print("  %-44s skipped: %s" % (label, r["skipped"]))
+            stats[name] = {"skipped": r["skipped"]}
+            continue
+        if "error" in r or not r["ready_us"]:
+            print("  %-44s failed: %s" % (label, r.get("error", "no samples")))
+            stats[name] = {"error": r.get("error", "no samples")}
+            rc = 1
+            continue
+        st = {"ready_p50": ms(benchlib.median(r["ready_us"])),
+              "ready_p99": ms(benchlib.percentile(r["ready_us"], 99)),
+              "result_p50": ms(benchlib.median(r["result_us"])),
+              "result_p99": ms(benchlib.percentile(r["result_us"], 99)),
+              "n": len(r["ready_us"])}
+        stats[name] = st
+        print("  %-44s %13.1f %13.1f %13.1f %13.1f" % (label, st["ready_p50"], st["ready_p99"],
+                                                       st["result_p50"], st["result_p99"]))
+    out = {"bench": "startup", **stats}
+    p, j, s = stats.get("plain", {}), stats.get("jc", {}), stats.get("sandbox", {})
+    if "ready_p50" in p and "ready_p50" in j:
+        out["ratio_ready"] = j["ready_p50"] / p["ready_p50"]
+        out["ratio_result"] = j["result_p50"] / p["result_p50"]
+        print("  jupyter_client / ours (plain), p50: ready %.2fx, 1+1 %.2fx"
+              % (out["ratio_ready"], out["ratio_result"]))
+    if "ready_p50" in p and "ready_p50" in s:
+        out["sandbox_added_ms"] = s["result_p50"] - p["result_p50"]
+        print("  sandbox added cost over plain, p50 to the 1+1 result: %+.1f ms (target: < 30 ms)"
+              % out["sandbox_added_ms"])
+    elif "skipped" in s:
+        print("  sandbox added cost: skipped (sandbox launcher not available)")
+    record(out)
+    return rc
+
+
+def cmd_summary():
+    path = os.environ.get("BENCH_RESULTS")
+    rows = []
+    if path and os.path.exists(path):
+        with open(path) as f:
+            rows = [json.loads(l) for l in f if l.strip()]
+
+    def verdict(ok):
+        return "met" if ok else "NOT met"
+
+    print("\n== summary (ratios > 1 mean jupyter-agent is better)")
+    print("  %-40s %12s %14s %12s  %s" % ("measure", "ours", "reference", "ratio/delta", "target"))
+    for r in rows:
+        b = r["bench"]
+        if b == "roundtrip" and "ours" in r:
+            t = r["transport"]
+            if "jc" in r:
+                print("  %-40s %9.3f ms %11.3f ms %11.2fx" % (
+                    "roundtrip median (%s) vs jupyter_client" % t, r["ours"]["median"],
+                    r["jc"]["median"], r["ratio_median"]))
+                print("  %-40s %9.3f ms %11.3f ms %11.2fx" % (
+                    "roundtrip p99 (%s) vs jupyter_client" % t, r["ours"]["p99"],
+                    r["jc"]["p99"], r["ratio_p99"]))
+            if "floor" in r:
+                print("  %-40s %9.3f ms %11.3f ms %+9.3f ms  <= +0.1 ms: %s" % (
+                    "roundtrip median (%s) vs raw floor" % t, r["ours"]["median"],
+                    r["floor"]["median"], r["overhead_ms"], verdict(r["overhead_ms"] <= 0.1)))
+        elif b == "clientcpu" and "ratio" in r:
+            print("  %-40s %9.2f µs %11.2f µs %11.1fx  >= 20x: %s" % (
+                "client CPU per iopub message", r["ours"]["cpu_per_msg_us"],
+                r["jc"]["cpu_per_msg_us"], r["ratio"], verdict(r["ratio"] >= 20)))
+        elif b == "startup":
+            if "ratio_ready" in r:
+                print("  %-40s %9.1f ms %11.1f ms %11.2fx" % (
+                    "cold start to ready, p50 (plain)", r["plain"]["ready_p50"],
+                    r["jc"]["ready_p50"], r["ratio_ready"]))
+                print("  %-40s %9.1f ms %11.1f ms %11.2fx" % (
+                    "cold start to 1+1 result, p50 (plain)", r["plain"]["result_p50"],
+                    r["jc"]["result_p50"], r["ratio_result"]))
+            if "sandbox_added_ms" in r:
+                print("  %-40s %9.1f ms %11.1f ms %+9.1f ms  < 30 ms: %s" % (
+                    "sandbox cold start to 1+1 vs plain", r["sandbox"]["result_p50"],
+                    r["plain"]["result_p50"], r["sandbox_added_ms"],
+                    verdict(r["sandbox_added_ms"] < 30)))
+            elif "skipped" in r.get("sandbox", {}):
+                print("  %-40s %12s %14s %12s  < 30 ms: skipped" % (
+                    "sandbox cold start vs plain", "skipped", "", ""))
+    failed = [r for r in rows if r["bench"] != "machine" and
+              any(isinstance(v, dict) and "error" in v for v in r.values())]
+    if failed:
+        print("  (some benchmarks failed; see above)")
+    return 0
+
+
+COMMANDS = {"machine": cmd_machine, "roundtrip": cmd_roundtrip, "clientcpu": cmd_clientcpu,
+            "startup": cmd_startup, "summary": cmd_summary}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in COMMANDS:
+        sys.stderr.write("usage: bench.py %s\n" % " | ".join(COMMANDS))
+        sys.exit(2)
+    sys.exit(COMMANDS[sys.argv[1]]())
