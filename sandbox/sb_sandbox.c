@@ -461,9 +461,10 @@ s_lo_up(void)
     return rc;
 }
 
-/* Drop every capability: bounding set, ambient, then the three sets. */
+/* Drop every capability but `keep` (a bit, e.g. CAP_KILL, or 0): bounding
+ * set, ambient, then the effective/permitted/inheritable sets. */
 static int
-s_drop_caps(void)
+s_drop_caps(int keep)
 {
     for (int cap = 0; cap <= 63; cap++)
         if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0 &&
@@ -475,6 +476,9 @@ s_drop_caps(void)
     struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct data[2];
     memset(data, 0, sizeof data);
+    if (keep) {
+        data[0].effective = data[0].permitted = 1u << keep;
+    }
     return (int)syscall(SYS_capset, &hdr, data);
 }
 
@@ -585,7 +589,7 @@ s_program(const struct s_child *c, int ep)
         step = "setresuid 1000";
         goto fail;
     }
-    if (s_drop_caps() < 0) {
+    if (s_drop_caps(0) < 0) {
         step = "drop capabilities";
         goto fail;
     }
@@ -717,7 +721,10 @@ s_init(const struct s_child *c)
     }
     if (devnull > 2)
         close(devnull);
-    if (s_drop_caps() < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+    /* Init keeps CAP_KILL (in the box's user namespace only) so it can
+     * forward signals to the program, which runs as another uid. */
+    if (s_drop_caps(CAP_KILL) < 0 ||
+        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
         sb_seccomp_install(c->seccomp) < 0)
         s_die(c, "restrict init", NULL);
 
@@ -975,7 +982,7 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
             goto fail;
         }
     }
-    sb->top_dir = xasprintf("%s/ja-XXXXXX", s_tmp_base());
+    sb->top_dir = xasprintf("%s/ja-sb-XXXXXX", s_tmp_base());
     if (!mkdtemp(sb->top_dir)) {
         err_set(err, ERR_SANDBOX, "sandbox: creating %s: %s", sb->top_dir,
                 strerror(errno));

@@ -38,7 +38,7 @@ enum s_cond {
     C_A1_IS32,       /* deny when (arg1 & 0xffffffff) == value */
     C_FAMILY_NOT_OK, /* socket(): deny families but UNIX/INET/INET6/NETLINK */
     C_NETLINK_NOT_ROUTE, /* socket(AF_NETLINK, *, proto != NETLINK_ROUTE) */
-    C_SOCKTYPE_IS        /* socket(): deny when (arg1 & 0xf) == value */
+    C_INET_SOCKTYPE_IS   /* socket(AF_INET[6], (arg1 & 0xf) == value) */
 };
 
 struct s_rule {
@@ -145,10 +145,11 @@ static const struct s_rule s_rules[] = {
     {"socket", C_NETLINK_NOT_ROUTE, 0, EPERM,
      "AF_NETLINK with protocol other than NETLINK_ROUTE",
      "audit, uevent, netfilter, ... talk to the kernel (libzmq needs ROUTE)"},
-    {"socket", C_SOCKTYPE_IS, SOCK_RAW, EPERM, "type is SOCK_RAW",
-     "raw packets bypass the protocol stack"},
-    {"socket", C_SOCKTYPE_IS, SOCK_PACKET, EPERM, "type is SOCK_PACKET",
-     "link-level packets"},
+    {"socket", C_INET_SOCKTYPE_IS, SOCK_RAW, EPERM,
+     "AF_INET or AF_INET6 with type SOCK_RAW",
+     "raw packets bypass the protocol stack (netlink needs SOCK_RAW: allowed)"},
+    {"socket", C_INET_SOCKTYPE_IS, SOCK_PACKET, EPERM,
+     "AF_INET or AF_INET6 with type SOCK_PACKET", "link-level packets"},
     {"socketpair", C_A0_NOT, AF_UNIX, EPERM, "family is not AF_UNIX",
      "only local pairs are needed"},
 };
@@ -226,9 +227,15 @@ s_add(scmp_filter_ctx ctx, const struct s_rule *r, int nr)
         return seccomp_rule_add(ctx, act, nr, 2,
                                 SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
                                 SCMP_A2(SCMP_CMP_NE, 0 /* NETLINK_ROUTE */));
-    case C_SOCKTYPE_IS:
-        return seccomp_rule_add(ctx, act, nr, 1,
+    case C_INET_SOCKTYPE_IS: {
+        int rc =
+            seccomp_rule_add(ctx, act, nr, 2, SCMP_A0(SCMP_CMP_EQ, AF_INET),
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, r->value));
+        if (rc < 0)
+            return rc;
+        return seccomp_rule_add(ctx, act, nr, 2, SCMP_A0(SCMP_CMP_EQ, AF_INET6),
                                 SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, r->value));
+    }
     }
     return -EINVAL;
 }

@@ -1,0 +1,169 @@
+#!/bin/sh
+# TAP: 'jupyter-agent sandbox' as a user drives it. Each line names what was
+# tried and what must hold. Python inside is /usr/bin/python3.
+BIN=${JUPYTER_AGENT_BIN:-build/jupyter-agent}
+PY=/usr/bin/python3
+T=$(mktemp -d /tmp/ja-cli-test-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+n=0
+fails=0
+ok() { # cond-status description
+    n=$((n + 1))
+    if [ "$1" = 0 ]; then
+        echo "ok $n - $2"
+    else
+        echo "not ok $n - $2"
+        fails=$((fails + 1))
+    fi
+}
+run() { # run the sandbox, stdout to $T/out, stderr to $T/err, status in $rc
+    "$BIN" sandbox --quiet "$@" >"$T/out" 2>"$T/err" </dev/null
+    rc=$?
+}
+show() { sed 's/^/# /' "$T/err" | head -5; }
+
+"$BIN" sandbox --help >"$T/out" 2>&1
+grep -q -- "--memory" "$T/out" && grep -q "exit status" "$T/out"
+ok $? "--help documents the limits and the exit status"
+
+run -- /bin/sh -c 'exit 3'
+[ "$rc" = 3 ]
+ok $? "the command's exit status passes through (3)"
+
+run -- /bin/sh -c 'kill -TERM $$'
+[ "$rc" = 143 ]
+ok $? "a command killed by SIGTERM exits 143 (got $rc)"
+
+run --memory 64M -- $PY -c 'x = []
+while True: x.append(bytearray(1 << 20))'
+[ "$rc" = 137 ] && grep -q "out of memory (limit 64 MiB)" "$T/err"
+ok $? "a memory bomb under --memory 64M is OOM-killed: exit 137 and says so ($(cat "$T/err"))"
+
+run --timeout 1 -- $PY -c 'import signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+while True: pass'
+[ "$rc" = 6 ] && grep -q "timed out after 1 s" "$T/err"
+ok $? "a loop ignoring SIGINT/SIGTERM is killed by --timeout 1 (exit 6)"
+
+run -- no-such-command-here
+[ "$rc" = 2 ] && grep -q "not found" "$T/err"
+ok $? "an unknown command is a usage error naming it"
+
+run -- /usr/bin/no-such-binary
+[ "$rc" = 2 ] && grep -q "exec /usr/bin/no-such-binary: No such file or directory" "$T/err"
+ok $? "a failed exec says which step failed: $(cat "$T/err")"
+
+run --bind /no/such/dir -- /bin/true
+[ "$rc" = 2 ]
+ok $? "a --bind of a missing host path is refused"
+
+run --memory lots -- /bin/true
+[ "$rc" = 2 ] && grep -q -- "--memory" "$T/err"
+ok $? "a malformed --memory is a usage error naming the flag"
+
+echo "from stdin" | "$BIN" sandbox --quiet -- /bin/cat >"$T/out" 2>"$T/err"
+grep -q "from stdin" "$T/out"
+ok $? "stdin passes through to the command"
+
+OPENAI_API_KEY=sk-cli-test-secret ANTHROPIC_API_KEY=sk-ant-cli \
+    "$BIN" sandbox --quiet --env OPENAI_API_KEY -- /usr/bin/env >"$T/out" 2>&1
+! grep -q "sk-cli-test-secret\|sk-ant-cli" "$T/out" && grep -q "^HOME=/home/user" "$T/out"
+ok $? "API keys in the launcher's environment are not visible inside (even with --env)"
+
+run -- /bin/sh -c 'cat /proc/1/environ'
+! grep -q "sk-" "$T/out" && [ "$rc" != 0 ]
+ok $? "init's environment cannot be read from inside"
+
+echo "secret" >"$T/in.txt"
+run --file "$T/in.txt:../../x" -- /bin/true
+[ "$rc" = 2 ] && grep -q "\.\./\.\./x" "$T/err"
+ok $? "an upload named ../../x is refused"
+
+printf 'a,b\n1,2\n' >"$T/data.csv"
+run --file "$T/data.csv" --keep-workspace "$T/kept" -- /bin/sh -c \
+    'cat data.csv > copy.csv; ln -s /etc/passwd link; mkfifo fifo; echo made > made.txt'
+[ -f "$T/kept/copy.csv" ] && [ -f "$T/kept/made.txt" ] && [ ! -e "$T/kept/link" ] &&
+    [ ! -e "$T/kept/fifo" ] && grep -q "skipped 2 unsafe" "$T/err"
+ok $? "--file goes in, --keep-workspace brings regular files out and skips a symlink and a FIFO"
+
+run -- $PY -c 'import socket
+s = socket.socket()
+s.settimeout(3)
+s.connect(("192.0.2.1", 80))'
+[ "$rc" = 1 ] && grep -q "Network is unreachable" "$T/err"
+ok $? "python cannot reach the network (192.0.2.1: Network is unreachable)"
+
+run -- $PY -c 'import socket; socket.getaddrinfo("example.com", 443)'
+[ "$rc" = 1 ] && grep -q "gaierror" "$T/err"
+ok $? "python cannot resolve names (socket.gaierror)"
+
+run -- $PY -c 'import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.syscall(101, 16, 1, 0, 0)  # ptrace(PTRACE_ATTACH, 1)
+print(r, os.strerror(ctypes.get_errno()))'
+grep -q "Operation not permitted" "$T/out"
+ok $? "python's ptrace via ctypes is refused with EPERM (a readable error)"
+
+run --disk 4M -- /bin/sh -c 'dd if=/dev/zero of=/mnt/data/big bs=1M count=16 2>&1; ls -l /mnt/data/big'
+grep -q "No space left on device" "$T/out"
+ok $? "dd into /mnt/data stops at --disk 4M with ENOSPC"
+
+# The launcher dies: the box dies with it.
+# Its run dir goes under $T (via XDG_RUNTIME_DIR) so the cleanup is ours.
+token="ja-cli-orphan-$$"
+chmod 0711 "$T"
+mkdir -m 0711 "$T/x"
+XDG_RUNTIME_DIR="$T/x" "$BIN" sandbox --quiet -- $PY -c 'import time; time.sleep(300)' "$token" >/dev/null 2>&1 &
+launcher=$!
+i=0
+while [ $i -lt 50 ] && ! pgrep -f "$token" >/dev/null; do
+    sleep 0.1
+    i=$((i + 1))
+done
+pgrep -f "$token" >/dev/null
+seen=$?
+kill -KILL $launcher
+wait $launcher 2>/dev/null
+i=0
+while [ $i -lt 50 ] && pgrep -f "$token" >/dev/null; do
+    sleep 0.1
+    i=$((i + 1))
+done
+[ "$seen" = 0 ] && ! pgrep -f "$token" >/dev/null
+ok $? "SIGKILL of the launcher kills the sandboxed process"
+find /sys/fs/cgroup -maxdepth 8 -type d -path '*jupyter-agent*' \
+    -name "$launcher-*" -exec rmdir {} + 2>/dev/null
+
+# Ctrl-C reaches the command (forwarded by the launcher and init).
+"$BIN" sandbox --quiet -- $PY -c 'import sys, time
+print("ready", flush=True)
+try:
+    time.sleep(30)
+except KeyboardInterrupt:
+    sys.exit(42)' >"$T/out" 2>&1 &
+launcher=$!
+i=0
+while [ $i -lt 100 ] && ! grep -q ready "$T/out"; do
+    sleep 0.1
+    i=$((i + 1))
+done
+kill -INT $launcher
+wait $launcher
+rc=$?
+[ "$rc" = 42 ]
+ok $? "SIGINT to the launcher raises KeyboardInterrupt inside (exit 42, got $rc)"
+
+"$BIN" sandbox --print-policy | $PY -c 'import json, sys
+p = json.load(sys.stdin)
+assert p["memory_bytes"] == 2 << 30 and p["network"] is False'
+ok $? "--print-policy prints the policy as JSON"
+
+"$BIN" sandbox --seccomp-table | $PY -c 'import json, sys
+t = json.load(sys.stdin)
+assert any(r["syscall"] == "ptrace" for r in t)'
+ok $? "--seccomp-table prints the deny table as JSON"
+
+echo "1..$n"
+echo "$((n - fails)) passed, $fails failed"
+[ "$fails" = 0 ]
