@@ -28,6 +28,8 @@ struct kb_client {
     int watch_fd;             /* readable when the kernel died; -1 */
     bool use_hb;              /* ping the heartbeat while waiting */
     bool hb_pending;          /* a ping is out without its pong */
+    void *stdin_mon;          /* owned PAIR: events of the stdin socket */
+    bool stdin_ready;         /* stdin finished its ZMTP handshake */
     int64_t hb_sent_ms;       /* when that ping went out */
 };
 
@@ -114,7 +116,50 @@ kb_client_new(const kb_conn_t *conn, const kb_client_opts_t *opts, err_t *err)
             return NULL;
         }
     }
+    /* The kernel's stdin ROUTER drops an input_request addressed to a peer
+     * whose handshake has not finished, so readiness includes it. */
+    char mon[80];
+    snprintf(mon, sizeof mon, "inproc://kb-stdin-%s", c->session);
+    if (zmq_socket_monitor(c->sock[KB_STDIN], mon,
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
+        c->stdin_mon = zmq_socket(c->zctx, ZMQ_PAIR);
+        if (zmq_connect(c->stdin_mon, mon) != 0) {
+            zmq_close(c->stdin_mon);
+            c->stdin_mon = NULL;
+        }
+    }
+    if (!c->stdin_mon)
+        c->stdin_ready = true; /* cannot tell: do not wait for it */
     return c;
+}
+
+/* Consume monitor events; true once the stdin handshake succeeded. */
+static bool
+s_stdin_ready(kb_client_t *c)
+{
+    while (!c->stdin_ready && c->stdin_mon) {
+        zmq_msg_t ev;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, c->stdin_mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            break;
+        }
+        bool more = zmq_msg_more(&ev);
+        if (zmq_msg_size(&ev) >= 2) {
+            uint16_t event;
+            memcpy(&event, zmq_msg_data(&ev), sizeof event);
+            if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+                c->stdin_ready = true;
+        }
+        zmq_msg_close(&ev);
+        while (more) { /* the endpoint frame */
+            zmq_msg_init(&ev);
+            zmq_msg_recv(&ev, c->stdin_mon, 0);
+            more = zmq_msg_more(&ev);
+            zmq_msg_close(&ev);
+        }
+    }
+    return c->stdin_ready;
 }
 
 void
@@ -123,6 +168,10 @@ kb_client_destroy(kb_client_t **pc)
     if (!pc || !*pc)
         return;
     kb_client_t *c = *pc;
+    if (c->stdin_mon) {
+        zmq_socket_monitor(c->sock[KB_STDIN], NULL, 0);
+        zmq_close(c->stdin_mon);
+    }
     for (int ch = 0; ch < KB_NCHANNELS; ch++)
         if (c->sock[ch])
             zmq_close(c->sock[ch]);
@@ -359,7 +408,7 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
                     kb_msg_destroy(&m);
                 }
             }
-            if (reply && iopub_seen) {
+            if (reply && iopub_seen && s_stdin_ready(c)) {
                 kb_msg_destroy(&req);
                 return reply;
             }
