@@ -16,6 +16,7 @@
 #define MAX_FRAMES 1024
 #define DEFAULT_MAX_MSG ((int64_t)64 << 20)
 #define TICK_MS 100
+#define STDIN_CONNECT_MS 5000 /* wait for a frontend's stdin to connect */
 
 typedef struct handler {
     char *msg_type;   /* owned */
@@ -48,8 +49,8 @@ struct kb_server {
     table_t ctl;                /* control handlers (control thread) */
     atomic_uint events;         /* latched KB_SERVER_* bits */
     atomic_int cancel;          /* 1 while INTERRUPT or SHUTDOWN latched */
-    kb_msg_t *shutdown;         /* owned; the shutdown_reply to publish on exit;
-                                   written by the control thread, read after join */
+    kb_msg_t *shutdown;         /* owned copy of the shutdown_request whose
+                                   reply destroy broadcasts; iopub_lock */
     kb_msg_t **held;            /* owned shell requests held by abort_queued */
     size_t nheld;               /* entries in held */
     size_t naborting;           /* the first naborting entries of held arrived
@@ -135,6 +136,10 @@ s_bind(kb_server_t *s, const kb_conn_t *conn, kb_channel_t ch, int type,
     if (type == ZMQ_ROUTER) { /* a reconnecting client takes its id back */
         int on = 1;
         zmq_setsockopt(sock, ZMQ_ROUTER_HANDOVER, &on, sizeof on);
+        /* An input_request to a frontend whose stdin is not connected (yet)
+         * must fail loudly, not vanish (kb_server_input retries). */
+        if (ch == KB_STDIN)
+            zmq_setsockopt(sock, ZMQ_ROUTER_MANDATORY, &on, sizeof on);
     }
     if (kb_conn_endpoint(conn, ch, endpoint, sizeof endpoint) ||
         zmq_bind(sock, endpoint) != 0) {
@@ -214,17 +219,27 @@ kb_server_destroy(kb_server_t **ps)
     if (!ps || !*ps)
         return;
     kb_server_t *s = *ps;
+    /* Broadcast the shutdown, as ipykernel does (sockets refuse to send
+     * once the context is shut down, so first). */
+    pthread_mutex_lock(&s->iopub_lock);
+    kb_msg_t *req = s->shutdown;
+    s->shutdown = NULL;
+    pthread_mutex_unlock(&s->iopub_lock);
+    if (req && s->sock[KB_IOPUB]) {
+        bool restart =
+            json_is_true(json_object_get(kb_msg_content(req), "restart"));
+        kb_server_publish(
+            s, req, "shutdown_reply",
+            json_pack("{s:s, s:b}", "status", "ok", "restart", restart), NULL);
+    }
+    kb_msg_destroy(&req);
     if (s->zctx)
         zmq_ctx_shutdown(s->zctx); /* wakes the heartbeat and control */
     if (s->hb_running)
         pthread_join(s->hb_thread, NULL);
     if (s->ctl_running)
         pthread_join(s->ctl_thread, NULL);
-    if (s->shutdown) { /* broadcast the shutdown, as ipykernel does */
-        kb_server_publish(s, NULL, "shutdown_reply",
-                          json_incref(kb_msg_content(s->shutdown)), NULL);
-        kb_msg_destroy(&s->shutdown);
-    }
+    kb_msg_destroy(&s->shutdown); /* a late one, never broadcast */
     for (int ch = 0; ch < KB_NCHANNELS; ch++)
         if (s->sock[ch])
             zmq_close(s->sock[ch]);
@@ -347,13 +362,16 @@ s_send(kb_server_t *s, void *sock, kb_channel_t ch, const kb_msg_t *msg,
     kb_wire_out_t out;
     if (kb_wire_serialize(msg, s->key, &out, err))
         return -1;
-    int rc = 0;
+    int rc = 0, saved = 0;
     for (size_t i = 0; i < out.n && rc == 0; i++)
         if (zmq_send(sock, out.frames[i].data, out.frames[i].len,
-                     i + 1 < out.n ? ZMQ_SNDMORE : 0) < 0)
+                     i + 1 < out.n ? ZMQ_SNDMORE : 0) < 0) {
+            saved = errno;
             rc = err_set(err, ERR_KERNEL, "sending on %s: %s",
-                         kb_channel_name(ch), zmq_strerror(errno));
+                         kb_channel_name(ch), zmq_strerror(saved));
+        }
     kb_wire_out_release(&out);
+    errno = saved; /* callers look at EHOSTUNREACH */
     return rc;
 }
 
@@ -626,10 +644,16 @@ s_on_shutdown(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
         json_is_true(json_object_get(kb_msg_content(req), "restart"));
     json_t *content =
         json_pack("{s:s, s:b}", "status", "ok", "restart", restart);
+    /* Keep a copy of the request: destroy broadcasts the reply to it. */
+    kb_msg_t *copy =
+        kb_msg_from_parts(json_deep_copy(kb_msg_header(req)),
+                          json_deep_copy(kb_msg_parent_header(req)),
+                          json_deep_copy(kb_msg_metadata(req)),
+                          json_deep_copy(kb_msg_content(req)));
+    pthread_mutex_lock(&s->iopub_lock);
     kb_msg_destroy(&s->shutdown);
-    s->shutdown =
-        kb_msg_new_reply(req, "shutdown_reply", s->session, s->username);
-    kb_msg_set_content(s->shutdown, json_deep_copy(content));
+    s->shutdown = copy;
+    pthread_mutex_unlock(&s->iopub_lock);
     int rc = kb_server_reply(s, ch, req, "shutdown_reply", content, NULL);
     kb_server_raise(s, KB_SERVER_SHUTDOWN);
     return rc;
@@ -653,8 +677,20 @@ kb_server_input(kb_server_t *s, const kb_msg_t *parent, const char *prompt,
     kb_msg_set_content(
         req, json_pack("{s:s, s:b}", "prompt", prompt, "password", password));
     char *value = NULL;
-    if (s_send(s, sock, KB_STDIN, req, err))
-        goto out;
+    /* The frontend's stdin may still be connecting: retry briefly. */
+    int64_t connect_end = clock_mono_ms() + STDIN_CONNECT_MS;
+    while (s_send(s, sock, KB_STDIN, req, err)) {
+        if (errno != EHOSTUNREACH || clock_mono_ms() > connect_end ||
+            (atomic_load(&s->events) &
+             (KB_SERVER_INTERRUPT | KB_SERVER_SHUTDOWN))) {
+            err_set(err, ERR_USAGE,
+                    "input() needs the frontend's stdin channel, and it is "
+                    "not connected");
+            goto out;
+        }
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     int64_t deadline = timeout_ms > 0 ? clock_mono_ms() + timeout_ms : 0;
     for (;;) {
         if (atomic_load(&s->events) &
