@@ -450,6 +450,26 @@ sb_files_copy_out(int ws_fd, const char *rel_dir, const char *dest_dir,
     return rc;
 }
 
+int
+sb_files_copy_tree(int src_fd, int dest_fd, uint64_t max_total, uid_t owner,
+                   gid_t group, err_t *err)
+{
+    int old_uid = -1, old_gid = -1;
+    if (owner != (uid_t)-1) {
+        old_gid = setfsgid(group);
+        old_uid = setfsuid(owner);
+    }
+    struct s_walk w = {.max_total = max_total};
+    buf_init(&w.refused, 4096);
+    int rc = s_walk_dir(&w, src_fd, dest_fd, ".", 0, err);
+    buf_release(&w.refused);
+    if (owner != (uid_t)-1) {
+        setfsuid((uid_t)old_uid);
+        setfsgid((gid_t)old_gid);
+    }
+    return rc;
+}
+
 json_t *
 sb_files_list(int ws_fd, size_t max_entries)
 {

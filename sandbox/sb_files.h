@@ -45,6 +45,13 @@ int sb_files_read(int ws_fd, const char *relpath, size_t max_bytes, char **data,
 int sb_files_copy_out(int ws_fd, const char *rel_dir, const char *dest_dir,
                       uint64_t max_total, err_t *err);
 
+/* Copy the regular files and directories under dir fd `src_fd` into dir
+ * fd `dest_fd` (both workspaces), at most `max_total` bytes; unsafe
+ * entries are skipped silently. With `owner` != (uid_t)-1 the calling
+ * thread's fsuid/fsgid are `owner`/`group` meanwhile. Returns 0 or -1. */
+int sb_files_copy_tree(int src_fd, int dest_fd, uint64_t max_total, uid_t owner,
+                       gid_t group, err_t *err);
+
 /* Regular files under the workspace as a JSON array of {"path", "size"}
  * (new reference), at most `max_entries`; unsafe entries are left out. */
 json_t *sb_files_list(int ws_fd, size_t max_entries);

@@ -188,6 +188,7 @@ struct sb_sandbox {
     char ws_path[40];       /* "/proc/self/fd/N" */
     bool killed;            /* sb_sandbox_kill was called */
     bool finished;          /* sb_sandbox_finish ran */
+    long oom_base;          /* cgroup OOM kills before this box started */
     sb_exit_t exit;         /* valid when state == ST_REAPED */
 };
 
@@ -1080,9 +1081,9 @@ int
 sb_sandbox_add_file(sb_sandbox_t *sb, const char *host_path,
                     const char *name_or_null, err_t *err)
 {
-    if (sb->state != ST_NEW)
+    if (sb->state == ST_RUNNING)
         return err_set(err, ERR_USAGE,
-                       "sandbox: files can only be added before it starts");
+                       "sandbox: files can only be added while no box runs");
     const char *name = name_or_null;
     char base[256];
     if (!name) {
@@ -1231,7 +1232,7 @@ s_reap(sb_sandbox_t *sb, bool block)
         sb->exit.box_killed = true;
     }
     if (sb->exit.kind == SB_SIGNALED && sb->exit.signal == SIGKILL &&
-        sb_cgroup_oom_kills(sb->cg) > 0)
+        sb_cgroup_oom_kills(sb->cg) > sb->oom_base)
         sb->exit.kind = SB_OOM_KILLED;
     return 1;
 }
@@ -1248,9 +1249,9 @@ int
 sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                  int stdout_fd, int stderr_fd, err_t *err)
 {
-    if (sb->state != ST_NEW)
+    if (sb->state == ST_RUNNING)
         return err_set(err, ERR_SANDBOX,
-                       "sandbox: already started; make a new one");
+                       "sandbox: already running; kill and wait first");
     if (!argv || !argv[0] || argv[0][0] != '/' || !envp)
         return err_set(err, ERR_USAGE,
                        "sandbox: the program must be an absolute path inside "
@@ -1261,6 +1262,18 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     sb_seccomp_prog_t prog;
     if (sb_seccomp_build(&prog, err) < 0)
         return -1;
+    /* A new box after the last one ended: carry its workspace over. */
+    int old_ws = sb->ws_fd;
+    sb->ws_fd = -1;
+    if (sb->ctl >= 0)
+        close(sb->ctl);
+    if (sb->pidfd >= 0)
+        close(sb->pidfd);
+    sb->ctl = sb->pidfd = -1;
+    sb->pid = -1;
+    sb->killed = sb->finished = false;
+    memset(&sb->exit, 0, sizeof sb->exit);
+    sb->oom_base = sb_cgroup_oom_kills(sb->cg);
     s_plan_build(sb, &plan);
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
         err_set(err, ERR_SANDBOX, "sandbox: socketpair: %s", strerror(errno));
@@ -1345,6 +1358,14 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
             sb->ws_fd = passed;
             snprintf(sb->ws_path, sizeof sb->ws_path, "/proc/self/fd/%d",
                      passed);
+            if (old_ws >= 0 &&
+                sb_files_copy_tree(old_ws, passed, sb->policy.workspace_bytes,
+                                   sb->root_mode ? sb->host_uid : (uid_t)-1,
+                                   sb->host_gid, err) < 0) {
+                err_prefix(err, "sandbox: carrying /mnt/data over");
+                s_abort_spawn(sb);
+                goto out;
+            }
             if (s_copy_files_in(sb, err) < 0) {
                 s_abort_spawn(sb);
                 goto out;
@@ -1372,6 +1393,17 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         }
     }
 out:
+    if (old_ws >= 0 && sb->ws_fd >= 0)
+        close(old_ws);
+    else if (old_ws >= 0)
+        sb->ws_fd = old_ws; /* failed early: keep the old workspace */
+    if (rc == 0) {          /* staged files are in now */
+        for (size_t i = 0; i < sb->n_files; i++) {
+            free(sb->files[i].host);
+            free(sb->files[i].name);
+        }
+        sb->n_files = 0;
+    }
     if (sv[0] >= 0)
         close(sv[0]);
     if (sv[1] >= 0)

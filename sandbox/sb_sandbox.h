@@ -18,8 +18,9 @@
  * it from a thread that lives as long as the sandbox (e.g. the main one).
  *
  * Lifecycle: sb_sandbox_new() prepares (run dir, cgroup), files go in with
- * sb_sandbox_add_file(), sb_sandbox_spawn() starts the program (once),
- * sb_sandbox_wait() reaps it, sb_sandbox_destroy() cleans everything.
+ * sb_sandbox_add_file(), sb_sandbox_spawn() starts the program,
+ * sb_sandbox_wait() reaps it (spawn again to restart, keeping /mnt/data),
+ * sb_sandbox_destroy() cleans everything.
  * Not thread-safe: one thread drives one sandbox. The library never
  * prints; sb_sandbox_warnings() has what the caller should show.
  */
@@ -83,7 +84,7 @@ int sb_sandbox_workspace_fd(const sb_sandbox_t *sb);
 /* Queue host file `host_path` to be copied to /mnt/data/NAME at spawn
  * (NAME defaults to its base name). Refuses names with '/', a leading
  * '.', control characters; non-regular files; files bigger than the
- * workspace. Only before spawn. */
+ * workspace. Not while a box runs; copied at the next spawn. */
 int sb_sandbox_add_file(sb_sandbox_t *sb, const char *host_path,
                         const char *name_or_null, err_t *err);
 /* The program's stdin (default: /dev/null inside). Before spawn. The fd
@@ -95,7 +96,11 @@ void sb_sandbox_set_stdin(sb_sandbox_t *sb, int fd);
  * stdout_fd/stderr_fd are borrowed; -1 means /dev/null. Returns 0 once
  * the program has been exec'ed, or -1 with ERR_SANDBOX and the step that
  * failed ("sandbox: mount /usr read-only: Permission denied"), or ERR_USAGE
- * when argv[0] cannot be executed. Only once per sandbox. */
+ * when argv[0] cannot be executed.
+ * May be called again once the box has ended (sb_sandbox_wait() returned
+ * 0), e.g. to restart a kernel: a fresh box starts with the same run dir,
+ * cgroup and policy, and /mnt/data holds a copy of the old workspace's
+ * regular files and directories (symlinks, FIFOs, sockets are dropped). */
 int sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                      int stdout_fd, int stderr_fd, err_t *err);
 
