@@ -1,17 +1,20 @@
 #include "ag_session.h"
 
 #include "common/xalloc.h"
+#include "kernel-bridge/kb_launch_sandbox.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DEFAULT_TIMEOUT_MS 60000
 #define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 
 struct ag_session {
     kb_kernel_t *kernel; /* owned */
+    json_t *policy;      /* owned JSON of the sandbox policy, or NULL */
     bool sandboxed;      /* false for --no-sandbox and attached kernels */
     bool attached;       /* a kernel someone else started */
     char *warnings;      /* owned, "" when none */
@@ -31,6 +34,7 @@ ag_session_opts_init(ag_session_opts_t *o)
     memset(o, 0, sizeof *o);
     o->timeout_ms = DEFAULT_TIMEOUT_MS;
     o->max_output_bytes = DEFAULT_MAX_OUTPUT;
+    sb_policy_init_default(&o->policy);
 }
 
 static void
@@ -45,43 +49,32 @@ void
 ag_session_opts_release(ag_session_opts_t *o)
 {
     s_free_v(o->files);
-    s_free_v(o->policy_flags);
-    o->files = o->policy_flags = NULL;
-    o->nfiles = o->npolicy = 0;
+    o->files = NULL;
+    o->nfiles = 0;
+    sb_policy_release(&o->policy);
 }
 
 int
 ag_session_parse_flag(ag_session_opts_t *o, int opt, const char *value,
                       err_t *err)
 {
-    static const char *const names[] = {"--memory", "--cpus", "--pids",
-                                        "--disk", "--tmp"};
+    static const char *const policy_flags[] = {
+        "--memory", "--cpus", "--pids", "--disk", "--tmp", "--keep-workspace"};
     err_clear(err);
-    switch (opt - AG_SESSION_OPT_BASE) {
-    case 0:
+    int i = opt - AG_SESSION_OPT_BASE;
+    if (i == 0) {
         o->no_sandbox = true;
         return 0;
-    case 1:
+    }
+    if (i == 1) {
         s_push(&o->files, &o->nfiles, value);
         return 0;
-    case 2:
-    case 3:
-    case 4:
-    case 5:
-    case 6: {
-        /* Kept as "flag=value" and handed to the sandbox policy parser. */
-        char *pair =
-            xasprintf("%s=%s", names[opt - AG_SESSION_OPT_BASE - 2], value);
-        s_push(&o->policy_flags, &o->npolicy, pair);
-        free(pair);
-        return 0;
     }
-    case 7:
-        o->keep_workspace = value;
-        return 0;
-    default:
+    if (i < 2 || i > 7)
         return -1;
-    }
+    return sb_policy_parse_flag(&o->policy, policy_flags[i - 2], value, err) > 0
+               ? 0
+               : -1;
 }
 
 int
@@ -150,12 +143,39 @@ static const char s_no_sandbox_warning[] =
     "WARNING: --no-sandbox: the kernel runs as a plain process with your "
     "user's full access to files and network.\n";
 
+/* Builds the session's sandbox launcher and queues the --file copies. */
+static kb_launcher_t *
+s_sandbox_factory(void *arg, err_t *err)
+{
+    const ag_session_opts_t *o = arg;
+    kb_launcher_t *l = kb_launcher_sandbox_new(&o->policy, err);
+    if (!l)
+        return NULL;
+    sb_sandbox_t *box = kb_launcher_sandbox_box(l);
+    for (size_t i = 0; i < o->nfiles; i++) {
+        /* PATH or PATH:NAME; a colon inside an existing path stays. */
+        char *path = xstrdup(o->files[i]);
+        char *colon = strrchr(path, ':');
+        const char *name = NULL;
+        if (colon && access(path, F_OK) != 0) {
+            *colon = '\0';
+            name = colon + 1;
+        }
+        int rc = sb_sandbox_add_file(box, path, name, err);
+        free(path);
+        if (rc) {
+            err_prefix(err, "--file %s", o->files[i]);
+            kb_launcher_destroy(&l);
+            return NULL;
+        }
+    }
+    return l;
+}
+
 ag_session_t *
 ag_session_start(const ag_session_opts_t *o, err_t *err)
 {
-    if (!o->no_sandbox) /* the sandbox launcher lands with the sandbox */
-        return NULL;
-    if (o->nfiles) {
+    if (o->no_sandbox && o->nfiles) {
         err_set(err, ERR_USAGE,
                 "--file copies into the sandbox's /mnt/data; it does not work "
                 "with --no-sandbox");
@@ -163,12 +183,23 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     }
     kb_kernel_opts_t kopts = {.kernel_name = o->kernel_name,
                               .max_output_bytes = o->max_output_bytes};
+    if (!o->no_sandbox) {
+        kopts.launcher = s_sandbox_factory;
+        kopts.launcher_arg = (void *)o;
+    }
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     if (!k)
         return NULL;
     ag_session_t *s = xcalloc(1, sizeof *s);
     s->kernel = k;
-    s->warnings = xstrdup(s_no_sandbox_warning);
+    s->sandboxed = !o->no_sandbox;
+    if (s->sandboxed) {
+        const char *w = sb_sandbox_warnings(ag_session_sandbox(s));
+        s->warnings = w ? xasprintf("warning: %s\n", w) : xstrdup("");
+        s->policy = sb_policy_to_json(&o->policy);
+    } else {
+        s->warnings = xstrdup(s_no_sandbox_warning);
+    }
     return s;
 }
 
@@ -195,6 +226,7 @@ ag_session_destroy(ag_session_t **ps)
         return;
     ag_session_t *s = *ps;
     kb_kernel_destroy(&s->kernel);
+    json_decref(s->policy);
     free(s->warnings);
     free(s);
     *ps = NULL;
@@ -213,16 +245,23 @@ ag_session_print_warnings(ag_session_t *s, FILE *f)
         fputs(s->warnings, f);
 }
 
+sb_sandbox_t *
+ag_session_sandbox(ag_session_t *s)
+{
+    return kb_launcher_sandbox_box(kb_kernel_launcher(s->kernel));
+}
+
 const char *
 ag_session_workspace(ag_session_t *s)
 {
-    (void)s;
-    return NULL;
+    sb_sandbox_t *box = ag_session_sandbox(s);
+    return box ? sb_sandbox_workspace(box) : NULL;
 }
 
 json_t *
 ag_session_policy_json(ag_session_t *s)
 {
-    return json_pack("{s:b, s:b}", "sandboxed", s->sandboxed, "attached",
-                     s->attached);
+    if (s->policy)
+        return json_pack("{s:b, s:O}", "sandboxed", 1, "limits", s->policy);
+    return json_pack("{s:b, s:b}", "sandboxed", 0, "attached", s->attached);
 }

@@ -8,6 +8,8 @@
 
 #include "common/err.h"
 #include "kernel-bridge/kb_kernel.h"
+#include "sandbox/sb_policy.h"
+#include "sandbox/sb_sandbox.h"
 
 #include <getopt.h>
 #include <stdbool.h>
@@ -22,9 +24,7 @@ typedef struct ag_session_opts {
     bool no_sandbox;         /* --no-sandbox */
     char **files;            /* owned NULL-terminated "PATH[:NAME]" list */
     size_t nfiles;
-    char **policy_flags; /* owned "flag\0value" pairs for the sandbox */
-    size_t npolicy;
-    const char *keep_workspace; /* --keep-workspace DIR, borrowed */
+    sb_policy_t policy; /* owned; the sandbox's limits and mounts */
 } ag_session_opts_t;
 
 /* Long options every session-starting subcommand accepts; their `val`s
@@ -73,6 +73,8 @@ void ag_session_print_warnings(ag_session_t *s, FILE *f);
 const char *ag_session_workspace(ag_session_t *s);
 /* The sandbox policy as JSON for notebook metadata (new reference). */
 json_t *ag_session_policy_json(ag_session_t *s);
+/* The sandbox, or NULL (--no-sandbox, attached). Borrowed. */
+sb_sandbox_t *ag_session_sandbox(ag_session_t *s);
 
 /* "60", "1.5", "2m" -> milliseconds. */
 int ag_parse_seconds(const char *s, int *ms, err_t *err);

@@ -18,8 +18,6 @@
 #define STDERR_CAP (1 << 20)
 #define STDERR_TAIL 4096
 
-extern char **environ;
-
 struct kb_kernel {
     kb_kernel_opts_t opts;   /* copy; extra_env still borrowed */
     char *name;              /* owned kernelspec name */
@@ -32,80 +30,32 @@ struct kb_kernel {
     bool dead;               /* the process is known to be gone */
 };
 
-/* Variables of ours a kernel may see; nothing else (no API keys, ever). */
-static const char *const s_env_allow[] = {"PATH",   "HOME", "LANG", "LANGUAGE",
-                                          "TZ",     "TERM", "USER", "LOGNAME",
-                                          "TMPDIR", NULL};
-
-static bool
-s_env_allowed(const char *entry)
-{
-    if (strncmp(entry, "LC_", 3) == 0)
-        return true;
-    for (int i = 0; s_env_allow[i]; i++) {
-        size_t n = strlen(s_env_allow[i]);
-        if (strncmp(entry, s_env_allow[i], n) == 0 && entry[n] == '=')
-            return true;
-    }
-    return false;
-}
-
-/* Set "K=V" in a NULL-terminated owned array, replacing an entry with the
- * same key. */
-static void
-s_env_put(char ***env, size_t *n, const char *entry)
-{
-    const char *eq = strchr(entry, '=');
-    if (!eq)
-        return;
-    size_t klen = (size_t)(eq - entry) + 1;
-    for (size_t i = 0; i < *n; i++)
-        if (strncmp((*env)[i], entry, klen) == 0) {
-            free((*env)[i]);
-            (*env)[i] = xstrdup(entry);
-            return;
-        }
-    *env = xrealloc(*env, (*n + 2) * sizeof **env);
-    (*env)[(*n)++] = xstrdup(entry);
-    (*env)[*n] = NULL;
-}
-
+/* The kernel's environment: the launcher's rules plus what the kernelspec
+ * and the caller add (later entries win). */
 static char **
 s_build_env(kb_kernel_t *k)
 {
-    char **env = xcalloc(1, sizeof *env);
-    size_t n = 0;
-    for (char **e = environ; *e; e++)
-        if (s_env_allowed(*e))
-            s_env_put(&env, &n, *e);
-    s_env_put(&env, &n, "PYDEVD_DISABLE_FILE_VALIDATION=1");
-    s_env_put(&env, &n, "JPY_SESSION_NAME=jupyter-agent");
-    if (k->launcher->ops->fixed_env) {
-        char *const *fixed = k->launcher->ops->fixed_env(k->launcher->self);
-        for (; fixed && *fixed; fixed++)
-            s_env_put(&env, &n, *fixed);
-    }
+    size_t n = 0, cap = 8;
+    char **extra = xcalloc(cap, sizeof *extra);
+    extra[n++] = xstrdup("PYDEVD_DISABLE_FILE_VALIDATION=1");
+    extra[n++] = xstrdup("JPY_SESSION_NAME=jupyter-agent");
     const char *key;
     json_t *value;
     json_object_foreach(k->spec.env, key, value)
     {
         if (!json_is_string(value))
             continue;
-        char *entry = xasprintf("%s=%s", key, json_string_value(value));
-        s_env_put(&env, &n, entry);
-        free(entry);
+        extra = xrealloc(extra, (n + 2) * sizeof *extra);
+        extra[n++] = xasprintf("%s=%s", key, json_string_value(value));
     }
-    for (char *const *e = k->opts.extra_env; e && *e; e++)
-        s_env_put(&env, &n, *e);
+    for (char *const *e = k->opts.extra_env; e && *e; e++) {
+        extra = xrealloc(extra, (n + 2) * sizeof *extra);
+        extra[n++] = xstrdup(*e);
+    }
+    extra[n] = NULL;
+    char **env = k->launcher->ops->build_env(k->launcher->self, extra);
+    kb_env_free(extra);
     return env;
-}
-
-static void
-s_free_strv(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
 }
 
 char *
@@ -184,7 +134,8 @@ s_launch(kb_kernel_t *k, err_t *err)
         goto out;
     free(conn.kernel_name);
     conn.kernel_name = xstrdup(k->name);
-    if (kb_conn_save(&conn, conn_path, err))
+    if (kb_conn_save(&conn, conn_path, err) ||
+        k->launcher->ops->adopt_file(k->launcher->self, conn_path, err))
         goto out;
     argv = kb_kernelspec_expand_argv(&k->spec, conn_path);
     env = s_build_env(k);
@@ -213,10 +164,13 @@ s_launch(kb_kernel_t *k, err_t *err)
     rc = 0;
 out:
     if (rc) {
+        char why[64];
         kb_client_destroy(&k->client);
-        kb_launcher_destroy(&k->launcher);
+        k->launcher->ops->kill(k->launcher->self);
+        k->launcher->ops->reap(k->launcher->self, 2000, why, sizeof why);
+        k->dead = true;
     }
-    s_free_strv(env);
+    kb_env_free(env);
     kb_argv_free(argv);
     kb_conn_release(&conn);
     free(conn_path);
@@ -242,7 +196,9 @@ kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err)
         return NULL;
     }
     k->has_spec = true;
-    if (s_launch(k, err)) {
+    k->launcher = k->opts.launcher ? k->opts.launcher(k->opts.launcher_arg, err)
+                                   : kb_launcher_plain_new(err);
+    if (!k->launcher || s_launch(k, err)) {
         kb_kernel_destroy(&k);
         return NULL;
     }
@@ -445,7 +401,6 @@ kb_kernel_restart(kb_kernel_t *k, err_t *err)
         k->launcher->ops->reap(k->launcher->self, 5000, why, sizeof why);
     }
     kb_client_destroy(&k->client);
-    kb_launcher_destroy(&k->launcher);
     kb_msg_destroy(&k->info);
     return s_launch(k, err);
 }

@@ -20,8 +20,8 @@
 
 typedef struct kb_kernel kb_kernel_t;
 
-/* Builds a launcher for each (re)start; the sandbox launcher needs a fresh
- * box per start. Returns a new launcher or NULL with err set. */
+/* Builds the kernel's launcher once; restarts reuse it (so a sandbox keeps
+ * its /mnt/data). Returns a new launcher or NULL with err set. */
 typedef kb_launcher_t *(*kb_launcher_factory_fn)(void *arg, err_t *err);
 
 typedef struct kb_kernel_opts {

@@ -9,13 +9,17 @@
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 typedef struct plain {
     char *run_dir; /* owned path; removed on destroy */
@@ -136,6 +140,74 @@ s_destroy(void *self)
     free(p);
 }
 
+/* Host variables a plain kernel may see: nothing that can hold a secret. */
+static const char *const s_env_allow[] = {"PATH",   "HOME", "LANG", "LANGUAGE",
+                                          "TZ",     "TERM", "USER", "LOGNAME",
+                                          "TMPDIR", NULL};
+
+static bool
+s_env_allowed(const char *entry)
+{
+    if (strncmp(entry, "LC_", 3) == 0)
+        return true;
+    for (int i = 0; s_env_allow[i]; i++) {
+        size_t n = strlen(s_env_allow[i]);
+        if (strncmp(entry, s_env_allow[i], n) == 0 && entry[n] == '=')
+            return true;
+    }
+    return false;
+}
+
+/* Set "K=V" in a NULL-terminated owned array, replacing the same key. */
+static void
+s_env_put(char ***env, size_t *n, const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    if (!eq)
+        return;
+    size_t klen = (size_t)(eq - entry) + 1;
+    for (size_t i = 0; i < *n; i++)
+        if (strncmp((*env)[i], entry, klen) == 0) {
+            free((*env)[i]);
+            (*env)[i] = xstrdup(entry);
+            return;
+        }
+    *env = xrealloc(*env, (*n + 2) * sizeof **env);
+    (*env)[(*n)++] = xstrdup(entry);
+    (*env)[*n] = NULL;
+}
+
+static char **
+s_build_env(void *self, char *const extra[])
+{
+    (void)self;
+    char **env = xcalloc(1, sizeof *env);
+    size_t n = 0;
+    for (char **e = environ; *e; e++)
+        if (s_env_allowed(*e))
+            s_env_put(&env, &n, *e);
+    for (char *const *e = extra; e && *e; e++)
+        s_env_put(&env, &n, *e);
+    return env;
+}
+
+static int
+s_adopt_file(void *self, const char *path, err_t *err)
+{
+    (void)self;
+    if (chmod(path, 0600) != 0)
+        return err_set(err, ERR_IO, "chmod %s: %s", path, strerror(errno));
+    return 0;
+}
+
+void
+kb_env_free(char **env)
+{
+    for (char **p = env; p && *p; p++)
+        free(*p);
+    free(env);
+}
+
 static const kb_launcher_ops_t s_ops = {
     .name = "plain",
     .run_dir = s_run_dir,
@@ -144,7 +216,8 @@ static const kb_launcher_ops_t s_ops = {
     .signal = s_signal,
     .kill = s_kill,
     .reap = s_reap,
-    .fixed_env = NULL,
+    .build_env = s_build_env,
+    .adopt_file = s_adopt_file,
     .destroy = s_destroy,
 };
 

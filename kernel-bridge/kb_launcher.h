@@ -37,10 +37,15 @@ typedef struct kb_launcher_ops {
      * how it ended in `why` ("exited with status 1", "killed: out of
      * memory (limit 2 GiB)"); 0 if it is still running. */
     int (*reap)(void *self, int timeout_ms, char *why, size_t why_len);
-    /* Entries the environment must have (e.g. HOME, PATH inside the box),
-     * NULL-terminated "K=V" strings, borrowed; may return NULL. */
-    char *const *(*fixed_env)(void *self);
-    /* Release everything: kills, reaps, removes the run dir. */
+    /* The complete environment for the kernel: the launcher's own rules
+     * (which host variables may pass; never secrets) plus `extra` ("K=V",
+     * later entries win). New NULL-terminated array; kb_env_free() it. */
+    char **(*build_env)(void *self, char *const extra[]);
+    /* Make a file the caller wrote into the run dir (the connection file)
+     * readable by the kernel's user, and by nobody else. */
+    int (*adopt_file)(void *self, const char *path, err_t *err);
+    /* Release everything: kills, reaps, removes the run dir. After reap()
+     * reported the kernel gone, spawn() may be called again (restart). */
     void (*destroy)(void *self);
 } kb_launcher_ops_t;
 
@@ -49,7 +54,12 @@ struct kb_launcher {
     void *self; /* owned by the launcher; freed by ops->destroy */
 };
 
-/* A plain child process in its own session, killed if we die. */
+/* Release an environment array from build_env. */
+void kb_env_free(char **env);
+
+/* A plain child process in its own session, killed if we die. Its
+ * environment keeps only harmless host variables (PATH, HOME, LANG, LC_*,
+ * TZ, TERM, USER, LOGNAME, TMPDIR): never API keys. */
 kb_launcher_t *kb_launcher_plain_new(err_t *err);
 void kb_launcher_destroy(kb_launcher_t **l);
 
