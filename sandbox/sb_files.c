@@ -100,11 +100,12 @@ s_kind(mode_t m)
 static int
 s_open_beneath(int dirfd, const char *rel, int flags)
 {
-    struct open_how how = {
-        .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY),
-        .mode = 0,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                   RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+    struct open_how how = {.flags =
+                               (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC |
+                                          ((flags & O_PATH) ? 0 : O_NOCTTY)),
+                           .mode = 0,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                      RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
     long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
     return fd < 0 ? -errno : (int)fd;
 }
@@ -139,6 +140,19 @@ sb_files_read(int ws_fd, const char *relpath, size_t max_bytes, char **data,
     *len = 0;
     if (sb_files_check_relpath(relpath, err) < 0)
         return -1;
+    /* Classify through an O_PATH handle first: opening a device or socket
+     * for reading would fail with a less helpful error (or have effects). */
+    int pfd = s_open_beneath(ws_fd, relpath, O_PATH);
+    if (pfd < 0)
+        return s_open_error(err, relpath, -pfd);
+    struct stat pst;
+    int fst = fstat(pfd, &pst);
+    close(pfd);
+    if (fst == 0 && !S_ISREG(pst.st_mode))
+        return err_set(err, ERR_IO,
+                       "refused '%s': it is a %s; only regular files come out "
+                       "of /mnt/data",
+                       relpath, s_kind(pst.st_mode));
     int fd = s_open_beneath(ws_fd, relpath, O_RDONLY | O_NONBLOCK);
     if (fd < 0)
         return s_open_error(err, relpath, -fd);

@@ -351,7 +351,7 @@ sb_policy_flags_help(void)
            "(default: --disk)\n"
            "  --env NAME           pass NAME from this environment (never "
            "names with KEY,\n"
-           "                       TOKEN, SECRET, PASSWORD, CREDENTIAL or "
+           "                       TOKEN, SECRET, PASS, CREDENTIAL or "
            "AUTH)\n"
            "  --bind HOST[:INSIDE] extra read-only bind mount\n"
            "  --keep-workspace DIR copy /mnt/data to DIR when the sandbox "

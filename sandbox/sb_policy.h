@@ -77,7 +77,7 @@ int sb_policy_add_bind(sb_policy_t *p, const char *host, const char *inside,
 /* The environment a sandboxed program gets: PATH, HOME, LANG=C.UTF-8,
  * TERM (from `host_env` if set, else "dumb"), then the allow-listed names
  * found in `host_env`, then `extra` ("NAME=value" entries, may be NULL).
- * Names that look like secrets (containing KEY, TOKEN, SECRET, PASSWORD,
+ * Names that look like secrets (containing KEY, TOKEN, SECRET, PASS,
  * CREDENTIAL or AUTH) are never passed from `host_env`, even if allowed.
  * Returns a new NULL-terminated array; free with sb_policy_env_free(). */
 char **sb_policy_build_env(const sb_policy_t *p, char *const host_env[],

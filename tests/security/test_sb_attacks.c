@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/if_ether.h>
 #include <linux/netlink.h>
 #include <netdb.h>
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -672,17 +674,58 @@ t_network(const sb_policy_t *p)
 }
 
 struct tricks {
-    char msg[6][1100]; /* errors from the way out */
-    int rc[6];         /* their return codes */
-    int copied_ok;     /* ok.txt came out */
-    int copied_inner;  /* sub/inner.txt came out */
-    int copied_bad;    /* something unsafe came out */
+    char msg[6][1100];  /* errors from the way out */
+    int rc[6];          /* their return codes */
+    int copied_ok;      /* ok.txt came out */
+    int copied_inner;   /* sub/inner.txt came out */
+    int copied_bad;     /* something unsafe came out */
+    int planted_dev;    /* a device node was planted (root only) */
+    int dev_rc;         /* reading it out */
+    char dev_msg[1100]; /* ...and the error */
 };
+
+/* Plant a character device in the workspace from the host (root only: a
+ * device cannot be made inside). A child switches fsuid to the sandbox
+ * user, as the userns tmpfs requires, and re-raises CAP_MKNOD. */
+static int
+s_plant_device(sb_sandbox_t *sb)
+{
+    if (geteuid() != 0)
+        return -1;
+    pid_t c = fork();
+    if (c == 0) {
+        setfsgid(sb_sandbox_host_gid(sb));
+        setfsuid(sb_sandbox_host_uid(sb));
+        struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+        struct __user_cap_data_struct d[2];
+        syscall(SYS_capget, &h, d);
+        d[0].effective |= 1u << CAP_MKNOD;
+        syscall(SYS_capset, &h, d);
+        _exit(mknodat(sb_sandbox_workspace_fd(sb), "devnull", S_IFCHR | 0666,
+                      makedev(1, 3)) == 0
+                  ? 0
+                  : 1);
+    }
+    int st = 1;
+    waitpid(c, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
 
 static void
 s_inspect_tricks(sb_sandbox_t *sb, void *arg)
 {
     struct tricks *t = arg;
+    t->planted_dev = s_plant_device(sb) == 0;
+    if (t->planted_dev) {
+        err_t err;
+        err_clear(&err);
+        char *data = NULL;
+        size_t len = 0;
+        t->dev_rc =
+            sb_sandbox_read_file(sb, "devnull", 1 << 20, &data, &len, &err);
+        snprintf(t->dev_msg, sizeof t->dev_msg, "%s", err.text);
+        free(data);
+    }
     const char *paths[] = {"link", "fifo",        "sock",
                            "../x", "/etc/passwd", "rootlink/etc/passwd"};
     for (int i = 0; i < 6; i++) {
@@ -706,8 +749,8 @@ s_inspect_tricks(sb_sandbox_t *sb, void *arg)
     t->copied_ok = stat(path, &st) == 0 && S_ISREG(st.st_mode);
     snprintf(path, sizeof path, "%s/sub/inner.txt", dest);
     t->copied_inner = stat(path, &st) == 0;
-    const char *bad[] = {"link", "fifo", "sock", "rootlink"};
-    for (int i = 0; i < 4; i++) {
+    const char *bad[] = {"link", "fifo", "sock", "rootlink", "devnull"};
+    for (int i = 0; i < 5; i++) {
         snprintf(path, sizeof path, "%s/%s", dest, bad[i]);
         if (lstat(path, &st) == 0)
             t->copied_bad++;
@@ -766,6 +809,11 @@ t_files(const sb_policy_t *p)
     ok(t.rc[5] < 0 && strstr(t.msg[5], "symbolic link"),
        "files out: a path through a symlinked directory is refused: %s",
        t.msg[5]);
+    if (t.planted_dev)
+        ok(t.dev_rc < 0 && strstr(t.dev_msg, "character device"),
+           "files out: a device node is refused: %s", t.dev_msg);
+    else
+        skip("could not plant a device node in /mnt/data (needs root)");
     ok(t.copied_ok && t.copied_inner && t.copied_bad == 0,
        "files out: copying the workspace takes regular files and skips "
        "the rest");
