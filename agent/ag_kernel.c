@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef JUPYTER_AGENT_VERSION
 #define JUPYTER_AGENT_VERSION "0.1.0"
@@ -854,12 +855,36 @@ ag_kernel_new(const ag_kernel_opts_t *o, err_t *err)
     return k;
 }
 
+/* The pid of the process that started us, from JPY_PARENT_PID (set by
+ * jupyter_client unless the kernel is "independent"), or 0. */
+static pid_t
+s_parent_pid(void)
+{
+    const char *v = getenv("JPY_PARENT_PID");
+    char *end = NULL;
+    long pid = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end || pid <= 1 || pid != (long)getppid())
+        return 0;
+    return (pid_t)pid;
+}
+
 int
 ag_kernel_run(ag_kernel_t *k)
 {
+    pid_t parent = s_parent_pid();
     /* Frontends take "starting" as the first sign of life. */
     kb_server_status(k->server, NULL, "starting");
-    return kb_server_run(k->server);
+    while (!(kb_server_serve_once(k->server, 200) & KB_SERVER_SHUTDOWN)) {
+        /* Like ipykernel's ParentPoller: the manager died without shutting
+         * us down (killed, crashed), so nobody can reach us any more. */
+        if (parent && getppid() != parent) {
+            log_warn("the process that started this kernel (pid %ld) is "
+                     "gone; shutting down",
+                     (long)parent);
+            kb_server_stop(k->server);
+        }
+    }
+    return 0;
 }
 
 void

@@ -399,3 +399,29 @@ class AgentKernelConformance(jupyter_kernel_test.KernelTests):
         reply, output_msgs = self.execute_helper("hello agent")
         self.assertEqual(reply["content"]["status"], "error")
         self.assertEqual([m["msg_type"] for m in output_msgs], ["error"])
+
+
+def test_kernel_exits_when_its_manager_dies(spec_prefix):
+    """A manager killed without shutting the kernel down (JPY_PARENT_PID
+    gone) must not leave the kernel, or its Python session, running."""
+    script = (
+        "import os, sys\n"
+        "from jupyter_client.manager import KernelManager\n"
+        "km = KernelManager(kernel_name='agent')\n"
+        "km.start_kernel()\n"
+        "kc = km.client(); kc.start_channels(); kc.wait_for_ready(timeout=60)\n"
+        "kc.execute_interactive('%%python\\nprint(1)', timeout=60,\n"
+        "                       output_hook=lambda m: None)\n"
+        "open(sys.argv[1], 'w').write(str(km.provisioner.pid))\n"
+        "os._exit(0)\n")
+    with tempfile.NamedTemporaryFile("r") as pidfile:
+        # The kernel inherits the manager's stdout: not a pipe we wait on.
+        out = subprocess.run(["/usr/bin/python3", "-c", script, pidfile.name],
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, timeout=120)
+        assert out.returncode == 0
+        pid = int(pidfile.read())
+    inner = children(pid)
+    assert wait_until(lambda: gone(pid), 30), "the orphaned kernel survived"
+    for p in inner:
+        assert wait_until(lambda: gone(p), 30), f"process {p} survived"
