@@ -281,8 +281,12 @@ s_run_inner(ag_kernel_t *k, const char *code, fwd_mode_t mode, kb_output_t *out,
     if (mode == FWD_CELL) {
         xo.silent = s_bool(req, "silent", false);
         xo.store_history = s_bool(req, "store_history", true);
-        xo.stop_on_error = s_bool(req, "stop_on_error", true);
     }
+    /* We run one execution at a time, so the inner kernel never has a
+     * queue worth aborting; but its abort window after an error (ipykernel
+     * 6) would swallow our next cell. stop_on_error is applied to OUR
+     * queue instead (kb_server_abort_queued). */
+    xo.stop_on_error = false;
     fwd_t f = {k, mode};
     kb_exec_hooks_t hooks = {.on_iopub = s_forward,
                              .on_input = s_on_input,
