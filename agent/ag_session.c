@@ -1,5 +1,6 @@
 #include "ag_session.h"
 
+#include "agent/ag_packages.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_launch_sandbox.h"
 
@@ -18,7 +19,16 @@ struct ag_session {
     bool sandboxed;      /* false for --no-sandbox and attached kernels */
     bool attached;       /* a kernel someone else started */
     char *warnings;      /* owned, "" when none */
+    char *packages_dir;  /* owned --packages DIR, or NULL */
+    sb_trust_t *trust;   /* owned keys trusted for packages_dir, or NULL */
+    json_t *packages;    /* owned array of install reports, or NULL */
 };
+
+/* Installed packages are on the kernel's path from its start, so they
+ * import again after a kernel restart (PYTHONPATH may name a directory
+ * that does not exist yet). Borrowed by kb_kernel for its lifetime. */
+static char s_pythonpath[] = "PYTHONPATH=" AG_PACKAGES_TARGET;
+static char *const s_packages_env[] = {s_pythonpath, NULL};
 
 static void
 s_push(char ***v, size_t *n, const char *s)
@@ -51,6 +61,14 @@ ag_session_opts_release(ag_session_opts_t *o)
     s_free_v(o->files);
     o->files = NULL;
     o->nfiles = 0;
+    s_free_v(o->installs);
+    o->installs = NULL;
+    o->ninstalls = 0;
+    s_free_v(o->trusts);
+    o->trusts = NULL;
+    o->ntrusts = 0;
+    free(o->packages_dir);
+    o->packages_dir = NULL;
     sb_policy_release(&o->policy);
 }
 
@@ -68,6 +86,19 @@ ag_session_parse_flag(ag_session_opts_t *o, int opt, const char *value,
     }
     if (i == 1) {
         s_push(&o->files, &o->nfiles, value);
+        return 0;
+    }
+    if (i == 8) {
+        free(o->packages_dir);
+        o->packages_dir = xstrdup(value);
+        return 0;
+    }
+    if (i == 9) {
+        s_push(&o->installs, &o->ninstalls, value);
+        return 0;
+    }
+    if (i == 10) {
+        s_push(&o->trusts, &o->ntrusts, value);
         return 0;
     }
     if (i < 2 || i > 7)
@@ -172,6 +203,42 @@ s_sandbox_factory(void *arg, err_t *err)
     return l;
 }
 
+/* The keys trusted for --packages: each --trust, then the defaults. */
+static sb_trust_t *
+s_packages_trust(const ag_session_opts_t *o, err_t *err)
+{
+    sb_trust_t *t = sb_trust_new();
+    for (size_t i = 0; i < o->ntrusts; i++)
+        if (sb_trust_add_arg(t, o->trusts[i], err)) {
+            err_prefix(err, "--trust");
+            goto fail;
+        }
+    if (sb_trust_add_defaults(t, err))
+        goto fail;
+    return t;
+fail:
+    sb_trust_destroy(&t);
+    return NULL;
+}
+
+/* --install the requested packages; on success note what was installed. */
+static int
+s_install(ag_session_t *s, const ag_session_opts_t *o, err_t *err)
+{
+    json_t *report = NULL;
+    if (ag_packages_install(s, o->packages_dir, s->trust,
+                            (const char *const *)o->installs, o->ninstalls,
+                            &report, err))
+        return err_prefix(err, "--install");
+    char *summary = ag_packages_summary(report);
+    char *w = xasprintf("%spackages: %s\n", s->warnings, summary);
+    free(s->warnings);
+    s->warnings = w;
+    free(summary);
+    json_decref(report);
+    return 0;
+}
+
 ag_session_t *
 ag_session_start(const ag_session_opts_t *o, err_t *err)
 {
@@ -181,24 +248,49 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
                 "with --no-sandbox");
         return NULL;
     }
+    if (o->ninstalls && !o->packages_dir) {
+        err_set(err, ERR_USAGE,
+                "--install needs --packages DIR (there is no network: "
+                "packages come only from a signed directory of wheels)");
+        return NULL;
+    }
+    if ((o->packages_dir || o->ntrusts) && o->no_sandbox) {
+        err_set(err, ERR_USAGE,
+                "--packages installs into the sandbox's /mnt/data; it does "
+                "not work with --no-sandbox");
+        return NULL;
+    }
+    sb_trust_t *trust = NULL;
+    if (o->packages_dir && !(trust = s_packages_trust(o, err)))
+        return NULL;
     kb_kernel_opts_t kopts = {.kernel_name = o->kernel_name,
                               .max_output_bytes = o->max_output_bytes};
     if (!o->no_sandbox) {
         kopts.launcher = s_sandbox_factory;
         kopts.launcher_arg = (void *)o;
     }
+    if (o->packages_dir)
+        kopts.extra_env = s_packages_env;
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
-    if (!k)
+    if (!k) {
+        sb_trust_destroy(&trust);
         return NULL;
+    }
     ag_session_t *s = xcalloc(1, sizeof *s);
     s->kernel = k;
     s->sandboxed = !o->no_sandbox;
+    s->trust = trust;
+    s->packages_dir = o->packages_dir ? xstrdup(o->packages_dir) : NULL;
     if (s->sandboxed) {
         const char *w = sb_sandbox_warnings(ag_session_sandbox(s));
         s->warnings = w ? xasprintf("warning: %s\n", w) : xstrdup("");
         s->policy = sb_policy_to_json(&o->policy);
     } else {
         s->warnings = xstrdup(s_no_sandbox_warning);
+    }
+    if (o->ninstalls && s_install(s, o, err)) {
+        ag_session_destroy(&s);
+        return NULL;
     }
     return s;
 }
@@ -227,6 +319,9 @@ ag_session_destroy(ag_session_t **ps)
     ag_session_t *s = *ps;
     kb_kernel_destroy(&s->kernel);
     json_decref(s->policy);
+    json_decref(s->packages);
+    sb_trust_destroy(&s->trust);
+    free(s->packages_dir);
     free(s->warnings);
     free(s);
     *ps = NULL;
@@ -258,9 +353,32 @@ ag_session_workspace(ag_session_t *s)
     return box ? sb_sandbox_workspace(box) : NULL;
 }
 
+const char *
+ag_session_packages_dir(ag_session_t *s)
+{
+    return s->packages_dir;
+}
+
+const sb_trust_t *
+ag_session_trust(ag_session_t *s)
+{
+    return s->trust;
+}
+
+void
+ag_session_record_packages(ag_session_t *s, json_t *report)
+{
+    if (!s->packages)
+        s->packages = json_array();
+    json_array_append(s->packages, report);
+}
+
 json_t *
 ag_session_policy_json(ag_session_t *s)
 {
+    if (s->policy && s->packages)
+        return json_pack("{s:b, s:O, s:O}", "sandboxed", 1, "limits", s->policy,
+                         "packages", s->packages);
     if (s->policy)
         return json_pack("{s:b, s:O}", "sandboxed", 1, "limits", s->policy);
     return json_pack("{s:b, s:b}", "sandboxed", 0, "attached", s->attached);

@@ -10,6 +10,7 @@
 #include "kernel-bridge/kb_kernel.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
+#include "sandbox/sb_trust.h"
 
 #include <getopt.h>
 #include <stdbool.h>
@@ -25,6 +26,11 @@ typedef struct ag_session_opts {
     char **files;            /* owned NULL-terminated "PATH[:NAME]" list */
     size_t nfiles;
     sb_policy_t policy; /* owned; the sandbox's limits and mounts */
+    char *packages_dir; /* owned --packages DIR (signed wheels), or NULL */
+    char **installs;    /* owned NULL-terminated --install NAME[==VER] list */
+    size_t ninstalls;
+    char **trusts; /* owned NULL-terminated --trust KEY|FILE list */
+    size_t ntrusts;
 } ag_session_opts_t;
 
 /* Long options every session-starting subcommand accepts; their `val`s
@@ -38,8 +44,11 @@ typedef struct ag_session_opts {
         {"pids", required_argument, 0, AG_SESSION_OPT_BASE + 4},               \
         {"disk", required_argument, 0, AG_SESSION_OPT_BASE + 5},               \
         {"tmp", required_argument, 0, AG_SESSION_OPT_BASE + 6},                \
+        {"keep-workspace", required_argument, 0, AG_SESSION_OPT_BASE + 7},     \
+        {"packages", required_argument, 0, AG_SESSION_OPT_BASE + 8},           \
+        {"install", required_argument, 0, AG_SESSION_OPT_BASE + 9},            \
     {                                                                          \
-        "keep-workspace", required_argument, 0, AG_SESSION_OPT_BASE + 7        \
+        "trust", required_argument, 0, AG_SESSION_OPT_BASE + 10                \
     }
 
 #define AG_SESSION_FLAGS_HELP                                                  \
@@ -52,7 +61,18 @@ typedef struct ag_session_opts {
     "      --tmp SIZE         size of /tmp (default 256M)\n"                   \
     "      --keep-workspace DIR  copy /mnt/data to DIR at the end\n"           \
     "      --no-sandbox       run the kernel as a plain process: NO "          \
-    "isolation\n"
+    "isolation\n"                                                              \
+    "\npackages (there is no network; only wheels from a signed directory):\n" \
+    "      --packages DIR     wheels signed with 'jupyter-agent manifest "     \
+    "sign'\n"                                                                  \
+    "      --install NAME[==VER]  install NAME and its dependencies from "     \
+    "DIR\n"                                                                    \
+    "                         before any code runs (repeatable)\n"             \
+    "      --trust KEY|FILE   trust this public key for DIR (repeatable), "    \
+    "besides\n"                                                                \
+    "                         the *.pub files in $JUPYTER_AGENT_TRUSTED_KEYS " \
+    "or\n"                                                                     \
+    "                         ~/.config/jupyter-agent/trusted-keys/\n"
 
 void ag_session_opts_init(ag_session_opts_t *o);
 void ag_session_opts_release(ag_session_opts_t *o);
@@ -75,6 +95,16 @@ const char *ag_session_workspace(ag_session_t *s);
 json_t *ag_session_policy_json(ag_session_t *s);
 /* The sandbox, or NULL (--no-sandbox, attached). Borrowed. */
 sb_sandbox_t *ag_session_sandbox(ag_session_t *s);
+
+/* --packages DIR and the keys trusted for it (from --trust and the default
+ * trusted-keys directories), or NULL when the session has none. Borrowed.
+ * ag_session_start installs --install names from them once the kernel is
+ * ready (agent/ag_packages.h); a refusal fails the start. */
+const char *ag_session_packages_dir(ag_session_t *s);
+const sb_trust_t *ag_session_trust(ag_session_t *s);
+/* Append an install report (borrowed; a reference is kept) to the
+ * session's record, shown under "packages" in ag_session_policy_json. */
+void ag_session_record_packages(ag_session_t *s, json_t *report);
 
 /* "60", "1.5", "2m" -> milliseconds. */
 int ag_parse_seconds(const char *s, int *ms, err_t *err);

@@ -1,0 +1,641 @@
+#include "ag_wheel.h"
+
+#include "common/xalloc.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* --- CRC-32 ----------------------------------------------------------- */
+
+uint32_t
+ag_wheel_crc32(const void *data, size_t len)
+{
+    static uint32_t table[256];
+    static bool ready;
+    if (!ready) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++)
+                c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+            table[i] = c;
+        }
+        ready = true;
+    }
+    const unsigned char *p = data;
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < len; i++)
+        c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
+    return c ^ 0xffffffffu;
+}
+
+/* --- inflate (RFC 1951), after Mark Adler's puff.c ---------------------- */
+
+#define MAXBITS 15
+#define MAXLCODES 286
+#define MAXDCODES 30
+#define FIXLCODES 288
+
+typedef struct inflate_state {
+    const unsigned char *in; /* compressed input, borrowed */
+    size_t inlen;            /* its length */
+    size_t inpos;            /* next input byte */
+    uint32_t bitbuf;         /* bits not yet consumed, low first */
+    int bitcnt;              /* how many bits bitbuf holds */
+    unsigned char *out;      /* output, owned, grows up to max */
+    size_t outlen;           /* bytes written */
+    size_t outcap;           /* bytes allocated */
+    size_t max;              /* output cap */
+    bool bad;                /* input ran out or the cap was passed */
+} inflate_state_t;
+
+typedef struct huffman {
+    short count[MAXBITS + 1]; /* codes of each length */
+    short symbol[FIXLCODES];  /* symbols ordered by code */
+} huffman_t;
+
+static int
+s_bits(inflate_state_t *s, int need)
+{
+    uint32_t val = s->bitbuf;
+    while (s->bitcnt < need) {
+        if (s->inpos >= s->inlen) {
+            s->bad = true;
+            return 0;
+        }
+        val |= (uint32_t)s->in[s->inpos++] << s->bitcnt;
+        s->bitcnt += 8;
+    }
+    s->bitbuf = val >> need;
+    s->bitcnt -= need;
+    return (int)(val & ((1u << need) - 1));
+}
+
+static int
+s_put(inflate_state_t *s, unsigned char c)
+{
+    if (s->outlen >= s->max) {
+        s->bad = true;
+        return -1;
+    }
+    if (s->outlen == s->outcap) {
+        s->outcap = s->outcap ? s->outcap * 2 : 4096;
+        if (s->outcap > s->max)
+            s->outcap = s->max;
+        s->out = xrealloc(s->out, s->outcap);
+    }
+    s->out[s->outlen++] = c;
+    return 0;
+}
+
+static int
+s_stored(inflate_state_t *s)
+{
+    s->bitbuf = 0;
+    s->bitcnt = 0;
+    if (s->inlen - s->inpos < 4)
+        return -1;
+    unsigned len = s->in[s->inpos] | (unsigned)s->in[s->inpos + 1] << 8;
+    unsigned nlen = s->in[s->inpos + 2] | (unsigned)s->in[s->inpos + 3] << 8;
+    s->inpos += 4;
+    if (len != (~nlen & 0xffffu) || s->inlen - s->inpos < len)
+        return -1;
+    while (len--)
+        if (s_put(s, s->in[s->inpos++]))
+            return -1;
+    return 0;
+}
+
+static int
+s_decode(inflate_state_t *s, const huffman_t *h)
+{
+    int code = 0, first = 0, index = 0;
+    for (int len = 1; len <= MAXBITS; len++) {
+        code |= s_bits(s, 1);
+        if (s->bad)
+            return -1;
+        int count = h->count[len];
+        if (code - count < first)
+            return h->symbol[index + (code - first)];
+        index += count;
+        first += count;
+        first <<= 1;
+        code <<= 1;
+    }
+    return -1;
+}
+
+/* Canonical code from code lengths. Returns 0 complete, > 0 incomplete,
+ * < 0 over-subscribed. */
+static int
+s_construct(huffman_t *h, const short *length, int n)
+{
+    short offs[MAXBITS + 1];
+    for (int len = 0; len <= MAXBITS; len++)
+        h->count[len] = 0;
+    for (int sym = 0; sym < n; sym++)
+        h->count[length[sym]]++;
+    if (h->count[0] == n)
+        return 0;
+    int left = 1;
+    for (int len = 1; len <= MAXBITS; len++) {
+        left <<= 1;
+        left -= h->count[len];
+        if (left < 0)
+            return left;
+    }
+    offs[1] = 0;
+    for (int len = 1; len < MAXBITS; len++)
+        offs[len + 1] = (short)(offs[len] + h->count[len]);
+    for (int sym = 0; sym < n; sym++)
+        if (length[sym] != 0)
+            h->symbol[offs[length[sym]]++] = (short)sym;
+    return left;
+}
+
+static int
+s_codes(inflate_state_t *s, const huffman_t *lencode, const huffman_t *distcode)
+{
+    static const short lbase[29] = {3,  4,  5,  6,   7,   8,   9,   10,  11, 13,
+                                    15, 17, 19, 23,  27,  31,  35,  43,  51, 59,
+                                    67, 83, 99, 115, 131, 163, 195, 227, 258};
+    static const short lext[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
+                                   2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+    static const short dbase[30] = {
+        1,    2,    3,    4,    5,    7,    9,    13,    17,    25,
+        33,   49,   65,   97,   129,  193,  257,  385,   513,   769,
+        1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
+    static const short dext[30] = {0, 0, 0,  0,  1,  1,  2,  2,  3,  3,
+                                   4, 4, 5,  5,  6,  6,  7,  7,  8,  8,
+                                   9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+    for (;;) {
+        int symbol = s_decode(s, lencode);
+        if (symbol < 0)
+            return -1;
+        if (symbol < 256) {
+            if (s_put(s, (unsigned char)symbol))
+                return -1;
+        } else if (symbol == 256) {
+            return 0;
+        } else {
+            symbol -= 257;
+            if (symbol >= 29)
+                return -1;
+            size_t len = (size_t)(lbase[symbol] + s_bits(s, lext[symbol]));
+            symbol = s_decode(s, distcode);
+            if (symbol < 0 || symbol >= 30)
+                return -1;
+            size_t dist = (size_t)(dbase[symbol] + s_bits(s, dext[symbol]));
+            if (s->bad || dist > s->outlen)
+                return -1;
+            while (len--)
+                if (s_put(s, s->out[s->outlen - dist]))
+                    return -1;
+        }
+    }
+}
+
+static int
+s_fixed(inflate_state_t *s)
+{
+    static huffman_t lencode, distcode;
+    static bool ready;
+    if (!ready) {
+        short lengths[FIXLCODES];
+        int sym = 0;
+        for (; sym < 144; sym++)
+            lengths[sym] = 8;
+        for (; sym < 256; sym++)
+            lengths[sym] = 9;
+        for (; sym < 280; sym++)
+            lengths[sym] = 7;
+        for (; sym < FIXLCODES; sym++)
+            lengths[sym] = 8;
+        s_construct(&lencode, lengths, FIXLCODES);
+        for (sym = 0; sym < MAXDCODES; sym++)
+            lengths[sym] = 5;
+        s_construct(&distcode, lengths, MAXDCODES);
+        ready = true;
+    }
+    return s_codes(s, &lencode, &distcode);
+}
+
+static int
+s_dynamic(inflate_state_t *s)
+{
+    static const short order[19] = {16, 17, 18, 0, 8,  7, 9,  6, 10, 5,
+                                    11, 4,  12, 3, 13, 2, 14, 1, 15};
+    short lengths[MAXLCODES + MAXDCODES];
+    huffman_t lencode, distcode;
+    int nlen = s_bits(s, 5) + 257;
+    int ndist = s_bits(s, 5) + 1;
+    int ncode = s_bits(s, 4) + 4;
+    if (s->bad || nlen > MAXLCODES || ndist > MAXDCODES)
+        return -1;
+    int index = 0;
+    for (; index < ncode; index++)
+        lengths[order[index]] = (short)s_bits(s, 3);
+    for (; index < 19; index++)
+        lengths[order[index]] = 0;
+    if (s->bad || s_construct(&lencode, lengths, 19) != 0)
+        return -1;
+    index = 0;
+    while (index < nlen + ndist) {
+        int symbol = s_decode(s, &lencode);
+        if (symbol < 0)
+            return -1;
+        if (symbol < 16) {
+            lengths[index++] = (short)symbol;
+            continue;
+        }
+        short len = 0;
+        if (symbol == 16) {
+            if (index == 0)
+                return -1;
+            len = lengths[index - 1];
+            symbol = 3 + s_bits(s, 2);
+        } else if (symbol == 17) {
+            symbol = 3 + s_bits(s, 3);
+        } else {
+            symbol = 11 + s_bits(s, 7);
+        }
+        if (s->bad || index + symbol > nlen + ndist)
+            return -1;
+        while (symbol--)
+            lengths[index++] = len;
+    }
+    if (lengths[256] == 0)
+        return -1;
+    int err = s_construct(&lencode, lengths, nlen);
+    if (err < 0 || (err > 0 && nlen - lencode.count[0] != 1))
+        return -1;
+    err = s_construct(&distcode, lengths + nlen, ndist);
+    if (err < 0 || (err > 0 && ndist - distcode.count[0] != 1))
+        return -1;
+    return s_codes(s, &lencode, &distcode);
+}
+
+unsigned char *
+ag_wheel_inflate(const unsigned char *in, size_t inlen, size_t max_out,
+                 size_t *outlen)
+{
+    inflate_state_t s = {.in = in, .inlen = inlen, .max = max_out};
+    int last, rc;
+    do {
+        last = s_bits(&s, 1);
+        int type = s_bits(&s, 2);
+        if (s.bad)
+            goto fail;
+        rc = type == 0   ? s_stored(&s)
+             : type == 1 ? s_fixed(&s)
+             : type == 2 ? s_dynamic(&s)
+                         : -1;
+        if (rc || s.bad)
+            goto fail;
+    } while (!last);
+    if (!s.out)
+        s.out = xmalloc(1);
+    *outlen = s.outlen;
+    return s.out;
+fail:
+    free(s.out);
+    return NULL;
+}
+
+/* --- zip -------------------------------------------------------------- */
+
+#define EOCD_SIG 0x06054b50u
+#define CDIR_SIG 0x02014b50u
+#define LOCAL_SIG 0x04034b50u
+#define EOCD_MIN 22
+#define CDIR_MIN 46
+#define LOCAL_MIN 30
+#define CDIR_MAX ((uint64_t)64 << 20) /* central directory size cap */
+
+static uint16_t
+s_le16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t
+s_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+static int
+s_read_exact(const ag_wheel_src_t *src, void *buf, size_t len, uint64_t off)
+{
+    if (off > src->size || len > src->size - off)
+        return -1;
+    long n = src->read_at(src->arg, buf, len, off);
+    return n >= 0 && (size_t)n == len ? 0 : -1;
+}
+
+/* A central directory entry we may read. */
+typedef struct member {
+    uint16_t method;    /* 0 stored, 8 deflate */
+    uint16_t flags;     /* general purpose bits */
+    uint32_t crc;       /* CRC-32 of the uncompressed bytes */
+    uint32_t csize;     /* compressed size */
+    uint32_t usize;     /* uncompressed size */
+    uint32_t local_off; /* offset of the local header */
+} member_t;
+
+/* Is `name` (n bytes) "<dir>.dist-info/METADATA" with no other '/'? Then
+ * returns the length of <dir>, else 0. */
+static size_t
+s_metadata_dir(const unsigned char *name, size_t n)
+{
+    static const char tail[] = ".dist-info/METADATA";
+    size_t tl = sizeof tail - 1;
+    if (n <= tl || memcmp(name + n - tl, tail, tl) != 0)
+        return 0;
+    if (memchr(name, '/', n - tl))
+        return 0;
+    return n - tl;
+}
+
+static char *
+s_read_member(const ag_wheel_src_t *src, const member_t *m, const char *label,
+              size_t *len, err_t *err)
+{
+    unsigned char hdr[LOCAL_MIN];
+    unsigned char *comp = NULL;
+    char *out = NULL;
+    if (m->flags & 1) {
+        err_set(err, ERR_VERIFY, "%s: METADATA is encrypted", label);
+        goto out;
+    }
+    if (m->method != 0 && m->method != 8) {
+        err_set(err, ERR_VERIFY,
+                "%s: METADATA uses zip compression method %u (only stored "
+                "and deflate are read)",
+                label, m->method);
+        goto out;
+    }
+    if (m->usize > AG_WHEEL_METADATA_MAX ||
+        (m->method == 0 && m->csize != m->usize)) {
+        err_set(err, ERR_VERIFY, "%s: METADATA is too large or malformed",
+                label);
+        goto out;
+    }
+    if (s_read_exact(src, hdr, sizeof hdr, m->local_off) ||
+        s_le32(hdr) != LOCAL_SIG) {
+        err_set(err, ERR_VERIFY, "%s: bad local header for METADATA", label);
+        goto out;
+    }
+    uint64_t data_off = (uint64_t)m->local_off + LOCAL_MIN + s_le16(hdr + 26) +
+                        s_le16(hdr + 28);
+    comp = xmalloc(m->csize ? m->csize : 1);
+    if (s_read_exact(src, comp, m->csize, data_off)) {
+        err_set(err, ERR_VERIFY, "%s: METADATA runs past the end of the file",
+                label);
+        goto out;
+    }
+    size_t n = m->csize;
+    if (m->method == 8) {
+        unsigned char *raw =
+            ag_wheel_inflate(comp, m->csize, AG_WHEEL_METADATA_MAX, &n);
+        if (!raw) {
+            err_set(err, ERR_VERIFY, "%s: METADATA does not inflate", label);
+            goto out;
+        }
+        free(comp);
+        comp = raw;
+    }
+    if (n != m->usize || ag_wheel_crc32(comp, n) != m->crc) {
+        err_set(err, ERR_VERIFY, "%s: METADATA fails its CRC-32 check", label);
+        goto out;
+    }
+    out = xmalloc(n + 1);
+    memcpy(out, comp, n);
+    out[n] = '\0';
+    *len = n;
+out:
+    free(comp);
+    return out;
+}
+
+char *
+ag_wheel_metadata(const ag_wheel_src_t *src, const char *dist_prefix,
+                  const char *label, size_t *len, err_t *err)
+{
+    unsigned char *tail = NULL, *cdir = NULL;
+    char *result = NULL;
+    size_t plen = dist_prefix ? strlen(dist_prefix) : 0;
+    if (src->size < EOCD_MIN) {
+        err_set(err, ERR_VERIFY, "%s: not a zip archive (too short)", label);
+        goto out;
+    }
+    /* The EOCD record: its 22 bytes plus a comment of up to 65535. */
+    size_t tlen =
+        src->size < 65535 + EOCD_MIN ? (size_t)src->size : 65535 + EOCD_MIN;
+    tail = xmalloc(tlen);
+    if (s_read_exact(src, tail, tlen, src->size - tlen)) {
+        err_set(err, ERR_VERIFY, "%s: cannot read: %s", label,
+                errno ? strerror(errno) : "short read");
+        goto out;
+    }
+    const unsigned char *eocd = NULL;
+    for (size_t i = tlen - EOCD_MIN + 1; i-- > 0;)
+        if (s_le32(tail + i) == EOCD_SIG &&
+            i + EOCD_MIN + s_le16(tail + i + 20) == tlen) {
+            eocd = tail + i;
+            break;
+        }
+    if (!eocd) {
+        err_set(err, ERR_VERIFY, "%s: not a zip archive (no end record)",
+                label);
+        goto out;
+    }
+    uint16_t entries = s_le16(eocd + 10);
+    uint32_t cd_size = s_le32(eocd + 12), cd_off = s_le32(eocd + 16);
+    if (entries == 0xffff || cd_size == 0xffffffffu || cd_off == 0xffffffffu) {
+        err_set(err, ERR_VERIFY,
+                "%s: ZIP64 archives are not supported for reading METADATA",
+                label);
+        goto out;
+    }
+    if (cd_size > CDIR_MAX || (uint64_t)cd_off + cd_size > src->size) {
+        err_set(err, ERR_VERIFY, "%s: central directory out of bounds", label);
+        goto out;
+    }
+    cdir = xmalloc(cd_size ? cd_size : 1);
+    if (s_read_exact(src, cdir, cd_size, cd_off)) {
+        err_set(err, ERR_VERIFY, "%s: cannot read the central directory",
+                label);
+        goto out;
+    }
+    member_t best = {0}, first = {0};
+    bool have_best = false, have_first = false;
+    size_t pos = 0;
+    for (unsigned i = 0; i < entries; i++) {
+        if (cd_size - pos < CDIR_MIN || s_le32(cdir + pos) != CDIR_SIG) {
+            err_set(err, ERR_VERIFY, "%s: malformed central directory", label);
+            goto out;
+        }
+        const unsigned char *e = cdir + pos;
+        size_t nlen = s_le16(e + 28), xlen = s_le16(e + 30),
+               clen = s_le16(e + 32);
+        if (cd_size - pos - CDIR_MIN < nlen + xlen + clen) {
+            err_set(err, ERR_VERIFY, "%s: malformed central directory", label);
+            goto out;
+        }
+        size_t dlen = s_metadata_dir(e + CDIR_MIN, nlen);
+        if (dlen) {
+            member_t m = {.flags = s_le16(e + 8),
+                          .method = s_le16(e + 10),
+                          .crc = s_le32(e + 16),
+                          .csize = s_le32(e + 20),
+                          .usize = s_le32(e + 24),
+                          .local_off = s_le32(e + 42)};
+            if (!have_first) {
+                first = m;
+                have_first = true;
+            }
+            if (!have_best && plen && dlen >= plen &&
+                strncasecmp((const char *)e + CDIR_MIN, dist_prefix, plen) ==
+                    0) {
+                best = m;
+                have_best = true;
+            }
+        }
+        pos += CDIR_MIN + nlen + xlen + clen;
+    }
+    if (!have_first) {
+        err_set(err, ERR_VERIFY,
+                "%s: no *.dist-info/METADATA in the wheel; it is not a valid "
+                "wheel",
+                label);
+        goto out;
+    }
+    result = s_read_member(src, have_best ? &best : &first, label, len, err);
+out:
+    free(tail);
+    free(cdir);
+    return result;
+}
+
+static long
+s_fd_read_at(void *arg, void *buf, size_t len, uint64_t off)
+{
+    int fd = *(int *)arg;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n =
+            pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        done += (size_t)n;
+    }
+    return (long)done;
+}
+
+char *
+ag_wheel_metadata_fd(int fd, uint64_t size, const char *dist_prefix,
+                     const char *label, size_t *len, err_t *err)
+{
+    ag_wheel_src_t src = {.read_at = s_fd_read_at, .arg = &fd, .size = size};
+    errno = 0;
+    return ag_wheel_metadata(&src, dist_prefix, label, len, err);
+}
+
+typedef struct mem_src {
+    const unsigned char *data; /* borrowed */
+    size_t size;               /* bytes */
+} mem_src_t;
+
+static long
+s_mem_read_at(void *arg, void *buf, size_t len, uint64_t off)
+{
+    const mem_src_t *m = arg;
+    if (off >= m->size)
+        return 0;
+    size_t n = m->size - (size_t)off < len ? m->size - (size_t)off : len;
+    memcpy(buf, m->data + off, n);
+    return (long)n;
+}
+
+char *
+ag_wheel_metadata_mem(const void *data, size_t size, const char *dist_prefix,
+                      const char *label, size_t *len, err_t *err)
+{
+    mem_src_t m = {.data = data, .size = size};
+    ag_wheel_src_t src = {.read_at = s_mem_read_at, .arg = &m, .size = size};
+    return ag_wheel_metadata(&src, dist_prefix, label, len, err);
+}
+
+/* --- METADATA headers ----------------------------------------------------- */
+
+static void
+s_push(char ***v, size_t *n, char *s)
+{
+    *v = xrealloc(*v, (*n + 2) * sizeof **v);
+    (*v)[(*n)++] = s;
+    (*v)[*n] = NULL;
+}
+
+static char *
+s_trim(const char *s, size_t n)
+{
+    while (n && isspace((unsigned char)*s))
+        s++, n--;
+    while (n && isspace((unsigned char)s[n - 1]))
+        n--;
+    return xstrndup(s, n);
+}
+
+char **
+ag_wheel_requires_dist(const char *metadata)
+{
+    static const char key[] = "requires-dist:";
+    char **v = xcalloc(1, sizeof *v);
+    size_t n = 0;
+    const char *p = metadata;
+    while (*p) {
+        const char *eol = strchr(p, '\n');
+        size_t l = eol ? (size_t)(eol - p) : strlen(p);
+        size_t content = l && p[l - 1] == '\r' ? l - 1 : l;
+        if (content == 0)
+            break; /* the body starts */
+        if (strncasecmp(p, key, sizeof key - 1) == 0) {
+            /* Join folded continuation lines (leading whitespace). */
+            char *value =
+                s_trim(p + sizeof key - 1, content - (sizeof key - 1));
+            const char *q = eol ? eol + 1 : p + l;
+            while (*q == ' ' || *q == '\t') {
+                const char *e2 = strchr(q, '\n');
+                size_t l2 = e2 ? (size_t)(e2 - q) : strlen(q);
+                char *more = s_trim(q, l2);
+                char *joined = xasprintf("%s %s", value, more);
+                free(value);
+                free(more);
+                value = joined;
+                q = e2 ? e2 + 1 : q + l2;
+            }
+            s_push(&v, &n, value);
+            p = q;
+            continue;
+        }
+        p = eol ? eol + 1 : p + l;
+    }
+    return v;
+}
+
+void
+ag_wheel_strv_free(char **v)
+{
+    for (char **p = v; p && *p; p++)
+        free(*p);
+    free(v);
+}
