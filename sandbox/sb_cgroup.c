@@ -6,6 +6,7 @@
 #include "common/buf.h"
 #include "common/xalloc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -121,37 +122,63 @@ s_has_word(const char *text, const char *word)
     return false;
 }
 
-static int
-s_try_v2(sb_cgroup_t *cg, const sb_policy_t *p, const char *id)
+/* Remove empty sandbox cgroups ("<pid>-<suffix>") under `parent` whose
+ * launcher pid is gone: a launcher killed outright cannot clean up. */
+static void
+s_gc(const char *parent)
 {
-    struct statfs sf;
-    if (statfs(CG_ROOT, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
-        return -1;
-    char *own = s_own_path(NULL);
-    if (!own)
-        return -1;
-    char *base = xasprintf("%s%s", CG_ROOT, strcmp(own, "/") ? own : "");
-    char *path = xasprintf("%s/cgroup.controllers", base);
-    char *ctls = s_read(path);
-    free(path);
-    path = xasprintf("%s/cgroup.subtree_control", base);
+    DIR *d = opendir(parent);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        char *end = NULL;
+        long pid = strtol(de->d_name, &end, 10);
+        if (pid <= 0 || !end || *end != '-' || pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char *path = xasprintf("%s/%s", parent, de->d_name);
+        rmdir(path); /* fails while processes remain: fine */
+        free(path);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* Enable `ctl` for the children of `dir` unless already on. */
+static int
+s_v2_enable(const char *dir, const char *ctl)
+{
+    char path[4096], plus[16];
+    snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
     char *sub = s_read(path);
-    free(path);
+    bool on = sub && s_has_word(sub, ctl);
+    free(sub);
+    if (on)
+        return 0;
+    snprintf(plus, sizeof plus, "+%s", ctl);
+    return s_write(dir, "cgroup.subtree_control", plus);
+}
+
+/* v2 under `base`: base/jupyter-agent (no processes of its own, so it may
+ * enable controllers for its children) and base/jupyter-agent/<id>. */
+static int
+s_try_v2_under(sb_cgroup_t *cg, const sb_policy_t *p, const char *base,
+               const char *id)
+{
+    char *parent = xasprintf("%s/jupyter-agent", base);
     char *dir = NULL;
     int rc = -1;
-    if (!ctls || !sub || !s_has_word(ctls, "memory") ||
-        !s_has_word(ctls, "pids"))
+    if (s_v2_enable(base, "memory") < 0 || s_v2_enable(base, "pids") < 0)
         goto out;
-    for (int i = 0; i < CG_N; i++) {
-        if (s_has_word(sub, s_ctl_names[i]) ||
-            !s_has_word(ctls, s_ctl_names[i]))
-            continue;
-        char plus[16];
-        snprintf(plus, sizeof plus, "+%s", s_ctl_names[i]);
-        if (s_write(base, "cgroup.subtree_control", plus) < 0 && i != CG_CPU)
-            goto out;
-    }
-    dir = xasprintf("%s/jupyter-agent-%s", base, id);
+    bool cpu = s_v2_enable(base, "cpu") == 0;
+    if (mkdir(parent, 0755) < 0 && errno != EEXIST)
+        goto out;
+    if (s_v2_enable(parent, "memory") < 0 || s_v2_enable(parent, "pids") < 0)
+        goto out;
+    s_gc(parent);
+    if (cpu)
+        s_v2_enable(parent, "cpu");
+    dir = xasprintf("%s/%s", parent, id);
     if (mkdir(dir, 0755) < 0)
         goto out;
     char v[64];
@@ -162,23 +189,49 @@ s_try_v2(sb_cgroup_t *cg, const sb_policy_t *p, const char *id)
         s_warn(cg, "swap use not limited (no memory.swap.max)");
     snprintf(v, sizeof v, "%u", p->pids);
     cg->limited[CG_PIDS] = s_write(dir, "pids.max", v) == 0;
-    snprintf(v, sizeof v, "%lld 100000", (long long)(p->cpus * 100000.0));
+    long long q = (long long)(p->cpus * 100000.0);
+    snprintf(v, sizeof v, "%lld 100000", q < 1000 ? 1000 : q);
     cg->limited[CG_CPU] = s_write(dir, "cpu.max", v) == 0;
     if (!cg->limited[CG_MEMORY] || !cg->limited[CG_PIDS]) {
         rmdir(dir);
         goto out;
     }
     cg->version = 2;
-    cg->dir[0] = dir;
-    cg->dir[1] = cg->dir[2] = dir;
-    dir = NULL;
+    cg->dir[0] = cg->dir[1] = cg->dir[2] = dir;
+    cg->parent[0] = parent;
+    parent = dir = NULL;
     rc = 0;
 out:
+    if (rc < 0)
+        memset(cg->limited, 0, sizeof cg->limited);
+    free(parent);
     free(dir);
+    return rc;
+}
+
+/* v2: first under the hierarchy's root (exempt from the "no internal
+ * processes" rule; root only), then under our own cgroup (works when it
+ * was delegated with controllers on, e.g. a systemd unit with Delegate=). */
+static int
+s_try_v2(sb_cgroup_t *cg, const sb_policy_t *p, const char *id)
+{
+    struct statfs sf;
+    if (statfs(CG_ROOT, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
+        return -1;
+    if (s_try_v2_under(cg, p, CG_ROOT, id) == 0)
+        return 0;
+    char *own = s_own_path(NULL);
+    int rc = -1;
+    if (own && strcmp(own, "/") != 0) {
+        char *base = xasprintf("%s%s", CG_ROOT, own);
+        rc = s_try_v2_under(cg, p, base, id);
+        free(base);
+    }
     free(own);
-    free(base);
-    free(ctls);
-    free(sub);
+    if (rc < 0)
+        cg->why = xstrdup("cgroup v2 without delegated memory and pids "
+                          "controllers; run as root, or under systemd-run "
+                          "--user --scope -p Delegate=yes");
     return rc;
 }
 
@@ -206,6 +259,7 @@ s_v1_mkdir(sb_cgroup_t *cg, int i, const char *id)
             e = -errno;
             break;
         }
+        s_gc(cg->parent[i]);
         if (mkdir(cg->dir[i], 0755) == 0)
             return 0;
         e = -errno;
@@ -259,7 +313,7 @@ s_try_v1(sb_cgroup_t *cg, const sb_policy_t *p, const char *id)
     if (cg->dir[CG_MEMORY] || cg->dir[CG_PIDS] || cg->dir[CG_CPU])
         cg->version = 1;
     if (first_error && !cg->version)
-        cg->why = xstrdup(strerror(first_error));
+        cg->why = cg->why ? cg->why : xstrdup(strerror(first_error));
 }
 
 sb_cgroup_t *

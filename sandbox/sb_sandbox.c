@@ -32,6 +32,7 @@
 #include "sandbox/sb_files.h"
 #include "sandbox/sb_seccomp.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -44,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -175,6 +177,7 @@ struct sb_sandbox {
     gid_t host_gid;         /* host gid of inside gid 1000 */
     char *top_dir;          /* owned: /tmp/ja-XXXXXX (removed at destroy) */
     char *run_dir;          /* owned: top_dir/run */
+    int lock_fd;            /* owned: top_dir, flock'ed while we live */
     char id[48];            /* "<pid>-<XXXXXX>", names the cgroup */
     sb_cgroup_t *cg;        /* owned */
     buf_t warnings;         /* "; "-separated */
@@ -963,6 +966,36 @@ s_tmp_base(void)
     return "/tmp";
 }
 
+/* Remove run dirs of launchers that died without sb_sandbox_destroy():
+ * ours (owned by `uid`), older than a quarter of an hour, and not locked
+ * (every live sandbox holds an flock on its top dir; flock works across
+ * pid namespaces, where a pid check would not). Best effort. */
+static void
+s_gc_run_dirs(const char *base, uid_t uid)
+{
+    DIR *d = opendir(base);
+    struct dirent *de;
+    time_t now = time(NULL);
+    while (d && (de = readdir(d))) {
+        if (strncmp(de->d_name, "ja-sb-", 6) != 0)
+            continue;
+        int fd = openat(dirfd(d), de->d_name,
+                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && st.st_uid == uid &&
+            now - st.st_ctime > 15 * 60 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            char *path = xasprintf("%s/%s", base, de->d_name);
+            sb_files_remove_tree(path);
+            free(path);
+        }
+        close(fd);
+    }
+    if (d)
+        closedir(d);
+}
+
 sb_sandbox_t *
 sb_sandbox_new(const sb_policy_t *p, err_t *err)
 {
@@ -970,7 +1003,7 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     sb_policy_copy(&sb->policy, p);
     buf_init(&sb->warnings, 8192);
     sb->pid = -1;
-    sb->pidfd = sb->ctl = sb->ws_fd = sb->stdin_fd = -1;
+    sb->pidfd = sb->ctl = sb->ws_fd = sb->stdin_fd = sb->lock_fd = -1;
     sb->root_mode = geteuid() == 0;
     sb->host_uid =
         sb->root_mode ? SB_ROOT_HOST_BASE + SB_SANDBOX_UID : geteuid();
@@ -983,6 +1016,7 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
             goto fail;
         }
     }
+    s_gc_run_dirs(s_tmp_base(), sb->host_uid);
     sb->top_dir = xasprintf("%s/ja-sb-XXXXXX", s_tmp_base());
     if (!mkdtemp(sb->top_dir)) {
         err_set(err, ERR_SANDBOX, "sandbox: creating %s: %s", sb->top_dir,
@@ -991,6 +1025,10 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
         sb->top_dir = NULL;
         goto fail;
     }
+    /* Held while we live; a run dir nobody holds is stale (see s_gc). */
+    sb->lock_fd = open(sb->top_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (sb->lock_fd >= 0)
+        flock(sb->lock_fd, LOCK_EX);
     sb->run_dir = xasprintf("%s/run", sb->top_dir);
     if (mkdir(sb->run_dir, 0700) < 0 ||
         (sb->root_mode &&
@@ -1494,6 +1532,8 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
     sb_cgroup_destroy(&sb->cg);
     if (sb->top_dir)
         sb_files_remove_tree(sb->top_dir);
+    if (sb->lock_fd >= 0)
+        close(sb->lock_fd);
     for (size_t i = 0; i < sb->n_files; i++) {
         free(sb->files[i].host);
         free(sb->files[i].name);
