@@ -178,7 +178,7 @@ ag_cmd_sandbox(int argc, char **argv)
         }
         int used = sb_policy_parse_flag(&pol, a, next, &err);
         if (used < 0) {
-            fprintf(stderr, PROG ": %s\n", err.text);
+            fprintf(stderr, "jupyter-agent: %s\n", err.text);
             goto out;
         }
         if (used == 0) {
@@ -204,7 +204,7 @@ ag_cmd_sandbox(int argc, char **argv)
 
     sb = sb_sandbox_new(&pol, &err);
     if (!sb) {
-        fprintf(stderr, PROG ": %s\n", err.text);
+        fprintf(stderr, "jupyter-agent: %s\n", err.text);
         rc = err.code;
         goto out;
     }
@@ -219,7 +219,7 @@ ag_cmd_sandbox(int argc, char **argv)
         int r = sb_sandbox_add_file(sb, spec, name, &err);
         free(spec);
         if (r < 0) {
-            fprintf(stderr, PROG ": %s\n", err.text);
+            fprintf(stderr, "jupyter-agent: %s\n", err.text);
             rc = err.code;
             goto out;
         }
@@ -239,7 +239,7 @@ ag_cmd_sandbox(int argc, char **argv)
     env = sb_policy_build_env(&pol, environ, NULL);
     if (sb_sandbox_spawn(sb, argv + cmd_at, env, STDOUT_FILENO, STDERR_FILENO,
                          &err) < 0) {
-        fprintf(stderr, PROG ": %s\n", err.text);
+        fprintf(stderr, "jupyter-agent: %s\n", err.text);
         rc = err.code ? err.code : ERR_SANDBOX;
         goto out;
     }
@@ -294,7 +294,7 @@ ag_cmd_sandbox(int argc, char **argv)
                     sb_exit_describe(&ex, &pol, how, sizeof how));
     }
     if (sb_sandbox_finish(sb, &err) < 0)
-        fprintf(stderr, PROG ": %s\n", err.text);
+        fprintf(stderr, "jupyter-agent: %s\n", err.text);
 out:
     sb_sandbox_destroy(&sb);
     if (sfd >= 0) {
