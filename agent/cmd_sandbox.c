@@ -54,7 +54,7 @@ s_help(FILE *out)
             "  --seccomp-table      print the system-call deny table as JSON "
             "and exit\n"
             "  -h, --help           this text\n"
-            "%s"
+            "\n%s"
             "\n"
             "CMD without '/' is looked up in /usr/local/bin, /usr/bin, /bin, "
             "/usr/sbin, /sbin;\n"
