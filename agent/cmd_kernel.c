@@ -105,10 +105,11 @@ ag_cmd_kernel(int argc, char **argv)
             goto usage_error;
         }
     }
-    if (optind < argc) {
-        err_set(&err, ERR_USAGE, "unexpected argument '%s'", argv[optind]);
-        goto usage_error;
-    }
+    /* Frontends append their own extra arguments (`jupyter run` passes
+     * its file names, which ipykernel would run at start-up); a kernel
+     * that refused to start over them would leave the frontend hanging. */
+    for (int i = optind; i < argc; i++)
+        log_warn("jupyter-agent kernel: ignoring extra argument '%s'", argv[i]);
     if (!kopts.connection_file) {
         err_set(&err, ERR_USAGE,
                 "-f CONNECTION_FILE is required (Jupyter passes it through "
