@@ -90,6 +90,7 @@ typedef struct ask_ui {
     bool quiet;          /* --quiet: answers only */
     bool at_bol;         /* stdout is at the start of a line */
     bool ticking;        /* the elapsed-time line is on screen */
+    bool after_tool;     /* a tool ran since the last assistant text */
     int64_t last_tick_s; /* seconds shown by the indicator */
     int cells;           /* cells shown so far */
     ag_render_t render;  /* output rendering */
@@ -138,6 +139,11 @@ s_on_text(const char *text, size_t len, void *arg)
         buf_append(&ui->turn_text, text, len);
         return;
     }
+    if (ui->after_tool && len) {
+        s_newline(ui);
+        s_put(ui, "\n", 1);
+        ui->after_tool = false;
+    }
     s_put(ui, text, len);
 }
 
@@ -163,6 +169,8 @@ s_on_tool_start(const char *name, const char *code, void *arg)
     if (ui->quiet)
         return;
     s_newline(ui);
+    putchar('\n');
+    ui->after_tool = true;
     printf("%s── %s [%d] ──────────────────────────────────────────%s\n",
            s_c(ui, "\033[1;36m"), name, ui->cells, s_c(ui, "\033[0m"));
     const char *p = code;
@@ -380,6 +388,16 @@ s_thousands(long long v, char *out, size_t size)
     out[o] = '\0';
 }
 
+static int
+s_by_path(const void *a, const void *b)
+{
+    const char *pa =
+        json_string_value(json_object_get(*(json_t *const *)a, "path"));
+    const char *pb =
+        json_string_value(json_object_get(*(json_t *const *)b, "path"));
+    return strcmp(pa ? pa : "", pb ? pb : "");
+}
+
 /* Copy /mnt/data/out/ to files_dir; prints what came out. */
 static void
 s_copy_out(ask_ui_t *ui, ag_session_t *session, const char *files_dir)
@@ -398,6 +416,17 @@ s_copy_out(ask_ui_t *ui, ag_session_t *session, const char *files_dir)
             json_array_append(outs, f);
     }
     json_decref(all);
+    size_t n = json_array_size(outs);
+    json_t **sorted = xcalloc(n ? n : 1, sizeof *sorted);
+    for (i = 0; i < n; i++)
+        sorted[i] = json_array_get(outs, i);
+    qsort(sorted, n, sizeof *sorted, s_by_path);
+    json_t *ordered = json_array();
+    for (i = 0; i < n; i++)
+        json_array_append(ordered, sorted[i]);
+    free(sorted);
+    json_decref(outs);
+    outs = ordered;
     if (json_array_size(outs) == 0) {
         json_decref(outs);
         return;
@@ -680,10 +709,12 @@ ag_cmd_ask(int argc, char **argv)
                       : st.hit_max_steps ? "stopped at --max-steps"
                       : rc < 0 && err.code == ERR_INTERRUPTED ? "interrupted"
                                                               : "failed";
-    printf("\n%s── %s ── %d step%s · %d cell%s · %s tokens in, %s out · %.1f "
-           "s%s\n",
+    char tokens[96] = "";
+    if (u.input_tokens || u.output_tokens)
+        snprintf(tokens, sizeof tokens, " · %s tokens in, %s out", in, outk);
+    printf("\n%s── %s ── %d step%s · %d cell%s%s · %.1f s%s\n",
            s_c(&ui, "\033[1m"), how, st.steps, st.steps == 1 ? "" : "s",
-           st.cells, st.cells == 1 ? "" : "s", in, outk,
+           st.cells, st.cells == 1 ? "" : "s", tokens,
            (clock_mono_ms() - t0) / 1000.0, s_c(&ui, "\033[0m"));
     if (saved) {
         printf("%snotebook:%s %s%s\n", s_c(&ui, "\033[1m"), s_c(&ui, "\033[0m"),

@@ -1,0 +1,70 @@
+#!/bin/sh
+# The finance demo (`make demo`): a 2026 budget and four quarters of GL
+# actuals go into a fresh sandbox; the agent writes a variance report with
+# charts, and the session becomes a notebook:
+#
+#   examples/notebooks/quarterly-variance.ipynb        the session
+#   examples/notebooks/quarterly-variance_files/       the charts and table
+#
+# With OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENAI_BASE_URL or
+# JUPYTER_AGENT_MODEL set, a live model does the work (its notebook is
+# written as quarterly-variance-live.ipynb, and its turns recorded in
+# examples/sessions/quarterly-variance-live.jsonl so it can be replayed).
+# Otherwise the recorded session examples/sessions/quarterly-variance.jsonl
+# is replayed: the model's turns come from the file, but every cell really
+# runs in the sandbox. DEMO_REPLAY=1 forces the replay.
+set -eu
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+PYTHON=${PYTHON:-/usr/bin/python3}
+BIN=${JUPYTER_AGENT_BIN:-$BUILD/jupyter-agent}
+[ -x "$BIN" ] || { echo "demo: $BIN is not built; run make first" >&2; exit 2; }
+
+QUESTION="Here are our 2026 budget and the GL actuals for each quarter. \
+Give me a variance report by department, account and quarter: flag the \
+biggest variances, explain what caused them, and make charts."
+
+set --
+for f in examples/data/budget_2026.csv examples/data/actuals_2026_q*.csv; do
+    set -- "$@" --file "$f"
+done
+
+live=""
+if [ "${DEMO_REPLAY:-0}" != 1 ]; then
+    for v in "${JUPYTER_AGENT_MODEL:-}" "${OPENAI_API_KEY:-}" \
+        "${ANTHROPIC_API_KEY:-}" "${OPENAI_BASE_URL:-}"; do
+        [ -n "$v" ] && live=1
+    done
+fi
+
+if [ -n "$live" ]; then
+    out=examples/notebooks/quarterly-variance-live.ipynb
+    model=${JUPYTER_AGENT_MODEL:-}
+    if [ -z "$model" ] && [ -z "${OPENAI_API_KEY:-}" ] &&
+        [ -z "${ANTHROPIC_API_KEY:-}" ]; then
+        model=openai:gpt-4o # a local server: set JUPYTER_AGENT_MODEL to name its model
+    fi
+    echo "demo: asking a live model${model:+ ($model)}; the notebook goes to $out"
+    set -- "$@" --record examples/sessions/quarterly-variance-live.jsonl
+    [ -n "$model" ] && set -- "$@" --model "$model"
+else
+    out=examples/notebooks/quarterly-variance.ipynb
+    echo "demo: no OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENAI_BASE_URL set, so"
+    echo "demo: replaying the recorded session examples/sessions/quarterly-variance.jsonl"
+    echo "demo: (the model's turns come from the file; the code really runs in the sandbox)"
+    set -- "$@" --model replay:examples/sessions/quarterly-variance.jsonl
+fi
+echo
+
+rm -rf "${out%.ipynb}_files"
+status=0
+"$BIN" ask "$@" -o "$out" "$QUESTION" || status=$?
+if [ -f "$out" ]; then
+    "$PYTHON" -c 'import sys, nbformat
+nb = nbformat.read(sys.argv[1], as_version=4)
+nbformat.validate(nb)
+print("demo: %s is a valid nbformat %d.%d notebook (%d cells)"
+      % (sys.argv[1], nb.nbformat, nb.nbformat_minor, len(nb.cells)))' "$out" ||
+        status=1
+fi
+exit $status
