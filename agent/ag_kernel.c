@@ -274,6 +274,8 @@ s_run_inner(ag_kernel_t *k, const char *code, fwd_mode_t mode, kb_output_t *out,
     ag_session_t *session = ag_kernel_session(k, err);
     if (!session)
         return -1;
+    if (ag_kernel_should_stop(k)) /* interrupted while the session started */
+        return err_set(err, ERR_INTERRUPTED, "interrupted before it ran");
     json_t *req = k->cell ? kb_msg_content(k->cell) : NULL;
     kb_exec_opts_t xo;
     kb_exec_opts_init(&xo);

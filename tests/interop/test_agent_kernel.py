@@ -425,3 +425,17 @@ def test_kernel_exits_when_its_manager_dies(spec_prefix):
     assert wait_until(lambda: gone(pid), 30), "the orphaned kernel survived"
     for p in inner:
         assert wait_until(lambda: gone(p), 30), f"process {p} survived"
+
+
+def test_killed_kernel_takes_its_session_along(kernel):
+    """SIGKILL gives the kernel no chance to clean up: the Python session
+    must still die with it (parent-death signal)."""
+    km, kc = kernel
+    run(kc, "%%python\nprint('up')")
+    pid = km.provisioner.pid
+    inner = children(pid)
+    assert inner
+    km.shutdown_kernel(now=True)  # SIGKILL, no shutdown_request
+    assert wait_until(lambda: gone(pid), 30)
+    for p in inner:
+        assert wait_until(lambda: gone(p), 30), f"process {p} survived"
