@@ -1,8 +1,11 @@
 #include "ag_session.h"
 
 #include "agent/ag_packages.h"
+#include "agent/ag_serve.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_launch_sandbox.h"
+#include "kernel-bridge/kb_warm.h"
+#include "sandbox/sb_files.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,6 +21,7 @@ struct ag_session {
     json_t *policy;      /* owned JSON of the sandbox policy, or NULL */
     bool sandboxed;      /* false for --no-sandbox and attached kernels */
     bool attached;       /* a kernel someone else started */
+    bool warm;           /* the kernel came warm from a serve pool */
     char *warnings;      /* owned, "" when none */
     char *packages_dir;  /* owned --packages DIR, or NULL */
     sb_trust_t *trust;   /* owned keys trusted for packages_dir, or NULL */
@@ -86,6 +90,18 @@ ag_session_parse_flag(ag_session_opts_t *o, int opt, const char *value,
     }
     if (i == 1) {
         s_push(&o->files, &o->nfiles, value);
+        return 0;
+    }
+    if (i == 20) {
+        if (strcmp(value, "auto") == 0)
+            o->warm = AG_WARM_AUTO;
+        else if (strcmp(value, "cold") == 0)
+            o->warm = AG_WARM_COLD;
+        else if (strcmp(value, "pool") == 0)
+            o->warm = AG_WARM_POOL;
+        else
+            return err_set(err, ERR_USAGE,
+                           "--warm takes auto, pool or cold, not '%s'", value);
         return 0;
     }
     if (i == 8) {
@@ -239,6 +255,60 @@ s_install(ag_session_t *s, const ag_session_opts_t *o, err_t *err)
     return 0;
 }
 
+/* kb_kernel asks its factory on start and on restart: always the same
+ * warm launcher, so a restart stays in the same box. */
+static kb_launcher_t *
+s_warm_factory(void *arg, err_t *err)
+{
+    kb_launcher_t *l = arg;
+    if (!l)
+        err_set(err, ERR_KERNEL, "no warm kernel");
+    return l;
+}
+
+/* Take a warm kernel from a serve pool and copy the --file entries into
+ * its live /mnt/data. Returns 0 with *out set (or NULL: start cold), -1
+ * when --warm pool cannot be honoured or a file cannot be copied. */
+static int
+s_take_warm(const ag_session_opts_t *o, kb_launcher_t **out, err_t *err)
+{
+    *out = NULL;
+    if (o->no_sandbox || o->warm == AG_WARM_COLD)
+        return 0;
+    bool no_server;
+    err_t terr = {0};
+    kb_launcher_t *l =
+        ag_serve_take(NULL, o->kernel_name, &o->policy, &no_server, &terr);
+    if (!l) {
+        if (o->warm != AG_WARM_POOL)
+            return 0;
+        return err_set(err, no_server ? ERR_USAGE : ERR_KERNEL,
+                       "--warm pool: %s", terr.text);
+    }
+    for (size_t i = 0; i < o->nfiles; i++) {
+        char *path = xstrdup(o->files[i]);
+        char *colon = strrchr(path, ':');
+        const char *name = NULL;
+        if (colon && access(path, F_OK) != 0) {
+            *colon = '\0';
+            name = colon + 1;
+        }
+        if (!name) {
+            name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        }
+        int rc = sb_files_check_name(name, err) ||
+                 ag_serve_launcher_add_file(l, path, name, err);
+        free(path);
+        if (rc) {
+            err_prefix(err, "--file %s", o->files[i]);
+            kb_launcher_destroy(&l);
+            return -1;
+        }
+    }
+    *out = l;
+    return 0;
+}
+
 ag_session_t *
 ag_session_start(const ag_session_opts_t *o, err_t *err)
 {
@@ -263,11 +333,20 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     sb_trust_t *trust = NULL;
     if (o->packages_dir && !(trust = s_packages_trust(o, err)))
         return NULL;
+    kb_launcher_t *warm = NULL;
+    if (s_take_warm(o, &warm, err)) {
+        sb_trust_destroy(&trust);
+        return NULL;
+    }
     kb_kernel_opts_t kopts = {.kernel_name = o->kernel_name,
                               .max_output_bytes = o->max_output_bytes};
     if (!o->no_sandbox) {
         kopts.launcher = s_sandbox_factory;
         kopts.launcher_arg = (void *)o;
+    }
+    if (warm) {
+        kopts.launcher = s_warm_factory;
+        kopts.launcher_arg = warm;
     }
     if (o->packages_dir)
         kopts.extra_env = s_packages_env;
@@ -279,10 +358,16 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     ag_session_t *s = xcalloc(1, sizeof *s);
     s->kernel = k;
     s->sandboxed = !o->no_sandbox;
+    s->warm = warm != NULL;
     s->trust = trust;
     s->packages_dir = o->packages_dir ? xstrdup(o->packages_dir) : NULL;
     if (s->sandboxed) {
-        const char *w = sb_sandbox_warnings(ag_session_sandbox(s));
+        sb_sandbox_t *box = ag_session_sandbox(s);
+        const char *w =
+            box ? sb_sandbox_warnings(box)
+                : ag_serve_launcher_warnings(kb_kernel_launcher(s->kernel));
+        if (w && !*w)
+            w = NULL;
         s->warnings = w ? xasprintf("warning: %s\n", w) : xstrdup("");
         s->policy = sb_policy_to_json(&o->policy);
     } else {
@@ -343,14 +428,17 @@ ag_session_print_warnings(ag_session_t *s, FILE *f)
 sb_sandbox_t *
 ag_session_sandbox(ag_session_t *s)
 {
-    return kb_launcher_sandbox_box(kb_kernel_launcher(s->kernel));
+    kb_launcher_t *l = kb_kernel_launcher(s->kernel);
+    sb_sandbox_t *box = kb_launcher_sandbox_box(l);
+    return box ? box : kb_launcher_warm_box(l);
 }
 
 const char *
 ag_session_workspace(ag_session_t *s)
 {
     sb_sandbox_t *box = ag_session_sandbox(s);
-    return box ? sb_sandbox_workspace(box) : NULL;
+    return box ? sb_sandbox_workspace(box)
+               : ag_serve_launcher_workspace(kb_kernel_launcher(s->kernel));
 }
 
 const char *
@@ -371,6 +459,12 @@ ag_session_record_packages(ag_session_t *s, json_t *report)
     if (!s->packages)
         s->packages = json_array();
     json_array_append(s->packages, report);
+}
+
+bool
+ag_session_is_warm(ag_session_t *s)
+{
+    return s->warm;
 }
 
 json_t *

@@ -26,6 +26,7 @@ typedef struct ag_session_opts {
     char **files;            /* owned NULL-terminated "PATH[:NAME]" list */
     size_t nfiles;
     sb_policy_t policy; /* owned; the sandbox's limits and mounts */
+    int warm;           /* --warm: AG_WARM_AUTO (default), _COLD or _POOL */
     char *packages_dir; /* owned --packages DIR (signed wheels), or NULL */
     char **installs;    /* owned NULL-terminated --install NAME[==VER] list */
     size_t ninstalls;
@@ -33,12 +34,20 @@ typedef struct ag_session_opts {
     size_t ntrusts;
 } ag_session_opts_t;
 
+/* Where the kernel comes from (--warm). AUTO: a warm kernel from a running
+ * 'jupyter-agent serve' pool when it has one for this kernel and policy,
+ * else a cold start; POOL: the pool or fail; COLD: always a fresh start. */
+#define AG_WARM_AUTO 0
+#define AG_WARM_COLD 1
+#define AG_WARM_POOL 2
+
 /* Long options every session-starting subcommand accepts; their `val`s
  * are >= AG_SESSION_OPT_BASE, so they never clash with short options. */
 #define AG_SESSION_OPT_BASE 0x1000
 #define AG_SESSION_LONGOPTS                                                    \
     {"no-sandbox", no_argument, 0, AG_SESSION_OPT_BASE + 0},                   \
         {"file", required_argument, 0, AG_SESSION_OPT_BASE + 1},               \
+        {"warm", required_argument, 0, AG_SESSION_OPT_BASE + 20},              \
         {"memory", required_argument, 0, AG_SESSION_OPT_BASE + 2},             \
         {"cpus", required_argument, 0, AG_SESSION_OPT_BASE + 3},               \
         {"pids", required_argument, 0, AG_SESSION_OPT_BASE + 4},               \
@@ -60,6 +69,11 @@ typedef struct ag_session_opts {
     "      --disk SIZE        size of /mnt/data (default 512M)\n"              \
     "      --tmp SIZE         size of /tmp (default 256M)\n"                   \
     "      --keep-workspace DIR  copy /mnt/data to DIR at the end\n"           \
+    "      --warm MODE        auto: a warm kernel from 'jupyter-agent "        \
+    "serve'\n"                                                                 \
+    "                         when one runs, else a cold start (default);\n"   \
+    "                         pool: the server's or fail; cold: always "       \
+    "fresh\n"                                                                  \
     "      --no-sandbox       run the kernel as a plain process: NO "          \
     "isolation\n"                                                              \
     "\npackages (there is no network; only wheels from a signed directory):\n" \
@@ -93,6 +107,10 @@ void ag_session_print_warnings(ag_session_t *s, FILE *f);
 const char *ag_session_workspace(ag_session_t *s);
 /* The sandbox policy as JSON for notebook metadata (new reference). */
 json_t *ag_session_policy_json(ag_session_t *s);
+/* True when the kernel came warm from a 'jupyter-agent serve' pool (its
+ * sandbox then belongs to the server: ag_session_sandbox() is NULL, the
+ * workspace is reached through ag_session_workspace()). */
+bool ag_session_is_warm(ag_session_t *s);
 /* The sandbox, or NULL (--no-sandbox, attached). Borrowed. */
 sb_sandbox_t *ag_session_sandbox(ag_session_t *s);
 

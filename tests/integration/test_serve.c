@@ -1,0 +1,276 @@
+/*
+ * `jupyter-agent serve` and sessions that take warm kernels from it, with
+ * real sandboxed ipykernels: the session API (ag_session_start) uses the
+ * pool by default when a server runs and falls back to a cold start; files
+ * go into the live /mnt/data; interrupts, death and restart work through
+ * the server; a client that vanishes leaks no box.
+ *
+ * The server listens on a private socket (JUPYTER_AGENT_SERVE_SOCKET), so
+ * other programs running meanwhile never see it.
+ */
+#include "../tap.h"
+
+#include "agent/ag_serve.h"
+#include "agent/ag_session.h"
+#include "common/clock.h"
+#include "kernel-bridge/kb_kernel.h"
+#include "sandbox/sb_files.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char s_sock[128];
+
+static char *
+s_eval(ag_session_t *s, const char *code, int timeout_ms, err_t *err)
+{
+    kb_output_t *out = kb_output_new(NULL, 0);
+    kb_exec_opts_t opts;
+    kb_exec_opts_init(&opts);
+    char *text = NULL;
+    err_t local;
+    if (!err)
+        err = &local;
+    if (kb_kernel_execute(ag_session_kernel(s), code, &opts, timeout_ms, out,
+                          NULL, err) == 0) {
+        size_t i;
+        json_t *o;
+        json_array_foreach(kb_output_outputs(out), i, o)
+        {
+            const char *t = json_string_value(json_object_get(o, "text"));
+            json_t *d = json_object_get(o, "data");
+            if (!t && d)
+                t = json_string_value(json_object_get(d, "text/plain"));
+            if (!t && json_object_get(o, "ename"))
+                t = json_string_value(json_object_get(o, "ename"));
+            if (t && !text)
+                text = strdup(t);
+        }
+    }
+    kb_output_destroy(&out);
+    if (text && *text && text[strlen(text) - 1] == '\n')
+        text[strlen(text) - 1] = '\0';
+    return text;
+}
+
+static const char *
+s_run_dir(ag_session_t *s)
+{
+    kb_launcher_t *l = kb_kernel_launcher(ag_session_kernel(s));
+    return l->ops->run_dir(l->self);
+}
+
+static json_t *
+s_stats(void)
+{
+    err_t err;
+    return ag_serve_request(s_sock, "stats", &err);
+}
+
+static long
+s_stat(const char *key)
+{
+    json_t *st = s_stats();
+    long v = st ? (long)json_integer_value(json_object_get(st, key)) : -1;
+    json_decref(st);
+    return v;
+}
+
+/* Wait until stats[key] == want (or 60 s). */
+static bool
+s_wait_stat(const char *key, long want)
+{
+    int64_t end = clock_mono_ms() + 60000;
+    while (clock_mono_ms() < end) {
+        if (s_stat(key) == want)
+            return true;
+        usleep(100000);
+    }
+    return false;
+}
+
+static pid_t
+s_start_server(void)
+{
+    int pfd[2];
+    if (pipe(pfd))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        char a0[] = "serve", a1[] = "--pool", a2[] = "2", a3[] = "--preload",
+             a4[] = "import pandas", a5[] = "--socket";
+        char *argv[] = {a0, a1, a2, a3, a4, a5, s_sock, NULL};
+        _exit(ag_cmd_serve(7, argv));
+    }
+    close(pfd[1]);
+    char line[512] = "";
+    ssize_t n = read(pfd[0], line, sizeof line - 1);
+    close(pfd[0]);
+    if (n <= 0)
+        return -1;
+    line[n] = '\0';
+    diag("%s", strtok(line, "\n"));
+    return pid;
+}
+
+static ag_session_t *
+s_session(ag_session_opts_t *o, err_t *err)
+{
+    ag_session_t *s = ag_session_start(o, err);
+    if (!s)
+        diag("session: %s", err->text);
+    return s;
+}
+
+int
+main(void)
+{
+    char dir[] = "/tmp/ja-serve-test-XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    snprintf(s_sock, sizeof s_sock, "%s/serve.sock", dir);
+    setenv("JUPYTER_AGENT_SERVE_SOCKET", s_sock, 1);
+    err_t err = {0};
+
+    ag_session_opts_t o, o2;
+    ag_session_opts_init(&o);
+    ag_session_opts_init(&o2);
+    o.warm = AG_WARM_POOL;
+    ok(ag_session_start(&o, &err) == NULL && err.code == ERR_USAGE &&
+           strstr(err.text, "serve"),
+       "--warm pool without a server fails and says to start one");
+
+    pid_t server = s_start_server();
+    ok(server > 0, "the server starts and says where it listens");
+    struct stat st;
+    ok(stat(s_sock, &st) == 0 && S_ISSOCK(st.st_mode) &&
+           (st.st_mode & 0777) == 0600,
+       "its socket is private to the user (mode 0600)");
+    ok(s_wait_stat("ready", 2), "the pool warms up to --pool 2");
+
+    /* A session with a file, in the default (auto) mode. */
+    char host[] = "/tmp/ja-serve-in-XXXXXX";
+    int fd = mkstemp(host);
+    if (write(fd, "x,y\n1,2\n", 8) != 8)
+        diag("write failed");
+    close(fd);
+    char *spec = NULL;
+    if (asprintf(&spec, "%s:in.csv", host) < 0)
+        return 1;
+    ag_session_parse_flag(&o, AG_SESSION_OPT_BASE + 1, spec, &err);
+    o.warm = AG_WARM_AUTO;
+    free(spec);
+    ag_session_t *s1 = s_session(&o, &err);
+    ok(s1 && ag_session_is_warm(s1),
+       "a session takes a warm kernel when a server runs (default mode)");
+    if (!s1)
+        goto stop;
+    char *r = s_eval(s1, "1+1", 30000, NULL);
+    is_str(r, "2", "the warm kernel answers under the session's key");
+    free(r);
+    r = s_eval(s1,
+               "import pandas as pd; "
+               "print(pd.read_csv('/mnt/data/in.csv').y[0])",
+               30000, NULL);
+    is_str(r, "2", "--file lands in the live /mnt/data of a warm kernel");
+    free(r);
+    ok(ag_session_workspace(s1) != NULL,
+       "the host reaches the warm box's workspace");
+    is_int(s_stat("hits"), 1, "the take is counted as a hit");
+
+    ag_session_t *s2 = s_session(&o2, &err);
+    ok(s2 && ag_session_is_warm(s2), "a second session gets the second kernel");
+    if (s2) {
+        s_eval(s1,
+               "only_in_one = 1; "
+               "open('/mnt/data/mine.txt', 'w').write('x')",
+               30000, NULL);
+        r = s_eval(s2,
+                   "import os; print('only_in_one' in dir(), "
+                   "sorted(os.listdir('/mnt/data')))",
+                   30000, NULL);
+        is_str(r, "False []",
+               "two served sessions share neither variables nor files");
+        free(r);
+        ok(strcmp(s_run_dir(s1), s_run_dir(s2)) != 0,
+           "two served sessions run in different boxes");
+    }
+
+    /* The pool is empty now: auto falls back to a cold start. */
+    ag_session_opts_t o3;
+    ag_session_opts_init(&o3);
+    long misses = s_stat("misses");
+    ag_session_t *s3 = s_session(&o3, &err);
+    ok(s3 && !ag_session_is_warm(s3),
+       "with nothing ready, a session starts cold instead of waiting");
+    ok(s_stat("misses") == misses + 1, "and the miss is counted");
+    ag_session_destroy(&s3);
+
+    /* A policy the pool does not hold is never served by it. */
+    ag_session_opts_init(&o3);
+    ag_session_parse_flag(&o3, AG_SESSION_OPT_BASE + 2, "1G", &err);
+    o3.warm = AG_WARM_POOL;
+    ok(ag_session_start(&o3, &err) == NULL && err.code == ERR_KERNEL,
+       "a session with other limits is not given a pooled kernel");
+    ag_session_opts_release(&o3);
+
+    /* Interrupt, death and restart through the server. */
+    err_t xerr;
+    r = s_eval(s1, "import time; time.sleep(30)", 1500, &xerr);
+    free(r);
+    is_int(xerr.code, ERR_TIMEOUT,
+           "a served kernel is interrupted at its time limit");
+    r = s_eval(s1, "only_in_one", 30000, NULL);
+    is_str(r, "1", "the interrupt keeps its state");
+    free(r);
+    r = s_eval(s1, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+               30000, &xerr);
+    free(r);
+    ok(xerr.code == ERR_KERNEL && strstr(xerr.text, "signal 9"),
+       "a served kernel's death is noticed and explained (%s)", xerr.text);
+    ok(kb_kernel_restart(ag_session_kernel(s1), &err) == 0,
+       "a served kernel restarts through the server");
+    r = s_eval(s1, "import os; print(sorted(os.listdir('/mnt/data')))", 30000,
+               NULL);
+    is_str(r, "['in.csv', 'mine.txt']", "the restart keeps /mnt/data");
+    free(r);
+
+    ag_session_destroy(&s1);
+    ag_session_destroy(&s2);
+    ok(s_wait_stat("sessions", 0), "ending a session removes its box");
+    unlink(host);
+
+    /* A client that dies holding a kernel leaks nothing. */
+    ok(s_wait_stat("ready", 2), "the pool refills in the background");
+    pid_t kid = fork();
+    if (kid == 0) {
+        bool no_server;
+        kb_launcher_t *l = ag_serve_take(s_sock, NULL, NULL, &no_server, NULL);
+        _exit(l ? 0 : 1);
+    }
+    int ws;
+    waitpid(kid, &ws, 0);
+    ok(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+       "a client took a kernel and exited without releasing it");
+    ok(s_wait_stat("sessions", 0), "its box is destroyed when it hangs up");
+
+stop:
+    ag_session_opts_release(&o);
+    ag_session_opts_release(&o2);
+    json_t *reply = ag_serve_request(s_sock, "stop", &err);
+    json_decref(reply);
+    int status = -1;
+    waitpid(server, &status, 0);
+    ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+       "serve --stop ends the server cleanly");
+    ok(access(s_sock, F_OK) != 0 && errno == ENOENT, "and removes its socket");
+    rmdir(dir);
+    return done_testing();
+}
