@@ -55,6 +55,8 @@
 #endif
 #endif
 
+static int s_count_token(const char *token);
+
 /* ================= inside the box: the attacker ================= */
 
 static int
@@ -386,11 +388,13 @@ s_inside(const char *mode, int argc, char **argv)
             ;
     }
     if (!strcmp(mode, "busy")) {
-        printf("ready\n");
-        fflush(stdout);
-        for (int i = 0; i < 3; i++)
-            if (fork() == 0)
-                break;
+        int child = 0;
+        for (int i = 0; i < 3 && !child; i++)
+            child = fork() == 0;
+        if (!child) {
+            printf("ready\n");
+            fflush(stdout);
+        }
         for (volatile unsigned long i = 0;; i++)
             ;
     }
@@ -411,8 +415,15 @@ s_inside(const char *mode, int argc, char **argv)
             _exit(0);
         }
         wait(NULL);
-        usleep(200 * 1000);
-        return 0;
+        /* Return only once the daemon runs (so its death means something). */
+        for (int i = 0; i < 200; i++) {
+            if (s_count_token(a1) > 0) {
+                printf("daemon seen\n");
+                return 0;
+            }
+            usleep(50 * 1000);
+        }
+        return 1;
     }
     if (!strcmp(mode, "killall")) {
         int err = e(kill(-1, SIGKILL));
@@ -1002,18 +1013,28 @@ t_resources(const sb_policy_t *base, int unpriv)
     char *argv[] = {(char *)INSIDE_EXE, (char *)"--inside",
                     (char *)"spin-ignore", NULL};
     err_t err;
-    int spawned = sb && sb_sandbox_spawn(sb, argv, envp, -1, 2, &err) == 0;
+    int rfd[2] = {-1, -1};
+    int spawned = sb && pipe2(rfd, O_CLOEXEC) == 0 &&
+                  sb_sandbox_spawn(sb, argv, envp, rfd[1], 2, &err) == 0;
+    if (rfd[1] >= 0)
+        close(rfd[1]);
     sb_exit_t ex;
     memset(&ex, 0, sizeof ex);
     int still = 0;
     if (spawned) {
-        usleep(300 * 1000);
+        /* Signal only once its handlers are set ("ready"). */
+        char rbuf[64] = "";
+        struct pollfd pf = {.fd = rfd[0], .events = POLLIN};
+        if (poll(&pf, 1, 30000) > 0 && read(rfd[0], rbuf, sizeof rbuf - 1) > 0)
+            usleep(100 * 1000);
         sb_sandbox_signal(sb, SIGINT);
         sb_sandbox_signal(sb, SIGTERM);
         still = sb_sandbox_wait(sb, 300, &ex) == 1;
         sb_sandbox_kill(sb);
         sb_sandbox_wait(sb, 10000, &ex);
     }
+    if (rfd[0] >= 0)
+        close(rfd[0]);
     ok(spawned && still && ex.kind == SB_SIGNALED && ex.signal == SIGKILL,
        "resources: a loop ignoring SIGINT and SIGTERM survives them but not "
        "the kill");
@@ -1025,10 +1046,18 @@ t_resources(const sb_policy_t *base, int unpriv)
         p.cpus = 0.5;
         sb = sb_sandbox_new(&p, NULL);
         argv[2] = (char *)"busy";
-        spawned = sb && sb_sandbox_spawn(sb, argv, envp, -1, 2, &err) == 0;
+        int bfd[2] = {-1, -1};
+        spawned = sb && pipe2(bfd, O_CLOEXEC) == 0 &&
+                  sb_sandbox_spawn(sb, argv, envp, bfd[1], 2, &err) == 0;
+        if (bfd[1] >= 0)
+            close(bfd[1]);
         const char *dir = sb ? sb_sandbox_cgroup_dir(sb, "cpu") : NULL;
         char path[4200], quota[64] = "", procs[4096] = "", mine[4096] = "";
-        if (dir) {
+        if (spawned && dir) {
+            char rbuf[64];
+            struct pollfd pf = {.fd = bfd[0], .events = POLLIN};
+            if (poll(&pf, 1, 30000) > 0 && read(bfd[0], rbuf, sizeof rbuf) < 0)
+                diag("no ready line from the busy attacker");
             snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir);
             s_read_small(path, quota, sizeof quota);
             if (!quota[0]) {
@@ -1036,12 +1065,13 @@ t_resources(const sb_policy_t *base, int unpriv)
                 s_read_small(path, quota, sizeof quota);
             }
             snprintf(path, sizeof path, "%s/cgroup.procs", dir);
-            usleep(200 * 1000);
             s_read_small(path, procs, sizeof procs);
             snprintf(path, sizeof path, "/proc/%d/cgroup",
                      (int)sb_sandbox_pid(sb));
             s_read_small(path, mine, sizeof mine);
         }
+        if (bfd[0] >= 0)
+            close(bfd[0]);
         int lines = 0;
         for (char *c = procs; *c; c++)
             lines += *c == '\n';
@@ -1060,7 +1090,8 @@ t_resources(const sb_policy_t *base, int unpriv)
     snprintf(token, sizeof token, "ja-daemon-%d-%ld", (int)getpid(),
              (long)time(NULL));
     s_run(base, (const char *[]){"daemon", token, NULL}, 20, &b, NULL, NULL);
-    ok(b.result == 0 && s_wait_token_gone(token, 5),
+    ok(b.result == 0 && strstr(b.out, "daemon seen") &&
+           s_wait_token_gone(token, 5),
        "resources: a double-forked daemon dies with the sandbox");
 
     /* kill(-1) inside harms nothing outside. */
