@@ -19,6 +19,8 @@
 #define MAX_RELEASES 4096 /* chosen releases per install */
 #define MARK "\x1ejupyter-agent-packages "
 #define ENV_TIMEOUT_MS 30000
+#define ABORT_RETRIES 20
+#define ABORT_RETRY_US 100000
 
 /* One release chosen for installation. */
 typedef struct release {
@@ -49,13 +51,24 @@ s_kernel_call(kb_kernel_t *k, const char *code, int timeout_ms,
     xo.silent = true;
     xo.store_history = false;
     xo.allow_stdin = false;
-    kb_output_t *out = kb_output_new(NULL, 1 << 20);
+    xo.stop_on_error = false;
+    kb_output_t *out = NULL;
     json_t *result = NULL;
     buf_t text;
     buf_init(&text, 0);
-    if (kb_kernel_execute(k, code, &xo, timeout_ms, out, NULL, err)) {
-        err_prefix(err, "%s", what);
-        goto out;
+    /* ipykernel aborts requests that arrive just after a cell raised
+     * (stop_on_error); ours may be one of them, so ask again. */
+    for (int attempt = 0; attempt < ABORT_RETRIES; attempt++) {
+        kb_output_destroy(&out);
+        out = kb_output_new(NULL, 1 << 20);
+        if (kb_kernel_execute(k, code, &xo, timeout_ms, out, NULL, err)) {
+            err_prefix(err, "%s", what);
+            goto out;
+        }
+        const char *status = kb_output_status(out);
+        if (!status || strcmp(status, "aborted") != 0)
+            break;
+        usleep(ABORT_RETRY_US);
     }
     size_t i;
     json_t *o;
@@ -78,7 +91,8 @@ s_kernel_call(kb_kernel_t *k, const char *code, int timeout_ms,
     for (const char *p = strstr(all, MARK); p; p = strstr(p + 1, MARK))
         mark = p;
     if (!mark) {
-        err_set(err, ERR_KERNEL, "%s: the kernel printed no result", what);
+        err_set(err, ERR_KERNEL, "%s: the kernel printed no result (status %s)",
+                what, kb_output_status(out) ? kb_output_status(out) : "none");
         goto out;
     }
     mark += strlen(MARK);
@@ -574,6 +588,21 @@ out:
     free(entries);
     json_decref(result);
     s_resolver_release(&r);
+    sb_manifest_destroy(&m);
+    return rc;
+}
+
+int
+ag_packages_precheck(const char *dir, const sb_trust_t *trust,
+                     const char *const *requirements, size_t n, err_t *err)
+{
+    sb_manifest_t *m = sb_manifest_load_signed(dir, trust, err);
+    if (!m)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if (sb_manifest_resolve(m, requirements[i], NULL, 0, err) < 0)
+            rc = -1;
     sb_manifest_destroy(&m);
     return rc;
 }

@@ -71,6 +71,12 @@ int ag_packages_install(ag_session_t *s, const char *dir,
                         const char *const *requirements, size_t n,
                         json_t **report_out, err_t *err);
 
+/* The checks that need no kernel, for failing fast before one starts: the
+ * signature of DIR's manifest (not yet the wheels' hashes) and that each
+ * requested name is in it. 0, or -1 with err as ag_packages_install. */
+int ag_packages_precheck(const char *dir, const sb_trust_t *trust,
+                         const char *const *requirements, size_t n, err_t *err);
+
 /* One line for people: "installed demo-pkg 1.0, helper 2.0 (for demo-pkg)
  * from /srv/wheels (signed by key 1a2b... ops)". New string. */
 char *ag_packages_summary(const json_t *report);

@@ -333,6 +333,13 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     sb_trust_t *trust = NULL;
     if (o->packages_dir && !(trust = s_packages_trust(o, err)))
         return NULL;
+    if (o->ninstalls && ag_packages_precheck(o->packages_dir, trust,
+                                             (const char *const *)o->installs,
+                                             o->ninstalls, err)) {
+        sb_trust_destroy(&trust);
+        err_prefix(err, "--install");
+        return NULL;
+    }
     kb_launcher_t *warm = NULL;
     if (s_take_warm(o, &warm, err)) {
         sb_trust_destroy(&trust);
