@@ -97,7 +97,22 @@ static int
 s_own_restart(void *arg, err_t *err)
 {
     ag_loop_t *l = arg;
-    return kb_kernel_restart(ag_session_kernel(l->session), err);
+    kb_kernel_t *k = ag_session_kernel(l->session);
+    if (kb_kernel_restart(k, err) < 0)
+        return -1;
+    if (ag_session_sandbox(l->session)) {
+        /* The promised output folder, in case the workspace is new. */
+        kb_exec_opts_t xo;
+        kb_exec_opts_init(&xo);
+        xo.store_history = false;
+        kb_output_t *out = kb_output_new(NULL, 1 << 16);
+        kb_kernel_execute(k,
+                          "__import__('os').makedirs('/mnt/data/out', "
+                          "exist_ok=True)\n",
+                          &xo, 10000, out, NULL, NULL);
+        kb_output_destroy(&out);
+    }
+    return 0;
 }
 
 static ag_session_t *

@@ -405,6 +405,31 @@ ag_tools_result_from_exec(ag_tool_result_t *res, const ag_tool_env_t *env,
 
 /* ---- python -------------------------------------------------------------- */
 
+/* The workspace's files (sandboxed sessions), or NULL. New reference. */
+static json_t *
+s_workspace_files(const ag_tool_env_t *env)
+{
+    ag_session_t *s = env->session ? env->session(env->arg) : NULL;
+    sb_sandbox_t *box = s ? ag_session_sandbox(s) : NULL;
+    return box ? sb_sandbox_list_files(box, 10000) : NULL;
+}
+
+/* Is every {path, size} of `a` in `b`? */
+static bool
+s_subset(const json_t *a, const json_t *b)
+{
+    size_t i, j;
+    json_t *x, *y;
+    json_array_foreach(a, i, x)
+    {
+        bool found = false;
+        json_array_foreach(b, j, y) if (json_equal(x, y)) found = true;
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
 static int
 s_python(const ag_tool_env_t *env, const json_t *args, void *tool_arg,
          ag_tool_result_t *res, err_t *err)
@@ -430,16 +455,20 @@ s_python(const ag_tool_env_t *env, const json_t *args, void *tool_arg,
     int ret = 0;
     char *note = NULL;
     if (rc != 0 && xerr.code == ERR_KERNEL) {
-        bool sandboxed = env->session && env->session(env->arg) &&
-                         ag_session_sandbox(env->session(env->arg)) != NULL;
+        json_t *before = s_workspace_files(env);
         if (env->restart) {
             err_t rerr = {0};
             if (env->restart(env->arg, &rerr) == 0) {
                 res->kernel_restarted = true;
+                json_t *after = s_workspace_files(env);
                 note = xasprintf(
                     "a fresh kernel was started: variables and imports are "
                     "gone%s; re-run what you need",
-                    sandboxed ? ", files in /mnt/data were kept" : "");
+                    !before ? ""
+                    : s_subset(before, after)
+                        ? ", files in /mnt/data were kept"
+                        : ", and /mnt/data was reset to the input files");
+                json_decref(after);
             } else {
                 note = xasprintf("no fresh kernel could be started: %s",
                                  rerr.text);
@@ -452,6 +481,7 @@ s_python(const ag_tool_env_t *env, const json_t *args, void *tool_arg,
                               rerr.text);
             }
         }
+        json_decref(before);
     } else if (rc != 0 && xerr.code == ERR_INTERRUPTED) {
         ret = err_set(err, ERR_INTERRUPTED, "interrupted by the user");
     }
