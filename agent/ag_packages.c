@@ -1,6 +1,7 @@
 #include "ag_packages.h"
 
 #include "agent/ag_pyreq.h"
+#include "agent/ag_tools.h"
 #include "agent/ag_wheel.h"
 #include "common/buf.h"
 #include "common/xalloc.h"
@@ -640,18 +641,28 @@ ag_packages_summary(const json_t *report)
 json_t *
 ag_packages_tool_schema(void)
 {
-    return json_pack(
-        "{s:s, s:s, s:{s:s, s:{s:{s:s, s:{s:s}, s:i, s:s}}, s:[s], s:b}}",
-        "name", "install_packages", "description",
-        "Install Python packages into this session's kernel from the "
-        "operator's signed package manifest (there is no network; only "
-        "packages in the manifest can be installed, with their "
-        "dependencies). After success they import directly, without a "
-        "restart. A refusal lists what the manifest offers.",
-        "parameters", "type", "object", "properties", "names", "type", "array",
-        "items", "type", "string", "minItems", 1, "description",
-        "project names, optionally pinned: [\"pandas\", \"numpy==1.26.4\"]",
-        "required", "names", "additionalProperties", 0);
+    return json_pack("{s:s, s:s, s:o}", "name", "install_packages",
+                     "description", AG_PACKAGES_TOOL_DESCRIPTION, "parameters",
+                     json_loads(AG_PACKAGES_TOOL_PARAMETERS, 0, NULL));
+}
+
+int
+ag_packages_tool_fn(const ag_tool_env_t *env, const json_t *args,
+                    void *tool_arg, ag_tool_result_t *res, err_t *err)
+{
+    (void)tool_arg;
+    (void)err;
+    ag_session_t *s = env->session ? env->session(env->arg) : NULL;
+    bool is_error = true;
+    json_t *text =
+        s ? ag_packages_tool(s, args, &is_error)
+          : json_string("install_packages: there is no session to install "
+                        "into");
+    free(res->text);
+    res->text = xstrdup(json_string_value(text));
+    res->is_error = is_error;
+    json_decref(text);
+    return 0;
 }
 
 json_t *

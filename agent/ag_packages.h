@@ -87,8 +87,33 @@ char *ag_packages_summary(const json_t *report);
  * (never NULL); *is_error (may be NULL) says whether it is a refusal. */
 json_t *ag_packages_tool(ag_session_t *s, const json_t *args, bool *is_error);
 
-/* The tool's declaration for the model: {"name", "description",
- * "parameters" (JSON Schema)}. New reference. */
+/* The same as an ag_tools handler (agent/ag_tools.h), registered in its
+ * built-in table as
+ *   {"install_packages", AG_PACKAGES_TOOL_DESCRIPTION,
+ *    AG_PACKAGES_TOOL_PARAMETERS, ag_packages_tool_fn, NULL}
+ * The session comes from env->session; the result is text only (no
+ * notebook cell: the install is recorded in the session's metadata). */
+struct ag_tool_env;
+struct ag_tool_result;
+int ag_packages_tool_fn(const struct ag_tool_env *env, const json_t *args,
+                        void *tool_arg, struct ag_tool_result *res, err_t *err);
+
+#define AG_PACKAGES_TOOL_DESCRIPTION                                           \
+    "Install Python packages into this session's kernel from the "             \
+    "operator's signed package manifest. There is no network: pip install "    \
+    "from PyPI cannot work, and only packages in the manifest (with their "    \
+    "dependencies, also from the manifest) can be installed. After success "   \
+    "they import directly, without a restart. A refusal lists what the "       \
+    "manifest offers."
+#define AG_PACKAGES_TOOL_PARAMETERS                                            \
+    "{\"type\": \"object\", \"properties\": {\"names\": {\"type\": "           \
+    "\"array\", \"items\": {\"type\": \"string\"}, \"minItems\": 1, "          \
+    "\"description\": \"project names, optionally pinned: [\\\"pandas\\\", "   \
+    "\\\"numpy==1.26.4\\\"]\"}}, \"required\": [\"names\"], "                  \
+    "\"additionalProperties\": false}"
+
+/* {"name", "description", "parameters" (parsed JSON Schema)}: the same
+ * declaration as one JSON object. New reference. */
 json_t *ag_packages_tool_schema(void);
 
 #endif
