@@ -12,7 +12,8 @@
 # examples/sessions/quarterly-variance-live.jsonl so it can be replayed).
 # Otherwise the recorded session examples/sessions/quarterly-variance.jsonl
 # is replayed: the model's turns come from the file, but every cell really
-# runs in the sandbox. DEMO_REPLAY=1 forces the replay.
+# runs in the sandbox. DEMO_REPLAY=1 forces the replay; DEMO_OUT=PATH.ipynb
+# writes the notebook (and PATH_files/) elsewhere.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -38,7 +39,7 @@ if [ "${DEMO_REPLAY:-0}" != 1 ]; then
 fi
 
 if [ -n "$live" ]; then
-    out=examples/notebooks/quarterly-variance-live.ipynb
+    out=${DEMO_OUT:-examples/notebooks/quarterly-variance-live.ipynb}
     model=${JUPYTER_AGENT_MODEL:-}
     if [ -z "$model" ] && [ -z "${OPENAI_API_KEY:-}" ] &&
         [ -z "${ANTHROPIC_API_KEY:-}" ]; then
@@ -48,7 +49,7 @@ if [ -n "$live" ]; then
     set -- "$@" --record examples/sessions/quarterly-variance-live.jsonl
     [ -n "$model" ] && set -- "$@" --model "$model"
 else
-    out=examples/notebooks/quarterly-variance.ipynb
+    out=${DEMO_OUT:-examples/notebooks/quarterly-variance.ipynb}
     echo "demo: no OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENAI_BASE_URL set, so"
     echo "demo: replaying the recorded session examples/sessions/quarterly-variance.jsonl"
     echo "demo: (the model's turns come from the file; the code really runs in the sandbox)"

@@ -1,0 +1,305 @@
+"""`jupyter-agent ask` end to end: the CLI against the scripted fake LLM
+server (loopback only) and real sandboxed kernels, its notebook checked with
+nbformat, files copied out, exit codes, Ctrl-C, --existing on a kernel that
+jupyter_client started, and the finance demo's replay (`make demo`'s path).
+"""
+import base64
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+import nbformat
+import pytest
+from jupyter_client.manager import KernelManager
+
+from conftest import BIN, ROOT, SANDBOX_ARGS
+
+SERVER = os.path.join(ROOT, "tests", "tools", "fake_llm_server.py")
+PYTHON = os.environ.get("JUPYTER_AGENT_PYTHON", "/usr/bin/python3")
+OKEY = "sk-test-ask-OPENAI-SECRET-93ab"
+AKEY = "sk-ant-test-ask-SECRET-71fe"
+PROVIDER_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL",
+                 "ANTHROPIC_BASE_URL", "JUPYTER_AGENT_MODEL",
+                 "JUPYTER_AGENT_STREAM")
+
+
+class FakeLLM:
+    """tests/tools/fake_llm_server.py playing a script, in a temp dir."""
+
+    def __init__(self, script, tmp):
+        self.script = os.path.join(tmp, "script.json")
+        self.log = os.path.join(tmp, "requests.jsonl")
+        with open(self.script, "w") as f:
+            json.dump(script, f)
+        self.proc = subprocess.Popen(
+            [PYTHON, SERVER, "--script", self.script, "--log", self.log],
+            stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline())
+
+    def env(self, **extra):
+        env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+        env.update(OPENAI_BASE_URL="http://127.0.0.1:%d/v1" % self.port,
+                   ANTHROPIC_BASE_URL="http://127.0.0.1:%d" % self.port,
+                   OPENAI_API_KEY=OKEY, ANTHROPIC_API_KEY=AKEY,
+                   JUPYTER_AGENT_MAX_TRIES="1", NO_COLOR="1")
+        env.update(extra)
+        return env
+
+    def requests(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return [json.loads(line) for line in f]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def tmp():
+    with tempfile.TemporaryDirectory(prefix="ja-ask-") as d:
+        yield d
+
+
+def code(text, source):
+    return {"reply": {"text": text, "tool_calls": [
+        {"name": "python", "arguments": {"code": source}}],
+        "usage": {"input_tokens": 1200, "output_tokens": 80}}}
+
+
+def answer(text):
+    return {"reply": {"text": text,
+                      "usage": {"input_tokens": 2400, "output_tokens": 150}}}
+
+
+def ask(args, env, timeout=180):
+    return subprocess.run([BIN, "ask", *SANDBOX_ARGS, *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def read_nb(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    return nb
+
+
+CHART = """import pandas as pd, matplotlib.pyplot as plt
+df = pd.read_csv('/mnt/data/sales.csv')
+ax = df.plot.bar(x='region', y='amount', legend=False)
+plt.savefig('/mnt/data/out/by_region.png')
+df.to_csv('/mnt/data/out/summary.csv', index=False)
+plt.show()
+df.describe()"""
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_ask_writes_a_valid_notebook_and_copies_files_out(tmp, provider):
+    """The session becomes a valid notebook with the code, its outputs and
+    the answer; files saved in /mnt/data/out land in SESSION_files/; no key
+    appears anywhere but the request header."""
+    csv = os.path.join(tmp, "sales.csv")
+    with open(csv, "w") as f:
+        f.write("region,amount\nNorth,120\nSouth,80\nWest,95\n")
+    srv = FakeLLM([code("Reading the file.", CHART),
+                   answer("**North** leads with 120.")], tmp)
+    out = os.path.join(tmp, "s.ipynb")
+    try:
+        r = ask(["--model", provider + ":model-x", "--file", csv, "-o", out,
+                 "Which region sells most?"], srv.env())
+        reqs = srv.requests()
+    finally:
+        srv.stop()
+    assert r.returncode == 0, r.stderr
+    assert "**North** leads with 120." in r.stdout
+    assert "notebook: " + out in r.stdout
+    nb = read_nb(out)
+    kinds = [c.cell_type for c in nb.cells]
+    assert kinds == ["markdown", "markdown", "code", "markdown"]
+    assert "Which region sells most?" in nb.cells[0].source
+    cell = nb.cells[2]
+    assert cell.source == CHART and cell.execution_count == 1
+    types = [o.output_type for o in cell.outputs]
+    assert "display_data" in types and "execute_result" in types
+    png = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+    assert base64.b64decode(png[0].data["image/png"])[:4] == b"\x89PNG"
+    meta = nb.metadata.jupyter_agent
+    assert meta["provider"] == provider and meta["status"] == "answered"
+    assert meta["usage"]["input_tokens"] == 3600
+    files = os.path.join(tmp, "s_files")
+    assert sorted(os.listdir(files)) == ["by_region.png", "summary.csv"]
+    with open(os.path.join(files, "by_region.png"), "rb") as f:
+        assert f.read(4) == b"\x89PNG"
+    text = open(out).read()
+    for secret in (OKEY, AKEY):
+        assert secret not in text
+        assert secret not in r.stdout + r.stderr
+        assert all(secret not in json.dumps(q["body"]) for q in reqs)
+    # The key did travel, in its header: the check above is not vacuous.
+    auth = json.dumps([q["headers"] for q in reqs])
+    assert (OKEY if provider == "openai" else AKEY) in auth
+
+
+def test_ask_provider_failure_still_writes_the_notebook(tmp):
+    """The model failing mid-session exits 5 and leaves the notebook so
+    far, saying where it is."""
+    srv = FakeLLM([code("", "x = 6 * 7\nx"),
+                   {"status": 503, "body": {"error": {"message": "overloaded"}}}],
+                  tmp)
+    out = os.path.join(tmp, "partial.ipynb")
+    try:
+        r = ask(["--model", "openai:model-x", "-o", out, "Compute x"],
+                srv.env())
+    finally:
+        srv.stop()
+    assert r.returncode == 5, r.stderr
+    assert "overloaded" in r.stderr
+    assert out in r.stdout and "the session so far" in r.stdout
+    nb = read_nb(out)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert len(code_cells) == 1
+    assert code_cells[0].outputs[0]["data"]["text/plain"] == "42"
+    assert nb.metadata.jupyter_agent["status"] == "provider_error"
+
+
+def test_ask_ctrl_c_exits_130_with_the_notebook(tmp):
+    """Ctrl-C during a long cell interrupts it, exits 130 and still writes
+    the notebook."""
+    srv = FakeLLM([code("", "import time\nprint('started', flush=True)\n"
+                            "time.sleep(120)"),
+                   answer("unreachable")], tmp)
+    out = os.path.join(tmp, "int.ipynb")
+    p = subprocess.Popen([BIN, "ask", *SANDBOX_ARGS, "--model",
+                          "openai:model-x", "-o", out, "Wait a while"],
+                         env=srv.env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        seen = ""
+        deadline = time.time() + 120
+        while "started" not in seen and time.time() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            seen += line
+        assert "started" in seen, seen
+        p.send_signal(signal.SIGINT)
+        rest, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        srv.stop()
+    assert p.returncode == 130, err
+    assert "interrupted" in err
+    nb = read_nb(out)
+    assert nb.metadata.jupyter_agent["status"] == "interrupted"
+    assert any(c.cell_type == "code" for c in nb.cells)
+
+
+def test_ask_max_steps_exits_1_and_says_so(tmp):
+    srv = FakeLLM([code("", "a = 1"), code("", "a += 1"), answer("late")], tmp)
+    out = os.path.join(tmp, "steps.ipynb")
+    try:
+        r = ask(["--model", "openai:model-x", "--max-steps", "1", "-o", out,
+                 "Count"], srv.env())
+    finally:
+        srv.stop()
+    assert r.returncode == 1
+    assert "--max-steps" in r.stderr
+    assert read_nb(out).metadata.jupyter_agent["status"] == "max_steps"
+
+
+def test_ask_usage_errors_exit_2(tmp):
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    assert ask([], env).returncode == 2
+    r = ask(["question"], env)
+    assert r.returncode == 2 and "OPENAI_API_KEY" in r.stderr
+    r = ask(["--model", "replay:" + os.path.join(tmp, "missing.jsonl"), "q"],
+            env)
+    assert r.returncode == 2
+    r = ask(["--max-steps", "zero", "q"], env)
+    assert r.returncode == 2
+
+
+def test_ask_existing_kernel_started_by_jupyter_client(tmp):
+    """--existing with no file picks the newest kernel-*.json of the
+    runtime dir, warns once that it is not sandboxed, and runs there."""
+    runtime = os.path.join(tmp, "runtime")
+    os.makedirs(runtime)
+    km = KernelManager(kernel_name="python3")
+    km.connection_file = os.path.join(runtime, "kernel-test123.json")
+    km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        srv = FakeLLM([code("", "ask_was_here = 'yes'\nprint('pid', __import__('os').getpid())"),
+                       answer("Set it.")], tmp)
+        out = os.path.join(tmp, "existing.ipynb")
+        try:
+            r = subprocess.run(
+                [BIN, "ask", "--existing", "--model", "openai:model-x", "-o",
+                 out, "Set a variable"],
+                env=srv.env(JUPYTER_RUNTIME_DIR=runtime),
+                capture_output=True, text=True, timeout=120)
+            reqs = srv.requests()
+        finally:
+            srv.stop()
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.count("NOT sandboxed") == 1
+        system = json.dumps(reqs[0]["body"]["messages"][0])
+        assert "NOT sandboxed" in system
+        # The variable lives on in the user's kernel.
+        seen = []
+        reply = kc.execute_interactive("print(ask_was_here)", timeout=30,
+                                       output_hook=lambda m: seen.append(m))
+        assert reply["content"]["status"] == "ok"
+        texts = [m["content"].get("text", "") for m in seen]
+        assert "yes\n" in texts
+        meta = read_nb(out).metadata.jupyter_agent
+        assert meta["sandbox"]["sandboxed"] is False
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+
+def test_demo_replay_end_to_end(tmp):
+    """`make demo` without a key: the committed session replays, every
+    cell really runs in the sandbox, and the notebook, charts and table
+    come out as committed."""
+    out = os.path.join(tmp, "qv.ipynb")
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    env.update(DEMO_OUT=out, JUPYTER_AGENT_BIN=BIN, PYTHON=PYTHON, NO_COLOR="1")
+    t0 = time.time()
+    r = subprocess.run(["sh", os.path.join(ROOT, "examples", "demo.sh")],
+                       env=env, capture_output=True, text=True, timeout=300,
+                       cwd=ROOT)
+    took = time.time() - t0
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    assert "replaying the recorded session" in r.stdout
+    assert "valid nbformat 4.5 notebook" in r.stdout
+    nb = read_nb(out)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert len(code_cells) == 6
+    errors = [o for c in code_cells for o in c.outputs
+              if o.output_type == "error"]
+    assert errors == [], errors[0]["evalue"] if errors else ""
+    images = [o for c in code_cells for o in c.outputs
+              if "image/png" in o.get("data", {})]
+    assert len(images) == 3
+    with open(os.path.join(ROOT, "examples", "sessions",
+                           "quarterly-variance.jsonl")) as f:
+        last = [json.loads(line) for line in f][-1]["text"]
+    assert nb.cells[-1].source == last
+    # The report's headline number is what the code computed.
+    assert "+366,696" in "".join(o.get("text", "") for o in
+                                 code_cells[-1].outputs)
+    assert "+$366,696" in last
+    files = sorted(os.listdir(os.path.join(tmp, "qv_files")))
+    assert files == ["engineering_cloud_monthly.png",
+                     "marketing_q3_by_account.png",
+                     "variance_by_line_2026.csv", "variance_heatmap.png"]
+    print("demo replay took %.1f s" % took)
