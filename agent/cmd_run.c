@@ -62,9 +62,10 @@ static const char s_usage[] =
     "  -q, --quiet            no progress lines\n" AG_SESSION_FLAGS_HELP "\n"
     "The kernel's working directory is /mnt/data: files the notebook reads\n"
     "go in with --file. Progress goes to stderr, one line per cell.\n"
-    "The output notebook is written whenever the kernel started, also after\n"
-    "an error, a timeout, the kernel's death or Ctrl-C, with what happened\n"
-    "recorded in the cell and under metadata.jupyter_agent.run.\n"
+    "The output notebook is written once a cell has run, also after an\n"
+    "error, a timeout, the kernel's death or Ctrl-C, with what happened\n"
+    "recorded in the cell and under metadata.jupyter_agent.run; code cells\n"
+    "after the one where the run stopped are left empty, never stale.\n"
     "\n"
     "exit status: 0 ok, 1 a cell raised (without --allow-errors), 2 usage\n"
     "(bad flags, unreadable notebook, unknown kernel, output not writable),\n"
@@ -157,15 +158,22 @@ s_check_output(const char *in, const char *out, bool inplace, err_t *err)
                        "output %s is the input notebook; pass --inplace to "
                        "overwrite it, or -o another path",
                        out);
+    /* The writer needs a new file next to `out`: try making one. */
     char *copy = xstrdup(out);
     const char *dir = dirname(copy);
-    int rc = 0;
-    if (access(dir, W_OK | X_OK) != 0)
+    char *probe = xasprintf("%s/.jupyter-agent-run-XXXXXX", dir);
+    int rc = 0, fd = mkstemp(probe);
+    if (fd < 0) {
         rc = err_set(err, ERR_USAGE,
-                     "cannot write %s: directory %s is not writable (%s); "
+                     "cannot write %s: cannot create files in %s (%s); "
                      "choose another -o",
                      out, dir, strerror(errno));
-    else if (exists && access(out, W_OK) != 0)
+    } else {
+        close(fd);
+        unlink(probe);
+    }
+    free(probe);
+    if (rc == 0 && exists && access(out, W_OK) != 0)
         rc = err_set(err, ERR_USAGE, "cannot write %s: %s; choose another -o",
                      out, strerror(errno));
     free(copy);
@@ -349,6 +357,9 @@ ag_cmd_run(int argc, char **argv)
     if (!session) {
         if (!err.code)
             err.code = ERR_KERNEL;
+        if (s_interrupted)
+            err_set(&err, ERR_INTERRUPTED,
+                    "interrupted while the kernel started; nothing written");
         goto fail;
     }
     ag_session_print_warnings(session, stderr);
@@ -365,6 +376,12 @@ ag_cmd_run(int argc, char **argv)
     nb_run_result_t res;
     err_t rerr = {0};
     nb_run_notebook(nb, ag_session_kernel(session), &ropts, &res, &rerr);
+    if (res.code == ERR_INTERRUPTED && res.executed == 0) {
+        /* Nothing ran: writing would only clear outputs (--inplace!). */
+        err_set(&err, ERR_INTERRUPTED,
+                "interrupted before the first cell ran; nothing written");
+        goto fail;
+    }
     s_record_run(nb, &res, session, kernel, params, &sopts, allow_errors);
 
     if (nb_notebook_write_file(nb, out_path, &err)) {
