@@ -303,3 +303,61 @@ def test_demo_replay_end_to_end(tmp):
                      "marketing_q3_by_account.png",
                      "variance_by_line_2026.csv", "variance_heatmap.png"]
     print("demo replay took %.1f s" % took)
+
+
+def test_agent_kernel_cells_run_the_same_loop(tmp):
+    """A plain cell of the agent kernel, driven by jupyter_client: the code
+    is shown, its plot forwarded, the answer is the cell's markdown result,
+    and the next cell continues the same conversation."""
+    script = [code("Computing.", "import matplotlib.pyplot as plt\n"
+                                 "plt.plot([1, 2]); plt.show()\nx = 6 * 7\nx"),
+              answer("The answer is **42**."),
+              code("", "x + 1"),
+              answer("Now **43**.")]
+    srv = FakeLLM(script, tmp)
+    prefix = os.path.join(tmp, "prefix")
+    subprocess.run([BIN, "kernelspec", "install", "--prefix", prefix, "--",
+                    *SANDBOX_ARGS], check=True, capture_output=True,
+                   timeout=30)
+    saved = dict(os.environ)
+    os.environ.update(srv.env(JUPYTER_PATH=os.path.join(prefix, "share",
+                                                        "jupyter"),
+                              JUPYTER_AGENT_MODEL="openai:model-x"))
+    km = KernelManager(kernel_name="agent")
+    try:
+        km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        cells = []
+        for q in ("What is 6*7?", "And plus one?"):
+            msgs = []
+            reply = kc.execute_interactive(q, timeout=180,
+                                           output_hook=msgs.append)
+            cells.append((reply["content"], msgs))
+        kc.stop_channels()
+    finally:
+        km.shutdown_kernel(now=True)
+        os.environ.clear()
+        os.environ.update(saved)
+        srv.stop()
+    first, msgs = cells[0]
+    errors = [m["content"] for m in msgs if m["msg_type"] == "error"]
+    if errors and "not part of this build" in errors[0]["evalue"]:
+        pytest.skip("agent/ag_kernel_ask.c does not call ag_loop_kernel_ask "
+                    "yet")
+    assert first["status"] == "ok", errors
+    data = [m["content"]["data"] for m in msgs
+            if m["msg_type"] in ("display_data", "execute_result")]
+    assert any("```python" in d.get("text/markdown", "") for d in data)
+    assert any("image/png" in d for d in data)
+    results = [m["content"]["data"] for m in msgs
+               if m["msg_type"] == "execute_result"]
+    assert results == [{"text/markdown": "The answer is **42**.",
+                        "text/plain": "The answer is **42**."}]
+    second, msgs2 = cells[1]
+    assert second["status"] == "ok"
+    assert [m["content"]["data"]["text/markdown"] for m in msgs2
+            if m["msg_type"] == "execute_result"] == ["Now **43**."]
+    assert any(m["content"].get("data", {}).get("text/plain") == "43"
+               for m in msgs2 if m["msg_type"] == "display_data")
