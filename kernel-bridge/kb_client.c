@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #define MAX_FRAMES 1024
@@ -16,6 +17,13 @@
 #define TICK_MS 100
 #define HB_INTERVAL_MS 3000
 #define HB_TIMEOUT_MS 10000
+#define IOPUB_RCVHWM 100000
+/* After draining a burst of at least BURST_MSGS iopub messages, wait
+ * BURST_PAUSE_US before polling again so the next burst is read in one go:
+ * one wake-up per batch instead of one per message. Quiet cells never
+ * pause, so round trips are unaffected. */
+#define BURST_MSGS 8
+#define BURST_PAUSE_US 500
 
 struct kb_client {
     void *zctx;               /* owned zmq context */
@@ -64,8 +72,13 @@ s_socket(kb_client_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
     if (type == ZMQ_DEALER)
         zmq_setsockopt(s, ZMQ_ROUTING_ID, c->session, strlen(c->session));
-    if (type == ZMQ_SUB)
+    if (type == ZMQ_SUB) {
+        /* libzmq's default of 1000 queued messages drops outputs (and the
+         * final idle status) whenever we fall behind a chatty cell. */
+        int hwm = IOPUB_RCVHWM;
+        zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
         zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
+    }
     if (type == ZMQ_REQ) { /* a lost pong must not wedge the socket */
         int on = 1;
         zmq_setsockopt(s, ZMQ_REQ_RELAXED, &on, sizeof on);
@@ -369,55 +382,68 @@ out:
     return reply;
 }
 
+/* True if `id` is one of the `n` request ids in `ids`. */
+static bool
+s_is_ours(char ids[][40], size_t n, const char *id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(ids[i], id) == 0)
+            return true;
+    return false;
+}
+
 kb_msg_t *
 kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
 {
-    int64_t deadline = clock_mono_ms() + timeout_ms;
+    /* A request sent before the kernel bound its sockets is queued, but the
+     * iopub subscription may lag behind the reply; so resend every
+     * READY_RESEND_MS until one reply AND iopub traffic for any of our
+     * requests have arrived. */
+    enum { READY_RESEND_MS = 200, READY_MAX_IDS = 64 };
+    char ids[READY_MAX_IDS][40];
+    size_t nids = 0;
+    int64_t deadline = clock_mono_ms() + timeout_ms, next_send = 0;
     kb_msg_t *reply = NULL;
+    bool iopub_seen = false;
+
     while (clock_mono_ms() < deadline) {
-        kb_msg_t *req = s_new_msg(c, "kernel_info_request", NULL);
-        bool iopub_seen = false;
-        if (s_send(c, KB_SHELL, req, err)) {
+        int64_t now = clock_mono_ms();
+        if (now >= next_send && !(reply && iopub_seen)) {
+            kb_msg_t *req = s_new_msg(c, "kernel_info_request", NULL);
+            int rc = s_send(c, KB_SHELL, req, err);
+            snprintf(ids[nids % READY_MAX_IDS], sizeof ids[0], "%s",
+                     kb_msg_id(req));
+            nids++;
             kb_msg_destroy(&req);
-            return NULL;
+            if (rc)
+                goto fail;
+            next_send = now + READY_RESEND_MS;
         }
-        /* Resend every second: a request sent before the kernel bound its
-         * sockets is queued, but the iopub subscription may lag. */
-        int64_t round_end = clock_mono_ms() + 1000;
-        while (clock_mono_ms() < round_end && clock_mono_ms() < deadline) {
-            unsigned ready =
-                s_poll(c, (1u << KB_SHELL) | (1u << KB_IOPUB), TICK_MS);
-            if (ready & (1u << KB_NCHANNELS)) {
-                kb_msg_destroy(&req);
-                kb_msg_destroy(&reply);
-                err_set(err, ERR_KERNEL, "the kernel exited during start-up");
-                return NULL;
-            }
-            kb_msg_t *m;
-            while ((m = s_recv(c, KB_IOPUB))) {
-                if (strcmp(kb_msg_parent_id(m), kb_msg_id(req)) == 0)
-                    iopub_seen = true;
+        size_t known = nids < READY_MAX_IDS ? nids : READY_MAX_IDS;
+        unsigned ready = s_poll(c, (1u << KB_SHELL) | (1u << KB_IOPUB), 20);
+        if (ready & (1u << KB_NCHANNELS)) {
+            err_set(err, ERR_KERNEL, "the kernel exited during start-up");
+            goto fail;
+        }
+        kb_msg_t *m;
+        while ((m = s_recv(c, KB_IOPUB))) {
+            iopub_seen |= s_is_ours(ids, known, kb_msg_parent_id(m));
+            kb_msg_destroy(&m);
+        }
+        while ((m = s_recv(c, KB_SHELL))) {
+            if (!reply && strcmp(kb_msg_type(m), "kernel_info_reply") == 0 &&
+                s_is_ours(ids, known, kb_msg_parent_id(m)))
+                reply = m;
+            else
                 kb_msg_destroy(&m);
-            }
-            while ((m = s_recv(c, KB_SHELL))) {
-                if (strcmp(kb_msg_type(m), "kernel_info_reply") == 0 &&
-                    strcmp(kb_msg_parent_id(m), kb_msg_id(req)) == 0) {
-                    kb_msg_destroy(&reply);
-                    reply = m;
-                } else {
-                    kb_msg_destroy(&m);
-                }
-            }
-            if (reply && iopub_seen && s_stdin_ready(c)) {
-                kb_msg_destroy(&req);
-                return reply;
-            }
         }
-        kb_msg_destroy(&req);
+        if (reply && iopub_seen && s_stdin_ready(c))
+            return reply;
     }
-    kb_msg_destroy(&reply);
     err_set(err, ERR_TIMEOUT,
             "the kernel did not answer kernel_info within %d ms", timeout_ms);
+fail:
+    kb_msg_destroy(&reply);
     return NULL;
 }
 
@@ -531,13 +557,16 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
         kb_msg_t *m;
         /* Drain iopub before looking at the death signal, so outputs the
          * kernel sent before dying are kept. */
+        int drained = 0;
         while ((m = s_recv(c, KB_IOPUB))) {
+            drained++;
             if (strcmp(kb_msg_parent_id(m), x->msg_id) == 0) {
                 const char *type = kb_msg_type(m);
                 json_t *content = kb_msg_content(m);
-                if (strcmp(type, "status") == 0 &&
-                    json_equal(json_object_get(content, "execution_state"),
-                               json_string("idle")))
+                const char *state = json_string_value(
+                    json_object_get(content, "execution_state"));
+                if (strcmp(type, "status") == 0 && state &&
+                    strcmp(state, "idle") == 0)
                     x->got_idle = true;
                 kb_output_feed(out, type, content);
                 if (hooks && hooks->on_iopub)
@@ -560,6 +589,8 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
             rc = err_set(err, ERR_KERNEL, "the kernel died");
             break;
         }
+        if (drained >= BURST_MSGS && !x->got_idle)
+            nanosleep(&(struct timespec){0, BURST_PAUSE_US * 1000L}, NULL);
     }
     kb_output_set_duration_ms(out, (clock_mono_us() - x->start_us) / 1000);
     return rc;
