@@ -392,6 +392,12 @@ s_read_member(const ag_wheel_src_t *src, const member_t *m, const char *label,
     }
     uint64_t data_off = (uint64_t)m->local_off + LOCAL_MIN + s_le16(hdr + 26) +
                         s_le16(hdr + 28);
+    if (data_off > src->size || m->csize > src->size - data_off ||
+        m->csize > AG_WHEEL_METADATA_MAX + AG_WHEEL_METADATA_MAX / 8) {
+        err_set(err, ERR_VERIFY, "%s: METADATA runs past the end of the file",
+                label);
+        goto out;
+    }
     comp = xmalloc(m->csize ? m->csize : 1);
     if (s_read_exact(src, comp, m->csize, data_off)) {
         err_set(err, ERR_VERIFY, "%s: METADATA runs past the end of the file",
