@@ -314,15 +314,6 @@ def test_a_second_run_replaces_the_injected_cell(injected):
     assert tagged[0].source == "# Parameters\ncount = 8\n"
 
 
-def test_without_a_parameters_cell_the_injected_cell_goes_first(tmp_path):
-    src = write_nb(tmp_path / "np.ipynb", [new_code_cell("print(n * 2)")])
-    proc = run(src, "-p", "n", "21")
-    assert proc.returncode == 0, proc.stderr
-    nb = nbformat.read(str(tmp_path / "np.out.ipynb"), as_version=4)
-    assert nb.cells[0].metadata.tags == ["injected-parameters"]
-    assert nb.cells[1].outputs[0].text == "42\n"
-
-
 def test_an_invalid_parameter_name_is_refused(tmp_path):
     src = write_nb(tmp_path / "n.ipynb", [new_code_cell("1")])
     for bad in ("1x", "a-b", "import", "x;y"):
@@ -340,9 +331,11 @@ def test_first_error_stops_the_run_and_the_notebook_is_written(tmp_path):
         new_code_cell("print('after')", outputs=list(STALE),
                       execution_count=7),
     ])
+    before = read_raw(src)
     proc = run(src)
     assert proc.returncode == 1, proc.stderr
     assert "cell 2 raised KeyError: 'missing'" in proc.stderr
+    assert read_raw(src) == before  # the default output is err.out.ipynb
     nb = assert_written_like_nbformat(tmp_path / "err.out.ipynb")
     assert nb.cells[0].outputs[0].text == "before\n"
     err = nb.cells[1].outputs[-1]
@@ -414,22 +407,14 @@ def test_ctrl_c_interrupts_writes_what_ran_and_exits_130(tmp_path):
 
 # --- where the result goes ----------------------------------------------------
 
-def test_default_output_name_and_input_left_alone(tmp_path):
-    src = write_nb(tmp_path / "x.ipynb", [new_code_cell("print(1)")])
-    before = read_raw(src)
-    proc = run(src, "--timeout", "30")
-    assert proc.returncode == 0, proc.stderr
-    assert read_raw(src) == before
-    nb = assert_written_like_nbformat(tmp_path / "x.out.ipynb")
-    assert nb.cells[0].outputs[0].text == "1\n"
-
-
 def test_inplace_rewrites_the_input(tmp_path):
-    src = write_nb(tmp_path / "y.ipynb", [new_code_cell("print(2)")])
-    proc = run(src, "--inplace")
+    # Also: with no cell tagged parameters, the injected cell goes first.
+    src = write_nb(tmp_path / "y.ipynb", [new_code_cell("print(n * 2)")])
+    proc = run(src, "--inplace", "-p", "n", "21")
     assert proc.returncode == 0, proc.stderr
     nb = assert_written_like_nbformat(src)
-    assert nb.cells[0].outputs[0].text == "2\n"
+    assert nb.cells[0].metadata.tags == ["injected-parameters"]
+    assert nb.cells[1].outputs[0].text == "42\n"
     assert not os.path.exists(tmp_path / "y.out.ipynb")
 
 
