@@ -3,6 +3,7 @@
  */
 #include "kernel-bridge/kb_conn.h"
 
+#include "common/fileio.h"
 #include "common/xalloc.h"
 
 #include <arpa/inet.h>
@@ -261,27 +262,12 @@ out:
     return rc;
 }
 
-static int
-s_write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 int
 kb_conn_save(const kb_conn_t *c, const char *path, err_t *err)
 {
     json_t *root = NULL;
-    char *text = NULL, *tmp = NULL;
-    int fd = -1, rc = -1;
+    char *text = NULL;
+    int rc = -1;
 
     if (s_validate(c, path, err))
         return -1;
@@ -299,48 +285,21 @@ kb_conn_save(const kb_conn_t *c, const char *path, err_t *err)
         err_set(err, ERR_USAGE, "%s: a field is not valid UTF-8", path);
         goto out;
     }
-    text = json_dumps(root, JSON_INDENT(1));
+    char *body = json_dumps(root, JSON_INDENT(1));
+    text = body ? xasprintf("%s\n", body) : NULL;
+    if (body) {
+        sodium_memzero(body, strlen(body));
+        free(body);
+    }
     if (!text) {
         err_set(err, ERR_IO, "%s: cannot encode connection info", path);
         goto out;
     }
-    tmp = xasprintf("%s.XXXXXX", path);
-    fd = mkostemp(tmp, O_CLOEXEC); /* created 0600 */
-    if (fd < 0) {
-        err_set(err, ERR_IO, "%s: cannot create a temporary file: %s", path,
-                strerror(errno));
-        free(tmp);
-        tmp = NULL;
+    /* The file holds the key: 0600 whatever the umask. */
+    if (file_write_atomic(path, text, strlen(text), 0600, err))
         goto out;
-    }
-    if (fchmod(fd, 0600) || s_write_all(fd, text, strlen(text)) ||
-        s_write_all(fd, "\n", 1) || fsync(fd)) {
-        err_set(err, ERR_IO, "%s: cannot write connection file: %s", path,
-                strerror(errno));
-        goto out;
-    }
-    if (close(fd)) {
-        fd = -1;
-        err_set(err, ERR_IO, "%s: cannot write connection file: %s", path,
-                strerror(errno));
-        goto out;
-    }
-    fd = -1;
-    if (rename(tmp, path)) {
-        err_set(err, ERR_IO, "%s: cannot rename the temporary file: %s", path,
-                strerror(errno));
-        goto out;
-    }
-    free(tmp);
-    tmp = NULL;
     rc = 0;
 out:
-    if (fd >= 0)
-        close(fd);
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
-    }
     if (text) {
         sodium_memzero(text, strlen(text));
         free(text);

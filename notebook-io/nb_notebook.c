@@ -1,6 +1,7 @@
 #include "notebook-io/nb_notebook.h"
 
 #include "common/buf.h"
+#include "common/fileio.h"
 #include "common/xalloc.h"
 #include "notebook-io/nb_json.h"
 
@@ -633,67 +634,13 @@ s_new_file_mode(void)
 int
 nb_notebook_write_file(const nb_notebook_t *nb, const char *path, err_t *err)
 {
-    char *text = NULL, *tmp = NULL;
-    const char *slash = strrchr(path, '/');
-    size_t len, off = 0;
     struct stat st;
-    int fd = -1, rc = -1;
-    mode_t mode;
-
-    mode = stat(path, &st) == 0 ? (st.st_mode & 07777) : s_new_file_mode();
-    if (slash)
-        tmp = xasprintf("%.*s/.%s.tmp-XXXXXX", (int)(slash - path), path,
-                        slash + 1);
-    else
-        tmp = xasprintf(".%s.tmp-XXXXXX", path);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        err_set(err, ERR_IO,
-                "%s: cannot create a temporary file next to it: %s", path,
-                strerror(errno));
-        free(tmp);
-        tmp = NULL;
-        goto out;
-    }
-    text = nb_notebook_write_mem(nb, &len);
-    while (off < len) {
-        ssize_t n = write(fd, text + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            err_set(err, ERR_IO, "%s: cannot write notebook: %s", path,
-                    strerror(n < 0 ? errno : ENOSPC));
-            goto out;
-        }
-        off += (size_t)n;
-    }
-    if (fchmod(fd, mode) || fsync(fd)) {
-        err_set(err, ERR_IO, "%s: cannot write notebook: %s", path,
-                strerror(errno));
-        goto out;
-    }
-    if (close(fd)) {
-        fd = -1;
-        err_set(err, ERR_IO, "%s: cannot write notebook: %s", path,
-                strerror(errno));
-        goto out;
-    }
-    fd = -1;
-    if (rename(tmp, path)) {
-        err_set(err, ERR_IO, "%s: cannot replace notebook: %s", path,
-                strerror(errno));
-        goto out;
-    }
-    free(tmp);
-    tmp = NULL;
-    rc = 0;
-out:
-    if (fd >= 0)
-        close(fd);
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
-    }
+    /* Keep an existing file's mode; a new one gets 0666 less the umask. */
+    mode_t mode =
+        stat(path, &st) == 0 ? (st.st_mode & 07777) : s_new_file_mode();
+    size_t len;
+    char *text = nb_notebook_write_mem(nb, &len);
+    int rc = file_write_atomic(path, text, len, mode, err);
     free(text);
     return rc;
 }

@@ -3,6 +3,7 @@
  */
 #include "sandbox/sb_key.h"
 
+#include "common/fileio.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -139,21 +140,6 @@ sb_pubkey_format(const sb_pubkey_t *key)
 }
 
 /* Write all of buf to fd; 0 or -1 with errno. */
-static int
-s_write_all(int fd, const char *buf, size_t len)
-{
-    while (len) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* Create `path` exclusively with `mode` (umask does not apply) and write. */
 static int
 s_create_file(const char *path, mode_t mode, const char *data, size_t len,
@@ -171,7 +157,7 @@ s_create_file(const char *path, mode_t mode, const char *data, size_t len,
                        strerror(errno));
     }
     int rc = 0;
-    if (fchmod(fd, mode) != 0 || s_write_all(fd, data, len) != 0 ||
+    if (fchmod(fd, mode) != 0 || file_write_all(fd, data, len) != 0 ||
         fsync(fd) != 0)
         rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
     if (close(fd) != 0 && rc == 0)

@@ -5,6 +5,7 @@
 #include "sandbox/sb_manifest.h"
 
 #include "common/buf.h"
+#include "common/fileio.h"
 #include "common/xalloc.h"
 
 #include <dirent.h>
@@ -623,44 +624,15 @@ out:
     return rc;
 }
 
-static int
-s_write_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* Write name under dirfd atomically: a temporary file, then rename. */
+/* Write name under dirfd atomically (see common/fileio.h). */
 static int
 s_replace_at(int dirfd, const char *dir, const char *name, const char *data,
              size_t len, err_t *err)
 {
-    char tmp[128];
-    snprintf(tmp, sizeof tmp, ".%s.tmp.%ld", name, (long)getpid());
-    unlinkat(dirfd, tmp, 0);
-    int fd = openat(dirfd, tmp,
-                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return err_set(err, ERR_IO, "cannot create %s/%s: %s", dir, tmp,
-                       strerror(errno));
-    int bad = s_write_all(fd, data, len) != 0 || fsync(fd) != 0;
-    bad |= close(fd) != 0;
-    if (bad || renameat(dirfd, tmp, dirfd, name) != 0) {
-        int e = errno;
-        unlinkat(dirfd, tmp, 0);
-        return err_set(err, ERR_IO, "cannot write %s/%s: %s", dir, name,
-                       strerror(e));
-    }
-    return 0;
+    char *what = xasprintf("%s/%s", dir, name);
+    int rc = file_write_atomic_at(dirfd, name, data, len, 0644, what, err);
+    free(what);
+    return rc;
 }
 
 /* --- sign --------------------------------------------------------------- */
@@ -1337,7 +1309,7 @@ sb_manifest_entry_copy(const sb_manifest_entry_t *entry, int dst_dirfd,
         }
         if (n == 0)
             break;
-        if (s_write_all(out, chunk, (size_t)n) != 0) {
+        if (file_write_all(out, chunk, (size_t)n) != 0) {
             err_set(err, ERR_IO, "cannot write copy of %s: %s", entry->filename,
                     strerror(errno));
             goto out;
