@@ -83,7 +83,7 @@ deps:
 	@sh tools/install-deps
 
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -s all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/run
 
 # The C suites only (used by make asan, where the Python peers are not needed).
@@ -91,7 +91,7 @@ test-c: all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SUITES="unit fuzz integration security" sh tests/run
 
 demo: deps
-	@$(MAKE) --no-print-directory $(BIN)
+	@$(MAKE) --no-print-directory -s $(BIN)
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh examples/demo.sh
 
 asan: deps
