@@ -150,6 +150,7 @@ ag_tool_result_release(ag_tool_result_t *r)
     }
     free(r->images);
     free(r->cell_source);
+    free(r->status);
     json_decref(r->cell_outputs);
     json_decref(r->cell_meta);
     ag_tool_result_init(r);
@@ -384,7 +385,8 @@ ag_tools_result_from_exec(ag_tool_result_t *res, const ag_tool_env_t *env,
         buf_printf(&b, "%s[%s]\n",
                    b.len && b.data[b.len - 1] != '\n' ? "\n" : "", msg);
         status = "failed";
-        free(msg);
+        free(res->status);
+        res->status = msg;
     } else if (kb_output_truncated(out)) {
         buf_puts(&b, "[the output was cut by the output cap]\n");
     }

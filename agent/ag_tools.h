@@ -87,6 +87,8 @@ typedef struct ag_tool_result {
     char end_iso[32];      /* when it ended ("" = unknown) */
     long long duration_ms; /* time spent running, 0 when nothing ran */
     bool kernel_restarted; /* the kernel died and a fresh one was started */
+    char *status; /* owned one-line note when the execution did not finish
+                     normally (timed out, interrupted, died), else NULL */
 } ag_tool_result_t;
 
 /* Zero a result (execution_count -1). */

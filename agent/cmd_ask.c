@@ -173,7 +173,7 @@ s_on_tool_start(const char *name, const char *code, void *arg)
     ui->after_tool = true;
     printf("%s── %s [%d] ──────────────────────────────────────────%s\n",
            s_c(ui, "\033[1;36m"), name, ui->cells, s_c(ui, "\033[0m"));
-    const char *p = code;
+    const char *p = strcmp(code, "{}") == 0 ? "" : code;
     while (*p) {
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
@@ -257,11 +257,9 @@ s_on_tool_end(const char *name, const ag_tool_result_t *res, void *arg)
     if (res->duration_ms >= 2000)
         printf("%s(%.1f s)%s\n", s_c(ui, "\033[2m"), res->duration_ms / 1000.0,
                s_c(ui, "\033[0m"));
-    /* The status line (timeout, death) is the result text's last line. */
-    const char *last = res->text ? strrchr(res->text, '[') : NULL;
-    if (res->is_error && res->cell_source && last &&
-        (strstr(last, "timed out") || strstr(last, "died")))
-        printf("%s%s%s", s_c(ui, "\033[33m"), last, s_c(ui, "\033[0m"));
+    if (res->status)
+        printf("%s[%s]%s\n", s_c(ui, "\033[33m"), res->status,
+               s_c(ui, "\033[0m"));
     fflush(stdout);
     ui->at_bol = true;
 }
