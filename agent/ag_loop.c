@@ -1,5 +1,6 @@
 #include "agent/ag_loop.h"
 
+#include "agent/ag_packages.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -357,12 +358,17 @@ s_build_system(ag_loop_t *l, ag_session_t *s)
             buf_puts(&b, ".\n");
         }
         json_decref(files);
-        buf_puts(&b,
-                 "- There is no network access: nothing can be downloaded or "
-                 "installed with pip.\n"
-                 "- Save every file you make for the user (charts, tables, "
-                 "reports) in /mnt/data/out/ (it exists); those files are "
-                 "handed to the user when the session ends.\n");
+        if (ag_session_packages_dir(s))
+            buf_puts(&b, "- There is no network access, and pip cannot reach "
+                         "PyPI: the install_packages tool installs extra "
+                         "packages from the operator's signed manifest "
+                         "(only those).\n");
+        else
+            buf_puts(&b, "- There is no network access: nothing can be "
+                         "downloaded or installed with pip.\n");
+        buf_puts(&b, "- Save every file you make for the user (charts, tables, "
+                     "reports) in /mnt/data/out/ (it exists); those files are "
+                     "handed to the user when the session ends.\n");
     } else {
         const char *cwd = json_string_value(json_object_get(env, "cwd"));
         buf_printf(&b,
@@ -402,6 +408,13 @@ static void
 s_prepare(ag_loop_t *l)
 {
     ag_session_t *s = s_session(l);
+    if (s && ag_session_packages_dir(s)) {
+        /* Offered only where it can work: the session has a manifest. */
+        static const ag_tool_def_t install = {
+            "install_packages", AG_PACKAGES_TOOL_DESCRIPTION,
+            AG_PACKAGES_TOOL_PARAMETERS, ag_packages_tool_fn, NULL};
+        ag_tools_add(l->tools, &install, NULL);
+    }
     if (s) {
         kb_kernel_t *k = ag_session_kernel(s);
         l->environment = s_probe(l, s, ag_session_sandbox(s) != NULL);

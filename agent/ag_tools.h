@@ -9,6 +9,8 @@
  *   python      {code: string}  run code in the session's kernel; state
  *                               persists between calls
  *   list_files  {}              the files in /mnt/data with their sizes
+ * and, added by ag_loop when the session has --packages DIR:
+ *   install_packages {names: [string]}  signed wheels (agent/ag_packages.h)
  *
  * What the model gets back from `python` (ag_tools_result_from_exec):
  *   - stream text, execute_result / display_data as text/plain (a

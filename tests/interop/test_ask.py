@@ -361,3 +361,64 @@ def test_agent_kernel_cells_run_the_same_loop(tmp):
             if m["msg_type"] == "execute_result"] == ["Now **43**."]
     assert any(m["content"].get("data", {}).get("text/plain") == "43"
                for m in msgs2 if m["msg_type"] == "display_data")
+
+
+MKWHEEL = r'''
+import base64, hashlib, os, sys, zipfile
+out, dist, ver = sys.argv[1:4]
+def b64(d):
+    return base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+di = f"{dist}-{ver}.dist-info"
+files = {
+    f"{dist}/__init__.py": b"def hello():\n    return 'hello from a signed wheel'\n",
+    f"{di}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {ver}\n".encode(),
+    f"{di}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+rec = [f"{k},sha256={b64(v)},{len(v)}" for k, v in files.items()] + [f"{di}/RECORD,,"]
+files[f"{di}/RECORD"] = ("\n".join(rec) + "\n").encode()
+with zipfile.ZipFile(os.path.join(out, f"{dist}-{ver}-py3-none-any.whl"), "w") as z:
+    for k, v in files.items():
+        z.writestr(zipfile.ZipInfo(k, (2020, 1, 1, 0, 0, 0)), v)
+'''
+
+
+def test_ask_offers_install_packages_only_with_a_signed_manifest(tmp):
+    """With --packages DIR the model gets install_packages and can import
+    what it installed; without it the tool is not offered at all."""
+    wheels = os.path.join(tmp, "wheels")
+    os.makedirs(wheels)
+    subprocess.run([PYTHON, "-c", MKWHEEL, wheels, "greetpkg", "1.0"],
+                   check=True)
+    key = os.path.join(tmp, "ops.key")
+    subprocess.run([BIN, "manifest", "keygen", "-o", key], check=True,
+                   capture_output=True)
+    subprocess.run([BIN, "manifest", "sign", "--key", key, wheels],
+                   check=True, capture_output=True)
+    srv = FakeLLM([
+        {"reply": {"text": "", "tool_calls": [
+            {"name": "install_packages", "arguments": {"names": ["greetpkg"]}}]}},
+        code("", "import greetpkg\nprint(greetpkg.hello())"),
+        answer("Installed and imported."),
+        answer("Nothing to install here.")], tmp)
+    out = os.path.join(tmp, "pk.ipynb")
+    home = os.path.join(tmp, "home")
+    os.makedirs(home)
+    env = srv.env(HOME=home, JUPYTER_AGENT_TRUSTED_KEYS=os.path.join(tmp, "none"))
+    try:
+        r = ask(["--model", "openai:model-x", "--packages", wheels, "--trust",
+                 key + ".pub", "-o", out, "Install greetpkg and use it"], env)
+        r2 = ask(["--model", "openai:model-x", "-o",
+                  os.path.join(tmp, "plain.ipynb"), "Anything?"], env)
+        reqs = srv.requests()
+    finally:
+        srv.stop()
+    assert r.returncode == 0, r.stderr
+    names = [t["function"]["name"] for t in reqs[0]["body"]["tools"]]
+    assert names == ["python", "list_files", "install_packages"]
+    assert "install_packages tool" in reqs[0]["body"]["messages"][0]["content"]
+    tool_msgs = [m for m in reqs[1]["body"]["messages"] if m["role"] == "tool"]
+    assert "installed greetpkg 1.0" in tool_msgs[-1]["content"]
+    assert "hello from a signed wheel" in r.stdout
+    assert r2.returncode == 0, r2.stderr
+    names = [t["function"]["name"] for t in reqs[3]["body"]["tools"]]
+    assert names == ["python", "list_files"]
