@@ -596,6 +596,9 @@ ag_cmd_ask(int argc, char **argv)
     }
     if (optind + 1 == nargs && strcmp(args[optind], "-") == 0) {
         question = s_read_stdin();
+        size_t n = strlen(question);
+        while (n && strchr(" \t\r\n", question[n - 1]))
+            question[--n] = '\0';
     } else {
         buf_t q;
         buf_init(&q, 0);
