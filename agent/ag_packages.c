@@ -500,8 +500,11 @@ ag_packages_install(ag_session_t *s, const char *dir, const sb_trust_t *trust,
     if (report_out)
         *report_out = NULL;
 
-    sb_sandbox_t *box = ag_session_sandbox(s);
-    if (!box) {
+    /* Any sandbox launcher (cold, warm, or a serve pool's): its run dir is
+     * bind-mounted at the same path inside the box. */
+    kb_kernel_t *kernel = ag_session_kernel(s);
+    kb_launcher_t *launcher = kb_kernel_launcher(kernel);
+    if (!launcher || strcmp(kb_kernel_launcher_name(kernel), "sandbox") != 0) {
         err_set(err, ERR_USAGE,
                 "packages install only into a sandboxed kernel (not with "
                 "--no-sandbox or --existing)");
@@ -515,12 +518,13 @@ ag_packages_install(ag_session_t *s, const char *dir, const sb_trust_t *trust,
     if (!m)
         goto out;
     r.m = m;
-    r.kernel = ag_session_kernel(s);
+    r.kernel = kernel;
     if (s_resolve(&r, requirements, n, err))
         goto out;
 
     /* Copy the verified bytes of every wheel of the chosen releases. */
-    copy_dir = xasprintf("%s/wheels-XXXXXX", sb_sandbox_run_dir(box));
+    copy_dir =
+        xasprintf("%s/wheels-XXXXXX", launcher->ops->run_dir(launcher->self));
     if (!mkdtemp(copy_dir)) {
         err_set(err, ERR_IO, "creating %s: %s", copy_dir, strerror(errno));
         free(copy_dir);
