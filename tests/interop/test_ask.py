@@ -422,3 +422,29 @@ def test_ask_offers_install_packages_only_with_a_signed_manifest(tmp):
     assert r2.returncode == 0, r2.stderr
     names = [t["function"]["name"] for t in reqs[3]["body"]["tools"]]
     assert names == ["python", "list_files"]
+
+
+def test_ask_record_then_replay_gives_the_same_session(tmp):
+    """--record writes the model's turns; --model replay:FILE plays them
+    back offline, running the same code to the same notebook cells."""
+    srv = FakeLLM([code("Squaring.", "print(sum(i * i for i in range(10)))"),
+                   answer("The sum of squares is **285**.")], tmp)
+    rec = os.path.join(tmp, "session.jsonl")
+    live = os.path.join(tmp, "live.ipynb")
+    try:
+        r = ask(["--model", "anthropic:model-x", "--record", rec, "-o", live,
+                 "Sum of squares below 10?"], srv.env())
+    finally:
+        srv.stop()
+    assert r.returncode == 0, r.stderr
+    assert OKEY not in open(rec).read() and AKEY not in open(rec).read()
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    again = os.path.join(tmp, "again.ipynb")
+    r2 = ask(["--model", "replay:" + rec, "-o", again,
+              "Sum of squares below 10?"], env)
+    assert r2.returncode == 0, r2.stderr
+    a, b = read_nb(live), read_nb(again)
+    assert [c.source for c in a.cells] == [c.source for c in b.cells]
+    assert b.cells[2].outputs[0]["text"] == "285\n"
+    assert b.metadata.jupyter_agent["provider"] == "replay"
+    assert b.metadata.jupyter_agent["model"] == "anthropic:model-x"
