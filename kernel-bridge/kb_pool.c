@@ -20,6 +20,7 @@ struct kb_pool {
     sb_policy_t policy;    /* owned copy */
     json_t *policy_json;   /* owned: what kb_pool_matches compares */
     char *preload;         /* owned, or NULL */
+    kb_factory_t *factory; /* borrowed, or NULL */
     unsigned size;         /* target of ready + starting */
     unsigned max_starting; /* warm-ups at once */
     kb_warm_t **warm;      /* owned array: starting and ready kernels */
@@ -42,6 +43,7 @@ kb_pool_new(const kb_pool_opts_t *o, err_t *err)
         sb_policy_init_default(&p->policy);
     p->policy_json = sb_policy_to_json(&p->policy);
     p->preload = o && o->preload && *o->preload ? xstrdup(o->preload) : NULL;
+    p->factory = o ? o->factory : NULL;
     p->size = o && o->size ? o->size : 2;
     p->max_starting = o && o->max_starting ? o->max_starting : 2;
     return p;
@@ -117,7 +119,8 @@ s_refill(kb_pool_t *p)
                              .policy = &p->policy,
                              .preload = p->preload};
         err_t err;
-        kb_warm_t *w = kb_warm_start(&wo, &err);
+        kb_warm_t *w = p->factory ? kb_warm_fork(p->factory, &wo, &err)
+                                  : kb_warm_start(&wo, &err);
         p->st.started++;
         if (!w) {
             s_note_failure(p, err.text);

@@ -16,6 +16,7 @@
 #define KERNEL_BRIDGE_KB_POOL_H
 
 #include "common/err.h"
+#include "kernel-bridge/kb_factory.h"
 #include "kernel-bridge/kb_launcher.h"
 #include "sandbox/sb_policy.h"
 
@@ -30,6 +31,9 @@ typedef struct kb_pool_opts {
     unsigned size;             /* kernels kept ready; 0 = 2 */
     unsigned max_starting;     /* warm-ups at once; 0 = 2 */
     const char *preload;       /* run at warm-up, or NULL (copied) */
+    kb_factory_t *factory;     /* borrowed: fork kernels from it (shared
+                                  pages; preload is then the factory's), or
+                                  NULL: a fresh interpreter per kernel */
 } kb_pool_opts_t;
 
 typedef struct kb_pool_stats {

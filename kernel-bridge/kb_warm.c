@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_conn.h"
+#include "kernel-bridge/kb_factory.h"
 #include "kernel-bridge/kb_kernelspec.h"
 
 #include <errno.h>
@@ -16,6 +17,8 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -43,6 +46,9 @@ static const char s_entry[] =
     "        from tornado import ioloop\n"
     "        app = IPKernelApp.instance()\n"
     "        app.initialize(['-f', conn])\n"
+    "        mi = sys.modules.get('matplotlib_inline.backend_inline')\n"
+    "        if mi:  # imported before the shell existed (a factory)\n"
+    "            mi._enable_matplotlib_integration()\n"
     "        if preload:\n"
     "            exec(compile(preload, '<preload>', 'exec'),\n"
     "                 {'__name__': '__ja_preload__'})\n"
@@ -115,8 +121,17 @@ struct kb_warm {
     int ctl;               /* owned host end of the control socket, or -1 */
     int out_fd;            /* owned memfd: the kernel's own stdout/stderr */
     bool handed_over;      /* launcher: the first spawn() happened */
+    kb_factory_t *factory; /* borrowed; set while the kernel is a forked one */
+    pid_t kpid;            /* forked kernel's host pid, or -1 */
+    int kpidfd;            /* owned pidfd of the forked kernel, or -1 */
     char error[512];       /* why it failed */
 };
+
+const char *
+kb_warm_entry_source(void)
+{
+    return s_entry;
+}
 
 bool
 kb_warm_argv_is_ipykernel(char *const argv[])
@@ -179,15 +194,16 @@ s_fail(kb_warm_t *w, const char *why)
     snprintf(w->error, sizeof w->error, "%s", why);
 }
 
-kb_warm_t *
-kb_warm_start(const kb_warm_opts_t *o, err_t *err)
+static kb_warm_t *
+s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
 {
     kb_kernelspec_t spec = {0};
     kb_conn_t conn;
     char **env = NULL;
     int sv[2] = {-1, -1};
     kb_warm_t *w = xcalloc(1, sizeof *w);
-    w->ctl = w->out_fd = -1;
+    w->ctl = w->out_fd = w->kpidfd = -1;
+    w->kpid = -1;
     w->state = KB_WARM_STARTING;
     kb_conn_init(&conn);
     const char *name = o && o->kernel_name ? o->kernel_name : "python3";
@@ -236,9 +252,31 @@ kb_warm_start(const kb_warm_opts_t *o, err_t *err)
     char *entry = xstrdup(s_entry), *dash_c = xstrdup("-c");
     char *const argv[] = {spec.argv[0], dash_c,  entry,
                           w->conn_path, preload, NULL};
-    sb_sandbox_set_stdin(w->box, sv[1]);
-    int spawned =
-        sb_sandbox_spawn(w->box, argv, env, w->out_fd, w->out_fd, err);
+    int spawned;
+    if (factory) {
+        /* The box runs a holder; the kernel is forked into it. */
+        char sleep_bin[] = "/usr/bin/sleep", inf[] = "infinity";
+        char *holder[] = {sleep_bin, inf, NULL};
+        char **henv =
+            sb_policy_build_env(sb_sandbox_policy(w->box), NULL, NULL);
+        spawned = sb_sandbox_spawn(w->box, holder, henv, -1, -1, err);
+        sb_policy_env_free(henv);
+        if (!spawned)
+            spawned = kb_factory_fork(factory, w->box, sv[1], w->out_fd,
+                                      w->conn_path, env, &w->kpid, err);
+        if (!spawned) {
+            w->factory = factory;
+            w->kpidfd = (int)syscall(SYS_pidfd_open, w->kpid, 0);
+            if (w->kpidfd < 0)
+                spawned =
+                    err_set(err, ERR_SANDBOX, "forked kernel gone at once: %s",
+                            strerror(errno));
+        }
+    } else {
+        sb_sandbox_set_stdin(w->box, sv[1]);
+        spawned =
+            sb_sandbox_spawn(w->box, argv, env, w->out_fd, w->out_fd, err);
+    }
     free(preload);
     free(entry);
     free(dash_c);
@@ -263,6 +301,18 @@ fail:
     return NULL;
 }
 
+kb_warm_t *
+kb_warm_start(const kb_warm_opts_t *o, err_t *err)
+{
+    return s_start(NULL, o, err);
+}
+
+kb_warm_t *
+kb_warm_fork(kb_factory_t *f, const kb_warm_opts_t *o, err_t *err)
+{
+    return s_start(f, o, err);
+}
+
 void
 kb_warm_destroy(kb_warm_t **pw)
 {
@@ -271,6 +321,10 @@ kb_warm_destroy(kb_warm_t **pw)
     kb_warm_t *w = *pw;
     if (w->ctl >= 0)
         close(w->ctl);
+    if (w->kpidfd >= 0) {
+        syscall(SYS_pidfd_send_signal, w->kpidfd, SIGKILL, NULL, 0);
+        close(w->kpidfd);
+    }
     sb_sandbox_destroy(&w->box);
     if (w->out_fd >= 0)
         close(w->out_fd);
@@ -318,12 +372,39 @@ s_read_msg(kb_warm_t *w)
     return m;
 }
 
+/* How a forked kernel ended, from the factory's report (waits up to
+ * timeout_ms for it). */
+static void
+s_forked_exit(kb_warm_t *w, int timeout_ms, char *how, size_t len)
+{
+    int st = 0;
+    int64_t end = clock_mono_ms() + timeout_ms;
+    while (!kb_factory_exit_status(w->factory, w->kpid, &st) &&
+           clock_mono_ms() < end)
+        usleep(5000);
+    if (!kb_factory_exit_status(w->factory, w->kpid, &st)) {
+        snprintf(how, len, "ended");
+        return;
+    }
+    sb_exit_t e = {0};
+    if (WIFEXITED(st)) {
+        e.kind = SB_EXITED;
+        e.code = WEXITSTATUS(st);
+    } else {
+        e.kind = SB_SIGNALED;
+        e.signal = WTERMSIG(st);
+    }
+    sb_exit_describe(&e, sb_sandbox_policy(w->box), how, len);
+}
+
 static void
 s_note_death(kb_warm_t *w)
 {
     sb_exit_t e;
     char how[128] = "ended", tail[400];
-    if (sb_sandbox_wait(w->box, 0, &e) == 0)
+    if (w->factory)
+        s_forked_exit(w, 1000, how, sizeof how);
+    else if (sb_sandbox_wait(w->box, 0, &e) == 0)
         sb_exit_describe(&e, sb_sandbox_policy(w->box), how, sizeof how);
     s_out_tail(w, tail, sizeof tail);
     char *msg =
@@ -337,15 +418,14 @@ kb_warm_poll(kb_warm_t *w, int timeout_ms)
 {
     if (w->state != KB_WARM_STARTING) {
         if (w->state == KB_WARM_READY) { /* still alive? */
-            struct pollfd pf = {.fd = sb_sandbox_pidfd(w->box),
-                                .events = POLLIN};
+            struct pollfd pf = {.fd = kb_warm_pidfd(w), .events = POLLIN};
             if (poll(&pf, 1, 0) > 0)
                 s_note_death(w);
         }
         return w->state;
     }
     struct pollfd pf[2] = {{.fd = w->ctl, .events = POLLIN},
-                           {.fd = sb_sandbox_pidfd(w->box), .events = POLLIN}};
+                           {.fd = kb_warm_pidfd(w), .events = POLLIN}};
     int64_t deadline = clock_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
         int left = (int)(deadline - clock_mono_ms());
@@ -395,7 +475,7 @@ kb_warm_ctl_fd(const kb_warm_t *w)
 int
 kb_warm_pidfd(const kb_warm_t *w)
 {
-    return sb_sandbox_pidfd(w->box);
+    return w->factory ? w->kpidfd : sb_sandbox_pidfd(w->box);
 }
 
 sb_sandbox_t *
@@ -414,6 +494,12 @@ pid_t
 kb_warm_pid(const kb_warm_t *w)
 {
     return sb_sandbox_pid(w->box);
+}
+
+pid_t
+kb_warm_kernel_pid(const kb_warm_t *w)
+{
+    return w->factory ? w->kpid : -1;
 }
 
 /* ---- the launcher ---- */
@@ -498,6 +584,17 @@ s_spawn(void *self, char *const argv[], char *const envp[], int out_fd,
         w->handed_over = true;
         return s_handover(w, argv, envp, err);
     }
+    if (w->factory) {
+        /* A restart of a forked kernel: the holder box goes, a cold kernel
+         * starts in its place (sb_sandbox carries /mnt/data over). */
+        syscall(SYS_pidfd_send_signal, w->kpidfd, SIGKILL, NULL, 0);
+        close(w->kpidfd);
+        w->kpidfd = -1;
+        w->kpid = -1;
+        w->factory = NULL;
+        sb_sandbox_kill(w->box);
+        sb_sandbox_wait(w->box, 5000, NULL);
+    }
     /* A restart: a cold kernel in the same box. */
     return sb_sandbox_spawn(w->box, argv, envp, out_fd, out_fd, err);
 }
@@ -505,14 +602,15 @@ s_spawn(void *self, char *const argv[], char *const envp[], int out_fd,
 static int
 s_pidfd(void *self)
 {
-    kb_warm_t *w = self;
-    return sb_sandbox_pidfd(w->box);
+    return kb_warm_pidfd(self);
 }
 
 static int
 s_signal(void *self, int sig)
 {
     kb_warm_t *w = self;
+    if (w->factory) /* straight to the kernel: the box's program is a holder */
+        return (int)syscall(SYS_pidfd_send_signal, w->kpidfd, sig, NULL, 0);
     return sb_sandbox_signal(w->box, sig);
 }
 
@@ -520,6 +618,8 @@ static int
 s_kill(void *self)
 {
     kb_warm_t *w = self;
+    if (w->factory)
+        syscall(SYS_pidfd_send_signal, w->kpidfd, SIGKILL, NULL, 0);
     return sb_sandbox_kill(w->box);
 }
 
@@ -527,6 +627,16 @@ static int
 s_reap(void *self, int timeout_ms, char *why, size_t why_len)
 {
     kb_warm_t *w = self;
+    if (w->factory) {
+        struct pollfd pf = {.fd = w->kpidfd, .events = POLLIN};
+        int pr;
+        while ((pr = poll(&pf, 1, timeout_ms)) < 0 && errno == EINTR)
+            ;
+        if (pr == 0)
+            return 0;
+        s_forked_exit(w, 1000, why, why_len);
+        return 1;
+    }
     sb_exit_t e;
     int rc = sb_sandbox_wait(w->box, timeout_ms, &e);
     if (rc == 1)
@@ -599,6 +709,12 @@ sb_sandbox_t *
 kb_launcher_warm_box(kb_launcher_t *l)
 {
     return l && l->ops == &s_ops ? ((kb_warm_t *)l->self)->box : NULL;
+}
+
+pid_t
+kb_launcher_warm_kernel_pid(kb_launcher_t *l)
+{
+    return l && l->ops == &s_ops ? kb_warm_kernel_pid(l->self) : -1;
 }
 
 bool

@@ -35,6 +35,7 @@
 #define KERNEL_BRIDGE_KB_WARM_H
 
 #include "common/err.h"
+#include "kernel-bridge/kb_factory.h"
 #include "kernel-bridge/kb_launcher.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
@@ -59,6 +60,14 @@ typedef enum kb_warm_state {
 /* Create the sandbox and start warming. Returns quickly (the box is set
  * up, the imports run in the background) or NULL with err set. */
 kb_warm_t *kb_warm_start(const kb_warm_opts_t *o, err_t *err);
+/* The same, but the kernel is forked from `factory` (kb_factory.h;
+ * borrowed, must outlive the result) into a fresh box whose own program
+ * is only a holder: shared pages, same sandbox. The launcher then signals
+ * and watches the kernel process itself; a restart replaces the holder by
+ * a cold kernel in the same box. o->preload is ignored (the factory has
+ * its own). */
+kb_warm_t *kb_warm_fork(kb_factory_t *factory, const kb_warm_opts_t *o,
+                        err_t *err);
 /* Kill the box and free everything. Accepts NULL; sets *w to NULL. */
 void kb_warm_destroy(kb_warm_t **w);
 
@@ -77,6 +86,8 @@ sb_sandbox_t *kb_warm_box(kb_warm_t *w);
 const char *kb_warm_kernel_name(const kb_warm_t *w);
 /* Host pid of the box's init. */
 pid_t kb_warm_pid(const kb_warm_t *w);
+/* Host pid of a forked kernel (kb_warm_fork), else -1. */
+pid_t kb_warm_kernel_pid(const kb_warm_t *w);
 
 /* Turn a READY warm kernel into a launcher for kb_kernel_start() (it takes
  * ownership: *w becomes NULL). NULL with ERR_KERNEL if it is not ready. */
@@ -84,8 +95,14 @@ kb_launcher_t *kb_warm_launcher(kb_warm_t **w, err_t *err);
 /* The sandbox behind a launcher made by kb_warm_launcher (borrowed), or
  * NULL for any other launcher. */
 sb_sandbox_t *kb_launcher_warm_box(kb_launcher_t *l);
+/* Host pid of the forked kernel behind such a launcher, else -1. */
+pid_t kb_launcher_warm_kernel_pid(kb_launcher_t *l);
 /* True once the launcher's kernel was handed over (first spawn done). */
 bool kb_launcher_warm_handed_over(kb_launcher_t *l);
+
+/* The Python entry point (static, borrowed): argv CONNECTION_FILE PRELOAD,
+ * fd 0 the control socket. The factory runs it in each forked kernel. */
+const char *kb_warm_entry_source(void);
 
 /* Does kernelspec argv look like ipykernel (see above)? */
 bool kb_warm_argv_is_ipykernel(char *const argv[]);
