@@ -123,10 +123,6 @@ s_launch(kb_kernel_t *k, err_t *err)
 
     kb_conn_init(&conn);
     k->dead = false;
-    k->launcher = k->opts.launcher ? k->opts.launcher(k->opts.launcher_arg, err)
-                                   : kb_launcher_plain_new(err);
-    if (!k->launcher)
-        goto out;
     const char *run_dir = k->launcher->ops->run_dir(k->launcher->self);
     prefix = xasprintf("%s/kernel", run_dir);
     conn_path = xasprintf("%s/kernel.json", run_dir);

@@ -2,6 +2,7 @@
 #include "kb_launch_sandbox.h"
 
 #include "common/xalloc.h"
+#include "kernel-bridge/kb_mpl_cache.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -12,63 +13,84 @@
 
 extern char **environ;
 
+/* The launcher's state: the box, and environment it adds for the kernel. */
+typedef struct boxed {
+    sb_sandbox_t *box; /* owned */
+    char *mpl_env;     /* owned "MPLCONFIGDIR=..." or NULL */
+} boxed_t;
+
+#define BOX(self) (((boxed_t *)(self))->box)
+
 static const char *
 s_run_dir(void *self)
 {
-    return sb_sandbox_run_dir(self);
+    return sb_sandbox_run_dir(BOX(self));
 }
 
 static int
 s_spawn(void *self, char *const argv[], char *const envp[], int out_fd,
         err_t *err)
 {
-    return sb_sandbox_spawn(self, argv, envp, out_fd, out_fd, err);
+    return sb_sandbox_spawn(BOX(self), argv, envp, out_fd, out_fd, err);
 }
 
 static int
 s_pidfd(void *self)
 {
-    return sb_sandbox_pidfd(self);
+    return sb_sandbox_pidfd(BOX(self));
 }
 
 static int
 s_signal(void *self, int sig)
 {
-    return sb_sandbox_signal(self, sig);
+    return sb_sandbox_signal(BOX(self), sig);
 }
 
 static int
 s_kill(void *self)
 {
-    return sb_sandbox_kill(self);
+    return sb_sandbox_kill(BOX(self));
 }
 
 static int
 s_reap(void *self, int timeout_ms, char *why, size_t why_len)
 {
     sb_exit_t e;
-    int rc = sb_sandbox_wait(self, timeout_ms, &e);
+    int rc = sb_sandbox_wait(BOX(self), timeout_ms, &e);
     if (rc == 1)
         return 0;
     if (rc < 0) {
         snprintf(why, why_len, "not running");
         return 1;
     }
-    sb_exit_describe(&e, sb_sandbox_policy(self), why, why_len);
+    sb_exit_describe(&e, sb_sandbox_policy(BOX(self)), why, why_len);
     return 1;
 }
 
 static char **
 s_build_env(void *self, char *const extra[])
 {
-    return sb_policy_build_env(sb_sandbox_policy(self), environ,
-                               (const char *const *)extra);
+    boxed_t *b = self;
+    /* Ours first, so the kernelspec and the caller may override it. */
+    size_t n = 0;
+    while (extra && extra[n])
+        n++;
+    const char **all = xcalloc(n + 2, sizeof *all);
+    size_t k = 0;
+    if (b->mpl_env)
+        all[k++] = b->mpl_env;
+    for (size_t i = 0; i < n; i++)
+        all[k++] = extra[i];
+    char **env = sb_policy_build_env(sb_sandbox_policy(b->box), environ, all);
+    free(all);
+    return env;
 }
 
 static int
 s_adopt_file(void *self, const char *path, err_t *err)
 {
-    if (chown(path, sb_sandbox_host_uid(self), sb_sandbox_host_gid(self)) ||
+    if (chown(path, sb_sandbox_host_uid(BOX(self)),
+              sb_sandbox_host_gid(BOX(self))) ||
         chmod(path, 0600))
         return err_set(err, ERR_SANDBOX,
                        "cannot hand %s to the sandbox user: %s", path,
@@ -79,8 +101,10 @@ s_adopt_file(void *self, const char *path, err_t *err)
 static void
 s_destroy(void *self)
 {
-    sb_sandbox_t *sb = self;
-    sb_sandbox_destroy(&sb);
+    boxed_t *b = self;
+    sb_sandbox_destroy(&b->box);
+    free(b->mpl_env);
+    free(b);
 }
 
 static const kb_launcher_ops_t s_ops = {
@@ -105,14 +129,19 @@ kb_launcher_sandbox_new(const sb_policy_t *policy, err_t *err)
     sb_policy_release(&defaults);
     if (!sb)
         return NULL;
+    boxed_t *b = xcalloc(1, sizeof *b);
+    b->box = sb;
+    b->mpl_env =
+        kb_mpl_cache_seed(sb_sandbox_run_dir(sb), sb_sandbox_host_uid(sb),
+                          sb_sandbox_host_gid(sb));
     kb_launcher_t *l = xcalloc(1, sizeof *l);
     l->ops = &s_ops;
-    l->self = sb;
+    l->self = b;
     return l;
 }
 
 sb_sandbox_t *
 kb_launcher_sandbox_box(kb_launcher_t *l)
 {
-    return l && l->ops == &s_ops ? l->self : NULL;
+    return l && l->ops == &s_ops ? BOX(l->self) : NULL;
 }

@@ -233,6 +233,18 @@ main(void)
     is_str(s_text(s_first(out, "stream")), "2\n",
            "the restarted kernel runs code");
     kb_output_destroy(&out);
+    if (plain) {
+        skip("/mnt/data exists only in the sandbox");
+    } else {
+        s_run(k, "open('/mnt/data/keep.txt', 'w').write('kept')", 30000, &rc,
+              &err, NULL);
+        is_int(kb_kernel_restart(k, &err), 0, "a live kernel can be restarted");
+        out = s_run(k, "print(open('/mnt/data/keep.txt').read())", 30000, &rc,
+                    &err, NULL);
+        is_str(s_text(s_first(out, "stream")), "kept\n",
+               "files in /mnt/data survive a kernel restart");
+        kb_output_destroy(&out);
+    }
     is_int(kb_client_stats(kb_kernel_client(k))->bad_signature, 0,
            "no message from a real kernel failed its signature");
 
