@@ -8,301 +8,49 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
-/* --- CRC-32 ----------------------------------------------------------- */
+/* --- CRC-32 and raw DEFLATE, from zlib -------------------------------- */
 
 uint32_t
 ag_wheel_crc32(const void *data, size_t len)
 {
-    static uint32_t table[256];
-    static bool ready;
-    if (!ready) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++)
-                c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-            table[i] = c;
-        }
-        ready = true;
+    uLong c = crc32(0L, Z_NULL, 0);
+    const Bytef *p = data;
+    while (len > 0) { /* zlib takes uInt lengths */
+        uInt n = len > 0x40000000u ? 0x40000000u : (uInt)len;
+        c = crc32(c, p, n);
+        p += n;
+        len -= n;
     }
-    const unsigned char *p = data;
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < len; i++)
-        c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
-    return c ^ 0xffffffffu;
-}
-
-/* --- inflate (RFC 1951), after Mark Adler's puff.c ---------------------- */
-
-#define MAXBITS 15
-#define MAXLCODES 286
-#define MAXDCODES 30
-#define FIXLCODES 288
-
-typedef struct inflate_state {
-    const unsigned char *in; /* compressed input, borrowed */
-    size_t inlen;            /* its length */
-    size_t inpos;            /* next input byte */
-    uint32_t bitbuf;         /* bits not yet consumed, low first */
-    int bitcnt;              /* how many bits bitbuf holds */
-    unsigned char *out;      /* output, owned, grows up to max */
-    size_t outlen;           /* bytes written */
-    size_t outcap;           /* bytes allocated */
-    size_t max;              /* output cap */
-    bool bad;                /* input ran out or the cap was passed */
-} inflate_state_t;
-
-typedef struct huffman {
-    short count[MAXBITS + 1]; /* codes of each length */
-    short symbol[FIXLCODES];  /* symbols ordered by code */
-} huffman_t;
-
-static int
-s_bits(inflate_state_t *s, int need)
-{
-    uint32_t val = s->bitbuf;
-    while (s->bitcnt < need) {
-        if (s->inpos >= s->inlen) {
-            s->bad = true;
-            return 0;
-        }
-        val |= (uint32_t)s->in[s->inpos++] << s->bitcnt;
-        s->bitcnt += 8;
-    }
-    s->bitbuf = val >> need;
-    s->bitcnt -= need;
-    return (int)(val & ((1u << need) - 1));
-}
-
-static int
-s_put(inflate_state_t *s, unsigned char c)
-{
-    if (s->outlen >= s->max) {
-        s->bad = true;
-        return -1;
-    }
-    if (s->outlen == s->outcap) {
-        s->outcap = s->outcap ? s->outcap * 2 : 4096;
-        if (s->outcap > s->max)
-            s->outcap = s->max;
-        s->out = xrealloc(s->out, s->outcap);
-    }
-    s->out[s->outlen++] = c;
-    return 0;
-}
-
-static int
-s_stored(inflate_state_t *s)
-{
-    s->bitbuf = 0;
-    s->bitcnt = 0;
-    if (s->inlen - s->inpos < 4)
-        return -1;
-    unsigned len = s->in[s->inpos] | (unsigned)s->in[s->inpos + 1] << 8;
-    unsigned nlen = s->in[s->inpos + 2] | (unsigned)s->in[s->inpos + 3] << 8;
-    s->inpos += 4;
-    if (len != (~nlen & 0xffffu) || s->inlen - s->inpos < len)
-        return -1;
-    while (len--)
-        if (s_put(s, s->in[s->inpos++]))
-            return -1;
-    return 0;
-}
-
-static int
-s_decode(inflate_state_t *s, const huffman_t *h)
-{
-    int code = 0, first = 0, index = 0;
-    for (int len = 1; len <= MAXBITS; len++) {
-        code |= s_bits(s, 1);
-        if (s->bad)
-            return -1;
-        int count = h->count[len];
-        if (code - count < first)
-            return h->symbol[index + (code - first)];
-        index += count;
-        first += count;
-        first <<= 1;
-        code <<= 1;
-    }
-    return -1;
-}
-
-/* Canonical code from code lengths. Returns 0 complete, > 0 incomplete,
- * < 0 over-subscribed. */
-static int
-s_construct(huffman_t *h, const short *length, int n)
-{
-    short offs[MAXBITS + 1];
-    for (int len = 0; len <= MAXBITS; len++)
-        h->count[len] = 0;
-    for (int sym = 0; sym < n; sym++)
-        h->count[length[sym]]++;
-    if (h->count[0] == n)
-        return 0;
-    int left = 1;
-    for (int len = 1; len <= MAXBITS; len++) {
-        left <<= 1;
-        left -= h->count[len];
-        if (left < 0)
-            return left;
-    }
-    offs[1] = 0;
-    for (int len = 1; len < MAXBITS; len++)
-        offs[len + 1] = (short)(offs[len] + h->count[len]);
-    for (int sym = 0; sym < n; sym++)
-        if (length[sym] != 0)
-            h->symbol[offs[length[sym]]++] = (short)sym;
-    return left;
-}
-
-static int
-s_codes(inflate_state_t *s, const huffman_t *lencode, const huffman_t *distcode)
-{
-    static const short lbase[29] = {3,  4,  5,  6,   7,   8,   9,   10,  11, 13,
-                                    15, 17, 19, 23,  27,  31,  35,  43,  51, 59,
-                                    67, 83, 99, 115, 131, 163, 195, 227, 258};
-    static const short lext[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
-                                   2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-    static const short dbase[30] = {
-        1,    2,    3,    4,    5,    7,    9,    13,    17,    25,
-        33,   49,   65,   97,   129,  193,  257,  385,   513,   769,
-        1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-    static const short dext[30] = {0, 0, 0,  0,  1,  1,  2,  2,  3,  3,
-                                   4, 4, 5,  5,  6,  6,  7,  7,  8,  8,
-                                   9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
-    for (;;) {
-        int symbol = s_decode(s, lencode);
-        if (symbol < 0)
-            return -1;
-        if (symbol < 256) {
-            if (s_put(s, (unsigned char)symbol))
-                return -1;
-        } else if (symbol == 256) {
-            return 0;
-        } else {
-            symbol -= 257;
-            if (symbol >= 29)
-                return -1;
-            size_t len = (size_t)(lbase[symbol] + s_bits(s, lext[symbol]));
-            symbol = s_decode(s, distcode);
-            if (symbol < 0 || symbol >= 30)
-                return -1;
-            size_t dist = (size_t)(dbase[symbol] + s_bits(s, dext[symbol]));
-            if (s->bad || dist > s->outlen)
-                return -1;
-            while (len--)
-                if (s_put(s, s->out[s->outlen - dist]))
-                    return -1;
-        }
-    }
-}
-
-static int
-s_fixed(inflate_state_t *s)
-{
-    static huffman_t lencode, distcode;
-    static bool ready;
-    if (!ready) {
-        short lengths[FIXLCODES];
-        int sym = 0;
-        for (; sym < 144; sym++)
-            lengths[sym] = 8;
-        for (; sym < 256; sym++)
-            lengths[sym] = 9;
-        for (; sym < 280; sym++)
-            lengths[sym] = 7;
-        for (; sym < FIXLCODES; sym++)
-            lengths[sym] = 8;
-        s_construct(&lencode, lengths, FIXLCODES);
-        for (sym = 0; sym < MAXDCODES; sym++)
-            lengths[sym] = 5;
-        s_construct(&distcode, lengths, MAXDCODES);
-        ready = true;
-    }
-    return s_codes(s, &lencode, &distcode);
-}
-
-static int
-s_dynamic(inflate_state_t *s)
-{
-    static const short order[19] = {16, 17, 18, 0, 8,  7, 9,  6, 10, 5,
-                                    11, 4,  12, 3, 13, 2, 14, 1, 15};
-    short lengths[MAXLCODES + MAXDCODES];
-    huffman_t lencode, distcode;
-    int nlen = s_bits(s, 5) + 257;
-    int ndist = s_bits(s, 5) + 1;
-    int ncode = s_bits(s, 4) + 4;
-    if (s->bad || nlen > MAXLCODES || ndist > MAXDCODES)
-        return -1;
-    int index = 0;
-    for (; index < ncode; index++)
-        lengths[order[index]] = (short)s_bits(s, 3);
-    for (; index < 19; index++)
-        lengths[order[index]] = 0;
-    if (s->bad || s_construct(&lencode, lengths, 19) != 0)
-        return -1;
-    index = 0;
-    while (index < nlen + ndist) {
-        int symbol = s_decode(s, &lencode);
-        if (symbol < 0)
-            return -1;
-        if (symbol < 16) {
-            lengths[index++] = (short)symbol;
-            continue;
-        }
-        short len = 0;
-        if (symbol == 16) {
-            if (index == 0)
-                return -1;
-            len = lengths[index - 1];
-            symbol = 3 + s_bits(s, 2);
-        } else if (symbol == 17) {
-            symbol = 3 + s_bits(s, 3);
-        } else {
-            symbol = 11 + s_bits(s, 7);
-        }
-        if (s->bad || index + symbol > nlen + ndist)
-            return -1;
-        while (symbol--)
-            lengths[index++] = len;
-    }
-    if (lengths[256] == 0)
-        return -1;
-    int err = s_construct(&lencode, lengths, nlen);
-    if (err < 0 || (err > 0 && nlen - lencode.count[0] != 1))
-        return -1;
-    err = s_construct(&distcode, lengths + nlen, ndist);
-    if (err < 0 || (err > 0 && ndist - distcode.count[0] != 1))
-        return -1;
-    return s_codes(s, &lencode, &distcode);
+    return (uint32_t)c;
 }
 
 unsigned char *
 ag_wheel_inflate(const unsigned char *in, size_t inlen, size_t max_out,
                  size_t *outlen)
 {
-    inflate_state_t s = {.in = in, .inlen = inlen, .max = max_out};
-    int last, rc;
-    do {
-        last = s_bits(&s, 1);
-        int type = s_bits(&s, 2);
-        if (s.bad)
-            goto fail;
-        rc = type == 0   ? s_stored(&s)
-             : type == 1 ? s_fixed(&s)
-             : type == 2 ? s_dynamic(&s)
-                         : -1;
-        if (rc || s.bad)
-            goto fail;
-    } while (!last);
-    if (!s.out)
-        s.out = xmalloc(1);
-    *outlen = s.outlen;
-    return s.out;
-fail:
-    free(s.out);
-    return NULL;
+    if (inlen > UINT32_MAX || max_out > UINT32_MAX - 1)
+        return NULL;
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, -15) != Z_OK) /* raw deflate, as zip stores it */
+        return NULL;
+    /* One byte more than allowed, to tell "exactly max_out" from "more". */
+    unsigned char *out = xmalloc(max_out + 1);
+    z.next_in = (Bytef *)(uintptr_t)in;
+    z.avail_in = (uInt)inlen;
+    z.next_out = out;
+    z.avail_out = (uInt)(max_out + 1);
+    int rc = inflate(&z, Z_FINISH);
+    size_t n = (size_t)z.total_out;
+    inflateEnd(&z);
+    if (rc != Z_STREAM_END || n > max_out) {
+        free(out);
+        return NULL;
+    }
+    *outlen = n;
+    return out;
 }
 
 /* --- zip -------------------------------------------------------------- */

@@ -5,8 +5,8 @@
  * reaches the sandbox, the installer reads `{dist}-{ver}.dist-info/METADATA`
  * straight from the fd that sb_manifest verified: the end-of-central-
  * directory record, the central directory, one local header, then the
- * member's bytes, stored (method 0) or deflated (method 8, inflated by the
- * small RFC 1951 decoder in ag_wheel.c), checked against the CRC-32 the
+ * member's bytes, stored (method 0) or deflated (method 8, inflated by zlib;
+ * the small RFC 1951 decoder in ag_wheel.c), checked against the CRC-32 the
  * archive records. Every offset and length is bounds-checked against the
  * file size; the output is capped. No zlib: the wheel bytes are signed, but
  * they are still parsed as if hostile (a fuzz target replays this path).

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #ifndef JUPYTER_AGENT_VERSION
 #define JUPYTER_AGENT_VERSION "0.1.0"
@@ -53,18 +54,6 @@ static const char s_usage[] =
 
 /* ---- PNG logos ---- */
 
-static uint32_t
-s_crc32(uint32_t crc, const uint8_t *p, size_t n)
-{
-    crc = ~crc;
-    while (n--) {
-        crc ^= *p++;
-        for (int i = 0; i < 8; i++)
-            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
-    }
-    return ~crc;
-}
-
 static void
 s_put32(uint8_t *p, uint32_t v)
 {
@@ -80,9 +69,13 @@ s_chunk(FILE *f, const char type[4], const uint8_t *data, uint32_t len)
     uint8_t head[8], tail[4];
     s_put32(head, len);
     memcpy(head + 4, type, 4);
-    uint32_t crc = s_crc32(s_crc32(0, head + 4, 4), data, len);
-    s_put32(tail, crc);
-    return fwrite(head, 1, 8, f) == 8 && fwrite(data, 1, len, f) == len &&
+    uLong crc = crc32(crc32(0L, Z_NULL, 0), head + 4, 4);
+    if (len)
+        crc = crc32(crc, data, len);
+    s_put32(tail, (uint32_t)crc);
+    /* IEND has no data: fwrite(NULL, ...) is undefined even for 0 bytes. */
+    return fwrite(head, 1, 8, f) == 8 &&
+                   (len == 0 || fwrite(data, 1, len, f) == len) &&
                    fwrite(tail, 1, 4, f) == 4
                ? 0
                : -1;
