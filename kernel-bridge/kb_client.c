@@ -18,6 +18,7 @@
 #define HB_INTERVAL_MS 3000
 #define HB_TIMEOUT_MS 10000
 #define IOPUB_RCVHWM 100000
+#define KB_HELD_MAX 16
 /* After draining a burst of at least BURST_MSGS iopub messages, wait
  * BURST_PAUSE_US before polling again so the next burst is read in one go:
  * one wake-up per batch instead of one per message. Quiet cells never
@@ -26,19 +27,22 @@
 #define BURST_PAUSE_US 500
 
 struct kb_client {
-    void *zctx;               /* owned zmq context */
-    void *sock[KB_NCHANNELS]; /* owned sockets, indexed by channel */
-    kb_key_t *key;            /* owned HMAC key */
-    char session[37];         /* our session id (also routing id) */
-    char *username;           /* owned */
-    kb_wire_stats_t stats;    /* what was accepted and dropped */
-    size_t max_output;        /* per-execution output cap */
-    int watch_fd;             /* readable when the kernel died; -1 */
-    bool use_hb;              /* ping the heartbeat while waiting */
-    bool hb_pending;          /* a ping is out without its pong */
-    void *stdin_mon;          /* owned PAIR: events of the stdin socket */
-    bool stdin_ready;         /* stdin finished its ZMTP handshake */
-    int64_t hb_sent_ms;       /* when that ping went out */
+    void *zctx;                  /* owned zmq context */
+    void *sock[KB_NCHANNELS];    /* owned sockets, indexed by channel */
+    kb_key_t *key;               /* owned HMAC key */
+    char session[37];            /* our session id (also routing id) */
+    char *username;              /* owned */
+    kb_wire_stats_t stats;       /* what was accepted and dropped */
+    size_t max_output;           /* per-execution output cap */
+    int watch_fd;                /* readable when the kernel died; -1 */
+    bool use_hb;                 /* ping the heartbeat while waiting */
+    bool hb_pending;             /* a ping is out without its pong */
+    kb_msg_t *held[KB_HELD_MAX]; /* owned shell replies a request read that
+                           belong to someone else (an execution in flight) */
+    size_t nheld;
+    void *stdin_mon;    /* owned PAIR: events of the stdin socket */
+    bool stdin_ready;   /* stdin finished its ZMTP handshake */
+    int64_t hb_sent_ms; /* when that ping went out */
 };
 
 struct kb_exec {
@@ -181,6 +185,8 @@ kb_client_destroy(kb_client_t **pc)
     if (!pc || !*pc)
         return;
     kb_client_t *c = *pc;
+    for (size_t i = 0; i < c->nheld; i++)
+        kb_msg_destroy(&c->held[i]);
     if (c->stdin_mon) {
         zmq_socket_monitor(c->sock[KB_STDIN], NULL, 0);
         zmq_close(c->stdin_mon);
@@ -279,6 +285,17 @@ s_recv(kb_client_t *c, kb_channel_t ch)
     return msg;
 }
 
+/* The oldest held shell message, or NULL. */
+static kb_msg_t *
+s_take_held(kb_client_t *c)
+{
+    if (!c->nheld)
+        return NULL;
+    kb_msg_t *m = c->held[0];
+    memmove(c->held, c->held + 1, --c->nheld * sizeof c->held[0]);
+    return m;
+}
+
 /* Heartbeat bookkeeping while waiting: returns -1 when the kernel has not
  * answered a ping for HB_TIMEOUT_MS. */
 static int
@@ -353,17 +370,15 @@ kb_client_request(kb_client_t *c, kb_channel_t ch, const char *msg_type,
                     timeout_ms);
             goto out;
         }
-        unsigned ready = s_poll(c, (1u << ch) | (1u << KB_IOPUB),
-                                left < TICK_MS ? (int)left : TICK_MS);
+        /* Only our channel: iopub may carry the outputs and the idle
+         * status of an execution in flight (e.g. while we ask to interrupt
+         * it), which its own wait must still see. */
+        unsigned ready =
+            s_poll(c, 1u << ch, left < TICK_MS ? (int)left : TICK_MS);
         if (ready & (1u << KB_NCHANNELS)) {
             err_set(err, ERR_KERNEL, "the kernel exited while waiting for %s",
                     msg_type);
             goto out;
-        }
-        if (ready & (1u << KB_IOPUB)) {
-            kb_msg_t *m;
-            while ((m = s_recv(c, KB_IOPUB))) /* not ours to keep */
-                kb_msg_destroy(&m);
         }
         if (!(ready & (1u << ch)))
             continue;
@@ -371,6 +386,8 @@ kb_client_request(kb_client_t *c, kb_channel_t ch, const char *msg_type,
         while ((m = s_recv(c, ch))) {
             if (!reply && strcmp(kb_msg_parent_id(m), kb_msg_id(req)) == 0)
                 reply = m;
+            else if (ch == KB_SHELL && c->nheld < KB_HELD_MAX)
+                c->held[c->nheld++] = m; /* e.g. an execute_reply */
             else
                 kb_msg_destroy(&m);
         }
@@ -574,7 +591,7 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
             }
             kb_msg_destroy(&m);
         }
-        while ((m = s_recv(c, KB_SHELL))) {
+        while ((m = s_take_held(c)) || (m = s_recv(c, KB_SHELL))) {
             s_on_shell(x, m, out);
             kb_msg_destroy(&m);
         }

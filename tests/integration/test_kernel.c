@@ -11,6 +11,7 @@
 #include "sandbox/sb_policy.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 static kb_output_t *
 s_run(kb_kernel_t *k, const char *code, int timeout_ms, int *rc, err_t *err,
@@ -181,6 +182,27 @@ main(void)
            json_is_array(json_object_get(kb_msg_content(reply), "history")),
        "history_request answers with a history list");
     kb_msg_destroy(&reply);
+
+    /* A request made while an execution's reply and idle status are
+     * already queued must leave them for the execution's own wait. */
+    for (int ch = 0; ch < 2; ch++) {
+        kb_channel_t chan = ch ? KB_SHELL : KB_CONTROL;
+        kb_exec_t *x =
+            kb_client_execute_start(kb_kernel_client(k), "7*6", NULL, &err);
+        usleep(500000); /* the kernel finishes and publishes idle */
+        reply = kb_client_request(kb_kernel_client(k), chan,
+                                  "kernel_info_request", NULL, 10000, &err);
+        kb_msg_destroy(&reply);
+        out = kb_output_new(NULL, 0);
+        rc = kb_client_execute_wait(kb_kernel_client(k), x, out, NULL,
+                                    clock_mono_ms() + 10000, &err);
+        ok(rc == 0 && s_first(out, "execute_result"),
+           "a %s request during an execution does not swallow its reply or "
+           "idle status",
+           ch ? "shell" : "control");
+        kb_output_destroy(&out);
+        kb_exec_destroy(&x);
+    }
 
     s_run(k, "state = 'kept'", 10000, &rc, &err, NULL);
     int64_t t0 = clock_mono_ms();
