@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/xalloc.h"
+#include "kernel-bridge/kb_factory.h"
 #include "kernel-bridge/kb_pool.h"
 #include "kernel-bridge/kb_warm.h"
 #include "sandbox/sb_files.h"
@@ -185,6 +186,7 @@ typedef struct s_conn {
 
 typedef struct s_server {
     kb_pool_t *pool;           /* owned */
+    kb_factory_t *factory;     /* owned, or NULL; outlives the pool */
     char *kernel_name;         /* owned */
     json_t *policy_json;       /* owned: what a take must match */
     s_conn_t conns[MAX_CONNS]; /* fd -1 = free */
@@ -284,13 +286,14 @@ s_stats_json(const s_server_t *sv)
     size_t taken = 0;
     for (size_t i = 0; i < sv->nconns; i++)
         taken += sv->conns[i].l != NULL;
-    return json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:s, s:s}", "ready",
-                     (int)st.ready, "starting", (int)st.starting, "hits",
-                     (json_int_t)st.hits, "misses",
+    return json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:i}",
+                     "ready", (int)st.ready, "starting", (int)st.starting,
+                     "hits", (json_int_t)st.hits, "misses",
                      (json_int_t)(st.misses + sv->mismatches), "started",
                      (json_int_t)st.started, "failed", (json_int_t)st.failed,
                      "sessions", (json_int_t)taken, "last_error", st.last_error,
-                     "kernel", sv->kernel_name);
+                     "kernel", sv->kernel_name, "factory_pid",
+                     sv->factory ? (int)kb_factory_pid(sv->factory) : 0);
 }
 
 /* One request; returns false when the connection should be dropped. */
@@ -412,7 +415,14 @@ ag_serve_run(const ag_serve_opts_t *o, err_t *err)
     sb_policy_init_default(&defaults);
     sv->policy_json = sb_policy_to_json(o->policy ? o->policy : &defaults);
     sb_policy_release(&defaults);
+    if (o->factory) {
+        kb_factory_opts_t fo = {.preload = o->preload};
+        sv->factory = kb_factory_new(&fo, err);
+        if (!sv->factory)
+            goto out;
+    }
     kb_pool_opts_t po = {.kernel_name = sv->kernel_name,
+                         .factory = sv->factory,
                          .policy = o->policy,
                          .size = o->pool_size ? o->pool_size : 4,
                          .preload = o->preload};
@@ -471,6 +481,7 @@ out:
     while (sv->nconns)
         s_drop(sv, sv->nconns - 1);
     kb_pool_destroy(&sv->pool);
+    kb_factory_destroy(&sv->factory);
     if (lfd >= 0) {
         close(lfd);
         unlink(path);

@@ -45,6 +45,9 @@ typedef struct ag_serve_opts {
     const sb_policy_t *policy; /* borrowed; NULL = default */
     unsigned pool_size;        /* 0 = 4 */
     const char *preload;       /* warm-up code, or NULL */
+    bool factory; /* fork kernels from one preloaded factory process
+                     (kb_factory.h: shared pages) instead of starting a
+                     fresh interpreter per kernel */
     /* Called once the socket listens (e.g. to print it); may be NULL. */
     void (*on_listening)(const char *path, void *arg);
     void *arg;

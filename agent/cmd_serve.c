@@ -30,6 +30,9 @@ static const char s_usage[] =
     "matplotlib')\n"
     "      --kernel NAME      kernelspec to pool (default python3; must be "
     "ipykernel)\n"
+    "      --factory          fork the kernels from one process that imported\n"
+    "                         --preload once (pages shared: far less memory\n"
+    "                         per session); each still runs in its own box\n"
     "      --socket PATH      unix socket (default "
     "$XDG_RUNTIME_DIR/jupyter-agent/\n"
     "                         serve.sock or ~/.cache/jupyter-agent/serve.sock;"
@@ -58,6 +61,7 @@ ag_cmd_serve(int argc, char **argv)
         {"socket", required_argument, 0, 's'},
         {"status", no_argument, 0, 'S'},
         {"stop", no_argument, 0, 'X'},
+        {"factory", no_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     ag_serve_opts_t o = {0};
@@ -111,6 +115,9 @@ ag_cmd_serve(int argc, char **argv)
         case 'X':
             query = "stop";
             break;
+        case 'F':
+            o.factory = true;
+            break;
         case 'h':
             fputs(s_usage, stdout);
             fputs(sb_policy_flags_help(), stdout);
@@ -144,8 +151,9 @@ ag_cmd_serve(int argc, char **argv)
     }
     o.policy = &policy;
     char *what =
-        xasprintf("%u x %s, sandboxed%s%s", o.pool_size ? o.pool_size : 4,
+        xasprintf("%u x %s, sandboxed%s%s%s", o.pool_size ? o.pool_size : 4,
                   o.kernel_name ? o.kernel_name : "python3",
+                  o.factory ? ", forked from a factory" : "",
                   o.preload ? ", preload: " : "", o.preload ? o.preload : "");
     o.on_listening = s_listening;
     o.arg = what;

@@ -110,6 +110,10 @@ static const char *const s_zygote_lines[] = {
     "            os.closerange(3, wfd)\n",
     "            os.closerange(wfd + 1, 65536)\n",
     "            random.seed()\n",
+    "            fm = sys.modules.get('matplotlib.font_manager')\n",
+    "            if fm and hasattr(fm, '_get_font'):\n",
+    "                fm._get_font.cache_clear()  # its open font files are "
+    "ours no more\n",
     "            if 'numpy' in sys.modules:\n",
     "                sys.modules['numpy'].random.seed()\n",
     "            os.environ.clear()\n",

@@ -14,6 +14,7 @@
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
+#define REFILL_DELAY_MS 300
 
 struct kb_pool {
     char *kernel_name;     /* owned */
@@ -141,13 +142,15 @@ kb_pool_poll(kb_pool_t *p, int timeout_ms)
         int fds[64];
         size_t nfds = kb_pool_fds(p, fds, 64);
         int left = (int)(deadline - clock_mono_ms());
-        if (!nfds || left <= 0)
+        int next = kb_pool_next_ms(p);
+        if (left <= 0 || (!nfds && (next < 0 || next >= left)))
             return;
-        /* Wait for the next news from any warm-up. */
+        /* Wait for news from a warm-up, or until a delayed refill. */
         struct pollfd pf[64];
         for (size_t i = 0; i < nfds; i++)
             pf[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
-        if (poll(pf, nfds, left) == 0)
+        int wait = next >= 0 && next < left ? next : left;
+        if (poll(pf, nfds, wait) == 0 && wait == left)
             return;
     }
 }
@@ -174,6 +177,8 @@ kb_pool_next_ms(const kb_pool_t *p)
     s_count(p, &ready, &starting);
     if (ready + starting >= p->size)
         return ready ? 1000 : -1; /* look at idle kernels now and then */
+    if (starting >= p->max_starting)
+        return -1; /* the next start waits for a warm-up to finish */
     int64_t wait = p->next_start_ms - clock_mono_ms();
     return wait > 0 ? (int)wait : 0;
 }
@@ -223,9 +228,15 @@ kb_pool_take(kb_pool_t *p, const char *kernel_name, const sb_policy_t *policy,
             kb_warm_destroy(&w);
         }
     }
-    if (l)
+    if (l) {
         p->st.hits++;
-    else {
+        /* Refill a moment later: the new session's hand-over and first
+         * cells should not compete with a warm-up for the CPU. */
+        int64_t later = clock_mono_ms() + REFILL_DELAY_MS;
+        if (p->next_start_ms < later)
+            p->next_start_ms = later;
+    }
+    if (!l) {
         p->st.misses++;
         err_set(err, ERR_KERNEL, "pool: no warm kernel ready");
     }

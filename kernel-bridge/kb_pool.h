@@ -6,8 +6,9 @@
  * kb_pool_poll() from the owner's loop (it notices finished warm-ups,
  * drops dead kernels and starts new ones up to `size`, at most
  * `max_starting` at once so a refill does not starve running sessions of
- * CPU); kb_pool_take() also refills. After a warm-up failure the next
- * start waits (1 s, doubling up to 60 s) so a broken kernel does not spin.
+ * CPU); kb_pool_take() schedules the refill 300 ms later, so the new
+ * session's first cells do not compete with it. After a warm-up failure the
+ * next start waits (1 s, doubling up to 60 s) so a broken kernel does not spin.
  *
  * INVARIANT: a kernel leaves the pool exactly once. kb_pool_take() removes
  * it before returning it, and the pool keeps no reference to it.

@@ -131,6 +131,8 @@ main(void)
        "a take with nothing ready is a miss, not a wait");
     kb_pool_stats(pool, &st);
     ok(st.hits == 2 && st.misses == 1, "hits and misses are counted");
+    kb_pool_poll(pool, 500);
+    kb_pool_stats(pool, &st);
     ok(st.starting >= 1, "taking refills the pool in the background");
 
     sb_policy_t other;
