@@ -1,4 +1,5 @@
 #include "ag_kernel.h"
+#include "ag_markdown.h"
 
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -332,8 +333,10 @@ static void
 s_display(ag_kernel_t *k, const char *type, const char *markdown,
           const char *plain)
 {
+    char *md = ag_markdown_escape_currency(markdown);
     json_t *content = json_pack("{s:{s:s, s:s}, s:{}}", "data", "text/markdown",
-                                markdown, "text/plain", plain, "metadata");
+                                md, "text/plain", plain, "metadata");
+    free(md);
     if (strcmp(type, "execute_result") == 0)
         json_object_set_new(content, "execution_count",
                             json_integer(k->execution_count));

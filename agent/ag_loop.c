@@ -1,4 +1,5 @@
 #include "agent/ag_loop.h"
+#include "agent/ag_markdown.h"
 
 #include "agent/ag_packages.h"
 #include "common/buf.h"
@@ -433,6 +434,16 @@ s_prepare(ag_loop_t *l)
 
 /* ---- recording ----------------------------------------------------------- */
 
+/* A markdown cell as Jupyter should show it (currency is not LaTeX). */
+static json_t *
+s_add_markdown(ag_loop_t *l, const char *text)
+{
+    char *md = ag_markdown_escape_currency(text);
+    json_t *cell = nb_record_add_markdown(l->rec, md);
+    free(md);
+    return cell;
+}
+
 static void
 s_cell_meta(json_t *cell, json_t *fields)
 {
@@ -456,7 +467,7 @@ s_record_user(ag_loop_t *l, const char *question)
         buf_printf(&b, ">%s%.*s\n", n ? " " : "", (int)n, p);
         p += n + (nl ? 1 : 0);
     }
-    json_t *cell = nb_record_add_markdown(l->rec, buf_cstr(&b));
+    json_t *cell = s_add_markdown(l, buf_cstr(&b));
     s_cell_meta(cell, json_pack("{s:s}", "role", "user"));
     buf_release(&b);
 }
@@ -481,7 +492,7 @@ s_record_note(ag_loop_t *l, const char *fmt, ...)
     char *text = xvasprintf(fmt, ap);
     va_end(ap);
     char *md = xasprintf("*jupyter-agent: %s*", text);
-    json_t *cell = nb_record_add_markdown(l->rec, md);
+    json_t *cell = s_add_markdown(l, md);
     s_cell_meta(cell, json_pack("{s:s}", "role", "note"));
     free(md);
     free(text);
@@ -747,7 +758,7 @@ ag_loop_ask(ag_loop_t *l, const char *question, const ag_loop_ui_t *ui,
         s_add_usage(&st.usage, &tu);
         ag_conv_add_assistant(l->conv, turn.text, turn.calls, turn.ncalls);
         if (!s_blank(turn.text)) {
-            json_t *cell = nb_record_add_markdown(l->rec, turn.text);
+            json_t *cell = s_add_markdown(l, turn.text);
             s_cell_meta(cell, json_pack("{s:s}", "role", "assistant"));
         }
         if (ui && ui->on_turn)
