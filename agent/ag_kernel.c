@@ -96,6 +96,22 @@ s_reset_cell(const char *code)
     return strncmp(code, AG_KERNEL_MAGIC_RESET, n) == 0 && s_blank(code + n);
 }
 
+/* A cell that is only exit or quit (as IPython has them): the frontend is
+ * asked to leave, as IPython kernels do, instead of asking the model. */
+static bool
+s_exit_cell(const char *code)
+{
+    static const char *const words[] = {"exit", "quit", "exit()", "quit()"};
+    while (*code == ' ' || *code == '\t' || *code == '\r' || *code == '\n')
+        code++;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        size_t n = strlen(words[i]);
+        if (strncmp(code, words[i], n) == 0 && s_blank(code + n))
+            return true;
+    }
+    return false;
+}
+
 /* Unicode code points in the first `bytes` bytes of UTF-8 text. */
 static long
 s_codepoints(const char *s, size_t bytes)
@@ -536,10 +552,13 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     }
 
     const char *body = NULL;
+    bool exiting = false;
     if (s_python_cell(code, &body))
         s_run_python_cell(k, body);
     else if (s_reset_cell(code))
         s_run_reset(k);
+    else if (s_exit_cell(code))
+        exiting = true;
     else if (!s_blank(code))
         s_run_ask(k, code);
 
@@ -554,6 +573,10 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     } else {
         reply = json_pack("{s:s, s:[], s:{}}", "status", "ok", "payload",
                           "user_expressions");
+        if (exiting) /* jupyter console leaves; Lab and Notebook ignore it */
+            json_array_append_new(
+                json_object_get(reply, "payload"),
+                json_pack("{s:s, s:b}", "source", "ask_exit", "keepkernel", 0));
     }
     json_object_set_new(reply, "execution_count",
                         json_integer(k->execution_count));

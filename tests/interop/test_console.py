@@ -7,7 +7,7 @@ The banner appears; a plain request is answered through the scripted fake
 LLM (the model's code is shown, its chart reaches the console's image
 handler as a PNG, the answer is Out[1]); a two-line %%python cell works
 through the kernel's is_complete answers (`%%python` alone asks for more
-lines); Ctrl-D + y exits with status 0 and no kernel process is left.
+lines); typing exit leaves with status 0 and no kernel process is left.
 """
 import os
 import subprocess
@@ -106,10 +106,11 @@ def test_console_answers_plots_runs_python_and_exits_clean():
         assert len(reqs) == 2
         assert any(REQUEST in t for t in user_messages(reqs[:1]))
 
-        term.key("C-d")
-        term.wait_for("Do you really want to exit")
-        term.key("y", "Enter")
+        # `exit` leaves as it does with IPython kernels (an ask_exit
+        # payload), instead of being sent to the model as a request.
+        term.type("exit")
         term.wait_for("console exited")
+        assert len(jenv.llm.requests()) == 2, "exit was sent to the model"
         assert "console exited 0" in term.screen()
         assert wait_until(lambda: jenv.kernel_pids() == [], 30), \
             f"kernel processes left after the console exited: " \
