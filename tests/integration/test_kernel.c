@@ -204,7 +204,8 @@ main(void)
         kb_exec_destroy(&x);
     }
 
-    s_run(k, "state = 'kept'", 10000, &rc, &err, NULL);
+    out = s_run(k, "state = 'kept'", 10000, &rc, &err, NULL);
+    kb_output_destroy(&out);
     int64_t t0 = clock_mono_ms();
     out = s_run(k, "import time\nprint('before', flush=True)\ntime.sleep(100)",
                 1500, &rc, &err, NULL);
@@ -258,8 +259,9 @@ main(void)
     if (plain) {
         skip("/mnt/data exists only in the sandbox");
     } else {
-        s_run(k, "open('/mnt/data/keep.txt', 'w').write('kept')", 30000, &rc,
-              &err, NULL);
+        out = s_run(k, "open('/mnt/data/keep.txt', 'w').write('kept')", 30000,
+                    &rc, &err, NULL);
+        kb_output_destroy(&out);
         is_int(kb_kernel_restart(k, &err), 0, "a live kernel can be restarted");
         out = s_run(k, "print(open('/mnt/data/keep.txt').read())", 30000, &rc,
                     &err, NULL);
