@@ -15,5 +15,6 @@ int ag_cmd_kernel(int argc, char **argv);
 int ag_cmd_kernelspec(int argc, char **argv);
 int ag_cmd_manifest(int argc, char **argv);
 int ag_cmd_sandbox(int argc, char **argv);
+int ag_cmd_serve(int argc, char **argv);
 
 #endif

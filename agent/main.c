@@ -28,6 +28,7 @@ static const struct subcommand s_commands[] = {
     {"kernelspec", ag_cmd_kernelspec, "kernelspec install|uninstall"},
     {"manifest", ag_cmd_manifest, "manifest keygen|sign|verify"},
     {"sandbox", ag_cmd_sandbox, "sandbox [POLICY FLAGS] -- CMD [ARGS]"},
+    {"serve", ag_cmd_serve, "serve [--pool N] [--factory] [--preload CODE]"},
 };
 
 static void
