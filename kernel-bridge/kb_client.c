@@ -8,7 +8,6 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <zmq.h>
 
 #define MAX_FRAMES 1024
@@ -19,12 +18,6 @@
 #define HB_TIMEOUT_MS 10000
 #define IOPUB_RCVHWM 100000
 #define KB_HELD_MAX 16
-/* After draining a burst of at least BURST_MSGS iopub messages, wait
- * BURST_PAUSE_US before polling again so the next burst is read in one go:
- * one wake-up per batch instead of one per message. Quiet cells never
- * pause, so round trips are unaffected. */
-#define BURST_MSGS 8
-#define BURST_PAUSE_US 500
 
 struct kb_client {
     void *zctx;                  /* owned zmq context */
@@ -574,9 +567,7 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
         kb_msg_t *m;
         /* Drain iopub before looking at the death signal, so outputs the
          * kernel sent before dying are kept. */
-        int drained = 0;
         while ((m = s_recv(c, KB_IOPUB))) {
-            drained++;
             if (strcmp(kb_msg_parent_id(m), x->msg_id) == 0) {
                 const char *type = kb_msg_type(m);
                 json_t *content = kb_msg_content(m);
@@ -606,8 +597,6 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
             rc = err_set(err, ERR_KERNEL, "the kernel died");
             break;
         }
-        if (drained >= BURST_MSGS && !x->got_idle)
-            nanosleep(&(struct timespec){0, BURST_PAUSE_US * 1000L}, NULL);
     }
     kb_output_set_duration_ms(out, (clock_mono_us() - x->start_us) / 1000);
     return rc;
