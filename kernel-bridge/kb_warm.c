@@ -60,11 +60,13 @@ static const char s_entry[] =
     "    def done(reply):\n"
     "        loop.remove_handler(0)\n"
     "        say(reply)\n"
-    "        ctl.close()\n"
+    "        # Replace fd 0 in one step: if it were closed first, a socket\n"
+    "        # zmq opens meanwhile (the session connecting) could take fd 0\n"
+    "        # and then be overwritten.\n"
     "        fd = os.open(os.devnull, os.O_RDONLY)\n"
-    "        if fd != 0:\n"
-    "            os.dup2(fd, 0)\n"
-    "            os.close(fd)\n"
+    "        os.dup2(fd, 0)\n"
+    "        os.close(fd)\n"
+    "        ctl.detach()\n"
     "    def on_ctl(fd, events):\n"
     "        try:\n"
     "            data = ctl.recv(1 << 20)\n"
@@ -121,6 +123,7 @@ struct kb_warm {
     int ctl;               /* owned host end of the control socket, or -1 */
     int out_fd;            /* owned memfd: the kernel's own stdout/stderr */
     bool handed_over;      /* launcher: the first spawn() happened */
+    bool restarted;        /* a cold kernel replaced the warm one */
     kb_factory_t *factory; /* borrowed; set while the kernel is a forked one */
     pid_t kpid;            /* forked kernel's host pid, or -1 */
     int kpidfd;            /* owned pidfd of the forked kernel, or -1 */
@@ -596,6 +599,7 @@ s_spawn(void *self, char *const argv[], char *const envp[], int out_fd,
         sb_sandbox_wait(w->box, 5000, NULL);
     }
     /* A restart: a cold kernel in the same box. */
+    w->restarted = true;
     return sb_sandbox_spawn(w->box, argv, envp, out_fd, out_fd, err);
 }
 
@@ -623,6 +627,24 @@ s_kill(void *self)
     return sb_sandbox_kill(w->box);
 }
 
+/* Append the last line the kernel printed itself (its own stderr, e.g.
+ * "Fatal Python error: ..."), which kb_kernel cannot see for a warm
+ * kernel, to `why`. */
+static void
+s_append_last_line(const kb_warm_t *w, char *why, size_t why_len)
+{
+    char tail[400];
+    s_out_tail(w, tail, sizeof tail);
+    size_t n = strlen(tail);
+    while (n && (tail[n - 1] == '\n' || tail[n - 1] == '\r'))
+        tail[--n] = '\0';
+    const char *last = strrchr(tail, '\n');
+    last = last ? last + 1 : tail;
+    size_t used = strlen(why);
+    if (*last && used + 4 < why_len)
+        snprintf(why + used, why_len - used, ": %s", last);
+}
+
 static int
 s_reap(void *self, int timeout_ms, char *why, size_t why_len)
 {
@@ -635,6 +657,7 @@ s_reap(void *self, int timeout_ms, char *why, size_t why_len)
         if (pr == 0)
             return 0;
         s_forked_exit(w, 1000, why, why_len);
+        s_append_last_line(w, why, why_len);
         return 1;
     }
     sb_exit_t e;
@@ -646,6 +669,8 @@ s_reap(void *self, int timeout_ms, char *why, size_t why_len)
         return 1;
     }
     sb_exit_describe(&e, sb_sandbox_policy(w->box), why, why_len);
+    if (!w->restarted)
+        s_append_last_line(w, why, why_len);
     return 1;
 }
 
