@@ -1,11 +1,14 @@
 #include "ag_kernel.h"
 #include "ag_markdown.h"
 
+#include "agent/ag_provider.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_conn.h"
 #include "kernel-bridge/kb_kernel.h"
 #include "kernel-bridge/kb_server.h"
+#include "notebook-io/nb_notebook.h"
 
 #include <fnmatch.h>
 #include <signal.h>
@@ -25,7 +28,9 @@ struct ag_kernel {
     kb_server_t *server;            /* owned */
     const ag_session_opts_t *inner; /* borrowed; how to start the session */
     ag_session_t *session;          /* owned; NULL until used or after death */
-    const char *model;              /* borrowed --model, or NULL */
+    const char *model;              /* --model (borrowed) or model_owned */
+    char *model_owned;              /* owned spec set by %model, or NULL */
+    nb_record_t *record;            /* owned: the session, for %export */
     int execution_count;            /* of the last non-silent cell */
     json_t *info;                   /* owned kernel_info_reply content */
     /* The cell being executed (all reset per execute_request). */
@@ -164,7 +169,19 @@ ag_kernel_session(ag_kernel_t *k, err_t *err)
         return NULL;
     }
     ag_session_print_warnings(k->session, stderr);
+    kb_kernel_t *inner = ag_session_kernel(k->session);
+    const kb_kernelspec_t *spec = kb_kernel_spec(inner);
+    if (kb_kernel_info(inner))
+        nb_record_set_kernel(k->record, kb_kernel_info(inner),
+                             spec ? spec->name : "python3",
+                             spec ? spec->display_name : "Python 3");
     return k->session;
+}
+
+nb_record_t *
+ag_kernel_record(ag_kernel_t *k)
+{
+    return k->record;
 }
 
 static void
@@ -483,8 +500,14 @@ static void
 s_run_python_cell(ag_kernel_t *k, const char *body)
 {
     err_t err = {0};
+    char start[40], end[40];
     kb_output_t *out = kb_output_new(NULL, k->inner->max_output_bytes);
+    clock_iso8601_now(start, sizeof start);
     int rc = s_run_inner(k, body, FWD_CELL, out, &err);
+    clock_iso8601_now(end, sizeof end);
+    /* The recorder keeps the outputs array itself (a reference). */
+    nb_record_add_code(k->record, body, kb_output_outputs(out),
+                       kb_output_execution_count(out), start, end);
     if (rc == 0) {
         if (!k->cell_error && strcmp(kb_output_status(out), "ok") != 0) {
             json_t *e = s_last_error(out);
@@ -520,6 +543,83 @@ s_run_reset(ag_kernel_t *k)
                      "/mnt/data and the agent's conversation were cleared.\n");
 }
 
+/* A one-line magic cell "%name ARG": true, with the trimmed argument in
+ * *arg (caller frees), when the cell is exactly that. */
+static bool
+s_line_magic(const char *code, const char *name, char **arg)
+{
+    while (*code == ' ' || *code == '\t' || *code == '\r' || *code == '\n')
+        code++;
+    size_t n = strlen(name);
+    if (strncmp(code, name, n) != 0 ||
+        (code[n] && code[n] != ' ' && code[n] != '\t' && code[n] != '\n' &&
+         code[n] != '\r'))
+        return false;
+    const char *a = code + n;
+    while (*a == ' ' || *a == '\t')
+        a++;
+    size_t len = strcspn(a, "\r\n");
+    if (!s_blank(a + len))
+        return false; /* more lines follow: not a line magic */
+    while (len && (a[len - 1] == ' ' || a[len - 1] == '\t'))
+        len--;
+    *arg = xstrndup(a, len);
+    return true;
+}
+
+/* %export PATH.ipynb: the whole session so far as a notebook. */
+static void
+s_run_export(ag_kernel_t *k, const char *path)
+{
+    err_t err = {0};
+    if (!*path) {
+        ag_kernel_error(k, "UsageError",
+                        "%export needs a file name, e.g. %export "
+                        "report.ipynb");
+        return;
+    }
+    if (nb_record_save(k->record, path, &err) != 0) {
+        ag_kernel_error(k, s_ename(err.code), err.text);
+        return;
+    }
+    char *msg =
+        xasprintf("Wrote the session (%zu cells) to %s\n",
+                  nb_notebook_ncells(nb_record_notebook(k->record)), path);
+    kb_server_stream(k->server, k->cell, "stdout", msg);
+    free(msg);
+}
+
+/* %model [SPEC]: show, or switch, the model; the conversation carries on
+ * (the loop picks the new model up at its next turn). */
+static void
+s_run_model(ag_kernel_t *k, const char *spec)
+{
+    if (!*spec) {
+        char *msg = xasprintf(
+            "model: %s\n",
+            k->model ? k->model
+                     : "chosen from the environment (JUPYTER_AGENT_MODEL, "
+                       "OPENAI_API_KEY, ANTHROPIC_API_KEY)");
+        kb_server_stream(k->server, k->cell, "stdout", msg);
+        free(msg);
+        return;
+    }
+    err_t err = {0};
+    ag_provider_t *p = ag_provider_new(spec, &err); /* checks it can work */
+    if (!p) {
+        ag_kernel_error(k, s_ename(err.code), err.text);
+        return;
+    }
+    ag_provider_destroy(&p);
+    free(k->model_owned);
+    k->model_owned = xstrdup(spec);
+    k->model = k->model_owned;
+    char *msg =
+        xasprintf("Model set to %s; the conversation continues.\n", spec);
+    kb_server_stream(k->server, k->cell, "stdout", msg);
+    free(msg);
+}
+
 static int
 s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
 {
@@ -552,15 +652,21 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     }
 
     const char *body = NULL;
+    char *magic_arg = NULL;
     bool exiting = false;
     if (s_python_cell(code, &body))
         s_run_python_cell(k, body);
     else if (s_reset_cell(code))
         s_run_reset(k);
+    else if (s_line_magic(code, AG_KERNEL_MAGIC_EXPORT, &magic_arg))
+        s_run_export(k, magic_arg);
+    else if (s_line_magic(code, AG_KERNEL_MAGIC_MODEL, &magic_arg))
+        s_run_model(k, magic_arg);
     else if (s_exit_cell(code))
         exiting = true;
     else if (!s_blank(code))
         s_run_ask(k, code);
+    free(magic_arg);
 
     /* Abort what was queued behind a failed cell before the client can
      * see the failure, so nothing it sends afterwards is aborted. */
@@ -617,8 +723,9 @@ s_ask_inner(ag_kernel_t *k, const char *msg_type, json_t *content)
 static json_t *
 s_complete_magic(const char *code, long cursor)
 {
-    static const char *const magics[] = {AG_KERNEL_MAGIC_PYTHON,
-                                         AG_KERNEL_MAGIC_RESET};
+    static const char *const magics[] = {
+        AG_KERNEL_MAGIC_PYTHON, AG_KERNEL_MAGIC_RESET, AG_KERNEL_MAGIC_EXPORT,
+        AG_KERNEL_MAGIC_MODEL};
     size_t end = s_byte_offset(code, cursor);
     json_t *matches = json_array();
     /* Only a first line that is a magic prefix up to the cursor. */
@@ -687,7 +794,11 @@ static const char s_magic_help[] =
     "  %%python                       the rest of the cell runs as Python in\n"
     "  <code>                         the session, exactly as written\n"
     "  %reset                         start a fresh Python session and\n"
-    "                                 conversation\n";
+    "                                 conversation\n"
+    "  %export PATH.ipynb             write the whole session so far as a\n"
+    "                                 notebook\n"
+    "  %model [PROVIDER:MODEL]        show or switch the model; the\n"
+    "                                 conversation continues\n";
 
 static int
 s_on_inspect(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
@@ -876,6 +987,7 @@ ag_kernel_new(const ag_kernel_opts_t *o, err_t *err)
     k->model = o->model;
     k->info = s_kernel_info(o);
     k->history = json_array();
+    k->record = nb_record_new();
     kb_server_on(server, "execute_request", s_on_execute, k);
     kb_server_on(server, "kernel_info_request", s_on_kernel_info, k);
     kb_server_on_control(server, "kernel_info_request", s_on_kernel_info, k);
@@ -932,6 +1044,8 @@ ag_kernel_destroy(ag_kernel_t **pk)
     json_decref(k->history);
     json_decref(k->cell_error);
     json_decref(k->cell_result);
+    nb_record_destroy(&k->record);
+    free(k->model_owned);
     free(k);
     *pk = NULL;
 }

@@ -24,6 +24,7 @@
 #include "agent/ag_session.h"
 #include "common/err.h"
 #include "kernel-bridge/kb_output.h"
+#include "notebook-io/nb_record.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -32,6 +33,8 @@
 #define AG_KERNEL_DISPLAY_NAME "Agent (sandboxed Python)"
 #define AG_KERNEL_MAGIC_PYTHON "%%python"
 #define AG_KERNEL_MAGIC_RESET "%reset"
+#define AG_KERNEL_MAGIC_EXPORT "%export"
+#define AG_KERNEL_MAGIC_MODEL "%model"
 
 typedef struct ag_kernel ag_kernel_t;
 
@@ -77,7 +80,12 @@ int ag_kernel_ask(ag_kernel_t *k, const char *request, err_t *err);
 
 /* ---- Services for ag_kernel_ask (shell thread, during a cell) ---------- */
 
-/* The --model spec given to `jupyter-agent kernel` (NULL = environment). */
+/* The whole session as a notebook (borrowed): every request, the agent's
+ * cells and %%python cells, in order. The loop records into it; %export
+ * writes it. */
+nb_record_t *ag_kernel_record(ag_kernel_t *k);
+
+/* The model spec in force: %model's, else --model (NULL = environment). */
 const char *ag_kernel_model(const ag_kernel_t *k);
 /* The inner session, started on first use (borrowed; NULL + err when it
  * cannot start). */

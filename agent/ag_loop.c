@@ -29,7 +29,8 @@ struct ag_loop {
     char *extra_system;       /* owned, or NULL */
     ag_conv_t *conv;          /* owned conversation */
     ag_tools_t *tools;        /* owned tool table */
-    nb_record_t *rec;         /* owned notebook recorder */
+    nb_record_t *rec;         /* notebook recorder; owned when own_rec */
+    bool own_rec;             /* rec is ours to destroy */
     kb_displays_t *displays;  /* owned display_id registry (own executor) */
     bool prepared;            /* system prompt built, kernel recorded */
     json_t *environment;      /* owned probe result, or NULL */
@@ -168,7 +169,8 @@ ag_loop_new(const ag_loop_opts_t *o, err_t *err)
     l->extra_system = o->extra_system ? xstrdup(o->extra_system) : NULL;
     l->conv = ag_conv_new(NULL);
     l->tools = ag_tools_new();
-    l->rec = nb_record_new();
+    l->own_rec = o->record == NULL;
+    l->rec = o->record ? o->record : nb_record_new();
     l->answer = xstrdup("");
     l->status = "new";
     return l;
@@ -183,7 +185,8 @@ ag_loop_destroy(ag_loop_t **pl)
     ag_provider_destroy(&l->provider);
     ag_conv_destroy(&l->conv);
     ag_tools_destroy(&l->tools);
-    nb_record_destroy(&l->rec);
+    if (l->own_rec)
+        nb_record_destroy(&l->rec);
     kb_displays_destroy(&l->displays);
     json_decref(l->environment);
     free(l->autosave);
@@ -233,6 +236,15 @@ nb_record_t *
 ag_loop_record(ag_loop_t *l)
 {
     return l->rec;
+}
+
+void
+ag_loop_set_provider(ag_loop_t *l, ag_provider_t **provider)
+{
+    ag_provider_destroy(&l->provider);
+    l->provider = *provider;
+    *provider = NULL;
+    ag_provider_set_cancel(l->provider, l->cancel);
 }
 
 ag_provider_t *
@@ -794,6 +806,9 @@ ag_loop_ask(ag_loop_t *l, const char *question, const ag_loop_ui_t *ui,
         }
     }
 out:
+    /* The recorder always carries this ask's totals, also for a caller
+     * that saves it itself (the agent kernel's %export). */
+    s_update_metadata(l);
     if (l->autosave) {
         err_t serr = {0};
         if (ag_loop_save(l, l->autosave, &serr) < 0 && rc == 0) {

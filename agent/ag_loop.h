@@ -100,6 +100,10 @@ typedef struct ag_loop_opts {
     const atomic_int *cancel; /* borrowed; NULL = the loop's own flag, set by
                                  ag_loop_cancel */
     const char *extra_system; /* appended to the system prompt, or NULL */
+    nb_record_t *record;      /* borrowed: record the session into this one
+                                 (the agent kernel's whole session, its
+                                 %%python cells included); NULL = the loop
+                                 owns its own */
 } ag_loop_opts_t;
 
 /* How one ask went. */
@@ -151,6 +155,10 @@ ag_conv_t *ag_loop_conv(ag_loop_t *loop);
 ag_tools_t *ag_loop_tools(ag_loop_t *loop); /* add tools before asking */
 nb_record_t *ag_loop_record(ag_loop_t *loop);
 ag_provider_t *ag_loop_provider(ag_loop_t *loop);
+
+/* Talk to another model from the next turn on; the conversation carries
+ * over (it is provider-neutral). Steals *provider (set to NULL). */
+void ag_loop_set_provider(ag_loop_t *loop, ag_provider_t **provider);
 
 /* Refresh metadata.jupyter_agent and write the notebook atomically.
  * 0, or -1 + err (ERR_IO). */

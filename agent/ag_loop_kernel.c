@@ -100,12 +100,28 @@ ag_loop_kernel_ask(ag_kernel_t *k, const char *request, err_t *err)
         ag_loop_opts_t o = {
             .provider = &p,
             .cancel = ag_kernel_cancel_flag(k),
+            .record = ag_kernel_record(k),
             .env = {.run_python = s_run, .session = s_session, .arg = k}};
         loop = ag_loop_new(&o, err);
         if (!loop)
             return -1;
         ag_kernel_set_ask_state(k, loop, s_free_loop);
     }
+    /* %model switched models since the last cell: talk to the new one,
+     * keeping the conversation. */
+    const char *want = ag_kernel_model(k);
+    const char *have = ag_provider_model(ag_loop_provider(loop));
+    const char *have_name = ag_provider_name(ag_loop_provider(loop));
+    char *current = xasprintf("%s:%s", have_name, have);
+    if (want && strcmp(want, current) != 0 && strcmp(want, have) != 0) {
+        ag_provider_t *p = ag_provider_new(want, err);
+        if (!p) {
+            free(current);
+            return -1;
+        }
+        ag_loop_set_provider(loop, &p);
+    }
+    free(current);
     ag_loop_ui_t ui = {.on_turn = s_on_turn,
                        .on_tool_start = s_on_tool_start,
                        .on_tool_end = s_on_tool_end,

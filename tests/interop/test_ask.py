@@ -334,12 +334,15 @@ def test_agent_kernel_cells_run_the_same_loop(tmp):
         kc.start_channels()
         kc.wait_for_ready(timeout=60)
         cells = []
-        for q in ("What is 6*7?", "And plus one?"):
+        export = os.path.join(tmp, "from-kernel.ipynb")
+        for q in ("What is 6*7?", "%model openai:model-y", "And plus one?",
+                  "%%python\nprint('by hand')", f"%export {export}"):
             msgs = []
             reply = kc.execute_interactive(q, timeout=180,
                                            output_hook=msgs.append)
             cells.append((reply["content"], msgs))
         kc.stop_channels()
+        reqs = srv.requests()
     finally:
         km.shutdown_kernel(now=True)
         os.environ.clear()
@@ -347,9 +350,6 @@ def test_agent_kernel_cells_run_the_same_loop(tmp):
         srv.stop()
     first, msgs = cells[0]
     errors = [m["content"] for m in msgs if m["msg_type"] == "error"]
-    if errors and "not part of this build" in errors[0]["evalue"]:
-        pytest.skip("agent/ag_kernel_ask.c does not call ag_loop_kernel_ask "
-                    "yet")
     assert first["status"] == "ok", errors
     data = [m["content"]["data"] for m in msgs
             if m["msg_type"] in ("display_data", "execute_result")]
@@ -359,12 +359,38 @@ def test_agent_kernel_cells_run_the_same_loop(tmp):
                if m["msg_type"] == "execute_result"]
     assert results == [{"text/markdown": "The answer is **42**.",
                         "text/plain": "The answer is **42**."}]
-    second, msgs2 = cells[1]
+    # %model switches the model; the conversation carries over to it.
+    switched, msgs_model = cells[1]
+    assert switched["status"] == "ok"
+    assert any("Model set to openai:model-y" in m["content"].get("text", "")
+               for m in msgs_model if m["msg_type"] == "stream")
+    assert [r["body"]["model"] for r in reqs] == [
+        "model-x", "model-x", "model-y", "model-y"]
+    assert "What is 6*7?" in json.dumps(reqs[2]["body"]["messages"])
+    second, msgs2 = cells[2]
     assert second["status"] == "ok"
     assert [m["content"]["data"]["text/markdown"] for m in msgs2
             if m["msg_type"] == "execute_result"] == ["Now **43**."]
     assert any(m["content"].get("data", {}).get("text/plain") == "43"
                for m in msgs2 if m["msg_type"] == "display_data")
+    # %export writes the whole session: requests, the agent's cells and
+    # the %%python cell, as a valid notebook (what `ask -o` writes).
+    exported, msgs_export = cells[4]
+    assert exported["status"] == "ok", msgs_export
+    nb = read_nb(export)
+    nbformat.validate(nb)
+    md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "What is 6*7?" in md and "And plus one?" in md
+    assert "The answer is **42**." in md
+    codes = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c.source for c in codes] == [
+        "import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()\n"
+        "x = 6 * 7\nx", "x + 1", "print('by hand')"]
+    assert codes[2].outputs[0]["text"] == "by hand\n"
+    assert any(o.output_type == "display_data" and "image/png" in o.data
+               for o in codes[0].outputs)
+    assert nb.metadata.kernelspec.name == "python3"
+    assert nb.metadata.jupyter_agent["model"] == "openai:model-y"
 
 
 MKWHEEL = r'''
