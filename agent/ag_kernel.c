@@ -28,6 +28,10 @@ struct ag_kernel {
     kb_server_t *server;            /* owned */
     const ag_session_opts_t *inner; /* borrowed; how to start the session */
     ag_session_t *session;          /* owned; NULL until used or after death */
+    int64_t session_started_ms;     /* CLOCK_MONOTONIC, when it started */
+    int64_t session_used_ms;        /* ... when a cell last used it */
+    char *expired_note;             /* owned: why the last session was
+                                       stopped, told at the next cell */
     const char *model;              /* --model (borrowed) or model_owned */
     char *model_owned;              /* owned spec set by %model, or NULL */
     nb_record_t *record;            /* owned: the session, for %export */
@@ -156,11 +160,54 @@ s_bool(json_t *obj, const char *key, bool dflt)
 
 /* ---- the inner session ---- */
 
+static void
+s_drop_session(ag_kernel_t *k)
+{
+    ag_session_destroy(&k->session);
+}
+
+/* Stop a session that was idle too long or lived too long (the policy's
+ * --idle-timeout / --max-lifetime), freeing its sandbox; the next cell that
+ * needs Python starts a fresh one and is told why its state is gone. */
+static void
+s_expire_session(ag_kernel_t *k)
+{
+    if (!k->session)
+        return;
+    int64_t now = clock_mono_ms();
+    int idle = k->inner->idle_timeout_ms, life = k->inner->max_lifetime_ms;
+    const char *why = NULL;
+    int limit = 0;
+    if (idle > 0 && now - k->session_used_ms >= idle)
+        why = "idle", limit = idle;
+    else if (life > 0 && now - k->session_started_ms >= life)
+        why = "running", limit = life;
+    if (!why)
+        return;
+    s_drop_session(k);
+    free(k->expired_note);
+    k->expired_note = xasprintf(
+        "jupyter-agent: the Python session was stopped after %g s %s "
+        "(--%s %g); a fresh one starts now: its variables and the files in "
+        "/mnt/data are gone\n",
+        limit / 1000.0, why,
+        strcmp(why, "idle") == 0 ? "idle-timeout" : "max-lifetime",
+        limit / 1000.0);
+}
+
 ag_session_t *
 ag_kernel_session(ag_kernel_t *k, err_t *err)
 {
-    if (k->session)
+    s_expire_session(k);
+    if (k->session) {
+        k->session_used_ms = clock_mono_ms();
         return k->session;
+    }
+    if (k->expired_note && k->cell) {
+        kb_server_stream(k->server, k->cell, "stderr", k->expired_note);
+        free(k->expired_note);
+        k->expired_note = NULL;
+    }
     k->session = ag_session_start(k->inner, err);
     if (!k->session) {
         if (err && !err->text[0])
@@ -168,6 +215,7 @@ ag_kernel_session(ag_kernel_t *k, err_t *err)
                     "the sandboxed Python session could not be started");
         return NULL;
     }
+    k->session_started_ms = k->session_used_ms = clock_mono_ms();
     ag_session_print_warnings(k->session, stderr);
     kb_kernel_t *inner = ag_session_kernel(k->session);
     const kb_kernelspec_t *spec = kb_kernel_spec(inner);
@@ -182,12 +230,6 @@ nb_record_t *
 ag_kernel_record(ag_kernel_t *k)
 {
     return k->record;
-}
-
-static void
-s_drop_session(ag_kernel_t *k)
-{
-    ag_session_destroy(&k->session);
 }
 
 /* ---- forwarding the inner kernel's outputs (kb_exec_hooks) ---- */
@@ -687,6 +729,8 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     json_object_set_new(reply, "execution_count",
                         json_integer(k->execution_count));
     int rc = kb_server_reply(s, ch, req, "execute_reply", reply, NULL);
+    if (k->session) /* a cell just used it: idle time starts now */
+        k->session_used_ms = clock_mono_ms();
     if (store_history)
         s_history_add(k, code);
     k->cell = NULL;
@@ -1019,6 +1063,7 @@ ag_kernel_run(ag_kernel_t *k)
     /* Frontends take "starting" as the first sign of life. */
     kb_server_status(k->server, NULL, "starting");
     while (!(kb_server_serve_once(k->server, 200) & KB_SERVER_SHUTDOWN)) {
+        s_expire_session(k); /* frees an idle sandbox between cells */
         /* Like ipykernel's ParentPoller: the manager died without shutting
          * us down (killed, crashed), so nobody can reach us any more. */
         if (parent && getppid() != parent) {
@@ -1046,6 +1091,7 @@ ag_kernel_destroy(ag_kernel_t **pk)
     json_decref(k->cell_result);
     nb_record_destroy(&k->record);
     free(k->model_owned);
+    free(k->expired_note);
     free(k);
     *pk = NULL;
 }

@@ -15,6 +15,8 @@
 
 #define DEFAULT_TIMEOUT_MS 60000
 #define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
+#define DEFAULT_IDLE_MS (30 * 60 * 1000)
+#define DEFAULT_LIFETIME_MS (8 * 60 * 60 * 1000)
 
 struct ag_session {
     kb_kernel_t *kernel; /* owned */
@@ -48,6 +50,8 @@ ag_session_opts_init(ag_session_opts_t *o)
     memset(o, 0, sizeof *o);
     o->timeout_ms = DEFAULT_TIMEOUT_MS;
     o->max_output_bytes = DEFAULT_MAX_OUTPUT;
+    o->idle_timeout_ms = DEFAULT_IDLE_MS;
+    o->max_lifetime_ms = DEFAULT_LIFETIME_MS;
     sb_policy_init_default(&o->policy);
 }
 
@@ -117,6 +121,10 @@ ag_session_parse_flag(ag_session_opts_t *o, int opt, const char *value,
         s_push(&o->trusts, &o->ntrusts, value);
         return 0;
     }
+    if (i == 11)
+        return ag_parse_seconds(value, &o->idle_timeout_ms, err);
+    if (i == 12)
+        return ag_parse_seconds(value, &o->max_lifetime_ms, err);
     if (i < 2 || i > 7)
         return -1;
     return sb_policy_parse_flag(&o->policy, policy_flags[i - 2], value, err) > 0

@@ -32,6 +32,10 @@ typedef struct ag_session_opts {
     size_t ninstalls;
     char **trusts; /* owned NULL-terminated --trust KEY|FILE list */
     size_t ntrusts;
+    int idle_timeout_ms; /* a long-lived session (the agent kernel's) idle
+                            this long is stopped; default 30 min, 0 = never */
+    int max_lifetime_ms; /* ... or this long after it started; default 8 h,
+                            0 = no limit */
 } ag_session_opts_t;
 
 /* Where the kernel comes from (--warm). AUTO: a warm kernel from a running
@@ -56,8 +60,10 @@ typedef struct ag_session_opts {
         {"keep-workspace", required_argument, 0, AG_SESSION_OPT_BASE + 7},     \
         {"packages", required_argument, 0, AG_SESSION_OPT_BASE + 8},           \
         {"install", required_argument, 0, AG_SESSION_OPT_BASE + 9},            \
+        {"trust", required_argument, 0, AG_SESSION_OPT_BASE + 10},             \
+        {"idle-timeout", required_argument, 0, AG_SESSION_OPT_BASE + 11},      \
     {                                                                          \
-        "trust", required_argument, 0, AG_SESSION_OPT_BASE + 10                \
+        "max-lifetime", required_argument, 0, AG_SESSION_OPT_BASE + 12         \
     }
 
 #define AG_SESSION_FLAGS_HELP                                                  \
@@ -74,6 +80,12 @@ typedef struct ag_session_opts {
     "                         when one runs, else a cold start (default);\n"   \
     "                         pool: the server's or fail; cold: always "       \
     "fresh\n"                                                                  \
+    "      --idle-timeout S   stop a long-lived session (the agent "           \
+    "kernel's)\n"                                                              \
+    "                         after S idle seconds (default 1800; 0 = "        \
+    "never)\n"                                                                 \
+    "      --max-lifetime S   ... or S seconds after it started (default\n"    \
+    "                         28800; 0 = no limit)\n"                          \
     "      --no-sandbox       run the kernel as a plain process: NO "          \
     "isolation\n"                                                              \
     "\npackages (there is no network; only wheels from a signed directory):\n" \

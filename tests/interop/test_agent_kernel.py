@@ -439,3 +439,41 @@ def test_killed_kernel_takes_its_session_along(kernel):
     assert wait_until(lambda: gone(pid), 30)
     for p in inner:
         assert wait_until(lambda: gone(p), 30), f"process {p} survived"
+
+
+def test_idle_session_is_stopped_and_the_next_cell_is_told(spec_prefix):
+    """--idle-timeout: an idle inner sandbox is stopped (its processes are
+    gone, resources freed), and the next cell starts a fresh one and says
+    plainly that the state was lost."""
+    prefix = tempfile.mkdtemp(prefix="ja-idle-")
+    try:
+        out = subprocess.run(
+            [BIN, "kernelspec", "install", "--prefix", prefix, "--name",
+             "agent-idle", "--", *SANDBOX_ARGS, "--idle-timeout", "2"],
+            capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        km = KernelManager(kernel_name="agent-idle")
+        km.kernel_spec_manager.kernel_dirs.insert(
+            0, os.path.join(prefix, "share", "jupyter", "kernels"))
+        km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=TIMEOUT)
+            reply, _ = run(kc, "%%python\nkept = 1\nimport os\nos.getpid()")
+            assert reply["status"] == "ok"
+            pid = km.provisioner.pid
+            assert wait_until(lambda: len(children(pid)) > 0, 10)
+            # Idle past the limit: the sandbox goes away by itself.
+            assert wait_until(lambda: not children(pid), 20), \
+                "the idle session's sandbox is still running"
+            reply, outs = run(kc, "%%python\nprint('kept' in dir())")
+            assert reply["status"] == "ok"
+            text = "".join(c.get("text", "") for t, c in outs if t == "stream")
+            assert "stopped after 2 s idle" in text
+            assert "False\n" in text
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    finally:
+        shutil.rmtree(prefix, ignore_errors=True)
