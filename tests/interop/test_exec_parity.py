@@ -2,6 +2,7 @@
 through `jupyter-agent exec --json` give the same outputs, after normalising
 ids, counts, addresses and colours."""
 import json
+import os
 import re
 
 import nbformat
@@ -103,3 +104,21 @@ def test_exec_kernel_death_keeps_outputs(agent_bin):
     assert result["status"] == "died"
     assert "status 3" in result["error"]
     assert result["outputs"][0]["text"] == "before\n"
+
+
+def test_exec_kernel_that_fails_to_start_shows_its_stderr(agent_bin, tmp_path):
+    """A kernel that dies during start-up: exit 3, and the message carries
+    what the kernel itself printed, so the user sees why."""
+    spec = tmp_path / "kernels" / "broken"
+    spec.mkdir(parents=True)
+    spec.joinpath("kernel.json").write_text(json.dumps({
+        "argv": ["/usr/bin/python3", "-c",
+                 "import sys; sys.stderr.write('ModuleNotFoundError: No module "
+                 "named kernel_xyz\\n'); sys.exit(3)", "{connection_file}"],
+        "display_name": "Broken", "language": "python"}))
+    env = dict(os.environ, JUPYTER_PATH=str(tmp_path))
+    r = run_agent("exec", *SANDBOX_ARGS, "--kernel", "broken", "-c", "1",
+                  env=env)
+    assert r.returncode == 3, r.stderr
+    assert "failed to start" in r.stderr and "status 3" in r.stderr
+    assert "No module named kernel_xyz" in r.stderr
