@@ -246,7 +246,9 @@ s_handle_take(s_server_t *sv, s_conn_t *c, json_t *req)
         (json_int_t)sb_sandbox_host_uid(box), "gid",
         (json_int_t)sb_sandbox_host_gid(box), "pid",
         (json_int_t)sb_sandbox_pid(box), "warnings", w ? w : "");
-    int fds[2] = {sb_sandbox_pidfd(box), sb_sandbox_workspace_fd(box)};
+    /* The launcher's pidfd: the kernel's own for a forked kernel (its box
+     * runs a holder), else the box's init. */
+    int fds[2] = {l->ops->pidfd(l->self), sb_sandbox_workspace_fd(box)};
     s_reply_ok(c->fd, r, fds, 2);
     return 0;
 }
@@ -271,7 +273,7 @@ s_handle_spawn(s_conn_t *c, json_t *req, int *fds, int nfds)
     if (rc)
         return s_reply_err(c->fd, err.text, NULL, false);
     sb_sandbox_t *box = kb_launcher_warm_box(c->l);
-    int pidfd = sb_sandbox_pidfd(box);
+    int pidfd = c->l->ops->pidfd(c->l->self);
     s_reply_ok(c->fd,
                json_pack("{s:I}", "pid", (json_int_t)sb_sandbox_pid(box)),
                &pidfd, 1);

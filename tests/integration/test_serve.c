@@ -3,7 +3,9 @@
  * real sandboxed ipykernels: the session API (ag_session_start) uses the
  * pool by default when a server runs and falls back to a cold start; files
  * go into the live /mnt/data; interrupts, death and restart work through
- * the server; a client that vanishes leaks no box.
+ * the server; a client that vanishes leaks no box. The server forks its
+ * kernels from a factory (serve --factory); the pool itself is tested with
+ * fresh interpreters in test_kb_pool.
  *
  * The server listens on a private socket (JUPYTER_AGENT_SERVE_SOCKET), so
  * other programs running meanwhile never see it.
@@ -105,9 +107,9 @@ s_start_server(void)
         dup2(pfd[1], 1);
         close(pfd[0]);
         char a0[] = "serve", a1[] = "--pool", a2[] = "2", a3[] = "--preload",
-             a4[] = "import pandas", a5[] = "--socket";
-        char *argv[] = {a0, a1, a2, a3, a4, a5, s_sock, NULL};
-        _exit(ag_cmd_serve(7, argv));
+             a4[] = "import pandas", a5[] = "--socket", a7[] = "--factory";
+        char *argv[] = {a0, a1, a2, a3, a4, a5, s_sock, a7, NULL};
+        _exit(ag_cmd_serve(8, argv));
     }
     close(pfd[1]);
     char line[512] = "";
@@ -184,6 +186,29 @@ main(void)
     ok(ag_session_workspace(s1) != NULL,
        "the host reaches the warm box's workspace");
     is_int(s_stat("hits"), 1, "the take is counted as a hit");
+    {
+        /* The pidfd the client got must be the kernel's own (a forked
+         * kernel's box runs a holder): else shutdown waits for nothing. */
+        kb_launcher_t *l = kb_kernel_launcher(ag_session_kernel(s1));
+        char fdinfo[64], line[128], comm[64] = "";
+        snprintf(fdinfo, sizeof fdinfo, "/proc/self/fdinfo/%d",
+                 l->ops->pidfd(l->self));
+        FILE *fi = fopen(fdinfo, "r");
+        long kpid = -1;
+        while (fi && fgets(line, sizeof line, fi))
+            if (strncmp(line, "Pid:", 4) == 0)
+                kpid = strtol(line + 4, NULL, 10);
+        if (fi)
+            fclose(fi);
+        snprintf(fdinfo, sizeof fdinfo, "/proc/%ld/comm", kpid);
+        fi = fopen(fdinfo, "r");
+        if (fi && fgets(comm, sizeof comm, fi))
+            comm[strcspn(comm, "\n")] = '\0';
+        if (fi)
+            fclose(fi);
+        is_str(comm, "python3",
+               "the client watches and signals the kernel process itself");
+    }
 
     ag_session_t *s2 = s_session(&o2, &err);
     ok(s2 && ag_session_is_warm(s2), "a second session gets the second kernel");
