@@ -15,14 +15,14 @@
 
 enum err_code {
     ERR_OK = 0,
-    ERR_USER_CODE = 1, /* the user's code raised, or an error was recorded */
-    ERR_USAGE = 2,     /* bad flags, bad arguments, unreadable input file */
-    ERR_KERNEL = 3,    /* kernel failed to start, died, or spoke garbage */
-    ERR_SANDBOX = 4,   /* the sandbox could not be set up */
-    ERR_PROVIDER = 5,  /* the LLM provider failed (auth, network, limits) */
-    ERR_TIMEOUT = 6,   /* an execution exceeded its time limit */
-    ERR_IO = 7,        /* reading/writing a file of ours failed */
-    ERR_VERIFY = 8,    /* a signature or hash did not verify */
+    ERR_USER_CODE = 1,    /* the user's code raised, or an error was recorded */
+    ERR_USAGE = 2,        /* bad flags, bad arguments, unreadable input file */
+    ERR_KERNEL = 3,       /* kernel failed to start, died, or spoke garbage */
+    ERR_SANDBOX = 4,      /* the sandbox could not be set up */
+    ERR_PROVIDER = 5,     /* the LLM provider failed (auth, network, limits) */
+    ERR_TIMEOUT = 6,      /* an execution exceeded its time limit */
+    ERR_IO = 7,           /* reading/writing a file of ours failed */
+    ERR_VERIFY = 8,       /* a signature or hash did not verify */
     ERR_INTERRUPTED = 130 /* the user pressed Ctrl-C (128 + SIGINT) */
 };
 

@@ -10,8 +10,7 @@
 
 enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF };
 
-typedef void (*log_sink_fn)(enum log_level level, const char *line,
-                            void *arg);
+typedef void (*log_sink_fn)(enum log_level level, const char *line, void *arg);
 
 void log_set_level(enum log_level level);
 enum log_level log_get_level(void);

@@ -15,7 +15,8 @@ main(void)
     buf_init(&b, 8);
     is_int(buf_puts(&b, "abcd"), 0, "a buffer takes bytes under its cap");
     is_int(buf_puts(&b, "efghi"), -1, "a buffer refuses bytes past its cap");
-    is_str(buf_cstr(&b), "abcd", "a refused append leaves the buffer as it was");
+    is_str(buf_cstr(&b), "abcd",
+           "a refused append leaves the buffer as it was");
     is_int(buf_puts(&b, "efgh"), 0, "a buffer fills exactly to its cap");
     size_t len;
     char *s = buf_detach(&b, &len);
