@@ -1,5 +1,7 @@
 #include "kb_client.h"
 
+#include "kernel-bridge/kb_zmq.h"
+
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -11,7 +13,6 @@
 #include <time.h>
 #include <zmq.h>
 
-#define MAX_FRAMES 1024
 #define DEFAULT_MAX_MSG ((int64_t)256 << 20)
 #define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 #define TICK_MS 100
@@ -233,59 +234,18 @@ kb_client_session(const kb_client_t *c)
 static int
 s_send(kb_client_t *c, kb_channel_t ch, const kb_msg_t *msg, err_t *err)
 {
-    kb_wire_out_t out;
-    if (kb_wire_serialize(msg, c->key, &out, err))
-        return -1;
-    int rc = 0;
-    for (size_t i = 0; i < out.n && rc == 0; i++)
-        if (zmq_send(c->sock[ch], out.frames[i].data, out.frames[i].len,
-                     i + 1 < out.n ? ZMQ_SNDMORE : 0) < 0)
-            rc = err_set(err, ERR_KERNEL, "sending on %s: %s",
-                         kb_channel_name(ch), zmq_strerror(errno));
-    kb_wire_out_release(&out);
-    return rc;
+    return kb_zmq_send(c->sock[ch], msg, c->key, kb_channel_name(ch), err);
 }
 
-/* Receive one multipart message without blocking; NULL if none was
- * waiting or if it was dropped (signature, framing, size). */
+/* One message from `ch` without blocking; NULL if none was waiting or it
+ * was dropped (counted in c->stats). */
 static kb_msg_t *
 s_recv(kb_client_t *c, kb_channel_t ch)
 {
-    zmq_msg_t parts[MAX_FRAMES];
-    kb_frame_t views[MAX_FRAMES];
-    size_t n = 0;
-    bool more = true, overflow = false;
-    while (more) {
-        zmq_msg_t part;
-        zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, c->sock[ch], n ? 0 : ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&part);
-            break;
-        }
-        more = zmq_msg_more(&part);
-        if (n < MAX_FRAMES)
-            parts[n++] = part;
-        else {
-            overflow = true;
-            zmq_msg_close(&part);
-        }
-    }
-    kb_msg_t *msg = NULL;
-    if (overflow) {
-        c->stats.malformed++;
-        log_warn("dropped a %s message of more than %d frames",
-                 kb_channel_name(ch), MAX_FRAMES);
-    } else if (n) {
-        for (size_t i = 0; i < n; i++)
-            views[i] =
-                (kb_frame_t){zmq_msg_data(&parts[i]), zmq_msg_size(&parts[i])};
-        err_t err;
-        msg = kb_wire_parse(views, n, c->key, NULL, &c->stats, &err);
-        if (!msg)
-            log_debug("%s: %s", kb_channel_name(ch), err.text);
-    }
-    for (size_t i = 0; i < n; i++)
-        zmq_msg_close(&parts[i]);
+    err_t err;
+    kb_msg_t *msg = kb_zmq_recv(c->sock[ch], c->key, &c->stats, &err);
+    if (!msg && err.code)
+        log_debug("%s: %s", kb_channel_name(ch), err.text);
     return msg;
 }
 

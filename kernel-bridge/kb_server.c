@@ -1,5 +1,7 @@
 #include "kb_server.h"
 
+#include "kernel-bridge/kb_zmq.h"
+
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -13,7 +15,6 @@
 #include <time.h>
 #include <zmq.h>
 
-#define MAX_FRAMES 1024
 #define DEFAULT_MAX_MSG ((int64_t)64 << 20)
 #define TICK_MS 100
 #define STDIN_CONNECT_MS 5000 /* wait for a frontend's stdin to connect */
@@ -359,20 +360,8 @@ static int
 s_send(kb_server_t *s, void *sock, kb_channel_t ch, const kb_msg_t *msg,
        err_t *err)
 {
-    kb_wire_out_t out;
-    if (kb_wire_serialize(msg, s->key, &out, err))
-        return -1;
-    int rc = 0, saved = 0;
-    for (size_t i = 0; i < out.n && rc == 0; i++)
-        if (zmq_send(sock, out.frames[i].data, out.frames[i].len,
-                     i + 1 < out.n ? ZMQ_SNDMORE : 0) < 0) {
-            saved = errno;
-            rc = err_set(err, ERR_KERNEL, "sending on %s: %s",
-                         kb_channel_name(ch), zmq_strerror(saved));
-        }
-    kb_wire_out_release(&out);
-    errno = saved; /* callers look at EHOSTUNREACH */
-    return rc;
+    /* errno is kept: callers look at EHOSTUNREACH */
+    return kb_zmq_send(sock, msg, s->key, kb_channel_name(ch), err);
 }
 
 static void *
@@ -454,43 +443,12 @@ kb_server_error(kb_server_t *s, const kb_msg_t *parent, const char *ename,
 static kb_msg_t *
 s_recv(kb_server_t *s, void *sock, kb_channel_t ch)
 {
-    zmq_msg_t parts[MAX_FRAMES];
-    kb_frame_t views[MAX_FRAMES];
-    size_t n = 0;
-    bool more = true, overflow = false;
-    while (more) {
-        zmq_msg_t part;
-        zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, sock, n ? 0 : ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&part);
-            break;
-        }
-        more = zmq_msg_more(&part);
-        if (n < MAX_FRAMES)
-            parts[n++] = part;
-        else {
-            overflow = true;
-            zmq_msg_close(&part);
-        }
-    }
-    kb_msg_t *msg = NULL;
     kb_wire_stats_t delta = {0};
-    if (overflow) {
-        delta.malformed++;
-        log_warn("dropped a %s message of more than %d frames",
-                 kb_channel_name(ch), MAX_FRAMES);
-    } else if (n) {
-        for (size_t i = 0; i < n; i++)
-            views[i] =
-                (kb_frame_t){zmq_msg_data(&parts[i]), zmq_msg_size(&parts[i])};
-        err_t err;
-        msg = kb_wire_parse(views, n, s->key, NULL, &delta, &err);
-        if (!msg)
-            log_warn("dropped a %s message: %s", kb_channel_name(ch), err.text);
-    }
-    for (size_t i = 0; i < n; i++)
-        zmq_msg_close(&parts[i]);
-    if (n || overflow) {
+    err_t err;
+    kb_msg_t *msg = kb_zmq_recv(sock, s->key, &delta, &err);
+    if (!msg && err.code)
+        log_warn("dropped a %s message: %s", kb_channel_name(ch), err.text);
+    if (delta.accepted || delta.bad_signature || delta.malformed) {
         pthread_mutex_lock(&s->stats_lock);
         s->stats.accepted += delta.accepted;
         s->stats.bad_signature += delta.bad_signature;
