@@ -2,15 +2,18 @@
 
 #include "agent/ag_packages.h"
 #include "agent/ag_serve.h"
+#include "common/log.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_launch_sandbox.h"
 #include "kernel-bridge/kb_warm.h"
 #include "sandbox/sb_files.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define DEFAULT_TIMEOUT_MS 60000
@@ -317,6 +320,17 @@ s_take_warm(const ag_session_opts_t *o, kb_launcher_t **out, err_t *err)
     return 0;
 }
 
+/* Every sandboxed session starts with /mnt/data/out/, where results for
+ * the user go (ask copies it out), so a notebook recorded by ask re-runs
+ * under run in the same layout. A failure only costs the directory. */
+static void
+s_make_out_dir(sb_sandbox_t *box)
+{
+    err_t err;
+    if (sb_sandbox_mkdir(box, "out", &err) != 0)
+        log_warn("%s", err.text);
+}
+
 ag_session_t *
 ag_session_start(const ag_session_opts_t *o, err_t *err)
 {
@@ -378,6 +392,8 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     s->packages_dir = o->packages_dir ? xstrdup(o->packages_dir) : NULL;
     if (s->sandboxed) {
         sb_sandbox_t *box = ag_session_sandbox(s);
+        if (box)
+            s_make_out_dir(box);
         const char *w =
             box ? sb_sandbox_warnings(box)
                 : ag_serve_launcher_warnings(kb_kernel_launcher(s->kernel));

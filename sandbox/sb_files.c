@@ -465,6 +465,29 @@ sb_files_copy_out(int ws_fd, const char *rel_dir, const char *dest_dir,
 }
 
 int
+sb_files_mkdir(int ws_fd, const char *name, uid_t owner, gid_t group,
+               err_t *err)
+{
+    if (sb_files_check_name(name, err) < 0)
+        return -1;
+    int old_uid = -1, old_gid = -1;
+    if (owner != (uid_t)-1) {
+        old_gid = setfsgid(group);
+        old_uid = setfsuid(owner);
+    }
+    int rc = mkdirat(ws_fd, name, 0755);
+    int saved = errno;
+    if (owner != (uid_t)-1) {
+        setfsuid((uid_t)old_uid);
+        setfsgid((gid_t)old_gid);
+    }
+    if (rc != 0 && saved != EEXIST)
+        return err_set(err, ERR_IO, "cannot create /mnt/data/%s: %s", name,
+                       strerror(saved));
+    return 0;
+}
+
+int
 sb_files_copy_tree(int src_fd, int dest_fd, uint64_t max_total, uid_t owner,
                    gid_t group, err_t *err)
 {

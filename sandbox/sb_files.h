@@ -25,6 +25,14 @@ int sb_files_check_name(const char *name, err_t *err);
  * components, no empty components. Returns 0 or -1 with ERR_USAGE. */
 int sb_files_check_relpath(const char *relpath, err_t *err);
 
+/* Create directory NAME (one checked name, see sb_files_check_name) at the
+ * top of the workspace, mode 0755. When owner is not (uid_t)-1 the inode
+ * is created with that fsuid/fsgid (the box's user; the workspace tmpfs
+ * lives in the box's user namespace, where host root has no mapping). An
+ * existing directory is fine. 0, or -1 + err. */
+int sb_files_mkdir(int ws_fd, const char *name, uid_t owner, gid_t group,
+                   err_t *err);
+
 /* Copy host file `host_path` (a regular file, at most `max_bytes`) to
  * `name` in the workspace, created fresh (O_EXCL). When `owner` is not
  * (uid_t)-1 the file is created with that filesystem uid/gid (the calling

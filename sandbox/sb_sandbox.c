@@ -1597,6 +1597,17 @@ sb_sandbox_copy_out(sb_sandbox_t *sb, const char *rel_dir,
     return sb_files_copy_out(sb->ws_fd, rel_dir, host_dest_dir, max_total, err);
 }
 
+int
+sb_sandbox_mkdir(sb_sandbox_t *sb, const char *name, err_t *err)
+{
+    if (sb->ws_fd < 0)
+        return err_set(err, ERR_SANDBOX,
+                       "sandbox: /mnt/data exists only while the box runs");
+    return sb_files_mkdir(sb->ws_fd, name,
+                          sb->root_mode ? sb->host_uid : (uid_t)-1,
+                          sb->host_gid, err);
+}
+
 json_t *
 sb_sandbox_list_files(sb_sandbox_t *sb, size_t max_entries)
 {

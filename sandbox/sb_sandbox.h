@@ -128,6 +128,10 @@ const char *sb_exit_describe(const sb_exit_t *e, const sb_policy_t *p,
 /* Shell-style status: code when exited, 128 + signal otherwise. */
 int sb_exit_status(const sb_exit_t *e);
 
+/* Create the directory /mnt/data/NAME (a plain name, no '/') in a running
+ * box, owned by the box's user. An existing one is fine. */
+int sb_sandbox_mkdir(sb_sandbox_t *sb, const char *name, err_t *err);
+
 /* Files out of /mnt/data (see sandbox/sb_files.h for the rules). */
 int sb_sandbox_read_file(sb_sandbox_t *sb, const char *relpath,
                          size_t max_bytes, char **data, size_t *len,

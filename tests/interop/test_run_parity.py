@@ -461,3 +461,30 @@ def test_unknown_kernel_is_reported(tmp_path):
     assert "nosuchkernel" in proc.stderr and "available" in proc.stderr
     proc = run(src, "--kernel", "alsonot")
     assert proc.returncode == 2 and "alsonot" in proc.stderr
+
+
+def test_an_agent_session_notebook_reruns_to_the_same_outputs(agent_bin, tmp_path):
+    """A report archive's promise: the notebook `ask` recorded for the demo
+    re-executes with `run` in a fresh sandbox, from the same input files, to
+    the same outputs (after normalising counts, addresses and PNG bytes)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    src = os.path.join(root, "examples", "notebooks", "quarterly-variance.ipynb")
+    data = os.path.join(root, "examples", "data")
+    files = []
+    for name in sorted(os.listdir(data)):
+        if name.endswith(".csv"):
+            files += ["--file", os.path.join(data, name)]
+    out = str(tmp_path / "rerun.ipynb")
+    r = run_agent("run", *SANDBOX_ARGS, "-q", src, "-o", out, *files,
+                  timeout=300)
+    assert r.returncode == 0, r.stderr
+    recorded = nbformat.read(src, as_version=4)
+    rerun = nbformat.read(out, as_version=4)
+    nbformat.validate(rerun)
+    before = [normalise_outputs(c.outputs) for c in recorded.cells
+              if c.cell_type == "code"]
+    after = [normalise_outputs(c.outputs) for c in rerun.cells
+             if c.cell_type == "code"]
+    assert len(after) == len(before) == 6
+    assert after == before
