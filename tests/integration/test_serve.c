@@ -213,10 +213,10 @@ main(void)
     ag_session_t *s2 = s_session(&o2, &err);
     ok(s2 && ag_session_is_warm(s2), "a second session gets the second kernel");
     if (s2) {
-        s_eval(s1,
-               "only_in_one = 1; "
-               "open('/mnt/data/mine.txt', 'w').write('x')",
-               30000, NULL);
+        free(s_eval(s1,
+                    "only_in_one = 1; "
+                    "open('/mnt/data/mine.txt', 'w').write('x')",
+                    30000, NULL));
         r = s_eval(s2,
                    "import os; print('only_in_one' in dir(), "
                    "sorted(os.listdir('/mnt/data')))",
@@ -237,6 +237,7 @@ main(void)
        "with nothing ready, a session starts cold instead of waiting");
     ok(s_stat("misses") == misses + 1, "and the miss is counted");
     ag_session_destroy(&s3);
+    ag_session_opts_release(&o3);
 
     /* A policy the pool does not hold is never served by it. */
     ag_session_opts_init(&o3);

@@ -163,13 +163,13 @@ main(void)
     free(key1);
     free(key2);
 
-    s_eval(k1,
-           "secret_var = 7\n"
-           "import os\n"
-           "os.environ['JA_ONLY_ONE'] = '1'\n"
-           "open('/mnt/data/one.txt', 'w').write('1')\n"
-           "open('/tmp/one.txt', 'w').write('1')\n",
-           30000, NULL);
+    free(s_eval(k1,
+                "secret_var = 7\n"
+                "import os\n"
+                "os.environ['JA_ONLY_ONE'] = '1'\n"
+                "open('/mnt/data/one.txt', 'w').write('1')\n"
+                "open('/tmp/one.txt', 'w').write('1')\n",
+                30000, NULL));
     EVAL_IS(k2,
             "import os\n"
             "print('secret_var' in dir(), 'JA_ONLY_ONE' in os.environ,\n"
