@@ -44,6 +44,7 @@ struct ag_kernel {
     bool cell_answered;    /* ag_kernel_answer was called */
     json_t *cell_error;    /* owned {ename, evalue, traceback} or NULL */
     json_t *cell_result;   /* owned text/plain of the execute_result */
+    json_t *cell_payload;  /* owned reply payloads of a %%python cell */
     /* For the loop. */
     void *ask_state;          /* owned through ask_free */
     void (*ask_free)(void *); /* releases ask_state; may be NULL */
@@ -547,6 +548,12 @@ s_run_python_cell(ag_kernel_t *k, const char *body)
     clock_iso8601_now(start, sizeof start);
     int rc = s_run_inner(k, body, FWD_CELL, out, &err);
     clock_iso8601_now(end, sizeof end);
+    /* Pager pages (print?), set_next_input ... reach the frontend as the
+     * inner kernel sent them. */
+    if (json_array_size(kb_output_payload(out))) {
+        json_decref(k->cell_payload);
+        k->cell_payload = json_deep_copy(kb_output_payload(out));
+    }
     /* The recorder keeps the outputs array itself (a reference). */
     nb_record_add_code(k->record, body, kb_output_outputs(out),
                        kb_output_execution_count(out), start, end);
@@ -684,7 +691,8 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     k->cell_answered = false;
     json_decref(k->cell_error);
     json_decref(k->cell_result);
-    k->cell_error = k->cell_result = NULL;
+    json_decref(k->cell_payload);
+    k->cell_error = k->cell_result = k->cell_payload = NULL;
     if (!silent) {
         k->execution_count++;
         kb_server_publish(s, req, "execute_input",
@@ -721,6 +729,9 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     } else {
         reply = json_pack("{s:s, s:[], s:{}}", "status", "ok", "payload",
                           "user_expressions");
+        if (k->cell_payload)
+            json_array_extend(json_object_get(reply, "payload"),
+                              k->cell_payload);
         if (exiting) /* jupyter console leaves; Lab and Notebook ignore it */
             json_array_append_new(
                 json_object_get(reply, "payload"),
@@ -1089,6 +1100,7 @@ ag_kernel_destroy(ag_kernel_t **pk)
     json_decref(k->history);
     json_decref(k->cell_error);
     json_decref(k->cell_result);
+    json_decref(k->cell_payload);
     nb_record_destroy(&k->record);
     free(k->model_owned);
     free(k->expired_note);

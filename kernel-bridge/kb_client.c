@@ -504,6 +504,7 @@ s_on_shell(kb_exec_t *x, kb_msg_t *m, kb_output_t *out)
         kb_output_set_execution_count(out, (int)json_integer_value(count));
     const char *status = json_string_value(json_object_get(content, "status"));
     kb_output_set_status(out, status ? status : "error");
+    kb_output_set_payload(out, json_object_get(content, "payload"));
 }
 
 int

@@ -42,6 +42,8 @@ struct kb_output {
     size_t malformed;        /* messages ignored for bad shape */
     int execution_count;     /* -1 until known */
     char *status;            /* owned reply status or NULL */
+    json_t *payload;         /* owned array: the reply's payloads (pager
+                                pages, ask_exit, ...); [] until a reply */
     bool interrupted;        /* the execution was interrupted */
     bool timed_out;          /* the execution hit its time limit */
     bool died;               /* the kernel died during the execution */
@@ -165,6 +167,7 @@ kb_output_new(kb_displays_t *displays, size_t max_bytes)
     buf_init(o->tail, 0);
     o->max_bytes = max_bytes;
     o->execution_count = -1;
+    o->payload = json_array();
     return o;
 }
 
@@ -180,6 +183,7 @@ kb_output_destroy(kb_output_t **p)
         kb_displays_destroy(&o->displays);
     json_decref(o->my_ids);
     json_decref(o->outputs);
+    json_decref(o->payload);
     buf_release(o->tail);
     free(o->tail);
     free(o->status);
@@ -600,6 +604,7 @@ s_on_reply(kb_output_t *o, json_t *content)
     if (s_on_count(o, content, false))
         return -1;
     kb_output_set_status(o, json_string_value(status));
+    kb_output_set_payload(o, json_object_get(content, "payload"));
     return 0;
 }
 
@@ -669,6 +674,27 @@ const char *
 kb_output_status(const kb_output_t *o)
 {
     return o->status;
+}
+
+void
+kb_output_set_payload(kb_output_t *o, json_t *payload)
+{
+    json_decref(o->payload);
+    /* Only well-formed payloads (objects with a source) are kept. */
+    o->payload = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach(payload, i, p)
+    {
+        if (json_is_object(p) && json_is_string(json_object_get(p, "source")))
+            json_array_append(o->payload, p);
+    }
+}
+
+json_t *
+kb_output_payload(const kb_output_t *o)
+{
+    return o->payload;
 }
 
 void

@@ -80,6 +80,11 @@ int kb_output_execution_count(const kb_output_t *o);
  * default) until a reply arrived. */
 void kb_output_set_status(kb_output_t *o, const char *status);
 const char *kb_output_status(const kb_output_t *o);
+/* The execute_reply's payloads (pager pages, set_next_input, ask_exit ...)
+ * as a JSON array (borrowed; [] until a reply, malformed entries dropped).
+ * The setter copies the references it keeps. */
+void kb_output_set_payload(kb_output_t *o, json_t *payload);
+json_t *kb_output_payload(const kb_output_t *o);
 void kb_output_set_interrupted(kb_output_t *o, bool yes);
 bool kb_output_interrupted(const kb_output_t *o);
 void kb_output_set_timed_out(kb_output_t *o, bool yes);

@@ -373,6 +373,7 @@ class AgentKernelConformance(jupyter_kernel_test.KernelTests):
     code_history_pattern = "*6[*]7"
     supported_history_operations = ("tail", "range", "search")
     code_inspect_sample = "%%python\nprint"
+    code_page_something = "%%python\nprint?"
     code_clear_output = ("%%python\nfrom IPython.display import clear_output\n"
                          "clear_output()")
 
