@@ -24,6 +24,27 @@ ag_json_str(const json_t *o, const char *key)
     return json_string_value(json_object_get(o, key));
 }
 
+json_t *
+ag_provider_tool_spec(const json_t *tool, size_t index, const char *who,
+                      const char *schema_key, err_t *err)
+{
+    const char *name = ag_json_str(tool, "name");
+    const json_t *params = json_object_get(tool, "parameters");
+    if (!name) {
+        err_set(err, ERR_USAGE, "%s: tool %zu has no \"name\"", who, index);
+        return NULL;
+    }
+    json_t *o = json_pack("{s:s}", "name", name);
+    if (ag_json_str(tool, "description"))
+        json_object_set_new(o, "description",
+                            json_string(ag_json_str(tool, "description")));
+    json_object_set_new(
+        o, schema_key,
+        params ? json_deep_copy(params)
+               : json_pack("{s:s, s:{}}", "type", "object", "properties"));
+    return o;
+}
+
 int64_t
 ag_json_int(const json_t *o, const char *key)
 {

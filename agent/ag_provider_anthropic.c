@@ -111,21 +111,12 @@ s_tools(const json_t *tools, err_t *err)
     const json_t *t;
     json_array_foreach(tools, i, t)
     {
-        const char *name = ag_json_str(t, "name");
-        const json_t *params = json_object_get(t, "parameters");
-        if (!name) {
+        json_t *o =
+            ag_provider_tool_spec(t, i, "anthropic", "input_schema", err);
+        if (!o) {
             json_decref(out);
-            err_set(err, ERR_USAGE, "anthropic: tool %zu has no \"name\"", i);
             return NULL;
         }
-        json_t *o = json_pack("{s:s}", "name", name);
-        if (ag_json_str(t, "description"))
-            json_object_set_new(o, "description",
-                                json_string(ag_json_str(t, "description")));
-        json_object_set_new(
-            o, "input_schema",
-            params ? json_deep_copy(params)
-                   : json_pack("{s:s, s:{}}", "type", "object", "properties"));
         json_array_append_new(out, o);
     }
     return out;

@@ -118,6 +118,12 @@ int ag_ts_malformed(ag_turn_state_t *st, const char *where, const char *data,
 
 /* Helpers for reading JSON. */
 const char *ag_json_str(const json_t *o, const char *key); /* NULL if absent */
-int64_t ag_json_int(const json_t *o, const char *key);     /* 0 if absent */
+/* One neutral tool {name, description, parameters} as a provider wants it:
+ * {"name", "description", SCHEMA_KEY: the JSON Schema} (new reference), or
+ * NULL + ERR_USAGE naming `who` and the tool's index when it has no name.
+ * A missing schema becomes an empty object schema. */
+json_t *ag_provider_tool_spec(const json_t *tool, size_t index, const char *who,
+                              const char *schema_key, err_t *err);
+int64_t ag_json_int(const json_t *o, const char *key); /* 0 if absent */
 
 #endif

@@ -98,21 +98,11 @@ s_tools(const json_t *tools, err_t *err)
     const json_t *t;
     json_array_foreach(tools, i, t)
     {
-        const char *name = ag_json_str(t, "name");
-        const json_t *params = json_object_get(t, "parameters");
-        if (!name) {
+        json_t *fn = ag_provider_tool_spec(t, i, "openai", "parameters", err);
+        if (!fn) {
             json_decref(out);
-            err_set(err, ERR_USAGE, "openai: tool %zu has no \"name\"", i);
             return NULL;
         }
-        json_t *fn = json_pack("{s:s}", "name", name);
-        if (ag_json_str(t, "description"))
-            json_object_set_new(fn, "description",
-                                json_string(ag_json_str(t, "description")));
-        json_object_set_new(
-            fn, "parameters",
-            params ? json_deep_copy(params)
-                   : json_pack("{s:s, s:{}}", "type", "object", "properties"));
         json_array_append_new(
             out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
     }
