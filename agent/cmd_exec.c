@@ -3,6 +3,7 @@
  * one) and print its outputs like a console, or as one JSON object.
  */
 #include "agent/ag_cmd.h"
+#include "agent/ag_interrupt.h"
 #include "agent/ag_render.h"
 #include "agent/ag_session.h"
 #include "common/err.h"
@@ -38,22 +39,6 @@ static const char s_usage[] =
     "64M)\n" AG_SESSION_FLAGS_HELP "\n"
     "exit status: 0 ok, 1 the code raised, 2 usage, 3 kernel failure,\n"
     "4 sandbox failure, 6 timeout, 130 interrupted\n";
-
-static volatile sig_atomic_t s_interrupted;
-
-static void
-s_on_sigint(int sig)
-{
-    (void)sig;
-    s_interrupted = 1;
-}
-
-static bool
-s_should_stop(void *arg)
-{
-    (void)arg;
-    return s_interrupted != 0;
-}
 
 typedef struct exec_ui {
     ag_render_t render; /* console rendering state */
@@ -215,15 +200,14 @@ ag_cmd_exec(int argc, char **argv)
     }
     ag_session_print_warnings(session, stderr);
 
-    struct sigaction sa = {.sa_handler = s_on_sigint};
-    sigaction(SIGINT, &sa, NULL);
+    ag_interrupt_install();
 
     kb_exec_opts_t xopts;
     kb_exec_opts_init(&xopts);
     xopts.allow_stdin = !code_from_stdin;
     kb_exec_hooks_t hooks = {.on_iopub = s_on_iopub,
                              .on_input = s_on_input,
-                             .should_stop = s_should_stop,
+                             .should_stop = ag_interrupt_should_stop,
                              .arg = &ui};
     kb_output_t *out = kb_output_new(NULL, sopts.max_output_bytes);
     int rc = kb_kernel_execute(ag_session_kernel(session), code, &xopts,

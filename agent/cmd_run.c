@@ -4,6 +4,7 @@
  * parameters, and write the result (always, once the kernel started).
  */
 #include "agent/ag_cmd.h"
+#include "agent/ag_interrupt.h"
 #include "agent/ag_session.h"
 #include "common/err.h"
 #include "common/xalloc.h"
@@ -71,22 +72,6 @@ static const char s_usage[] =
     "(bad flags, unreadable notebook, unknown kernel, output not writable),\n"
     "3 the kernel died or failed to start, 4 sandbox failure, 6 a cell timed\n"
     "out, 7 the output could not be written, 130 interrupted (Ctrl-C)\n";
-
-static volatile sig_atomic_t s_interrupted;
-
-static void
-s_on_sigint(int sig)
-{
-    (void)sig;
-    s_interrupted = 1;
-}
-
-static bool
-s_should_stop(void *arg)
-{
-    (void)arg;
-    return s_interrupted != 0;
-}
 
 /* Progress lines on stderr. */
 typedef struct run_ui {
@@ -351,13 +336,12 @@ ag_cmd_run(int argc, char **argv)
     kb_kernelspec_release(&ks);
     sopts.kernel_name = kernel;
 
-    struct sigaction sa = {.sa_handler = s_on_sigint};
-    sigaction(SIGINT, &sa, NULL);
+    ag_interrupt_install();
     session = ag_session_start(&sopts, &err);
     if (!session) {
         if (!err.code)
             err.code = ERR_KERNEL;
-        if (s_interrupted)
+        if (ag_interrupt_pressed())
             err_set(&err, ERR_INTERRUPTED,
                     "interrupted while the kernel started; nothing written");
         goto fail;
@@ -372,7 +356,7 @@ ag_cmd_run(int argc, char **argv)
     ropts.max_output_bytes = sopts.max_output_bytes;
     ropts.on_cell = s_on_cell;
     ropts.arg = &ui;
-    ropts.hooks.should_stop = s_should_stop;
+    ropts.hooks.should_stop = ag_interrupt_should_stop;
     nb_run_result_t res;
     err_t rerr = {0};
     nb_run_notebook(nb, ag_session_kernel(session), &ropts, &res, &rerr);
