@@ -122,8 +122,13 @@ s_has_word(const char *text, const char *word)
     return false;
 }
 
-/* Remove empty sandbox cgroups ("<pid>-<suffix>") under `parent` whose
- * launcher pid is gone: a launcher killed outright cannot clean up. */
+static int s_kill_listed(const char *dir);
+
+/* Remove the sandbox cgroups ("<pid>-<suffix>") under `parent` whose
+ * launcher pid is gone: a launcher killed outright cannot clean up. What is
+ * still inside is an orphan of that launcher's box (normally already dying
+ * from the parent-death signal): kill it, then retry for up to ~100 ms,
+ * since the kernel empties a cgroup a little after its tasks exit. */
 static void
 s_gc(const char *parent)
 {
@@ -137,7 +142,13 @@ s_gc(const char *parent)
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
         char *path = xasprintf("%s/%s", parent, de->d_name);
-        rmdir(path); /* fails while processes remain: fine */
+        for (int round = 0; round < 50; round++) {
+            if (rmdir(path) == 0 || errno != EBUSY)
+                break;
+            s_kill_listed(path);
+            struct timespec ts = {0, 2 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
         free(path);
     }
     if (d)
