@@ -52,19 +52,25 @@ s_kill(void *self)
     return sb_sandbox_kill(BOX(self));
 }
 
-static int
-s_reap(void *self, int timeout_ms, char *why, size_t why_len)
+int
+kb_sandbox_reap(sb_sandbox_t *box, int timeout_ms, char *why, size_t why_len)
 {
     sb_exit_t e;
-    int rc = sb_sandbox_wait(BOX(self), timeout_ms, &e);
+    int rc = sb_sandbox_wait(box, timeout_ms, &e);
     if (rc == 1)
         return 0;
     if (rc < 0) {
         snprintf(why, why_len, "not running");
         return 1;
     }
-    sb_exit_describe(&e, sb_sandbox_policy(BOX(self)), why, why_len);
+    sb_exit_describe(&e, sb_sandbox_policy(box), why, why_len);
     return 1;
+}
+
+static int
+s_reap(void *self, int timeout_ms, char *why, size_t why_len)
+{
+    return kb_sandbox_reap(BOX(self), timeout_ms, why, why_len);
 }
 
 static char **
@@ -86,16 +92,21 @@ s_build_env(void *self, char *const extra[])
     return env;
 }
 
-static int
-s_adopt_file(void *self, const char *path, err_t *err)
+int
+kb_sandbox_adopt_file(sb_sandbox_t *box, const char *path, err_t *err)
 {
-    if (chown(path, sb_sandbox_host_uid(BOX(self)),
-              sb_sandbox_host_gid(BOX(self))) ||
+    if (chown(path, sb_sandbox_host_uid(box), sb_sandbox_host_gid(box)) ||
         chmod(path, 0600))
         return err_set(err, ERR_SANDBOX,
                        "cannot hand %s to the sandbox user: %s", path,
                        strerror(errno));
     return 0;
+}
+
+static int
+s_adopt_file(void *self, const char *path, err_t *err)
+{
+    return kb_sandbox_adopt_file(BOX(self), path, err);
 }
 
 static void

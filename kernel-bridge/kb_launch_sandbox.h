@@ -14,6 +14,14 @@
 /* A launcher for a new sandbox under `policy` (borrowed, copied; NULL =
  * the default policy). */
 kb_launcher_t *kb_launcher_sandbox_new(const sb_policy_t *policy, err_t *err);
+/* Launcher operations on a box, shared by every launcher built on one
+ * (this one and the warm pool's): reap with "how it ended" (1 when gone,
+ * 0 when still running, as kb_launcher_ops_t.reap), and hand a run-dir file
+ * to the box's user (as .adopt_file). */
+int kb_sandbox_reap(sb_sandbox_t *box, int timeout_ms, char *why,
+                    size_t why_len);
+int kb_sandbox_adopt_file(sb_sandbox_t *box, const char *path, err_t *err);
+
 /* The sandbox behind a sandbox launcher (borrowed), or NULL for any other
  * launcher. For files in and out and for warnings. */
 sb_sandbox_t *kb_launcher_sandbox_box(kb_launcher_t *l);

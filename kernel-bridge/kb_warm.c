@@ -1,6 +1,8 @@
 /* A pre-started ipykernel in a sandbox, and its hand-over launcher. */
 #include "kb_warm.h"
 
+#include "kernel-bridge/kb_launch_sandbox.h"
+
 #include "common/clock.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_conn.h"
@@ -660,15 +662,8 @@ s_reap(void *self, int timeout_ms, char *why, size_t why_len)
         s_append_last_line(w, why, why_len);
         return 1;
     }
-    sb_exit_t e;
-    int rc = sb_sandbox_wait(w->box, timeout_ms, &e);
-    if (rc == 1)
+    if (!kb_sandbox_reap(w->box, timeout_ms, why, why_len))
         return 0;
-    if (rc < 0) {
-        snprintf(why, why_len, "not running");
-        return 1;
-    }
-    sb_exit_describe(&e, sb_sandbox_policy(w->box), why, why_len);
     if (!w->restarted)
         s_append_last_line(w, why, why_len);
     return 1;
@@ -685,13 +680,7 @@ s_build_env(void *self, char *const extra[])
 static int
 s_adopt_file(void *self, const char *path, err_t *err)
 {
-    kb_warm_t *w = self;
-    if (chown(path, sb_sandbox_host_uid(w->box), sb_sandbox_host_gid(w->box)) ||
-        chmod(path, 0600))
-        return err_set(err, ERR_SANDBOX,
-                       "cannot hand %s to the sandbox user: %s", path,
-                       strerror(errno));
-    return 0;
+    return kb_sandbox_adopt_file(((kb_warm_t *)self)->box, path, err);
 }
 
 static void
