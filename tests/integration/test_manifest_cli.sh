@@ -6,6 +6,7 @@
 # implementation (python3-cryptography), so they fail for the reason under
 # test and not for a bad signature.
 set -u
+. "$(dirname "$0")/../tap.sh"
 J=${JUPYTER_AGENT_BIN:-$PWD/build/jupyter-agent}
 PY=${JUPYTER_AGENT_PYTHON:-/usr/bin/python3}
 T=$(mktemp -d /tmp/test_manifest_cli.XXXXXX)
@@ -15,37 +16,10 @@ mkdir -p "$T/home" "$T/none"
 export HOME="$T/home"
 export JUPYTER_AGENT_TRUSTED_KEYS="$T/none"
 
-n=0
-failed=0
-ok() { # status description
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        failed=$((failed + 1))
-    fi
-}
-diag() { sed 's/^/# /' "$@"; }
-
 # run ARGS...: run the binary; sets rc, output in $T/out and $T/err.
 run() {
     "$J" manifest "$@" >"$T/out" 2>"$T/err"
     rc=$?
-}
-# expect RC TEXT DESCRIPTION -- ARGS...: exit code RC and TEXT (fixed string)
-# somewhere in stdout or stderr.
-expect() {
-    want=$1 text=$2 desc=$3
-    shift 4
-    run "$@"
-    if [ "$rc" = "$want" ] && cat "$T/out" "$T/err" | grep -qF -- "$text"; then
-        ok 0 "$desc"
-    else
-        ok 1 "$desc"
-        echo "# exit $rc (wanted $want), looked for: $text"
-        diag "$T/out" "$T/err"
-    fi
 }
 
 cat >"$T/mkwheel.py" <<'EOF'
@@ -345,6 +319,4 @@ cat "$T/out" "$T/err" "$T/a.line" "$T/b.line" >>"$T/all-output"
     grep -q "signed 3 wheels" "$T/all-output"
 ok $? "no command prints any part of the secret key"
 
-echo "1..$n"
-echo "$((n - failed)) passed, $failed failed"
-[ "$failed" = 0 ]
+done_testing

@@ -5,6 +5,7 @@
 # Wheels are built here with /usr/bin/python3 zipfile (some deflated, some
 # stored, as real wheels are), signed with `jupyter-agent manifest sign`.
 set -u
+. "$(dirname "$0")/../tap.sh"
 J=${JUPYTER_AGENT_BIN:-$PWD/build/jupyter-agent}
 PY=${JUPYTER_AGENT_PYTHON:-/usr/bin/python3}
 T=$(mktemp -d /tmp/test_packages.XXXXXX)
@@ -18,37 +19,10 @@ mkdir -p "$T/home" "$T/none"
 export HOME="$T/home"
 export JUPYTER_AGENT_TRUSTED_KEYS="$T/none"
 
-n=0
-failed=0
-ok() { # status description
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        failed=$((failed + 1))
-    fi
-}
-diag() { sed 's/^/# /' "$@"; }
-
 # run ARGS...: `jupyter-agent exec ARGS`; sets rc, output in $T/out, $T/err.
 run() {
     "$J" exec "$@" >"$T/out" 2>"$T/err"
     rc=$?
-}
-# expect RC TEXT DESCRIPTION -- ARGS...: exit code RC and TEXT (fixed
-# string) in stdout or stderr.
-expect() {
-    want=$1 text=$2 desc=$3
-    shift 4
-    run "$@"
-    if [ "$rc" = "$want" ] && cat "$T/out" "$T/err" | grep -qF -- "$text"; then
-        ok 0 "$desc"
-    else
-        ok 1 "$desc"
-        echo "# exit $rc (wanted $want), looked for: $text"
-        diag "$T/out" "$T/err"
-    fi
 }
 # The user's code must not have run.
 no_user_code() {
@@ -230,6 +204,4 @@ expect 2 "does not work with --no-sandbox" "--packages with --no-sandbox is refu
 [ ! -s "$T/hits" ]
 ok $? "the host's loopback service saw no connection during any install or run"
 
-echo "1..$n"
-echo "$((n - failed)) passed, $failed failed"
-[ "$failed" = 0 ]
+done_testing

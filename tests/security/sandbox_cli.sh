@@ -3,19 +3,9 @@
 # tried and what must hold. Python inside is /usr/bin/python3.
 BIN=${JUPYTER_AGENT_BIN:-build/jupyter-agent}
 PY=/usr/bin/python3
+. "$(dirname "$0")/../tap.sh"
 T=$(mktemp -d /tmp/ja-cli-test-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-n=0
-fails=0
-ok() { # cond-status description
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        fails=$((fails + 1))
-    fi
-}
 run() { # run the sandbox, stdout to $T/out, stderr to $T/err, status in $rc
     "$BIN" sandbox --quiet "$@" >"$T/out" 2>"$T/err" </dev/null
     rc=$?
@@ -164,6 +154,4 @@ t = json.load(sys.stdin)
 assert any(r["syscall"] == "ptrace" for r in t)'
 ok $? "--seccomp-table prints the deny table as JSON"
 
-echo "1..$n"
-echo "$((n - fails)) passed, $fails failed"
-[ "$fails" = 0 ]
+done_testing

@@ -1,0 +1,42 @@
+# tap.sh: the shell side of tests/tap.h, sourced by tests/<suite>/*.sh.
+#
+#   ok STATUS "what must hold"       one line per guarantee (0 = holds)
+#   diag FILE...                     show files as TAP comments
+#   expect RC TEXT "what" -- ARGS    `run ARGS` (the script defines run: it
+#                                    sets $rc and writes $T/out, $T/err);
+#                                    holds when the exit code is RC and TEXT
+#                                    appears in stdout or stderr
+#   done_testing                     "1..N", "N passed, N failed", status
+n=0
+failed=0
+
+ok() {
+    n=$((n + 1))
+    if [ "$1" = 0 ]; then
+        echo "ok $n - $2"
+    else
+        echo "not ok $n - $2"
+        failed=$((failed + 1))
+    fi
+}
+
+diag() { sed 's/^/# /' "$@"; }
+
+expect() {
+    want=$1 text=$2 desc=$3
+    shift 4
+    run "$@"
+    if [ "$rc" = "$want" ] && cat "$T/out" "$T/err" | grep -qF -- "$text"; then
+        ok 0 "$desc"
+    else
+        ok 1 "$desc"
+        echo "# exit $rc (wanted $want), looked for: $text"
+        diag "$T/out" "$T/err"
+    fi
+}
+
+done_testing() {
+    echo "1..$n"
+    echo "$((n - failed)) passed, $failed failed"
+    [ "$failed" = 0 ]
+}
