@@ -20,6 +20,15 @@
 #define HB_TIMEOUT_MS 10000
 #define IOPUB_RCVHWM 100000
 #define KB_HELD_MAX 16
+/* One drain round reads at most DRAIN_MAX messages (dropped ones included)
+ * or for DRAIN_MS from one channel, then the waiting loop looks at its
+ * deadline, the kernel's death and should_stop again: a kernel that sends
+ * as fast as we read cannot keep us from returning. */
+#define DRAIN_MAX 512
+#define DRAIN_MS 50
+/* Once an execution's output cap is reached only its status matters; a
+ * real status message is a few hundred bytes. */
+#define STATUS_MAX_BYTES ((size_t)64 << 10)
 /* Batching iopub reads: when STREAK_WAKES wake-ups in a row each found
  * messages no more than STREAK_GAP_US apart, the kernel is streaming
  * outputs, so pause STREAK_PAUSE_US before polling again and read the next
@@ -38,6 +47,7 @@ struct kb_client {
     char session[37];            /* our session id (also routing id) */
     char *username;              /* owned */
     kb_wire_stats_t stats;       /* what was accepted and dropped */
+    kb_zmq_limits_t limits;      /* frames and total bytes of a message */
     size_t max_output;           /* per-execution output cap */
     int watch_fd;                /* readable when the kernel died; -1 */
     bool use_hb;                 /* ping the heartbeat while waiting */
@@ -130,6 +140,7 @@ kb_client_new(const kb_conn_t *conn, const kb_client_opts_t *opts, err_t *err)
         opts->max_output_bytes ? opts->max_output_bytes : DEFAULT_MAX_OUTPUT;
     int64_t max_msg =
         opts->max_msg_bytes ? opts->max_msg_bytes : DEFAULT_MAX_MSG;
+    c->limits.max_bytes = (size_t)max_msg;
     for (int ch = 0; ch < KB_NCHANNELS; ch++) {
         c->sock[ch] =
             s_socket(c, (kb_channel_t)ch, types[ch], conn, max_msg, err);
@@ -237,16 +248,35 @@ s_send(kb_client_t *c, kb_channel_t ch, const kb_msg_t *msg, err_t *err)
     return kb_zmq_send(c->sock[ch], msg, c->key, kb_channel_name(ch), err);
 }
 
-/* One message from `ch` without blocking; NULL if none was waiting or it
- * was dropped (counted in c->stats). */
-static kb_msg_t *
-s_recv(kb_client_t *c, kb_channel_t ch)
+/* The budget of one drain round on one channel. */
+typedef struct s_round {
+    int n;         /* messages read so far, dropped ones included */
+    int64_t until; /* CLOCK_MONOTONIC ms when the round ends */
+} s_round_t;
+
+static s_round_t
+s_round(void)
 {
-    err_t err;
-    kb_msg_t *msg = kb_zmq_recv(c->sock[ch], c->key, &c->stats, &err);
-    if (!msg && err.code)
+    return (s_round_t){0, clock_mono_ms() + DRAIN_MS};
+}
+
+/* The next message from `ch` without blocking, skipping dropped ones
+ * (counted in c->stats); NULL when none is waiting or the round's budget
+ * is spent. `lim` NULL = the client's limits. */
+static kb_msg_t *
+s_next(kb_client_t *c, kb_channel_t ch, const kb_zmq_limits_t *lim,
+       s_round_t *r)
+{
+    while (r->n < DRAIN_MAX && clock_mono_ms() < r->until) {
+        err_t err;
+        r->n++;
+        kb_msg_t *msg = kb_zmq_recv(c->sock[ch], c->key, lim ? lim : &c->limits,
+                                    &c->stats, &err);
+        if (msg || !err.code)
+            return msg;
         log_debug("%s: %s", kb_channel_name(ch), err.text);
-    return msg;
+    }
+    return NULL;
 }
 
 /* The oldest held shell message, or NULL. */
@@ -347,7 +377,8 @@ kb_client_request(kb_client_t *c, kb_channel_t ch, const char *msg_type,
         if (!(ready & (1u << ch)))
             continue;
         kb_msg_t *m;
-        while ((m = s_recv(c, ch))) {
+        s_round_t r = s_round();
+        while ((m = s_next(c, ch, NULL, &r))) {
             if (!reply && strcmp(kb_msg_parent_id(m), kb_msg_id(req)) == 0)
                 reply = m;
             else if (ch == KB_SHELL && c->nheld < KB_HELD_MAX)
@@ -407,11 +438,13 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
             goto fail;
         }
         kb_msg_t *m;
-        while ((m = s_recv(c, KB_IOPUB))) {
+        s_round_t r = s_round();
+        while ((m = s_next(c, KB_IOPUB, NULL, &r))) {
             iopub_seen |= s_is_ours(ids, known, kb_msg_parent_id(m));
             kb_msg_destroy(&m);
         }
-        while ((m = s_recv(c, KB_SHELL))) {
+        r = s_round();
+        while ((m = s_next(c, KB_SHELL, NULL, &r))) {
             if (!reply && strcmp(kb_msg_type(m), "kernel_info_reply") == 0 &&
                 s_is_ours(ids, known, kb_msg_parent_id(m)))
                 reply = m;
@@ -539,9 +572,21 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
         unsigned ready = s_poll(c, mask, wait);
         kb_msg_t *m;
         /* Drain iopub before looking at the death signal, so outputs the
-         * kernel sent before dying are kept. */
+         * kernel sent before dying are kept. Messages of other parents, and
+         * once the cap is reached everything but status, are dropped
+         * before they are hashed or parsed. */
         int drained = 0;
-        while ((m = s_recv(c, KB_IOPUB))) {
+        kb_zmq_limits_t lim = c->limits;
+        lim.parent_id = x->msg_id;
+        s_round_t r = s_round();
+        for (;;) {
+            if (kb_output_truncated(out)) {
+                lim.status_only = true;
+                if (lim.max_bytes > STATUS_MAX_BYTES)
+                    lim.max_bytes = STATUS_MAX_BYTES;
+            }
+            if (!(m = s_next(c, KB_IOPUB, &lim, &r)))
+                break;
             drained++;
             if (strcmp(kb_msg_parent_id(m), x->msg_id) == 0) {
                 const char *type = kb_msg_type(m);
@@ -551,22 +596,30 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
                 if (strcmp(type, "status") == 0 && state &&
                     strcmp(state, "idle") == 0)
                     x->got_idle = true;
+                bool was_cut = kb_output_truncated(out);
                 kb_output_feed(out, type, content);
-                if (hooks && hooks->on_iopub)
+                /* An output past the cap is neither stored nor shown (nor
+                 * saved by a hook as an image file). */
+                bool refused = kb_output_truncated(out) && !was_cut &&
+                               kb_output_is_output_type(type);
+                if (hooks && hooks->on_iopub && !refused)
                     hooks->on_iopub(m, hooks->arg);
             }
             kb_msg_destroy(&m);
         }
-        while ((m = s_take_held(c)) || (m = s_recv(c, KB_SHELL))) {
+        r = s_round();
+        while ((m = s_take_held(c)) || (m = s_next(c, KB_SHELL, NULL, &r))) {
             s_on_shell(x, m, out);
             kb_msg_destroy(&m);
         }
-        while ((m = s_recv(c, KB_STDIN))) {
+        r = s_round();
+        while ((m = s_next(c, KB_STDIN, NULL, &r))) {
             if (strcmp(kb_msg_type(m), "input_request") == 0)
                 s_answer_input(c, m, hooks);
             kb_msg_destroy(&m);
         }
-        while ((m = s_recv(c, KB_CONTROL))) /* interrupt replies etc. */
+        r = s_round();
+        while ((m = s_next(c, KB_CONTROL, NULL, &r))) /* interrupt replies */
             kb_msg_destroy(&m);
         if (ready & (1u << KB_NCHANNELS)) {
             rc = err_set(err, ERR_KERNEL, "the kernel died");

@@ -1,11 +1,19 @@
 /*
  * kb_output: the output model of one execution. See kb_output.h.
  *
- * Byte accounting: s_size() charges every string its length and every other
- * JSON node (number, bool, null, array, object) one byte plus its children
- * (and each object key its length), so node count never exceeds the charge
- * and the cap bounds both memory and work. Each stored output costs
- * 1 + the sizes of the kernel-supplied fields it holds.
+ * Byte accounting charges what an output really costs, the larger of its
+ * memory and its serialized JSON: every JSON value COST_NODE (a jansson
+ * node and its allocation), every array or object COST_CONTAINER more (its
+ * table), every object member COST_MEMBER plus its key, every string its
+ * length as written with ensure_ascii (s_esc_len: a control byte is 6,
+ * a 4-byte UTF-8 character 12), and every output COST_OUTPUT for itself.
+ * So an empty display_data costs about 750 bytes, close to the ~1 KiB of
+ * heap it takes, instead of the 3 bytes it cost before; the cap bounds
+ * memory, notebook size and work alike. Every display update is charged
+ * to the running execution again (COST_UPDATE plus its data once per
+ * output it rewrites, including outputs of earlier executions, which a
+ * notebook writes out again), so updates cannot grow a notebook past the
+ * cap of the cell that sends them.
  *
  * Stream coalescing without quadratic copies: the text of the last output,
  * when it is a stream, lives in `tail` and is written into the JSON string
@@ -53,39 +61,93 @@ struct kb_output {
 
 /* --- sizes ------------------------------------------------------------- */
 
+#define COST_NODE 32
+#define COST_CONTAINER 160
+#define COST_MEMBER 32
+#define COST_OUTPUT 256
+#define COST_UPDATE 64
+
+/* Bytes one byte of a string takes in JSON written with ensure_ascii: a
+ * UTF-8 lead byte carries its whole escape (\uXXXX, or two for a
+ * character past U+FFFF), continuation bytes nothing. */
+static unsigned
+s_esc_byte(unsigned char c)
+{
+    if (c == '"' || c == '\\' || c == '\n' || c == '\t' || c == '\r' ||
+        c == '\b' || c == '\f')
+        return 2;
+    if (c < 0x20 || c == 0x7f)
+        return 6;
+    if (c < 0x80)
+        return 1;
+    if (c < 0xc0)
+        return 0;
+    return c < 0xf0 ? 6 : 12;
+}
+
+static size_t
+s_esc_len(const char *s, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += s_esc_byte((unsigned char)s[i]);
+    return n;
+}
+
+/* Length of the longest prefix of s[0..len) whose escaped size is at most
+ * `room` and that does not split a UTF-8 sequence. */
+static size_t
+s_esc_prefix(const char *s, size_t len, size_t room)
+{
+    size_t n = 0, used = 0;
+    while (n < len) {
+        size_t w = s_esc_byte((unsigned char)s[n]);
+        if (used + w > room)
+            break;
+        used += w;
+        n++;
+    }
+    while (n > 0 && n < len && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
 static size_t
 s_size(json_t *v)
 {
-    size_t n = 1;
+    size_t n = COST_NODE;
     const char *key;
     json_t *x;
     size_t i;
     switch (json_typeof(v)) {
     case JSON_STRING:
-        return json_string_length(v);
+        return n + s_esc_len(json_string_value(v), json_string_length(v));
     case JSON_OBJECT:
-        json_object_foreach(v, key, x) n += strlen(key) + s_size(x);
+        n += COST_CONTAINER;
+        json_object_foreach(v, key, x) n +=
+            COST_MEMBER + s_esc_len(key, strlen(key)) + s_size(x);
         return n;
     case JSON_ARRAY:
+        n += COST_CONTAINER;
         json_array_foreach(v, i, x) n += s_size(x);
         return n;
     default:
-        return 1;
+        return n;
     }
 }
 
+/* A whole output: the object and every field in it. */
 static size_t
 s_output_size(json_t *out)
 {
-    static const char *const fields[] = {
-        "name", "text", "data", "metadata", "ename", "evalue", "traceback"};
-    size_t n = 1;
-    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
-        json_t *v = json_object_get(out, fields[i]);
-        if (v)
-            n += s_size(v);
-    }
-    return n;
+    return COST_OUTPUT + s_size(out);
+}
+
+/* a + b, saturating. */
+static size_t
+s_add(size_t a, size_t b)
+{
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
 }
 
 /* --- registry ---------------------------------------------------------- */
@@ -240,19 +302,6 @@ s_tail_append(kb_output_t *o, json_t *last, const char *text, size_t len)
     buf_append(o->tail, text, len);
 }
 
-/* Length of the longest prefix of s[0..len) that is at most `max` bytes and
- * does not split a UTF-8 sequence. */
-static size_t
-s_utf8_prefix(const char *s, size_t len, size_t max)
-{
-    if (len <= max)
-        return len;
-    size_t n = max;
-    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-        n--;
-    return n;
-}
-
 /* Cap reached: stop storing and append the marker once. */
 static void
 s_truncate(kb_output_t *o)
@@ -399,22 +448,22 @@ s_update(kb_output_t *o, const char *id, json_t *data, json_t *meta)
         return;
     json_t *d = json_deep_copy(data);
     json_t *m = meta ? json_deep_copy(meta) : json_object();
-    size_t add = 1 + s_size(d) + s_size(m);
-    /* The charge of this execution's own targets changes; others' targets
-     * belong to finished executions, but one message still may not hold
-     * more than the cap. */
-    size_t sub = 0, plus = 0;
+    size_t add = s_add(s_size(d), s_size(m));
+    /* Every target is written out again with the new data, so each costs
+     * `add` now. This execution's own targets give back what their old
+     * data cost; the targets of earlier executions were charged to those,
+     * so their new data is charged here, on every update. */
+    size_t sub = 0, plus = COST_UPDATE;
     json_array_foreach(list, i, pair)
     {
         json_t *out = json_array_get(pair, 0);
-        if (json_integer_value(json_array_get(pair, 1)) == o->serial) {
-            sub += s_output_size(out);
-            plus += add;
-        }
+        if (json_integer_value(json_array_get(pair, 1)) == o->serial)
+            sub += s_size(json_object_get(out, "data")) +
+                   s_size(json_object_get(out, "metadata"));
+        plus = s_add(plus, add);
     }
     size_t base = o->bytes >= sub ? o->bytes - sub : 0;
-    if (o->max_bytes && (add > o->max_bytes || plus > o->max_bytes ||
-                         base > o->max_bytes - plus)) {
+    if (o->max_bytes && (plus > o->max_bytes || base > o->max_bytes - plus)) {
         s_truncate(o);
         goto out;
     }
@@ -444,13 +493,20 @@ s_on_stream(kb_output_t *o, json_t *content)
     const char *s = json_string_value(text);
     size_t len = json_string_length(text);
     json_t *last = s_last_stream(o, json_string_value(name));
-    size_t cost = last ? len : 1 + json_string_length(name) + len;
+    /* A new stream output: the object, its three members and strings. */
+    size_t fixed =
+        last ? 0
+             : COST_OUTPUT + COST_NODE + COST_CONTAINER + 3 * COST_MEMBER +
+                   3 * COST_NODE + strlen("output_typestreamnametext") +
+                   s_esc_len(json_string_value(name), json_string_length(name));
+    size_t esc = s_esc_len(s, len);
+    size_t cost = s_add(fixed, esc);
     size_t keep = len;
     bool cut = false;
     if (s_over(o, cost)) {
         size_t room = s_room(o);
-        size_t fixed = cost - len;
-        keep = room > fixed ? s_utf8_prefix(s, len, room - fixed) : 0;
+        keep = room > fixed ? s_esc_prefix(s, len, room - fixed) : 0;
+        cost = fixed + s_esc_len(s, keep);
         cut = true;
     }
     if (keep > 0 || (!cut && len == 0 && !last)) {
@@ -462,7 +518,7 @@ s_on_stream(kb_output_t *o, json_t *content)
                 o->outputs, json_pack("{s:s, s:O, s:s%}", "output_type",
                                       "stream", "name", name, "text", s, keep));
         }
-        o->bytes += cost - (len - keep);
+        o->bytes += cost;
     }
     if (cut)
         s_truncate(o);
@@ -606,6 +662,18 @@ s_on_reply(kb_output_t *o, json_t *content)
     kb_output_set_status(o, json_string_value(status));
     kb_output_set_payload(o, json_object_get(content, "payload"));
     return 0;
+}
+
+bool
+kb_output_is_output_type(const char *msg_type)
+{
+    static const char *const types[] = {"stream", "display_data",
+                                        "execute_result", "update_display_data",
+                                        "error"};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (msg_type && !strcmp(msg_type, types[i]))
+            return true;
+    return false;
 }
 
 int

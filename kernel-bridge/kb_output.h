@@ -64,6 +64,10 @@ size_t kb_displays_count(const kb_displays_t *d, const char *display_id);
 kb_output_t *kb_output_new(kb_displays_t *displays, size_t max_bytes);
 void kb_output_destroy(kb_output_t **p);
 
+/* True for the message types that add or change outputs (stream,
+ * display_data, execute_result, update_display_data, error). */
+bool kb_output_is_output_type(const char *msg_type);
+
 /* Apply one message. `content` is borrowed (its values are copied).
  * Returns 0 when applied or ignored by design, -1 when malformed (counted,
  * nothing changed). Never fails otherwise. */

@@ -45,6 +45,7 @@ struct kb_server {
     char session[37];           /* header.session of what we send */
     char *username;             /* owned header.username */
     kb_wire_stats_t stats;      /* accepted / dropped, all channels */
+    kb_zmq_limits_t limits;     /* frames and bytes one message may have */
     kb_wire_stats_t snapshot;   /* what kb_server_stats last returned */
     table_t shell;              /* shell handlers (shell thread) */
     table_t ctl;                /* control handlers (control thread) */
@@ -180,6 +181,7 @@ kb_server_new(const kb_conn_t *conn, const kb_server_opts_t *opts, err_t *err)
     s->username = xstrdup(opts->username ? opts->username : "kernel");
     int64_t max_msg =
         opts->max_msg_bytes > 0 ? opts->max_msg_bytes : DEFAULT_MAX_MSG;
+    s->limits.max_bytes = (size_t)max_msg;
     if (!s->zctx || !s->key) {
         err_set(err, ERR_KERNEL, "cannot initialise zmq or libsodium");
         goto fail;
@@ -445,7 +447,7 @@ s_recv(kb_server_t *s, void *sock, kb_channel_t ch)
 {
     kb_wire_stats_t delta = {0};
     err_t err;
-    kb_msg_t *msg = kb_zmq_recv(sock, s->key, &delta, &err);
+    kb_msg_t *msg = kb_zmq_recv(sock, s->key, &s->limits, &delta, &err);
     if (!msg && err.code)
         log_warn("dropped a %s message: %s", kb_channel_name(ch), err.text);
     if (delta.accepted || delta.bad_signature || delta.malformed) {

@@ -58,6 +58,7 @@ typedef struct kb_wire_stats {
     uint64_t accepted;      /* messages parsed and returned */
     uint64_t bad_signature; /* missing/wrong signature: dropped unparsed */
     uint64_t malformed;     /* framing, size, depth or JSON errors */
+    uint64_t foreign;       /* not for the waiting receiver: dropped unhashed */
 } kb_wire_stats_t;
 
 /* Serialized frames of one message; owns every frame's bytes. */

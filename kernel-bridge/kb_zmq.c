@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <string.h>
 #include <zmq.h>
 
 int
@@ -24,12 +25,48 @@ kb_zmq_send(void *sock, const kb_msg_t *msg, const kb_key_t *key,
     return rc;
 }
 
-kb_msg_t *
-kb_zmq_recv(void *sock, const kb_key_t *key, kb_wire_stats_t *stats, err_t *err)
+/* The index of the <IDS|MSG> frame, or n. */
+static size_t
+s_delim(const kb_frame_t *f, size_t n)
 {
+    size_t i = 0;
+    while (i < n && !(f[i].len == KB_WIRE_DELIM_LEN &&
+                      memcmp(f[i].data, KB_WIRE_DELIM, KB_WIRE_DELIM_LEN) == 0))
+        i++;
+    return i;
+}
+
+/* Does frame `f` contain `text`? */
+static bool
+s_mentions(const kb_frame_t *f, const char *text)
+{
+    return memmem(f->data, f->len, text, strlen(text)) != NULL;
+}
+
+/* A message the receiver would ignore, judged from its raw frames. */
+static bool
+s_foreign(const kb_frame_t *f, size_t n, const kb_zmq_limits_t *lim)
+{
+    size_t d = s_delim(f, n);
+    if (d + 4 > n) /* kb_wire reports the framing */
+        return false;
+    if (lim->status_only && !s_mentions(&f[d + 2], "status"))
+        return true;
+    return lim->parent_id && !s_mentions(&f[d + 3], lim->parent_id);
+}
+
+kb_msg_t *
+kb_zmq_recv(void *sock, const kb_key_t *key, const kb_zmq_limits_t *limits,
+            kb_wire_stats_t *stats, err_t *err)
+{
+    static const kb_zmq_limits_t none = {0};
+    const kb_zmq_limits_t *lim = limits ? limits : &none;
+    size_t max_frames = lim->max_frames && lim->max_frames < KB_ZMQ_MAX_FRAMES
+                            ? lim->max_frames
+                            : KB_ZMQ_MAX_FRAMES;
     zmq_msg_t parts[KB_ZMQ_MAX_FRAMES];
     kb_frame_t views[KB_ZMQ_MAX_FRAMES];
-    size_t n = 0;
+    size_t n = 0, total = 0;
     bool more = true, overflow = false;
     err_clear(err);
     while (more) {
@@ -37,28 +74,36 @@ kb_zmq_recv(void *sock, const kb_key_t *key, kb_wire_stats_t *stats, err_t *err)
         zmq_msg_init(&part);
         /* Only the first frame may be absent; the rest of a multipart
          * message is always there once its first frame is. */
-        if (zmq_msg_recv(&part, sock, n ? 0 : ZMQ_DONTWAIT) < 0) {
+        if (zmq_msg_recv(&part, sock, n || overflow ? 0 : ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&part);
             break;
         }
         more = zmq_msg_more(&part);
-        if (n < KB_ZMQ_MAX_FRAMES) {
-            parts[n++] = part;
-        } else {
+        total += zmq_msg_size(&part);
+        if (overflow || n >= max_frames ||
+            (lim->max_bytes && total > lim->max_bytes)) {
+            /* Past a cap: release every frame as it comes. */
             overflow = true;
             zmq_msg_close(&part);
+        } else {
+            parts[n++] = part;
         }
     }
     kb_msg_t *msg = NULL;
+    for (size_t i = 0; i < n; i++)
+        views[i] =
+            (kb_frame_t){zmq_msg_data(&parts[i]), zmq_msg_size(&parts[i])};
     if (overflow) {
         if (stats)
             stats->malformed++;
-        err_set(err, ERR_KERNEL, "dropped a message of more than %d frames",
-                KB_ZMQ_MAX_FRAMES);
+        err_set(err, ERR_KERNEL,
+                "dropped a message of more than %zu frames or %zu bytes",
+                max_frames, lim->max_bytes);
+    } else if (n && s_foreign(views, n, lim)) {
+        if (stats)
+            stats->foreign++;
+        err_set(err, ERR_KERNEL, "dropped a message meant for someone else");
     } else if (n) {
-        for (size_t i = 0; i < n; i++)
-            views[i] =
-                (kb_frame_t){zmq_msg_data(&parts[i]), zmq_msg_size(&parts[i])};
         msg = kb_wire_parse(views, n, key, NULL, stats, err);
     }
     for (size_t i = 0; i < n; i++)

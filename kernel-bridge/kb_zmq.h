@@ -2,9 +2,13 @@
  * kb_zmq: one Jupyter message over one zmq socket, for both ends of the
  * protocol (kb_client and kb_server).
  *
- * The frames are hashed and parsed in place (zmq_msg_t, no copy); a message
- * of more than KB_ZMQ_MAX_FRAMES frames, or one kb_wire refuses (signature,
- * framing, size, depth), is dropped and counted, never returned.
+ * The frames are hashed and parsed in place (zmq_msg_t, no copy). Before
+ * anything is hashed or copied, a message is dropped and counted when it
+ * has more than max_frames frames or more than max_bytes in all (libzmq
+ * caps each frame with ZMQ_MAXMSGSIZE, but not their number or sum), and
+ * when the receiver said which parent it waits for and the parent_header
+ * frame does not mention it. Then kb_wire refuses what it must (signature,
+ * framing, size, depth); nothing dropped is ever returned.
  */
 #ifndef KERNEL_BRIDGE_KB_ZMQ_H
 #define KERNEL_BRIDGE_KB_ZMQ_H
@@ -13,7 +17,23 @@
 #include "kernel-bridge/kb_msg.h"
 #include "kernel-bridge/kb_wire.h"
 
-#define KB_ZMQ_MAX_FRAMES 1024
+/* Frames of one message: identities, delimiter, signature, four JSON parts
+ * and buffers. ipywidgets sends a handful of buffers; 64 is generous. */
+#define KB_ZMQ_MAX_FRAMES 64
+
+/* What one received message may be, checked before it is hashed. */
+typedef struct kb_zmq_limits {
+    size_t max_frames; /* 0 = KB_ZMQ_MAX_FRAMES (also the most allowed) */
+    size_t max_bytes;  /* all frames together; 0 = no cap */
+    /* When set: drop, unhashed and unparsed, a message whose parent_header
+     * frame does not contain this text (counted as foreign). The receiver
+     * ignores such messages anyway; dropping them before the HMAC makes a
+     * flood of them cost next to nothing. */
+    const char *parent_id;
+    /* When set: drop the same way a message whose header frame does not
+     * contain "status" (a receiver that stores no more outputs). */
+    bool status_only;
+} kb_zmq_limits_t;
 
 /* Send `msg` signed with `key` as one multipart message. 0, or -1 with
  * ERR_KERNEL naming `what` (e.g. the channel); errno is kept from zmq so a
@@ -23,9 +43,10 @@ int kb_zmq_send(void *sock, const kb_msg_t *msg, const kb_key_t *key,
 
 /* Receive one multipart message without blocking. Returns the message
  * (caller destroys), or NULL: nothing was waiting (err->code stays ERR_OK)
- * or the message was dropped (counted in *stats; err says why). `stats`
- * and `err` may be NULL. */
-kb_msg_t *kb_zmq_recv(void *sock, const kb_key_t *key, kb_wire_stats_t *stats,
+ * or the message was dropped (counted in *stats; err says why). `limits`,
+ * `stats` and `err` may be NULL. */
+kb_msg_t *kb_zmq_recv(void *sock, const kb_key_t *key,
+                      const kb_zmq_limits_t *limits, kb_wire_stats_t *stats,
                       err_t *err);
 
 #endif

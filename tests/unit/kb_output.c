@@ -277,7 +277,9 @@ main(int argc, char **argv)
     kb_output_destroy(&o);
 
     /* --- limits ------------------------------------------------------- */
-    o = kb_output_new(d, 100);
+    /* A new stream of 60 bytes costs 731 (the output's own overhead is
+     * 671): 760 keeps the first whole and 29 bytes of the second. */
+    o = kb_output_new(d, 760);
     char text[64];
     memset(text, 'x', 60);
     text[60] = '\0';
@@ -287,7 +289,7 @@ main(int argc, char **argv)
     ok(!kb_output_truncated(o), "output under the cap is kept whole");
     s_feed(o, "stream", msg);
     ok(kb_output_truncated(o), "output past the cap sets truncated");
-    ok(kb_output_bytes(o) <= 100, "stored bytes never pass the cap (%zu)",
+    ok(kb_output_bytes(o) <= 760, "stored bytes never pass the cap (%zu)",
        kb_output_bytes(o));
     size_t kept = json_string_length(json_object_get(s_out(o, 0), "text"));
     ok(kept > 60 && kept < 120,
@@ -295,7 +297,7 @@ main(int argc, char **argv)
     is_int(s_count(o), 2, "one marker output follows the kept output");
     ok(!strcmp(s_str(s_out(o, 1), "name"), "stderr") &&
            strstr(s_str(s_out(o, 1), "text"),
-                  "output truncated after 100 bytes; raise --max-output"),
+                  "output truncated after 760 bytes; raise --max-output"),
        "the marker is a stderr stream that says what happened and what to "
        "do");
     s_feed(o, "stream", "{\"name\": \"stderr\", \"text\": \"more\"}");
@@ -305,7 +307,7 @@ main(int argc, char **argv)
        "after truncation nothing more is stored or cleared");
     kb_output_destroy(&o);
 
-    o = kb_output_new(d, 100);
+    o = kb_output_new(d, 760);
     s_feed(o, "stream", "{\"name\": \"stderr\", \"text\": \"warning\"}");
     s_feed(o, "display_data",
            "{\"data\": {\"image/png\": "
@@ -317,7 +319,7 @@ main(int argc, char **argv)
        "the marker joins a trailing stderr stream on a new line");
     kb_output_destroy(&o);
 
-    o = kb_output_new(d, 50);
+    o = kb_output_new(d, 721);
     /* 30 two-byte characters: the cut must not split one. */
     char utf[256] = "{\"name\": \"stdout\", \"text\": \"";
     for (int i = 0; i < 30; i++)
@@ -338,7 +340,9 @@ main(int argc, char **argv)
 
     o = kb_output_new(d, 0);
     s_feed(o, "display_data",
-           "{\"data\": {\"text/plain\": \"a long first version\"}, "
+           "{\"data\": {\"text/plain\": \"a long first version, long "
+           "enough that its bytes outweigh what counting one update costs: "
+           "a long first version, long enough that its bytes outweigh\"}, "
            "\"metadata\": {}, \"transient\": {\"display_id\": \"sz\"}}");
     size_t before = kb_output_bytes(o);
     s_feed(o, "update_display_data",
@@ -347,6 +351,70 @@ main(int argc, char **argv)
     ok(kb_output_bytes(o) < before,
        "an update that shrinks a display lowers the stored bytes");
     kb_output_destroy(&o);
+
+    /* --- what an output really costs ---------------------------------- */
+    o = kb_output_new(d, 1 << 20);
+    for (int i = 0; i < 250000 && !kb_output_truncated(o); i++)
+        s_feed(o, "display_data", "{\"data\": {}, \"metadata\": {}}");
+    size_t n = s_count(o);
+    char *dump = json_dumps(kb_output_outputs(o), JSON_INDENT(1));
+    ok(kb_output_truncated(o) && n < 2000,
+       "250000 empty displays under a 1 MiB cap stop after %zu outputs", n);
+    ok(strlen(dump) <= kb_output_bytes(o) && kb_output_bytes(o) <= 1 << 20,
+       "the charge (%zu) covers their serialized JSON (%zu bytes)",
+       kb_output_bytes(o), strlen(dump));
+    free(dump);
+    kb_output_destroy(&o);
+
+    o = kb_output_new(d, 1 << 20);
+    char ctl[7000] = "{\"name\": \"stdout\", \"text\": \"";
+    for (int i = 0; i < 1000; i++)
+        strcat(ctl, "\\u0001");
+    strcat(ctl, "\"}");
+    for (int i = 0; i < 1000 && !kb_output_truncated(o); i++)
+        s_feed(o, "stream", ctl);
+    dump = json_dumps(kb_output_outputs(o), JSON_ENSURE_ASCII);
+    ok(kb_output_truncated(o) && strlen(dump) <= (1 << 20) + 4096,
+       "control bytes are charged as escaped: 1 MiB of them stops at the "
+       "cap (%zu bytes of JSON)",
+       strlen(dump));
+    free(dump);
+    kb_output_destroy(&o);
+
+    {
+        /* 100 earlier executions show display "p"; one update of 20 KB
+         * data would be written 100 times (2 MB) under a 1 MiB cap. */
+        kb_displays_t *run = kb_displays_new();
+        for (int i = 0; i < 100; i++) {
+            kb_output_t *cell = kb_output_new(run, 1 << 20);
+            s_feed(cell, "display_data",
+                   "{\"data\": {\"text/plain\": \"small\"}, "
+                   "\"transient\": {\"display_id\": \"p\"}}");
+            kb_output_destroy(&cell);
+        }
+        kb_output_t *last = kb_output_new(run, 1 << 20);
+        char *big = malloc(20100);
+        strcpy(big, "{\"data\": {\"text/plain\": \"");
+        size_t at = strlen(big);
+        memset(big + at, 'u', 20000);
+        strcpy(big + at + 20000, "\"}, \"transient\": "
+                                 "{\"display_id\": \"p\"}}");
+        s_feed(last, "update_display_data", big);
+        ok(kb_output_truncated(last),
+           "an update rewriting 100 earlier outputs is charged 100 times to "
+           "the cell that sends it, and refused past its cap");
+        free(big);
+        kb_output_destroy(&last);
+        last = kb_output_new(run, 1 << 20);
+        for (int i = 0; i < 100000 && !kb_output_truncated(last); i++)
+            s_feed(last, "update_display_data",
+                   "{\"data\": {}, \"transient\": {\"display_id\": "
+                   "\"p\"}}");
+        ok(kb_output_truncated(last),
+           "a stream of tiny updates is counted too and ends at the cap");
+        kb_output_destroy(&last);
+        kb_displays_destroy(&run);
+    }
 
     /* --- status and the exec --json shape ----------------------------- */
     o = kb_output_new(NULL, 0);
