@@ -59,7 +59,7 @@ s_peak_mib(void)
 }
 
 /* Python: build `frames` (a signed message of type TYPE with CONTENT and
- * PARENT), then FLOOD: send it COUNT times (0 = for 60 s) from the iopub
+ * PARENT), then FLOOD: send it COUNT times (0 = for 600 s) from the iopub
  * thread, which owns the socket; while it floods, the kernel's own status
  * messages cannot get out. */
 static char *
@@ -74,7 +74,7 @@ s_flood(const char *type, const char *content, const char *parent, long count,
         "m = s.msg(%s, content=%s, parent=%s)\n"
         "frames = [b'x'] + s.serialize(m)%s\n"
         "def flood():\n"
-        "    n, end = 0, time.time() + 60\n"
+        "    n, end = 0, time.time() + 600\n"
         "    while (%ld and n < %ld) or (not %ld and time.time() < end):\n"
         "        t.socket.send_multipart(frames, copy=False)\n"
         "        n += 1\n"
