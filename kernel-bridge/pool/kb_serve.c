@@ -30,6 +30,11 @@ extern char **environ;
 #define MAX_MSG (1 << 20) /* one request or reply */
 #define MAX_FDS 4
 #define MAX_CONNS 1024
+/* Replies a client has not read yet: the socket's send buffer holds them,
+ * capped here; a client that lets it fill is dropped (sends never block). */
+#define CONN_SNDBUF (64 << 10)
+/* Connections accepted in one poll round (the rest wait for the next). */
+#define ACCEPT_BURST 256
 #define TAKE_TIMEOUT_MS 10000
 #define SPAWN_TIMEOUT_MS 120000 /* a restart is a cold start */
 
@@ -173,15 +178,31 @@ kb_serve_default_path(void)
     if (x && x[0] == '/')
         return xasprintf("%s/jupyter-agent/serve.sock", x);
     const char *home = getenv("HOME");
-    return xasprintf("%s/.cache/jupyter-agent/serve.sock",
-                     home && *home ? home : "/tmp");
+    if (home && home[0] == '/')
+        return xasprintf("%s/.cache/jupyter-agent/serve.sock", home);
+    return NULL; /* never a directory others can write, such as /tmp */
+}
+
+/* The socket path to use: `path`, or the default (new string); NULL with
+ * err when there is no safe default. */
+static char *
+s_path(const char *path, err_t *err)
+{
+    char *p = path ? xstrdup(path) : kb_serve_default_path();
+    if (!p)
+        err_set(err, ERR_USAGE,
+                "serve: neither XDG_RUNTIME_DIR nor HOME is set, and the "
+                "socket will not go where other users can write (/tmp); "
+                "set XDG_RUNTIME_DIR, HOME or JUPYTER_AGENT_SERVE_SOCKET");
+    return p;
 }
 
 /* ==================== server ==================== */
 
 typedef struct s_conn {
-    int fd;           /* owned connection */
+    int fd;           /* owned connection (non-blocking) */
     kb_launcher_t *l; /* owned taken kernel, or NULL */
+    bool failed;      /* a reply could not be sent: drop the client */
 } s_conn_t;
 
 typedef struct s_server {
@@ -195,41 +216,49 @@ typedef struct s_server {
     bool stop;                 /* a "stop" request arrived */
 } s_server_t;
 
+/* Send a reply without blocking; a client whose unread replies fill its
+ * send buffer (CONN_SNDBUF) is marked to be dropped. */
+static void
+s_reply(s_conn_t *c, json_t *r, const int *fds, int nfds)
+{
+    if (s_send(c->fd, r, fds, nfds) < 0)
+        c->failed = true;
+    json_decref(r);
+}
+
 /* Refuse a request with "why" + arg; returns 0 (handled). */
 static int
-s_reply_err(int fd, const char *why, const char *arg, bool miss)
+s_reply_err(s_conn_t *c, const char *why, const char *arg, bool miss)
 {
     json_t *r = json_pack("{s:b, s:b}", "ok", 0, "miss", miss);
     char text[1024];
     snprintf(text, sizeof text, "%s%s", why, arg ? arg : "");
     json_object_set_new(r, "error", json_string(text));
-    s_send(fd, r, NULL, 0);
-    json_decref(r);
+    s_reply(c, r, NULL, 0);
     return 0;
 }
 
 static void
-s_reply_ok(int fd, json_t *r, const int *fds, int nfds)
+s_reply_ok(s_conn_t *c, json_t *r, const int *fds, int nfds)
 {
     if (!r)
         r = json_object();
     json_object_set_new(r, "ok", json_true());
-    s_send(fd, r, fds, nfds);
-    json_decref(r);
+    s_reply(c, r, fds, nfds);
 }
 
 static int
 s_handle_take(s_server_t *sv, s_conn_t *c, json_t *req)
 {
     if (c->l)
-        return s_reply_err(c->fd, "this connection already holds a kernel",
-                           NULL, false);
+        return s_reply_err(c, "this connection already holds a kernel", NULL,
+                           false);
     const char *kernel = json_string_value(json_object_get(req, "kernel"));
     json_t *policy = json_object_get(req, "policy");
     if (strcasecmp(kernel ? kernel : "python3", sv->kernel_name) != 0 ||
         !json_equal(policy, sv->policy_json)) {
         sv->mismatches++;
-        return s_reply_err(c->fd,
+        return s_reply_err(c,
                            "the pool holds other kernels (another "
                            "kernelspec or sandbox policy)",
                            NULL, true);
@@ -237,7 +266,7 @@ s_handle_take(s_server_t *sv, s_conn_t *c, json_t *req)
     err_t err;
     kb_launcher_t *l = kb_pool_take(sv->pool, NULL, NULL, &err);
     if (!l)
-        return s_reply_err(c->fd, err.text, NULL, true);
+        return s_reply_err(c, err.text, NULL, true);
     c->l = l;
     sb_sandbox_t *box = kb_launcher_warm_box(l);
     const char *w = sb_sandbox_warnings(box);
@@ -249,7 +278,7 @@ s_handle_take(s_server_t *sv, s_conn_t *c, json_t *req)
     /* The launcher's pidfd: the kernel's own for a forked kernel (its box
      * runs a holder), else the box's init. */
     int fds[2] = {l->ops->pidfd(l->self), sb_sandbox_workspace_fd(box)};
-    s_reply_ok(c->fd, r, fds, 2);
+    s_reply_ok(c, r, fds, 2);
     return 0;
 }
 
@@ -257,13 +286,13 @@ static int
 s_handle_spawn(s_conn_t *c, json_t *req, int *fds, int nfds)
 {
     if (!c->l)
-        return s_reply_err(c->fd, "take a kernel first", NULL, false);
+        return s_reply_err(c, "take a kernel first", NULL, false);
     char **argv = s_strv(json_object_get(req, "argv"));
     char **env = s_strv(json_object_get(req, "env"));
     if (!argv || !argv[0] || !env) {
         kb_env_free(argv);
         kb_env_free(env);
-        return s_reply_err(c->fd, "spawn needs argv and env", NULL, false);
+        return s_reply_err(c, "spawn needs argv and env", NULL, false);
     }
     err_t err;
     int out = nfds > 0 ? fds[0] : -1;
@@ -271,11 +300,10 @@ s_handle_spawn(s_conn_t *c, json_t *req, int *fds, int nfds)
     kb_env_free(argv);
     kb_env_free(env);
     if (rc)
-        return s_reply_err(c->fd, err.text, NULL, false);
+        return s_reply_err(c, err.text, NULL, false);
     sb_sandbox_t *box = kb_launcher_warm_box(c->l);
     int pidfd = c->l->ops->pidfd(c->l->self);
-    s_reply_ok(c->fd,
-               json_pack("{s:I}", "pid", (json_int_t)sb_sandbox_pid(box)),
+    s_reply_ok(c, json_pack("{s:I}", "pid", (json_int_t)sb_sandbox_pid(box)),
                &pidfd, 1);
     return 0;
 }
@@ -315,22 +343,22 @@ s_handle(s_server_t *sv, s_conn_t *c)
         s_handle_spawn(c, req, fds, nfds);
     } else if (strcmp(op, "reap") == 0 && c->l) {
         int done = c->l->ops->reap(c->l->self, 0, why, sizeof why);
-        s_reply_ok(c->fd, json_pack("{s:b, s:s}", "done", done, "why", why),
-                   NULL, 0);
+        s_reply_ok(c, json_pack("{s:b, s:s}", "done", done, "why", why), NULL,
+                   0);
     } else if (strcmp(op, "kill") == 0 && c->l) {
         c->l->ops->kill(c->l->self);
-        s_reply_ok(c->fd, NULL, NULL, 0);
+        s_reply_ok(c, NULL, NULL, 0);
     } else if (strcmp(op, "stats") == 0) {
-        s_reply_ok(c->fd, s_stats_json(sv), NULL, 0);
+        s_reply_ok(c, s_stats_json(sv), NULL, 0);
     } else if (strcmp(op, "stop") == 0) {
         sv->stop = true;
-        s_reply_ok(c->fd, NULL, NULL, 0);
+        s_reply_ok(c, NULL, NULL, 0);
     } else {
-        s_reply_err(c->fd, "unknown or out-of-order request: ", op, false);
+        s_reply_err(c, "unknown or out-of-order request: ", op, false);
     }
     s_close_fds(fds, nfds);
     json_decref(req);
-    return true;
+    return !c->failed;
 }
 
 static void
@@ -348,6 +376,26 @@ s_peer_ok(int fd)
     socklen_t len = sizeof cr;
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 &&
            (cr.uid == geteuid() || cr.uid == 0);
+}
+
+/* Accept every waiting connection (up to ACCEPT_BURST this round): a burst
+ * of clients must not find the backlog full. Refused: other users, and
+ * anyone past MAX_CONNS. */
+static void
+s_accept(s_server_t *sv, int lfd)
+{
+    for (int i = 0; i < ACCEPT_BURST; i++) {
+        int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (cfd < 0)
+            return; /* EAGAIN: none left (or a transient error) */
+        int buf = CONN_SNDBUF;
+        if (sv->nconns >= MAX_CONNS || !s_peer_ok(cfd) ||
+            setsockopt(cfd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) < 0) {
+            close(cfd);
+            continue;
+        }
+        sv->conns[sv->nconns++] = (s_conn_t){.fd = cfd};
+    }
 }
 
 /* Create the socket's directory (0700, ours) and bind; a stale socket
@@ -392,11 +440,11 @@ s_listen(const char *path, err_t *err)
     }
     close(fd);
     unlink(path);
-    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     mode_t old = umask(0177);
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
-    if (rc < 0 || chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
+    if (rc < 0 || chmod(path, 0600) < 0 || listen(fd, SOMAXCONN) < 0) {
         err_set(err, ERR_IO, "serve: listening on %s: %s", path,
                 strerror(errno));
         close(fd);
@@ -409,8 +457,9 @@ int
 kb_serve_run(const kb_serve_opts_t *o, err_t *err)
 {
     int rc = -1, lfd = -1, sfd = -1;
-    char *path =
-        o->socket_path ? xstrdup(o->socket_path) : kb_serve_default_path();
+    char *path = s_path(o->socket_path, err);
+    if (!path)
+        return -1;
     s_server_t *sv = xcalloc(1, sizeof *sv);
     sv->kernel_name = xstrdup(o->kernel_name ? o->kernel_name : "python3");
     sb_policy_t defaults;
@@ -469,13 +518,8 @@ kb_serve_run(const kb_serve_opts_t *o, err_t *err)
         for (size_t i = sv->nconns; i-- > 0;)
             if (pf[2 + i].revents && !s_handle(sv, &sv->conns[i]))
                 s_drop(sv, i);
-        if (pr > 0 && pf[1].revents) {
-            int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-            if (cfd >= 0 && (sv->nconns >= MAX_CONNS || !s_peer_ok(cfd)))
-                close(cfd);
-            else if (cfd >= 0)
-                sv->conns[sv->nconns++] = (s_conn_t){.fd = cfd};
-        }
+        if (pr > 0 && pf[1].revents)
+            s_accept(sv, lfd);
         kb_pool_poll(sv->pool, 0);
     }
     rc = 0;
@@ -512,22 +556,84 @@ typedef struct s_remote {
     bool gone;          /* reap reported the box ended */
 } s_remote_t;
 
+/* Is the directory holding `path` ours and closed to everyone else (the
+ * server makes it 0700)? Else someone else could have put the socket
+ * there. 0, or -1 with err. */
 static int
-s_connect(const char *path)
+s_check_dir(const char *path, err_t *err)
+{
+    char *dir = xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    struct stat st;
+    int rc = 0;
+    if (lstat(dir, &st) != 0) {
+        rc = err_set(err, ERR_USAGE, "serve: cannot inspect %s: %s", dir,
+                     strerror(errno));
+    } else if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+               (st.st_mode & 0077)) {
+        rc = err_set(err, ERR_USAGE,
+                     "serve: not trusting the socket %s: its directory %s "
+                     "is %s owned by uid %u with mode %04o, but must be a "
+                     "directory of yours (uid %u) with mode 0700; remove it "
+                     "or set JUPYTER_AGENT_SERVE_SOCKET to a path in such a "
+                     "directory",
+                     path, dir, S_ISDIR(st.st_mode) ? "a directory" : "not",
+                     (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+                     (unsigned)geteuid());
+    }
+    free(dir);
+    return rc;
+}
+
+/* Connect to the server at `path`, trusting it only if its directory is
+ * ours alone and the process listening runs as us (SO_PEERCRED): nothing,
+ * not even the request, goes to anyone else. Returns the socket, or -1
+ * with err; *absent says that nothing listens there. */
+static int
+s_connect(const char *path, bool *absent, err_t *err)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
+    *absent = false;
+    if (!path)
+        return -1; /* s_path said why */
+    if (strlen(path) >= sizeof sa.sun_path)
+        return err_set(err, ERR_USAGE, "serve: socket path too long: %s", path);
     strcpy(sa.sun_path, path);
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        *absent = true;
+        return err_set(err, ERR_USAGE,
+                       "no 'jupyter-agent serve' answers at %s (%s)", path,
+                       strerror(errno));
+    }
+    if (s_check_dir(path, err))
+        return -1;
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return -1;
+        return err_set(err, ERR_IO, "serve: socket: %s", strerror(errno));
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        int e = errno;
+        *absent = true;
+        err_set(err, ERR_USAGE, "no 'jupyter-agent serve' answers at %s (%s)",
+                path, strerror(errno));
         close(fd);
-        errno = e;
+        return -1;
+    }
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 ||
+        cr.uid != geteuid()) {
+        err_set(err, ERR_USAGE,
+                "serve: not trusting the server at %s: it runs as uid %d, "
+                "not as you (uid %u); stop it, or set "
+                "JUPYTER_AGENT_SERVE_SOCKET to your own server's socket",
+                path, len == sizeof cr ? (int)cr.uid : -1, (unsigned)geteuid());
+        close(fd);
         return -1;
     }
     return fd;
@@ -705,19 +811,19 @@ kb_launcher_t *
 kb_serve_take(const char *socket_path, const char *kernel_name,
               const sb_policy_t *policy, bool *no_server, err_t *err)
 {
-    char *path = socket_path ? xstrdup(socket_path) : kb_serve_default_path();
-    *no_server = false;
-    int sock = s_connect(path);
+    char *path = s_path(socket_path, err);
+    bool absent;
+    int sock = s_connect(path, &absent, err);
+    free(path);
+    *no_server = sock < 0;
     if (sock < 0) {
-        *no_server = true;
-        err_set(err, ERR_USAGE,
-                "no 'jupyter-agent serve' answers at %s (%s); start one or "
-                "use --warm cold",
-                path, strerror(errno));
-        free(path);
+        if (absent && err) {
+            size_t n = strlen(err->text);
+            snprintf(err->text + n, sizeof err->text - n,
+                     "; start one or use --warm cold");
+        }
         return NULL;
     }
-    free(path);
     sb_policy_t defaults;
     sb_policy_init_default(&defaults);
     const sb_policy_t *p = policy ? policy : &defaults;
@@ -798,15 +904,12 @@ kb_serve_launcher_add_file(kb_launcher_t *l, const char *host_path,
 json_t *
 kb_serve_request(const char *socket_path, const char *op, err_t *err)
 {
-    char *path = socket_path ? xstrdup(socket_path) : kb_serve_default_path();
-    int sock = s_connect(path);
-    if (sock < 0) {
-        err_set(err, ERR_USAGE, "no 'jupyter-agent serve' answers at %s (%s)",
-                path, strerror(errno));
-        free(path);
-        return NULL;
-    }
+    char *path = s_path(socket_path, err);
+    bool absent;
+    int sock = s_connect(path, &absent, err);
     free(path);
+    if (sock < 0)
+        return NULL;
     json_t *reply = s_call(sock, json_pack("{s:s}", "op", op), NULL, 0, 10000,
                            NULL, NULL, err);
     close(sock);

@@ -5,9 +5,17 @@
  *
  * Transport: a unix SOCK_SEQPACKET socket, mode 0600 in a 0700 directory
  * ($JUPYTER_AGENT_SERVE_SOCKET, else $XDG_RUNTIME_DIR/jupyter-agent/
- * serve.sock, else ~/.cache/jupyter-agent/serve.sock). The server accepts
- * only peers with its own uid (SO_PEERCRED). One JSON object per message;
- * file descriptors travel with SCM_RIGHTS.
+ * serve.sock, else $HOME/.cache/jupyter-agent/serve.sock; never a place
+ * others can write such as /tmp: with neither variable set there is no
+ * default). Peer credentials are checked on both ends: the server accepts
+ * only its own uid and root (SO_PEERCRED); the client talks only to a
+ * server of its own uid, through a socket whose directory is its own with
+ * mode 0700, and sends nothing before both checks pass. One JSON object
+ * per message; file descriptors travel with SCM_RIGHTS.
+ *
+ * The server is single-threaded and never blocks on a client: it accepts
+ * every waiting connection each round, sends without blocking, and drops a
+ * client whose unread replies fill its send buffer (64 KiB).
  *
  *   client                                  server
  *   {"op":"take","kernel":K,"policy":P} ->  <- {"ok":true,"run_dir","uid",
@@ -53,7 +61,8 @@ typedef struct kb_serve_opts {
     void *arg;
 } kb_serve_opts_t;
 
-/* The socket path the server and clients agree on (new string). */
+/* The socket path the server and clients agree on (new string), or NULL
+ * when neither XDG_RUNTIME_DIR nor HOME is set (absolute). */
 char *kb_serve_default_path(void);
 
 /* Run the server until SIGINT/SIGTERM or a "stop" request; then every box
