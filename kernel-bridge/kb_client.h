@@ -3,9 +3,18 @@
  *
  * Sockets: shell, control and stdin are DEALERs sharing one routing
  * identity (so the kernel routes input_request to our stdin), iopub is a
- * SUB subscribed to everything, heartbeat a REQ. Every socket caps message
- * size (ZMQ_MAXMSGSIZE) and lingers 0 ms on close. Messages failing the
- * signature check are dropped and counted (kb_client_stats).
+ * SUB subscribed to everything, heartbeat a REQ. Every socket caps each
+ * frame (ZMQ_MAXMSGSIZE = max_msg_bytes) and lingers 0 ms on close.
+ *
+ * A kernel is hostile (code in it can sign anything). Before a message is
+ * hashed or copied it is dropped when it has more than KB_ZMQ_MAX_FRAMES
+ * frames or more than max_msg_bytes in all; while an execution waits, iopub
+ * messages of other parents (and, once its output cap is reached, all but
+ * status) are dropped unhashed. Messages failing the signature check are
+ * dropped and counted (kb_client_stats). Every receive loop reads at most
+ * a bounded number of messages or milliseconds per round before it looks
+ * at its deadline, the kernel's death and should_stop again, so no flood
+ * keeps a wait from returning.
  *
  * A client is single-threaded: call it from one thread only.
  */
@@ -25,7 +34,7 @@ typedef struct kb_client kb_client_t;
 
 typedef struct kb_client_opts {
     bool allow_unsigned;   /* accept an empty key (else refuse to connect) */
-    int64_t max_msg_bytes; /* ZMQ_MAXMSGSIZE; 0 = 256 MiB */
+    int64_t max_msg_bytes; /* per frame and per message; 0 = 256 MiB */
     size_t
         max_output_bytes; /* cap on stored output per execution; 0 = 64 MiB */
     const char *username; /* header.username; NULL = "jupyter-agent" */

@@ -24,11 +24,15 @@
  * status; status, comm_* and unknown types are ignored.
  *
  * Hostile kernels: a message whose content lacks a required field or has one
- * of the wrong type is ignored and counted (kb_output_malformed). The bytes
- * of stored text/data are capped (max_bytes): a message that would pass the
- * cap is refused (a stream keeps the prefix that fits), truncated becomes
- * true, one marker is appended as stderr stream text, and every later
- * output, update or clear of this execution is ignored.
+ * of the wrong type is ignored and counted (kb_output_malformed). What the
+ * stored outputs cost is capped (max_bytes): each output is charged the
+ * larger of its memory and its JSON as written with ensure_ascii (a fixed
+ * cost per output, JSON node and member, and every string as escaped), and
+ * each display update is charged to the running execution once per output
+ * it rewrites, earlier executions' outputs included. A message that would
+ * pass the cap is refused (a stream keeps the prefix that fits), truncated
+ * becomes true, one marker is appended as stderr stream text, and every
+ * later output, update or clear of this execution is ignored.
  *
  * Ownership: outputs are json objects owned by the list; the registry holds
  * further references to the same objects, so a notebook cell that holds the
@@ -104,7 +108,7 @@ int64_t kb_output_duration_ms(const kb_output_t *o);
 size_t kb_output_malformed(const kb_output_t *o);
 /* True once max_bytes was reached and the marker appended. */
 bool kb_output_truncated(const kb_output_t *o);
-/* Bytes of output text/data currently stored (the number max_bytes caps). */
+/* What the stored outputs are charged now (the number max_bytes caps). */
 size_t kb_output_bytes(const kb_output_t *o);
 
 /* The `exec --json` shape, a new reference:
