@@ -41,7 +41,8 @@
 #define STREAK_PAUSE_US 1000
 
 struct kb_client {
-    void *zctx;                  /* owned zmq context */
+    void *zctx;                  /* zmq context, owned unless borrowed */
+    bool borrowed_ctx;           /* zctx is the caller's */
     void *sock[KB_NCHANNELS];    /* owned sockets, indexed by channel */
     kb_key_t *key;               /* owned HMAC key */
     char session[37];            /* our session id (also routing id) */
@@ -132,7 +133,8 @@ kb_client_new(const kb_conn_t *conn, const kb_client_opts_t *opts, err_t *err)
     }
     kb_client_t *c = xcalloc(1, sizeof *c);
     c->watch_fd = -1;
-    c->zctx = zmq_ctx_new();
+    c->borrowed_ctx = opts->zmq_ctx != NULL;
+    c->zctx = opts->zmq_ctx ? opts->zmq_ctx : zmq_ctx_new();
     c->key = kb_key_new(conn->key, strlen(conn->key));
     kb_msg_new_uuid(c->session);
     c->username = xstrdup(opts->username ? opts->username : "jupyter-agent");
@@ -210,7 +212,7 @@ kb_client_destroy(kb_client_t **pc)
     for (int ch = 0; ch < KB_NCHANNELS; ch++)
         if (c->sock[ch])
             zmq_close(c->sock[ch]);
-    if (c->zctx)
+    if (c->zctx && !c->borrowed_ctx)
         zmq_ctx_term(c->zctx);
     kb_key_destroy(&c->key);
     free(c->username);

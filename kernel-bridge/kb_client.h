@@ -38,6 +38,10 @@ typedef struct kb_client_opts {
     size_t
         max_output_bytes; /* cap on stored output per execution; 0 = 64 MiB */
     const char *username; /* header.username; NULL = "jupyter-agent" */
+    /* Borrowed zmq context shared with a peer in this process (transport
+     * "inproc", e.g. a scripted kernel in a fuzz target); it must outlive
+     * the client. NULL = a context of the client's own. */
+    void *zmq_ctx;
 } kb_client_opts_t;
 
 /* Callbacks during an execution; every member may be NULL. */

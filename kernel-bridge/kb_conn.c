@@ -411,6 +411,8 @@ kb_conn_endpoint(const kb_conn_t *c, kb_channel_t ch, char *out, size_t size)
         return -1;
     if (!strcmp(c->transport, "ipc"))
         n = snprintf(out, size, "ipc://%s-%d", c->ip, c->ports[ch]);
+    else if (!strcmp(c->transport, "inproc"))
+        n = snprintf(out, size, "inproc://%s-%d", c->ip, c->ports[ch]);
     else if (!strcmp(c->transport, "tcp"))
         n = snprintf(out, size,
                      strchr(c->ip, ':') && c->ip[0] != '[' ? "tcp://[%s]:%d"

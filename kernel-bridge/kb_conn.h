@@ -85,7 +85,9 @@ int kb_conn_init_tcp(kb_conn_t *c, const char *ip, err_t *err);
 
 /* Write the ZeroMQ endpoint of channel `ch` into out[size]:
  * "tcp://127.0.0.1:5555", "tcp://[::1]:5555" or "ipc:///run/x/kernel-1"
- * (jupyter_client's ipc form is "ipc://{ip}-{port}"). Returns 0, or -1 when
+ * (jupyter_client's ipc form is "ipc://{ip}-{port}"); a struct built in
+ * code with transport "inproc" gives "inproc://{ip}-{port}" (a peer in this
+ * process; connection files never say so). Returns 0, or -1 when
  * `ch` or the struct is invalid or the endpoint does not fit. */
 int kb_conn_endpoint(const kb_conn_t *c, kb_channel_t ch, char *out,
                      size_t size);

@@ -1,12 +1,13 @@
 /*
  * Fuzz target: kb_client against a scripted hostile kernel.
  *
- * A thread plays the kernel on real zmq sockets (ipc, in a private
- * directory): it answers kernel_info once, and for each execute_request
- * plays the input as a script of messages, then the execute_reply and idle
- * status that end the execution. The client runs execute_start +
- * execute_wait with a small output cap, as `exec` does. The script is a
- * sequence of records:
+ * The kernel's five sockets are real zmq sockets in this process, sharing
+ * the client's context over inproc (kb_client_opts.zmq_ctx), so one thread
+ * plays both sides without a scheduler in between: the client sends its
+ * execute_request (execute_start), the kernel reads it and plays the input
+ * as a script of messages, then the execute_reply and idle status that end
+ * the execution, and the client pumps them (execute_wait, a small output
+ * cap, as `exec` does). The script is a sequence of records:
  *
  *   op (1 byte)  bits 0-3: what to send (table s_kinds; 12 = repeat the
  *                          last message len & 0xff times, a flood);
@@ -16,14 +17,15 @@
  *   len (2 bytes, little-endian), body (len bytes)
  *
  * so sequences (display ids registered then updated, clears, floods,
- * forged replies and idles, input requests) are explored, not just single
- * frames. The client must return for every input, and stay within ASan.
+ * forged replies and idles, input requests, leftovers that the next input
+ * sees as another execution's) are explored, not just single frames. The
+ * client must return for every input, stay within ASan, and store no more
+ * than its cap.
  */
 #include "kernel-bridge/kb_client.h"
 #include "common/clock.h"
 #include "kernel-bridge/kb_zmq.h"
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,16 +73,10 @@ static const kind_t s_kinds[] = {
 
 /* The kernel's side. */
 static struct {
-    void *zctx;
-    void *sock[KB_NCHANNELS]; /* shell ROUTER, iopub PUB, stdin ROUTER */
+    void *zctx;               /* shared with the client */
+    void *sock[KB_NCHANNELS]; /* shell ROUTER, iopub PUB, stdin ROUTER ... */
     kb_key_t *key;
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    uint8_t *script; /* the current input (copy), guarded by lock */
-    size_t script_len;
-    unsigned long requested, played; /* executions asked for / played */
-    unsigned serial;                 /* msg ids */
+    unsigned serial; /* msg ids */
 } K;
 
 static kb_client_t *s_client;
@@ -280,51 +276,16 @@ s_play(const uint8_t *data, size_t size, const char *ident, const char *exec_id)
     s_send_frames(K.sock[KB_IOPUB], &fr);
 }
 
-static void *
-s_kernel(void *arg)
+/* Drop whatever the client sent that the kernel does not answer. */
+static void
+s_drain(kb_channel_t ch)
 {
-    (void)arg;
-    for (;;) {
-        zmq_pollitem_t it[2] = {{K.sock[KB_SHELL], 0, ZMQ_POLLIN, 0},
-                                {K.sock[KB_STDIN], 0, ZMQ_POLLIN, 0}};
-        if (zmq_poll(it, 2, -1) < 0)
-            return NULL; /* context terminated */
-        kb_msg_t *m;
-        while ((m = kb_zmq_recv(K.sock[KB_STDIN], K.key, NULL, NULL, NULL)))
-            kb_msg_destroy(&m); /* input replies */
-        if (!(m = kb_zmq_recv(K.sock[KB_SHELL], K.key, NULL, NULL, NULL)))
-            continue;
-        const kb_blob_t *id = kb_msg_identity(m, 0);
-        char ident[64] = "";
-        if (id && id->len < sizeof ident) {
-            memcpy(ident, id->data, id->len);
-            ident[id->len] = '\0';
-        }
-        const char *type = kb_msg_type(m);
-        if (!strcmp(type, "kernel_info_request")) {
-            frames_t fr;
-            const char *c = "{\"status\":\"ok\",\"protocol_version\":\"5.3\"}";
-            s_build(&fr, ident, "kernel_info_reply", kb_msg_id(m), c, strlen(c),
-                    false, 0);
-            s_send_frames(K.sock[KB_SHELL], &fr);
-            const char *st = "{\"execution_state\":\"idle\"}";
-            s_build(&fr, NULL, "status", kb_msg_id(m), st, strlen(st), false,
-                    0);
-            s_send_frames(K.sock[KB_IOPUB], &fr);
-        } else if (!strcmp(type, "execute_request")) {
-            pthread_mutex_lock(&K.lock);
-            uint8_t *script = K.script;
-            size_t len = K.script_len;
-            K.script = NULL;
-            pthread_mutex_unlock(&K.lock);
-            s_play(script ? script : (const uint8_t *)"", len, ident,
-                   kb_msg_id(m));
-            free(script);
-            pthread_mutex_lock(&K.lock);
-            K.played++;
-            pthread_cond_signal(&K.cond);
-            pthread_mutex_unlock(&K.lock);
-        }
+    kb_msg_t *m;
+    for (int i = 0; i < 4096; i++) {
+        err_t err;
+        m = kb_zmq_recv(K.sock[ch], K.key, NULL, NULL, &err);
+        if (!m && !err.code)
+            return;
         kb_msg_destroy(&m);
     }
 }
@@ -332,17 +293,13 @@ s_kernel(void *arg)
 static void
 s_setup(void)
 {
-    char dir[] = "/tmp/ja-fuzz-client-XXXXXX";
-    if (!mkdtemp(dir))
-        abort();
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "%s/k", dir);
     kb_conn_t conn;
     kb_conn_init(&conn);
-    if (kb_conn_init_ipc(&conn, prefix, NULL))
-        abort();
-    free(conn.key);
+    strcpy(conn.transport, "inproc");
+    conn.ip = strdup("kb-client-fuzz");
     conn.key = strdup(KEY);
+    for (int ch = 0; ch < KB_NCHANNELS; ch++)
+        conn.ports[ch] = ch + 1;
     K.key = kb_key_new(KEY, strlen(KEY));
     K.zctx = zmq_ctx_new();
     static const int types[KB_NCHANNELS] = {[KB_SHELL] = ZMQ_ROUTER,
@@ -356,24 +313,16 @@ s_setup(void)
         int linger = 0, hwm = 0;
         zmq_setsockopt(K.sock[ch], ZMQ_LINGER, &linger, sizeof linger);
         zmq_setsockopt(K.sock[ch], ZMQ_SNDHWM, &hwm, sizeof hwm);
+        zmq_setsockopt(K.sock[ch], ZMQ_RCVHWM, &hwm, sizeof hwm);
         kb_conn_endpoint(&conn, (kb_channel_t)ch, ep, sizeof ep);
         if (zmq_bind(K.sock[ch], ep))
             abort();
     }
-    pthread_mutex_init(&K.lock, NULL);
-    pthread_cond_init(&K.cond, NULL);
-    pthread_create(&K.thread, NULL, s_kernel, NULL);
-    kb_client_opts_t co = {.max_msg_bytes = 1 << 20};
+    kb_client_opts_t co = {.max_msg_bytes = 1 << 20, .zmq_ctx = K.zctx};
     s_client = kb_client_new(&conn, &co, NULL);
     kb_conn_release(&conn);
-    err_t err;
-    kb_msg_t *info =
-        s_client ? kb_client_wait_ready(s_client, 30000, &err) : NULL;
-    if (!info) {
-        fprintf(stderr, "fuzz kb_client: the scripted kernel is not ready\n");
+    if (!s_client)
         abort();
-    }
-    kb_msg_destroy(&info);
 }
 
 int
@@ -381,45 +330,42 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!s_client)
         s_setup();
-    pthread_mutex_lock(&K.lock);
-    free(K.script);
-    K.script = malloc(size ? size : 1);
-    memcpy(K.script, data, size);
-    K.script_len = size;
-    unsigned long want = ++K.requested;
-    pthread_mutex_unlock(&K.lock);
-
     kb_exec_opts_t xo;
     kb_exec_opts_init(&xo);
     xo.allow_stdin = true;
     kb_exec_t *x = kb_client_execute_start(s_client, "fuzz", &xo, NULL);
-    kb_output_t *out = kb_output_new(NULL, 16384);
-    if (x) {
-        kb_client_execute_wait(s_client, x, out, NULL, clock_mono_ms() + 10000,
-                               NULL);
-        json_t *j = kb_output_to_json(out);
-        char *text = json_dumps(j, JSON_ENSURE_ASCII);
-        /* What is stored is bounded by the cap plus one marker. */
-        if (text && strlen(text) > 16384 + 4096)
-            abort();
-        free(text);
-        json_decref(j);
+    if (!x)
+        abort();
+    /* The kernel reads the request and plays the script. */
+    kb_msg_t *req = NULL;
+    for (int i = 0; i < 100 && !req; i++) {
+        zmq_pollitem_t it = {K.sock[KB_SHELL], 0, ZMQ_POLLIN, 0};
+        zmq_poll(&it, 1, 100);
+        req = kb_zmq_recv(K.sock[KB_SHELL], K.key, NULL, NULL, NULL);
     }
+    if (!req)
+        abort();
+    const kb_blob_t *id = kb_msg_identity(req, 0);
+    char ident[64] = "";
+    if (id && id->len < sizeof ident) {
+        memcpy(ident, id->data, id->len);
+        ident[id->len] = '\0';
+    }
+    s_play(data, size, ident, kb_msg_id(req));
+    kb_msg_destroy(&req);
+
+    kb_output_t *out = kb_output_new(NULL, 16384);
+    kb_client_execute_wait(s_client, x, out, NULL, clock_mono_ms() + 10000,
+                           NULL);
+    json_t *j = kb_output_to_json(out);
+    char *text = json_dumps(j, JSON_ENSURE_ASCII);
+    /* What is stored is bounded by the cap plus one marker. */
+    if (text && strlen(text) > 16384 + 4096)
+        abort();
+    free(text);
+    json_decref(j);
     kb_output_destroy(&out);
     kb_exec_destroy(&x);
-    /* The kernel has played this script before the next one starts. */
-    pthread_mutex_lock(&K.lock);
-    int64_t end = clock_mono_ms() + 10000;
-    while (K.played < want && clock_mono_ms() < end) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 10 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&K.cond, &K.lock, &ts);
-    }
-    pthread_mutex_unlock(&K.lock);
+    s_drain(KB_STDIN); /* input replies */
     return 0;
 }
