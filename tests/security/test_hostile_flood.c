@@ -61,7 +61,9 @@ s_peak_mib(void)
 /* Python: build `frames` (a signed message of type TYPE with CONTENT and
  * PARENT), then FLOOD: send it COUNT times (0 = for 600 s) from the iopub
  * thread, which owns the socket; while it floods, the kernel's own status
- * messages cannot get out. */
+ * messages cannot get out. A finite flood pauses now and then and at the
+ * end, so that the kernel's own iopub queue (1000 messages, past which it
+ * drops, the closing idle status too) drains even on a loaded machine. */
 static char *
 s_flood(const char *type, const char *content, const char *parent, long count,
         const char *extra)
@@ -78,8 +80,13 @@ s_flood(const char *type, const char *content, const char *parent, long count,
         "    while (%ld and n < %ld) or (not %ld and time.time() < end):\n"
         "        t.socket.send_multipart(frames, copy=False)\n"
         "        n += 1\n"
+        "        if %ld and n %% 500 == 0:\n"
+        "            time.sleep(0.05)\n"
+        "    if %ld:\n"
+        "        time.sleep(2)\n"
         "t.schedule(flood)\n",
-        type, content, parent, extra ? extra : "", count, count, count);
+        type, content, parent, extra ? extra : "", count, count, count, count,
+        count);
 }
 
 typedef struct run {
@@ -174,13 +181,17 @@ main(void)
     kb_output_destroy(&r.out);
     s_still_works(k, "a flood that ignored the interrupt");
     foreign = stats->foreign;
-    code = s_flood("'stream'", "{'name': 'stdout', 'text': 'F' * 131072}",
+    /* 1 KiB each: a finite flood the kernel's own iopub queue (1000
+     * messages, then it drops, the final idle too) always carries. */
+    code = s_flood("'stream'", "{'name': 'stdout', 'text': 'F' * 1024}",
                    "{'msg_id': 'someone-else'}", 5000, NULL);
     s_run(k, code, 120000, &r);
     free(code);
     ok(r.rc == 0 && !s_has(r.out, "FFFF") && stats->foreign > foreign,
        "5000 such messages are dropped unhashed and unparsed (%llu counted)",
        (unsigned long long)(stats->foreign - foreign));
+    if (r.rc)
+        diag("rc %d after %.1f s: %s", r.rc, r.secs, r.err.text);
     kb_output_destroy(&r.out);
 
     /* 2. The running cell's own parent, past the cap. */
@@ -232,9 +243,13 @@ main(void)
     s_run(k,
           "k = get_ipython().kernel\n"
           "p = k.get_parent('shell')\n"
+          "import time\n"
           "for i in range(50000):\n"
           "    k.session.send(k.iopub_socket, 'display_data',\n"
-          "                   {'data': {}, 'metadata': {}}, parent=p)\n",
+          "                   {'data': {}, 'metadata': {}}, parent=p)\n"
+          "    if i % 500 == 0:\n"
+          "        time.sleep(0.02)\n"
+          "time.sleep(2)\n",
           120000, &r);
     size_t n = json_array_size(kb_output_outputs(r.out));
     char *text = json_dumps(kb_output_outputs(r.out), JSON_INDENT(1));
