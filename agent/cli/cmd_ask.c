@@ -9,6 +9,7 @@
 #include "agent/loop/ag_render.h"
 #include "agent/session/ag_session.h"
 #include "common/buf.h"
+#include "common/cliopt.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/xalloc.h"
@@ -49,12 +50,13 @@ static const char s_usage[] =
     "                         the Jupyter runtime dir. NOT sandboxed\n"
     "      --allow-unsigned   accept a connection file with an empty key\n"
     "      --kernel NAME      kernelspec to start (default python3)\n"
-    "      --max-output BYTES cap on stored output per cell (default 64M)\n"
     "  -q, --quiet            print only the answer and the summary\n"
     "\n"
     "environment: OPENAI_API_KEY, OPENAI_BASE_URL (any compatible server),\n"
     "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, JUPYTER_AGENT_MODEL. Keys never\n"
-    "reach the sandbox, the notebook or the recording.\n" AG_SESSION_FLAGS_HELP
+    "reach the sandbox, the notebook or the recording.\n";
+
+static const char s_usage_tail[] =
     "\n"
     "exit status: 0 answered, 1 stopped at --max-steps without an answer,\n"
     "2 usage, 3 kernel failure, 4 sandbox failure, 5 LLM provider failure,\n"
@@ -449,34 +451,11 @@ s_copy_out(ask_ui_t *ui, ag_session_t *session, const char *files_dir)
     json_decref(outs);
 }
 
-/* "--existing FILE.json" -> "--existing=FILE.json", so getopt can take an
- * optional argument separated by a space. A new argv whose strings are all
- * owned (free with s_free_args); *n gets its length. */
-static char **
-s_fix_existing(int argc, char **argv, int *n)
+static bool
+s_ends_with(const char *s, const char *suffix)
 {
-    char **v = xcalloc((size_t)argc + 1, sizeof *v);
-    *n = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t nl = next ? strlen(next) : 0;
-        if (strcmp(argv[i], "--existing") == 0 && next && next[0] != '-' &&
-            nl > 5 && strcmp(next + nl - 5, ".json") == 0) {
-            v[(*n)++] = xasprintf("--existing=%s", next);
-            i++;
-            continue;
-        }
-        v[(*n)++] = xstrdup(argv[i]);
-    }
-    return v;
-}
-
-static void
-s_free_args(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && strcmp(s + n - k, suffix) == 0;
 }
 
 /* ---- the command --------------------------------------------------------- */
@@ -500,7 +479,7 @@ s_exit_code(int rc, const err_t *err, const ag_loop_stats_t *st)
 int
 ag_cmd_ask(int argc, char **argv)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"model", required_argument, 0, 'm'},
         {"output", required_argument, 0, 'o'},
         {"max-steps", required_argument, 0, 'S'},
@@ -509,10 +488,8 @@ ag_cmd_ask(int argc, char **argv)
         {"existing", optional_argument, 0, 'e'},
         {"allow-unsigned", no_argument, 0, 'U'},
         {"kernel", required_argument, 0, 'k'},
-        {"max-output", required_argument, 0, 'M'},
         {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
-        AG_SESSION_LONGOPTS,
         {0, 0, 0, 0}};
     const char *model = NULL, *output = NULL, *record = NULL;
     const char *existing_arg = NULL;
@@ -522,8 +499,6 @@ ag_cmd_ask(int argc, char **argv)
     ag_session_opts_init(&sopts);
     err_t err = {0};
     int status = 0, opt;
-    int nargs = 0;
-    char **args = s_fix_existing(argc, argv, &nargs);
     char *question = NULL, *nb_path = NULL, *files_dir = NULL;
     char *conn_file = NULL;
     ag_provider_t *provider = NULL;
@@ -532,8 +507,18 @@ ag_cmd_ask(int argc, char **argv)
     ask_ui_t ui = {.at_bol = true, .render = {.out = stdout, .err = stderr}};
     buf_init(&ui.turn_text, 0);
 
+    cliopt_group_t groups[AG_SESSION_NGROUPS];
+    ag_session_flags(&sopts, groups);
+    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
+
     optind = 1;
-    while ((opt = getopt_long(nargs, args, "m:o:qh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "m:o:qh", longopts, NULL)) != -1) {
+        int used =
+            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, &err);
+        if (used < 0)
+            goto usage_error;
+        if (used > 0)
+            continue;
         switch (opt) {
         case 'm':
             model = optarg;
@@ -561,6 +546,11 @@ ag_cmd_ask(int argc, char **argv)
             record = optarg;
             break;
         case 'e':
+            /* "--existing FILE.json" too: the optional value may be the
+             * next word when it names a connection file. */
+            if (!optarg && optind < argc && argv[optind][0] != '-' &&
+                s_ends_with(argv[optind], ".json"))
+                optarg = argv[optind++];
             existing = true;
             existing_arg = optarg;
             break;
@@ -570,31 +560,26 @@ ag_cmd_ask(int argc, char **argv)
         case 'k':
             sopts.kernel_name = optarg;
             break;
-        case 'M':
-            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
-                goto usage_error;
-            break;
         case 'q':
             quiet = true;
             break;
         case 'h':
             fputs(s_usage, stdout);
+            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
+            fputs(s_usage_tail, stdout);
             goto out;
         default:
-            if (ag_session_parse_flag(&sopts, opt, optarg, &err) == 0)
-                break;
-            if (err.text[0] == '\0')
-                err_set(&err, ERR_USAGE, "see 'jupyter-agent ask --help'");
+            err_set(&err, ERR_USAGE, "see 'jupyter-agent ask --help'");
             goto usage_error;
         }
     }
-    if (optind >= nargs) {
+    if (optind >= argc) {
         err_set(&err, ERR_USAGE,
                 "no question; usage: jupyter-agent ask \"QUESTION\" (see "
                 "--help)");
         goto usage_error;
     }
-    if (optind + 1 == nargs && strcmp(args[optind], "-") == 0) {
+    if (optind + 1 == argc && strcmp(argv[optind], "-") == 0) {
         question = s_read_stdin();
         size_t n = strlen(question);
         while (n && strchr(" \t\r\n", question[n - 1]))
@@ -602,8 +587,8 @@ ag_cmd_ask(int argc, char **argv)
     } else {
         buf_t q;
         buf_init(&q, 0);
-        for (int i = optind; i < nargs; i++)
-            buf_printf(&q, "%s%s", i > optind ? " " : "", args[i]);
+        for (int i = optind; i < argc; i++)
+            buf_printf(&q, "%s%s", i > optind ? " " : "", argv[i]);
         question = buf_detach(&q, NULL);
     }
     if (!question[strspn(question, " \t\r\n")]) {
@@ -744,6 +729,6 @@ out:
     free(nb_path);
     free(files_dir);
     free(conn_file);
-    s_free_args(args);
+    free(longopts);
     return status;
 }

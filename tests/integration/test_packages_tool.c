@@ -120,8 +120,8 @@ main(void)
 
     ag_session_opts_t o;
     ag_session_opts_init(&o);
-    ag_session_parse_flag(&o, AG_SESSION_OPT_BASE + 8, dir, &err);
-    ag_session_parse_flag(&o, AG_SESSION_OPT_BASE + 10, pubfile, &err);
+    ag_session_parse_flag(&o, "--packages", dir, &err);
+    ag_session_parse_flag(&o, "--trust", pubfile, &err);
     ag_session_t *s = ag_session_start(&o, &err);
     if (!ok(s != NULL, "a session with --packages and no --install starts")) {
         diag("%s", err.text);
