@@ -5,6 +5,7 @@
 #include "kernel-bridge/kb_kernelspec.h"
 
 #include "common/buf.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 
 #include <ctype.h>
@@ -125,23 +126,13 @@ kb_kernelspec_list(void)
 }
 
 void
-kb_argv_free(char **argv)
-{
-    if (!argv)
-        return;
-    for (char **p = argv; *p; p++)
-        free(*p);
-    free(argv);
-}
-
-void
 kb_kernelspec_release(kb_kernelspec_t *ks)
 {
     if (!ks)
         return;
     free(ks->name);
     free(ks->resource_dir);
-    kb_argv_free(ks->argv);
+    strv_free(ks->argv);
     free(ks->display_name);
     free(ks->language);
     free(ks->interrupt_mode);

@@ -4,6 +4,7 @@
 #include "sandbox/sb_policy.h"
 
 #include "common/size.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 
 #include <ctype.h>
@@ -39,9 +40,7 @@ sb_policy_release(sb_policy_t *p)
 {
     if (!p)
         return;
-    for (size_t i = 0; i < p->n_env_allow; i++)
-        free(p->env_allow[i]);
-    free(p->env_allow);
+    strv_free(p->env_allow);
     for (size_t i = 0; i < p->n_binds; i++) {
         free(p->binds[i].host);
         free(p->binds[i].inside);
@@ -111,10 +110,7 @@ sb_policy_allow_env(sb_policy_t *p, const char *name, err_t *err)
                        "--env: '%s' is not a variable name (letters, digits "
                        "and '_'; the value is taken from the environment)",
                        name ? name : "");
-    p->env_allow =
-        xrealloc(p->env_allow, (p->n_env_allow + 2) * sizeof(char *));
-    p->env_allow[p->n_env_allow++] = xstrdup(name);
-    p->env_allow[p->n_env_allow] = NULL;
+    strv_push(&p->env_allow, &p->n_env_allow, xstrdup(name));
     return 0;
 }
 
@@ -435,14 +431,6 @@ sb_policy_build_env(const sb_policy_t *p, char *const host_env[],
         if (strchr(extra[i], '='))
             s_env_push(&env, &n, xstrdup(extra[i]));
     return env;
-}
-
-void
-sb_policy_env_free(char **env)
-{
-    for (size_t i = 0; env && env[i]; i++)
-        free(env[i]);
-    free(env);
 }
 
 uint64_t

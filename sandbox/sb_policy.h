@@ -16,6 +16,7 @@
 
 #include "common/cliopt.h"
 #include "common/err.h"
+#include "common/strv.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -82,10 +83,9 @@ int sb_policy_add_bind(sb_policy_t *p, const char *host, const char *inside,
  * found in `host_env`, then `extra` ("NAME=value" entries, may be NULL).
  * Names that look like secrets (containing KEY, TOKEN, SECRET, PASS,
  * CREDENTIAL or AUTH) are never passed from `host_env`, even if allowed.
- * Returns a new NULL-terminated array; free with sb_policy_env_free(). */
+ * Returns a new NULL-terminated array; free with strv_free(). */
 char **sb_policy_build_env(const sb_policy_t *p, char *const host_env[],
                            const char *const extra[]);
-void sb_policy_env_free(char **env);
 /* True if `name` looks like it holds a secret (see above). */
 bool sb_policy_env_name_is_secret(const char *name);
 

@@ -8,6 +8,7 @@
 #include "agent/session/ag_session.h"
 #include "common/cliopt.h"
 #include "common/err.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
 #include "kernel-bridge/kb_kernelspec.h"
@@ -92,9 +93,7 @@ s_first_line(const char *src, char *out, size_t size)
         p++;
     size_t n = strcspn(p, "\r\n");
     if (n >= size - 4) {
-        n = size - 4;
-        while (n > 0 && ((unsigned char)p[n] & 0xc0) == 0x80)
-            n--; /* never cut inside a UTF-8 sequence */
+        n = utf8_char_start(p, size - 4); /* never inside a character */
         snprintf(out, size, "%.*s...", (int)n, p);
     } else {
         snprintf(out, size, "%.*s", (int)n, p);

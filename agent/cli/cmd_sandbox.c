@@ -7,6 +7,7 @@
 #include "agent/cli/ag_cmd.h"
 #include "common/cliopt.h"
 #include "common/err.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
@@ -297,7 +298,7 @@ out:
         close(sfd);
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
     }
-    sb_policy_env_free(env);
+    strv_free(env);
     free(prog);
     free(files);
     free(longopts);

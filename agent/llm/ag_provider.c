@@ -3,6 +3,7 @@
 #include "agent/llm/ag_provider_impl.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -130,9 +131,7 @@ static void
 s_snippet(const char *s, size_t len, size_t max, char *out, size_t size)
 {
     size_t o = 0;
-    size_t n = len < max ? len : max;
-    while (n > 0 && n < len && ((unsigned char)s[n] & 0xC0) == 0x80)
-        n--;
+    size_t n = utf8_cut(s, len, max);
     for (size_t i = 0; i < n && o + 4 < size; i++) {
         unsigned char c = (unsigned char)s[i];
         out[o++] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;

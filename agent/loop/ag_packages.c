@@ -2,6 +2,7 @@
 
 #include "agent/loop/ag_tools.h"
 #include "common/buf.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
 #include "packages/pk_manifest.h"
@@ -348,7 +349,7 @@ s_follow(resolver_t *r, size_t i, err_t *err)
     rc = 0;
 out:
     free(who);
-    pk_wheel_strv_free(reqs);
+    strv_free(reqs);
     return rc;
 }
 

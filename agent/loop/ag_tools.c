@@ -3,6 +3,7 @@
 #include "agent/loop/ag_render.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_sandbox.h"
 
@@ -185,15 +186,6 @@ ag_tools_human_size(long long bytes, char *buf, size_t size)
     return buf;
 }
 
-/* Move `i` back to the start of a UTF-8 character. */
-static size_t
-s_char_start(const char *s, size_t i)
-{
-    while (i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80)
-        i--;
-    return i;
-}
-
 char *
 ag_tools_truncate(const char *text, size_t budget)
 {
@@ -202,13 +194,13 @@ ag_tools_truncate(const char *text, size_t budget)
         return xstrdup(text);
     size_t head = budget / 2, tail = budget - head;
     /* Prefer whole lines when a newline is near the cut. */
-    size_t h = s_char_start(text, head);
+    size_t h = utf8_char_start(text, head);
     for (size_t i = h; i > 0 && h - i < 256; i--)
         if (text[i - 1] == '\n') {
             h = i;
             break;
         }
-    size_t t = s_char_start(text, len - tail);
+    size_t t = utf8_char_start(text, len - tail);
     for (size_t i = t; i < len && i - t < 256; i++)
         if (text[i] == '\n') {
             t = i + 1;

@@ -3,6 +3,7 @@
 #include "agent/loop/ag_packages.h"
 #include "common/log.h"
 #include "common/size.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_launch_sandbox.h"
 #include "kernel-bridge/pool/kb_serve.h"
@@ -41,14 +42,6 @@ struct ag_session {
 static char s_pythonpath[] = "PYTHONPATH=" AG_PACKAGES_TARGET;
 static char *const s_packages_env[] = {s_pythonpath, NULL};
 
-static void
-s_push(char ***v, size_t *n, const char *s)
-{
-    *v = xrealloc(*v, (*n + 2) * sizeof **v);
-    (*v)[(*n)++] = xstrdup(s);
-    (*v)[*n] = NULL;
-}
-
 void
 ag_session_opts_init(ag_session_opts_t *o)
 {
@@ -60,24 +53,16 @@ ag_session_opts_init(ag_session_opts_t *o)
     sb_policy_init_default(&o->policy);
 }
 
-static void
-s_free_v(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
-
 void
 ag_session_opts_release(ag_session_opts_t *o)
 {
-    s_free_v(o->files);
+    strv_free(o->files);
     o->files = NULL;
     o->nfiles = 0;
-    s_free_v(o->installs);
+    strv_free(o->installs);
     o->installs = NULL;
     o->ninstalls = 0;
-    s_free_v(o->trusts);
+    strv_free(o->trusts);
     o->trusts = NULL;
     o->ntrusts = 0;
     free(o->packages_dir);
@@ -99,7 +84,7 @@ s_set_file(void *o, const char *v, err_t *err)
 {
     (void)err;
     ag_session_opts_t *so = o;
-    s_push(&so->files, &so->nfiles, v);
+    strv_push(&so->files, &so->nfiles, xstrdup(v));
     return 0;
 }
 
@@ -162,7 +147,7 @@ s_set_install(void *o, const char *v, err_t *err)
 {
     (void)err;
     ag_session_opts_t *so = o;
-    s_push(&so->installs, &so->ninstalls, v);
+    strv_push(&so->installs, &so->ninstalls, xstrdup(v));
     return 0;
 }
 
@@ -171,7 +156,7 @@ s_set_trust(void *o, const char *v, err_t *err)
 {
     (void)err;
     ag_session_opts_t *so = o;
-    s_push(&so->trusts, &so->ntrusts, v);
+    strv_push(&so->trusts, &so->ntrusts, xstrdup(v));
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* Unit tests: sandbox policy flags, sizes, environment, JSON, names. */
 #include "common/size.h"
+#include "common/strv.h"
 #include "sandbox/sb_files.h"
 #include "sandbox/sb_policy.h"
 #include "tests/tap.h"
@@ -148,7 +149,7 @@ main(void)
        "variables not allow-listed do not pass");
     ok(!s_env_has_name(env, "LD_PRELOAD"), "LD_PRELOAD does not pass");
     ok(s_env_has(env, "MPLBACKEND=Agg"), "extra entries are added");
-    sb_policy_env_free(env);
+    strv_free(env);
     ok(sb_policy_env_name_is_secret("GITHUB_TOKEN") &&
            sb_policy_env_name_is_secret("db_password") &&
            sb_policy_env_name_is_secret("AWS_SECRET_ACCESS_KEY") &&
