@@ -12,6 +12,7 @@
 #include "common/cliopt.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/jpaths.h"
 #include "common/xalloc.h"
 
 #include <dirent.h>
@@ -278,19 +279,19 @@ s_on_notice(const char *text, void *arg)
 
 /* ---- helpers ------------------------------------------------------------- */
 
+#define NO_RUNTIME_DIR                                                         \
+    "no Jupyter runtime dir (neither JUPYTER_RUNTIME_DIR nor a home "          \
+    "directory is known); pass the kernel's connection file"
+
 /* The newest kernel-*.json in the Jupyter runtime dir, or NULL + err. */
 static char *
 s_newest_connection_file(err_t *err)
 {
-    char *dir = NULL;
-    const char *env = getenv("JUPYTER_RUNTIME_DIR");
-    if (env && *env)
-        dir = xstrdup(env);
-    else if ((env = getenv("XDG_DATA_HOME")) && *env)
-        dir = xasprintf("%s/jupyter/runtime", env);
-    else
-        dir = xasprintf("%s/.local/share/jupyter/runtime",
-                        getenv("HOME") ? getenv("HOME") : "");
+    char *dir = jpaths_runtime_dir();
+    if (!dir) {
+        err_set(err, ERR_USAGE, "--existing: " NO_RUNTIME_DIR);
+        return NULL;
+    }
     DIR *d = opendir(dir);
     if (!d) {
         err_set(err, ERR_USAGE,
@@ -338,12 +339,10 @@ s_resolve_connection_file(const char *name, err_t *err)
 {
     if (access(name, R_OK) == 0 || strchr(name, '/'))
         return xstrdup(name);
-    const char *env = getenv("JUPYTER_RUNTIME_DIR");
-    char *p = env && *env
-                  ? xasprintf("%s/%s", env, name)
-                  : xasprintf("%s/.local/share/jupyter/runtime/%s",
-                              getenv("HOME") ? getenv("HOME") : "", name);
-    if (access(p, R_OK) == 0)
+    char *dir = jpaths_runtime_dir();
+    char *p = dir ? xasprintf("%s/%s", dir, name) : NULL;
+    free(dir);
+    if (p && access(p, R_OK) == 0)
         return p;
     free(p);
     err_set(err, ERR_USAGE, "--existing: no connection file %s", name);

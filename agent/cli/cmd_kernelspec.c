@@ -9,6 +9,7 @@
 #include "agent/cli/ag_cmd.h"
 #include "agent/kernel/ag_kernel.h"
 #include "common/err.h"
+#include "common/jpaths.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernelspec.h"
 
@@ -172,14 +173,10 @@ enum where { W_DEFAULT, W_USER, W_SYSWIDE, W_PREFIX, W_SYSPREFIX };
 static char *
 s_user_dir(void)
 {
-    const char *v = getenv("JUPYTER_DATA_DIR");
-    if (v && *v)
-        return xasprintf("%s/kernels", v);
-    v = getenv("XDG_DATA_HOME");
-    if (v && *v)
-        return xasprintf("%s/jupyter/kernels", v);
-    v = getenv("HOME");
-    return xasprintf("%s/.local/share/jupyter/kernels", v && *v ? v : "/");
+    char *data = jpaths_data_dir();
+    char *dir = data ? xasprintf("%s/kernels", data) : NULL;
+    free(data);
+    return dir;
 }
 
 /* The kernels directory for `w` (new string). */
@@ -431,6 +428,14 @@ ag_cmd_kernelspec(int argc, char **argv)
         return ERR_USAGE;
     }
     char *dir = install || nwhere ? s_kernels_dir(where, prefix) : NULL;
+    if ((install || nwhere) && !dir) {
+        fprintf(stderr,
+                "jupyter-agent kernelspec %s: no Jupyter data dir (neither "
+                "JUPYTER_DATA_DIR nor a home directory is known); set "
+                "JUPYTER_DATA_DIR or pass --prefix\n",
+                action);
+        return ERR_USAGE;
+    }
     int rc = install
                  ? s_install(dir, name, display, argv + rest, argc - rest, &err)
                  : s_uninstall(dir, name, &err);

@@ -1,15 +1,17 @@
 /* Unit tests for common/: buffers with caps, errors, allocation, clock,
- * string lists, UTF-8. */
+ * string lists, UTF-8, Jupyter paths. */
 #include "../tap.h"
 
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/jpaths.h"
 #include "common/strv.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int
 main(void)
@@ -72,6 +74,38 @@ main(void)
     i = 0;
     is_int(utf8_decode(over, 2, &i), -1 - 0xc0,
            "an invalid byte decodes as -1 - byte, one byte at a time");
+
+    /* Jupyter paths follow jupyter_core. */
+    unsetenv("JUPYTER_RUNTIME_DIR");
+    unsetenv("XDG_DATA_HOME");
+    setenv("JUPYTER_DATA_DIR", "/j/data", 1);
+    char *d = jpaths_data_dir(), *r = jpaths_runtime_dir();
+    is_str(d, "/j/data", "JUPYTER_DATA_DIR names the Jupyter data dir");
+    is_str(r, "/j/data/runtime", "the runtime dir is inside the data dir");
+    free(d);
+    free(r);
+    setenv("JUPYTER_DATA_DIR", "", 1);
+    setenv("XDG_DATA_HOME", "/x", 1);
+    setenv("JUPYTER_RUNTIME_DIR", "/rt", 1);
+    d = jpaths_data_dir();
+    r = jpaths_runtime_dir();
+    is_str(d, "/x/jupyter", "an empty JUPYTER_DATA_DIR falls to XDG_DATA_HOME");
+    is_str(r, "/rt", "JUPYTER_RUNTIME_DIR names the runtime dir");
+    free(d);
+    free(r);
+    unsetenv("XDG_DATA_HOME");
+    unsetenv("JUPYTER_RUNTIME_DIR");
+    setenv("HOME", "/h", 1);
+    d = jpaths_data_dir();
+    is_str(d, "/h/.local/share/jupyter", "else it is under $HOME");
+    free(d);
+    setenv("HOME", "", 1);
+    d = jpaths_data_dir();
+    ok(!d || (strncmp(d, "/tmp", 4) != 0 && d[0] == '/' && d[1] != '.'),
+       "without $HOME it is the password database's home, never /tmp or "
+       "/: %s",
+       d ? d : "(none)");
+    free(d);
 
     return done_testing();
 }
