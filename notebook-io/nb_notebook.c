@@ -8,10 +8,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,23 +59,11 @@ s_string_utf8(const char *s)
 void
 nb_cell_id_new(char out[NB_CELL_ID_SIZE])
 {
-    static const char hex[] = "0123456789abcdef";
-    static unsigned long counter;
     unsigned char r[4];
-    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
-        /* No entropy source: uniqueness, not secrecy, is what ids need. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        unsigned long x = (unsigned long)ts.tv_nsec ^
-                          ((unsigned long)getpid() << 16) ^
-                          (++counter * 2654435761u);
-        memcpy(r, &x, sizeof r);
-    }
-    for (int i = 0; i < 4; i++) {
-        out[2 * i] = hex[r[i] >> 4];
-        out[2 * i + 1] = hex[r[i] & 15];
-    }
-    out[8] = '\0';
+    if (sodium_init() < 0)
+        abort(); /* no entropy source: nothing safe can run */
+    randombytes_buf(r, sizeof r);
+    sodium_bin2hex(out, NB_CELL_ID_SIZE, r, sizeof r);
 }
 
 int

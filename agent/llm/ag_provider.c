@@ -7,6 +7,7 @@
 #include "common/xalloc.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -247,13 +248,15 @@ ag_provider_new(const char *spec, err_t *err)
         goto fail;
     }
 
+    if (sodium_init() < 0) { /* randombytes_uniform() jitters retries */
+        err_set(err, ERR_PROVIDER, "cannot initialise libsodium");
+        goto fail;
+    }
     p = xcalloc(1, sizeof *p);
     p->stream = s_env_long("JUPYTER_AGENT_STREAM", 1, 0) != 0;
     p->max_tries = (int)s_env_long("JUPYTER_AGENT_MAX_TRIES", 4, 1);
     p->retry_base_ms = s_env_long("JUPYTER_AGENT_RETRY_BASE_MS", 1000, 0);
     p->read_timeout_s = s_env_long("JUPYTER_AGENT_READ_TIMEOUT", 300, 1);
-    p->rng = (uint64_t)clock_mono_us() ^ ((uint64_t)getpid() << 32) ^
-             0x9E3779B97F4A7C15ull;
 
     if (strcmp(kind, "replay") == 0) {
         p->replay_path = xstrdup(rest);
@@ -787,16 +790,6 @@ s_judge(ag_provider_t *p, const char *url, ag_turn_state_t *st,
     return S_FAIL;
 }
 
-static uint64_t
-s_rand(ag_provider_t *p)
-{
-    /* xorshift64*: jitter only, not security. */
-    p->rng ^= p->rng >> 12;
-    p->rng ^= p->rng << 25;
-    p->rng ^= p->rng >> 27;
-    return p->rng * 2685821657736338717ull;
-}
-
 /* Sleep `ms`, waking early when cancelled. Returns -1 when cancelled. */
 static int
 s_sleep(const ag_provider_t *p, long ms)
@@ -816,7 +809,7 @@ s_sleep(const ag_provider_t *p, long ms)
 }
 
 static long
-s_backoff_ms(ag_provider_t *p, int try, long wait_ms)
+s_backoff_ms(const ag_provider_t *p, int try, long wait_ms)
 {
     if (wait_ms >= 0)
         return wait_ms < S_RETRY_AFTER_CAP_MS ? wait_ms : S_RETRY_AFTER_CAP_MS;
@@ -826,7 +819,7 @@ s_backoff_ms(ag_provider_t *p, int try, long wait_ms)
     if (d > S_BACKOFF_CAP_MS)
         d = S_BACKOFF_CAP_MS;
     /* "Equal jitter": half fixed, half random. */
-    return d / 2 + (long)(s_rand(p) % (uint64_t)(d / 2 + 1));
+    return d / 2 + (long)randombytes_uniform((uint32_t)(d / 2 + 1));
 }
 
 static int

@@ -48,7 +48,6 @@ struct ag_provider {
     json_t *replay;               /* replay: array of recorded turns */
     size_t replay_pos;            /* replay: next turn to play */
     char *replay_path;            /* replay: the file, for messages */
-    uint64_t rng;                 /* jitter state */
 };
 
 /* A tool call being assembled (by index). */
