@@ -664,6 +664,24 @@ t_retries(void)
        (long long)r.ms);
     s_run_release(&r);
 
+    /* Retry-After may also be an HTTP-date (RFC 9110 10.2.3). */
+    char date[64], script[512];
+    time_t when = time(NULL) + 3;
+    struct tm tm;
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT",
+             gmtime_r(&when, &tm));
+    snprintf(script, sizeof script,
+             "[{\"status\":429,\"headers\":{\"retry-after\":\"%s\"},"
+             "\"body\":{\"error\":{\"message\":\"later\"}}},"
+             "{\"reply\":{\"text\":\"fine\"}}]",
+             date);
+    s_run(&r, "openai", 1, script, NULL, NULL);
+    ok(r.rc == 0 && s_nreq(&r) == 2 && r.ms >= 1000,
+       "retry-after as an HTTP-date (%s) is honoured, not ignored (waited "
+       "%lld ms)",
+       date, (long long)r.ms);
+    s_run_release(&r);
+
     s_run(&r, "anthropic", 1,
           "[{\"status\":429,\"headers\":{\"retry-after-ms\":\"20\"},\"body\":"
           "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\","
