@@ -6,6 +6,7 @@
 #include "common/utf8.h"
 #include "common/xalloc.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <sodium.h>
 #include <stdlib.h>
@@ -204,6 +205,57 @@ out:
     return rc;
 }
 
+/* `url` parsed by libcurl (the parser that will send the request), or
+ * NULL when it does not parse. */
+static CURLU *
+s_parse_url(const char *url)
+{
+    CURLU *u = curl_url();
+    if (u && curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
+        curl_url_cleanup(u), u = NULL;
+    return u;
+}
+
+/* URL without its user, password and login options, for messages. The
+ * parse is libcurl's, so an '@' in the query or fragment is not taken
+ * for the end of credentials. */
+static void
+s_safe_url(const char *url, char *out, size_t size)
+{
+    CURLU *u = s_parse_url(url);
+    char *clean = NULL;
+    if (u) {
+        curl_url_set(u, CURLUPART_USER, NULL, 0);
+        curl_url_set(u, CURLUPART_PASSWORD, NULL, 0);
+        curl_url_set(u, CURLUPART_OPTIONS, NULL, 0);
+        curl_url_get(u, CURLUPART_URL, &clean, 0);
+    }
+    snprintf(out, size, "%s", clean ? clean : "(a URL that does not parse)");
+    curl_free(clean);
+    curl_url_cleanup(u);
+}
+
+/* The base URL must be an http or https URL libcurl can parse. */
+static int
+s_check_base_url(const ag_provider_ops_t *ops, const char *url, err_t *err)
+{
+    CURLU *u = s_parse_url(url);
+    char *scheme = NULL;
+    if (u)
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+    int good =
+        scheme && (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0);
+    curl_free(scheme);
+    curl_url_cleanup(u);
+    if (good)
+        return 0;
+    char safe[400];
+    s_safe_url(url, safe, sizeof safe); /* never echo a password */
+    return err_set(err, ERR_USAGE,
+                   "%s: %s must start with http:// or https:// (got '%s')",
+                   ops->name, ops->base_env, safe);
+}
+
 ag_provider_t *
 ag_provider_new(const char *spec, err_t *err)
 {
@@ -278,13 +330,8 @@ ag_provider_new(const char *spec, err_t *err)
         size_t bl = strlen(p->base_url);
         while (bl > 0 && p->base_url[bl - 1] == '/')
             p->base_url[--bl] = '\0';
-        if (strncmp(p->base_url, "http://", 7) != 0 &&
-            strncmp(p->base_url, "https://", 8) != 0) {
-            err_set(err, ERR_USAGE,
-                    "%s: %s must start with http:// or https:// (got '%s')",
-                    ops->name, ops->base_env, p->base_url);
+        if (s_check_base_url(ops, p->base_url, err))
             goto fail;
-        }
         if (key)
             p->key = xstrdup(key);
         else if (!base) {
@@ -621,20 +668,6 @@ s_server_message(const ag_http_resp_t *r, char *out, size_t size)
     else
         snprintf(out, size, "(empty response body)");
     json_decref(j);
-}
-
-/* URL without any "user:password@" part, for messages. */
-static void
-s_safe_url(const char *url, char *out, size_t size)
-{
-    const char *scheme = strstr(url, "://");
-    const char *host = scheme ? scheme + 3 : url;
-    const char *at = strchr(host, '@');
-    const char *slash = strchr(host, '/');
-    if (at && (!slash || at < slash))
-        snprintf(out, size, "%.*s%s", (int)(host - url), url, at + 1);
-    else
-        snprintf(out, size, "%s", url);
 }
 
 enum s_outcome { S_DONE = 0, S_RETRY = 1, S_FAIL = -1 };
