@@ -96,8 +96,8 @@ s_glyph(int x, int y, int size)
     return rows[gy / cell][gx / cell] == '#';
 }
 
-/* An RGBA logo: an orange rounded badge with a white "A", as a PNG with
- * stored (uncompressed) deflate blocks, which any decoder accepts. */
+/* An RGBA logo: an orange rounded badge with a white "A", as a PNG whose
+ * image data zlib compresses. */
 static int
 s_write_logo(const char *path, int size, err_t *err)
 {
@@ -120,30 +120,14 @@ s_write_logo(const char *path, int size, err_t *err)
             px[3] = 255;
         }
     }
-    /* zlib stream: header, stored blocks of <= 65535 bytes, adler32. */
-    size_t nblocks = (raw_len + 65534) / 65535;
-    size_t z_len = 2 + raw_len + 5 * nblocks + 4;
-    uint8_t *z = xmalloc(z_len), *q = z;
-    *q++ = 0x78;
-    *q++ = 0x01;
-    uint32_t a = 1, b = 0;
-    for (size_t off = 0; off < raw_len;) {
-        size_t n = raw_len - off > 65535 ? 65535 : raw_len - off;
-        *q++ = off + n == raw_len ? 1 : 0;
-        *q++ = (uint8_t)n;
-        *q++ = (uint8_t)(n >> 8);
-        *q++ = (uint8_t)~n;
-        *q++ = (uint8_t)(~n >> 8);
-        memcpy(q, raw + off, n);
-        for (size_t i = 0; i < n; i++) {
-            a = (a + raw[off + i]) % 65521;
-            b = (b + a) % 65521;
-        }
-        q += n;
-        off += n;
+    /* The IDAT payload is one zlib stream of the filtered rows. */
+    uLongf z_len = compressBound((uLong)raw_len);
+    uint8_t *z = xmalloc(z_len);
+    if (compress2(z, &z_len, raw, (uLong)raw_len, Z_BEST_COMPRESSION) != Z_OK) {
+        free(raw);
+        free(z);
+        return err_set(err, ERR_IO, "cannot compress the logo for %s", path);
     }
-    s_put32(q, (b << 16) | a);
-    q += 4;
 
     uint8_t ihdr[13];
     s_put32(ihdr, (uint32_t)size);
@@ -157,7 +141,7 @@ s_write_logo(const char *path, int size, err_t *err)
     FILE *f = fopen(path, "wb");
     if (!f || fwrite("\x89PNG\r\n\x1a\n", 1, 8, f) != 8 ||
         s_chunk(f, "IHDR", ihdr, sizeof ihdr) ||
-        s_chunk(f, "IDAT", z, (uint32_t)(q - z)) || s_chunk(f, "IEND", NULL, 0))
+        s_chunk(f, "IDAT", z, (uint32_t)z_len) || s_chunk(f, "IEND", NULL, 0))
         rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
     if (f && fclose(f) != 0 && rc == 0)
         rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
