@@ -5,6 +5,7 @@
  */
 #include "agent/cli/ag_cmd.h"
 #include "agent/kernel/ag_kernel.h"
+#include "agent/kernel/ag_loop_kernel.h"
 #include "agent/session/ag_session.h"
 #include "common/cliopt.h"
 #include "common/err.h"
@@ -66,7 +67,7 @@ ag_cmd_kernel(int argc, char **argv)
         {0, 0, 0, 0}};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
-    ag_kernel_opts_t kopts = {.inner = &sopts};
+    ag_kernel_opts_t kopts = {.inner = &sopts, .ask = ag_loop_kernel_ask};
     err_t err = {0};
     int opt, status = 0;
     cliopt_group_t groups[AG_SESSION_NGROUPS];

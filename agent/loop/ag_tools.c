@@ -24,8 +24,8 @@ static int s_python(const ag_tool_env_t *env, const json_t *args,
 static int s_list_files(const ag_tool_env_t *env, const json_t *args,
                         void *tool_arg, ag_tool_result_t *res, err_t *err);
 
-/* The built-in tools. install_packages (agent/loop/ag_packages.h) is added by
- * ag_loop through ag_tools_add when the session has a signed manifest
+/* The built-in tools. install_packages (agent/loop/ag_packages_tool.h) is added
+ * by ag_loop through ag_tools_add when the session has a signed manifest
  * (--packages), so a model is never offered a tool that cannot work. */
 static const ag_tool_def_t s_builtin[] = {
     {"python",

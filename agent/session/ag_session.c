@@ -1,6 +1,5 @@
 #include "agent/session/ag_session.h"
 
-#include "agent/loop/ag_packages.h"
 #include "common/log.h"
 #include "common/size.h"
 #include "common/strv.h"
@@ -8,6 +7,7 @@
 #include "kernel-bridge/kb_launch_sandbox.h"
 #include "kernel-bridge/pool/kb_serve.h"
 #include "kernel-bridge/pool/kb_warm.h"
+#include "packages/pk_install.h"
 #include "sandbox/sb_files.h"
 
 #include <errno.h>
@@ -39,7 +39,7 @@ struct ag_session {
 /* Installed packages are on the kernel's path from its start, so they
  * import again after a kernel restart (PYTHONPATH may name a directory
  * that does not exist yet). Borrowed by kb_kernel for its lifetime. */
-static char s_pythonpath[] = "PYTHONPATH=" AG_PACKAGES_TARGET;
+static char s_pythonpath[] = "PYTHONPATH=" PK_INSTALL_TARGET;
 static char *const s_packages_env[] = {s_pythonpath, NULL};
 
 void
@@ -308,11 +308,12 @@ static int
 s_install(ag_session_t *s, const ag_session_opts_t *o, err_t *err)
 {
     json_t *report = NULL;
-    if (ag_packages_install(s, o->packages_dir, s->trust,
-                            (const char *const *)o->installs, o->ninstalls,
-                            &report, err))
+    if (pk_install(s->kernel, o->packages_dir, s->trust,
+                   (const char *const *)o->installs, o->ninstalls, &report,
+                   err))
         return err_prefix(err, "--install");
-    char *summary = ag_packages_summary(report);
+    ag_session_record_packages(s, report);
+    char *summary = pk_install_summary(report);
     char *w = xasprintf("%spackages: %s\n", s->warnings, summary);
     free(s->warnings);
     s->warnings = w;
@@ -410,9 +411,9 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     pk_trust_t *trust = NULL;
     if (o->packages_dir && !(trust = s_packages_trust(o, err)))
         return NULL;
-    if (o->ninstalls && ag_packages_precheck(o->packages_dir, trust,
-                                             (const char *const *)o->installs,
-                                             o->ninstalls, err)) {
+    if (o->ninstalls && pk_install_precheck(o->packages_dir, trust,
+                                            (const char *const *)o->installs,
+                                            o->ninstalls, err)) {
         pk_trust_destroy(&trust);
         err_prefix(err, "--install");
         return NULL;

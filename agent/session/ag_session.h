@@ -82,7 +82,7 @@ sb_sandbox_t *ag_session_sandbox(ag_session_t *s);
 /* --packages DIR and the keys trusted for it (from --trust and the default
  * trusted-keys directories), or NULL when the session has none. Borrowed.
  * ag_session_start installs --install names from them once the kernel is
- * ready (agent/loop/ag_packages.h); a refusal fails the start. */
+ * ready (packages/pk_install.h); a refusal fails the start. */
 const char *ag_session_packages_dir(ag_session_t *s);
 const pk_trust_t *ag_session_trust(ag_session_t *s);
 /* Append an install report (borrowed; a reference is kept) to the
