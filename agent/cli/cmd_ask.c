@@ -475,8 +475,61 @@ s_exit_code(int rc, const err_t *err, const ag_loop_stats_t *st)
     }
 }
 
-int
-ag_cmd_ask(int argc, char **argv)
+/* What the command line asked for. */
+typedef struct ask_args {
+    const char *model;        /* --model, or NULL for the environment's */
+    const char *output;       /* -o, or NULL for session-STAMP.ipynb */
+    const char *record;       /* --record FILE, or NULL */
+    const char *existing_arg; /* --existing's connection file, or NULL */
+    bool existing;            /* --existing given (with or without FILE) */
+    bool allow_unsigned;      /* --allow-unsigned */
+    bool quiet;               /* -q */
+    int max_steps;            /* --max-steps */
+    ag_session_opts_t sopts;  /* the session's and sandbox's flags */
+    char *question;           /* owned; never empty once parsed */
+} ask_args_t;
+
+static int
+s_parse_max_steps(const char *v, int *out, err_t *err)
+{
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (!end || *end || n < 1 || n > 10000)
+        return err_set(err, ERR_USAGE,
+                       "--max-steps '%s' is not a number from 1 to 10000", v);
+    *out = (int)n;
+    return 0;
+}
+
+/* The question: the words after the options, or stdin for "-". */
+static int
+s_take_question(int argc, char **argv, int first, ask_args_t *a, err_t *err)
+{
+    if (first >= argc)
+        return err_set(err, ERR_USAGE,
+                       "no question; usage: jupyter-agent ask \"QUESTION\" "
+                       "(see --help)");
+    if (first + 1 == argc && strcmp(argv[first], "-") == 0) {
+        a->question = s_read_stdin();
+        size_t n = strlen(a->question);
+        while (n && strchr(" \t\r\n", a->question[n - 1]))
+            a->question[--n] = '\0';
+    } else {
+        buf_t q;
+        buf_init(&q, 0);
+        for (int i = first; i < argc; i++)
+            buf_printf(&q, "%s%s", i > first ? " " : "", argv[i]);
+        a->question = buf_detach(&q, NULL);
+    }
+    if (!a->question[strspn(a->question, " \t\r\n")])
+        return err_set(err, ERR_USAGE, "the question is empty");
+    return 0;
+}
+
+/* Parse argv into `a` (initialised). 0: go on; 1: --help was printed;
+ * -1: a usage error in err. */
+static int
+s_parse_args(int argc, char **argv, ask_args_t *a, err_t *err)
 {
     static const struct option own[] = {
         {"model", required_argument, 0, 'm'},
@@ -490,59 +543,34 @@ ag_cmd_ask(int argc, char **argv)
         {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    const char *model = NULL, *output = NULL, *record = NULL;
-    const char *existing_arg = NULL;
-    bool existing = false, allow_unsigned = false, quiet = false;
-    int max_steps = AG_LOOP_MAX_STEPS;
-    ag_session_opts_t sopts;
-    ag_session_opts_init(&sopts);
-    err_t err = {0};
-    int status = 0, opt;
-    char *question = NULL, *nb_path = NULL, *files_dir = NULL;
-    char *conn_file = NULL;
-    ag_provider_t *provider = NULL;
-    ag_session_t *session = NULL;
-    ag_loop_t *loop = NULL;
-    ask_ui_t ui = {.at_bol = true, .render = {.out = stdout, .err = stderr}};
-    buf_init(&ui.turn_text, 0);
-
     cliopt_group_t groups[AG_SESSION_NGROUPS];
-    ag_session_flags(&sopts, groups);
+    ag_session_flags(&a->sopts, groups);
     struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
-
+    int rc = 0, opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "m:o:qh", longopts, NULL)) != -1) {
+    while (rc == 0 &&
+           (opt = getopt_long(argc, argv, "m:o:qh", longopts, NULL)) != -1) {
         int used =
-            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, &err);
-        if (used < 0)
-            goto usage_error;
-        if (used > 0)
+            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, err);
+        if (used != 0) {
+            rc = used < 0 ? -1 : 0;
             continue;
+        }
         switch (opt) {
         case 'm':
-            model = optarg;
+            a->model = optarg;
             break;
         case 'o':
-            output = optarg;
+            a->output = optarg;
             break;
-        case 'S': {
-            char *end = NULL;
-            long v = strtol(optarg, &end, 10);
-            if (!end || *end || v < 1 || v > 10000) {
-                err_set(&err, ERR_USAGE,
-                        "--max-steps '%s' is not a number from 1 to 10000",
-                        optarg);
-                goto usage_error;
-            }
-            max_steps = (int)v;
+        case 'S':
+            rc = s_parse_max_steps(optarg, &a->max_steps, err);
             break;
-        }
         case 't':
-            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
-                goto usage_error;
+            rc = ag_parse_seconds(optarg, &a->sopts.timeout_ms, err);
             break;
         case 'r':
-            record = optarg;
+            a->record = optarg;
             break;
         case 'e':
             /* "--existing FILE.json" too: the optional value may be the
@@ -550,95 +578,177 @@ ag_cmd_ask(int argc, char **argv)
             if (!optarg && optind < argc && argv[optind][0] != '-' &&
                 s_ends_with(argv[optind], ".json"))
                 optarg = argv[optind++];
-            existing = true;
-            existing_arg = optarg;
+            a->existing = true;
+            a->existing_arg = optarg;
             break;
         case 'U':
-            allow_unsigned = true;
+            a->allow_unsigned = true;
             break;
         case 'k':
-            sopts.kernel_name = optarg;
+            a->sopts.kernel_name = optarg;
             break;
         case 'q':
-            quiet = true;
+            a->quiet = true;
             break;
         case 'h':
             fputs(s_usage, stdout);
             cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
             fputs(s_usage_tail, stdout);
-            goto out;
+            rc = 1;
+            break;
         default:
-            err_set(&err, ERR_USAGE, "see 'jupyter-agent ask --help'");
-            goto usage_error;
+            rc = err_set(err, ERR_USAGE, "see 'jupyter-agent ask --help'");
         }
     }
-    if (optind >= argc) {
-        err_set(&err, ERR_USAGE,
-                "no question; usage: jupyter-agent ask \"QUESTION\" (see "
-                "--help)");
-        goto usage_error;
-    }
-    if (optind + 1 == argc && strcmp(argv[optind], "-") == 0) {
-        question = s_read_stdin();
-        size_t n = strlen(question);
-        while (n && strchr(" \t\r\n", question[n - 1]))
-            question[--n] = '\0';
-    } else {
-        buf_t q;
-        buf_init(&q, 0);
-        for (int i = optind; i < argc; i++)
-            buf_printf(&q, "%s%s", i > optind ? " " : "", argv[i]);
-        question = buf_detach(&q, NULL);
-    }
-    if (!question[strspn(question, " \t\r\n")]) {
-        err_set(&err, ERR_USAGE, "the question is empty");
-        goto usage_error;
-    }
-    if (existing && sopts.nfiles) {
-        err_set(&err, ERR_USAGE,
-                "--file copies into a sandbox; it does not work with "
-                "--existing (the kernel sees your files already)");
-        goto usage_error;
-    }
+    free(longopts);
+    if (rc == 0)
+        rc = s_take_question(argc, argv, optind, a, err);
+    if (rc == 0 && a->existing && a->sopts.nfiles)
+        rc = err_set(err, ERR_USAGE,
+                     "--file copies into a sandbox; it does not work with "
+                     "--existing (the kernel sees your files already)");
+    return rc;
+}
 
-    /* The provider first: a configuration mistake should not cost a
-     * sandbox start. */
-    provider = ag_provider_new(model, &err);
-    if (!provider) {
-        fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
-        status = ERR_USAGE; /* a bad --model or missing configuration */
+/* -o, else session-YYYYmmdd-HHMMSS.ipynb in the current directory. */
+static char *
+s_notebook_path(const char *output)
+{
+    if (output)
+        return xstrdup(output);
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    return xasprintf("session-%s.ipynb", stamp);
+}
+
+/* A kernel to work in: attached (--existing) or a new sandboxed one. */
+static ag_session_t *
+s_open_session(const ask_args_t *a, err_t *err)
+{
+    if (!a->existing)
+        return ag_session_start(&a->sopts, err);
+    char *conn = a->existing_arg
+                     ? s_resolve_connection_file(a->existing_arg, err)
+                     : s_newest_connection_file(err);
+    if (!conn) {
+        err->code = ERR_USAGE;
+        return NULL;
+    }
+    ag_session_t *s = ag_session_attach(conn, a->allow_unsigned, err);
+    free(conn);
+    return s;
+}
+
+/* The closing line: how it ended, steps, cells, tokens, time. */
+static void
+s_print_summary(ask_ui_t *ui, ag_loop_t *loop, const ag_loop_stats_t *st,
+                int rc, const err_t *err, int64_t t0)
+{
+    ag_usage_t u = ag_provider_usage(ag_loop_provider(loop));
+    char in[32], outk[32];
+    s_thousands(u.input_tokens, in, sizeof in);
+    s_thousands(u.output_tokens, outk, sizeof outk);
+    const char *how = st->answered        ? "done"
+                      : st->hit_max_steps ? "stopped at --max-steps"
+                      : rc < 0 && err->code == ERR_INTERRUPTED ? "interrupted"
+                                                               : "failed";
+    char tokens[96] = "";
+    if (u.input_tokens || u.output_tokens)
+        snprintf(tokens, sizeof tokens, " · %s tokens in, %s out", in, outk);
+    printf("\n%s── %s ── %d step%s · %d cell%s%s · %.1f s%s\n",
+           s_c(ui, "\033[1m"), how, st->steps, st->steps == 1 ? "" : "s",
+           st->cells, st->cells == 1 ? "" : "s", tokens,
+           (clock_mono_ms() - t0) / 1000.0, s_c(ui, "\033[0m"));
+}
+
+/* Ask the question in `loop`, then save the notebook and copy the files
+ * out, also after a failure or Ctrl-C. Returns the exit status. */
+static int
+s_ask_and_save(ask_ui_t *ui, ag_loop_t *loop, ag_session_t *session,
+               const char *question, const char *nb_path)
+{
+    err_t err = {0};
+    ag_loop_ui_t lui = {.on_text = s_on_text,
+                        .on_turn = s_on_turn,
+                        .on_tool_start = s_on_tool_start,
+                        .on_output = s_on_output,
+                        .on_wait = s_on_wait,
+                        .on_tool_end = s_on_tool_end,
+                        .on_notice = s_on_notice,
+                        .arg = ui};
+    ag_loop_stats_t st = {0};
+    int64_t t0 = clock_mono_ms();
+    int rc = ag_loop_ask(loop, question, &lui, &st, &err);
+    s_clear_tick(ui);
+    s_newline(ui);
+
+    err_t serr = {0};
+    bool saved = ag_loop_save(loop, nb_path, &serr) == 0;
+    int status = s_exit_code(rc, &err, &st);
+    if (rc < 0) {
+        if (err.code == ERR_INTERRUPTED)
+            fprintf(stderr, "jupyter-agent ask: interrupted\n");
+        else
+            fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
+    }
+    s_print_summary(ui, loop, &st, rc, &err, t0);
+    if (saved) {
+        printf("%snotebook:%s %s%s\n", s_c(ui, "\033[1m"), s_c(ui, "\033[0m"),
+               nb_path, rc < 0 ? " (the session so far)" : "");
+    } else {
+        fprintf(stderr, "jupyter-agent ask: %s\n", serr.text);
+        if (status == 0)
+            status = ERR_IO;
+    }
+    char *files_dir = s_files_dir(nb_path);
+    s_copy_out(ui, session, files_dir);
+    free(files_dir);
+    fflush(stdout);
+    return status;
+}
+
+int
+ag_cmd_ask(int argc, char **argv)
+{
+    ask_args_t a = {.max_steps = AG_LOOP_MAX_STEPS};
+    ag_session_opts_init(&a.sopts);
+    err_t err = {0};
+    int status = 0;
+    char *nb_path = NULL;
+    ag_provider_t *provider = NULL;
+    ag_session_t *session = NULL;
+    ag_loop_t *loop = NULL;
+    ask_ui_t ui = {.at_bol = true, .render = {.out = stdout, .err = stderr}};
+    buf_init(&ui.turn_text, 0);
+
+    int parsed = s_parse_args(argc, argv, &a, &err);
+    if (parsed != 0) {
+        status = parsed > 0 ? 0 : ERR_USAGE;
+        if (parsed < 0)
+            fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
         goto out;
     }
-    if (record && ag_provider_set_record(provider, record, &err) < 0)
-        goto usage_error;
-
-    if (output) {
-        nb_path = xstrdup(output);
-    } else {
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        char stamp[32];
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        nb_path = xasprintf("session-%s.ipynb", stamp);
+    /* The provider first: a configuration mistake should not cost a
+     * sandbox start. */
+    provider = ag_provider_new(a.model, &err);
+    if (!provider ||
+        (a.record && ag_provider_set_record(provider, a.record, &err) < 0)) {
+        fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
+        status = ERR_USAGE; /* a bad --model, --record or configuration */
+        goto out;
     }
-    files_dir = s_files_dir(nb_path);
+    nb_path = s_notebook_path(a.output);
 
     ui.tty = isatty(1);
     const char *no_color = getenv("NO_COLOR");
     ui.color = ui.tty && !(no_color && *no_color);
     ui.render.color = ui.color && isatty(2);
-    ui.quiet = quiet;
+    ui.quiet = a.quiet;
 
-    if (existing) {
-        conn_file = existing_arg ? s_resolve_connection_file(existing_arg, &err)
-                                 : s_newest_connection_file(&err);
-        if (!conn_file)
-            goto usage_error;
-        session = ag_session_attach(conn_file, allow_unsigned, &err);
-    } else {
-        session = ag_session_start(&sopts, &err);
-    }
+    session = s_open_session(&a, &err);
     if (!session) {
         fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
         status = err.code ? err.code : ERR_KERNEL;
@@ -648,10 +758,10 @@ ag_cmd_ask(int argc, char **argv)
 
     ag_loop_opts_t lo = {.provider = &provider,
                          .session = session,
-                         .timeout_ms = sopts.timeout_ms,
-                         .max_steps = max_steps,
+                         .timeout_ms = a.sopts.timeout_ms,
+                         .max_steps = a.max_steps,
                          .autosave = nb_path};
-    lo.env.max_output_bytes = sopts.max_output_bytes;
+    lo.env.max_output_bytes = a.sopts.max_output_bytes;
     loop = ag_loop_new(&lo, &err);
     if (!loop) {
         fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
@@ -662,72 +772,17 @@ ag_cmd_ask(int argc, char **argv)
     struct sigaction sa = {.sa_handler = s_on_sigint};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    status = s_ask_and_save(&ui, loop, session, a.question, nb_path);
 
-    ag_loop_ui_t lui = {.on_text = s_on_text,
-                        .on_turn = s_on_turn,
-                        .on_tool_start = s_on_tool_start,
-                        .on_output = s_on_output,
-                        .on_wait = s_on_wait,
-                        .on_tool_end = s_on_tool_end,
-                        .on_notice = s_on_notice,
-                        .arg = &ui};
-    ag_loop_stats_t st = {0};
-    int64_t t0 = clock_mono_ms();
-    int rc = ag_loop_ask(loop, question, &lui, &st, &err);
-    s_clear_tick(&ui);
-    s_newline(&ui);
-
-    err_t serr = {0};
-    bool saved = ag_loop_save(loop, nb_path, &serr) == 0;
-    status = s_exit_code(rc, &err, &st);
-    if (rc < 0) {
-        if (err.code == ERR_INTERRUPTED)
-            fprintf(stderr, "jupyter-agent ask: interrupted\n");
-        else
-            fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
-    }
-    ag_usage_t u = ag_provider_usage(ag_loop_provider(loop));
-    char in[32], outk[32];
-    s_thousands(u.input_tokens, in, sizeof in);
-    s_thousands(u.output_tokens, outk, sizeof outk);
-    const char *how = st.answered        ? "done"
-                      : st.hit_max_steps ? "stopped at --max-steps"
-                      : rc < 0 && err.code == ERR_INTERRUPTED ? "interrupted"
-                                                              : "failed";
-    char tokens[96] = "";
-    if (u.input_tokens || u.output_tokens)
-        snprintf(tokens, sizeof tokens, " · %s tokens in, %s out", in, outk);
-    printf("\n%s── %s ── %d step%s · %d cell%s%s · %.1f s%s\n",
-           s_c(&ui, "\033[1m"), how, st.steps, st.steps == 1 ? "" : "s",
-           st.cells, st.cells == 1 ? "" : "s", tokens,
-           (clock_mono_ms() - t0) / 1000.0, s_c(&ui, "\033[0m"));
-    if (saved) {
-        printf("%snotebook:%s %s%s\n", s_c(&ui, "\033[1m"), s_c(&ui, "\033[0m"),
-               nb_path, rc < 0 ? " (the session so far)" : "");
-    } else {
-        fprintf(stderr, "jupyter-agent ask: %s\n", serr.text);
-        if (status == 0)
-            status = ERR_IO;
-    }
-    s_copy_out(&ui, session, files_dir);
-    fflush(stdout);
-    goto out;
-
-usage_error:
-    fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
-    status = ERR_USAGE;
 out:
     s_loop = NULL;
     signal(SIGINT, SIG_DFL);
     ag_loop_destroy(&loop);
     ag_provider_destroy(&provider);
     ag_session_destroy(&session);
-    ag_session_opts_release(&sopts);
+    ag_session_opts_release(&a.sopts);
     buf_release(&ui.turn_text);
-    free(question);
+    free(a.question);
     free(nb_path);
-    free(files_dir);
-    free(conn_file);
-    free(longopts);
     return status;
 }
