@@ -172,37 +172,6 @@ s_marker_env(resolver_t *r, err_t *err)
 /* --- resolving from the manifest
  * ---------------------------------------------- */
 
-/* "a 1.0, b 2.0, ..." over distinct releases (of `only` if non-NULL). */
-static char *
-s_available(const pk_manifest_t *m, const char *only)
-{
-    buf_t b;
-    buf_init(&b, 0);
-    size_t shown = 0, count = pk_manifest_count(m);
-    for (size_t i = 0; i < count; i++) {
-        const pk_manifest_entry_t *e = pk_manifest_entry(m, i);
-        if (only && strcmp(e->name, only) != 0)
-            continue;
-        bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++) {
-            const pk_manifest_entry_t *f = pk_manifest_entry(m, j);
-            seen = strcmp(f->name, e->name) == 0 &&
-                   strcasecmp(f->version, e->version) == 0;
-        }
-        if (seen)
-            continue;
-        if (shown == 40) {
-            buf_puts(&b, ", ...");
-            break;
-        }
-        buf_printf(&b, "%s%s %s", shown ? ", " : "", e->name, e->version);
-        shown++;
-    }
-    if (shown == 0)
-        buf_puts(&b, "nothing");
-    return buf_detach(&b, NULL);
-}
-
 static release_t *
 s_find(resolver_t *r, const char *norm)
 {
@@ -210,26 +179,6 @@ s_find(resolver_t *r, const char *norm)
         if (strcmp(r->rel[i].name, norm) == 0)
             return &r->rel[i];
     return NULL;
-}
-
-/* The highest version of `norm` in the manifest satisfying `spec` (NULL:
- * any), borrowed; NULL if none. *listed says whether the name is there. */
-static const char *
-s_best(const pk_manifest_t *m, const char *norm, const char *spec, bool *listed)
-{
-    const char *best = NULL;
-    *listed = false;
-    for (size_t i = 0; i < pk_manifest_count(m); i++) {
-        const pk_manifest_entry_t *e = pk_manifest_entry(m, i);
-        if (strcmp(e->name, norm) != 0)
-            continue;
-        *listed = true;
-        if (spec && pk_pyreq_spec_match(spec, e->version, NULL) != 1)
-            continue;
-        if (!best || pk_pyver_cmp(e->version, best, NULL) > 0)
-            best = e->version;
-    }
-    return best;
 }
 
 static void
@@ -317,7 +266,7 @@ s_follow(resolver_t *r, size_t i, err_t *err)
                         have->required_by ? " (for " : " (requested)",
                         have->required_by ? have->required_by : "",
                         have->required_by ? ")" : "");
-        } else if ((best = s_best(r->m, norm, spec, &listed))) {
+        } else if ((best = pk_manifest_best(r->m, norm, spec, &listed))) {
             if (r->n < MAX_RELEASES) {
                 s_choose(r, norm, best, who);
                 failed = false;
@@ -326,13 +275,13 @@ s_follow(resolver_t *r, size_t i, err_t *err)
                         MAX_RELEASES);
             }
         } else if (listed) {
-            avail = s_available(r->m, norm);
+            avail = pk_manifest_available(r->m, norm);
             err_set(err, ERR_USAGE,
                     "%s requires %s%s, but the signed manifest of %s has "
                     "only %s; add a matching wheel and sign again",
                     who, norm, spec ? spec : "", dir, avail);
         } else {
-            avail = s_available(r->m, NULL);
+            avail = pk_manifest_available(r->m, NULL);
             err_set(err, ERR_USAGE,
                     "%s requires %s%s, which is not in the signed manifest "
                     "of %s (there is no network: every dependency must be "
