@@ -40,6 +40,13 @@ typedef struct cliopt_group {
     void *target;        /* passed to every row's set() */
 } cliopt_group_t;
 
+/* A group over a static table `rows` (an array, not a pointer). */
+#define CLIOPT_GROUP(title_, rows, target_)                                    \
+    ((cliopt_group_t){.title = (title_),                                       \
+                      .opt = (rows),                                           \
+                      .n = sizeof(rows) / sizeof((rows)[0]),                   \
+                      .target = (target_)})
+
 /* getopt `val` of row `row` of group `group` (groups < 64, rows < 256). */
 #define CLIOPT_VAL_BASE 0x10000
 #define CLIOPT_VAL(group, row) (CLIOPT_VAL_BASE + (group)*256 + (row))

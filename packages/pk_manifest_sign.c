@@ -3,6 +3,7 @@
  * (signature first, then each wheel's size and SHA-256). See pk_manifest.h
  * for the formats and the order of checks.
  */
+#include "common/strv.h"
 #include "packages/pk_manifest.h"
 #include "packages/pk_manifest_impl.h"
 
@@ -140,7 +141,8 @@ s_cmp_str(const void *a, const void *b)
     return c ? c : strcmp(x, y);
 }
 
-/* List the wheels of dirfd, refusing anything else. Sorted, new strings. */
+/* List the wheels of dirfd, refusing anything else. Sorted, a new
+ * NULL-terminated list (strv_free). */
 static int
 s_list_wheels(int dirfd, const char *dir, char ***out, size_t *count,
               err_t *err)
@@ -201,8 +203,7 @@ s_list_wheels(int dirfd, const char *dir, char ***out, size_t *count,
                     PK_MANIFEST_MAX_FILES);
             goto out;
         }
-        names = xrealloc(names, (n + 1) * sizeof *names);
-        names[n++] = xstrdup(nm);
+        strv_push(&names, &n, xstrdup(nm));
     }
     if (n == 0) {
         err_set(err, ERR_USAGE, "%s holds no wheels (*.whl) to sign", dir);
@@ -215,9 +216,7 @@ s_list_wheels(int dirfd, const char *dir, char ***out, size_t *count,
     n = 0;
     rc = 0;
 out:
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
+    strv_free(names);
     closedir(d);
     return rc;
 }
@@ -363,9 +362,7 @@ pk_manifest_sign_dir(const char *dir, const pk_seckey_t *key, err_t *err)
 fail:
     pk_manifest_destroy(&m);
 done:
-    for (size_t i = 0; i < nnames; i++)
-        free(names[i]);
-    free(names);
+    strv_free(names);
     free(json);
     free(sigtext);
     free(pubstr);

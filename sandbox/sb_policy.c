@@ -7,6 +7,7 @@
 #include "common/strv.h"
 #include "common/xalloc.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -50,9 +51,22 @@ sb_policy_release(sb_policy_t *p)
     memset(p, 0, sizeof *p);
 }
 
+/* The invariants stated in sb_policy.h. */
+static void
+s_check(const sb_policy_t *p)
+{
+    assert(p->memory_bytes > 0 && p->workspace_bytes > 0 && p->tmp_bytes > 0 &&
+           p->shm_bytes > 0);
+    assert(p->cpus > 0 && p->pids >= 1 && !p->network);
+    assert(p->env_allow && !p->env_allow[p->n_env_allow]);
+    assert(p->n_binds == 0 || p->binds);
+    (void)p;
+}
+
 void
 sb_policy_copy(sb_policy_t *dst, const sb_policy_t *src)
 {
+    s_check(src);
     *dst = *src;
     dst->env_allow = xcalloc(src->n_env_allow + 1, sizeof(char *));
     for (size_t i = 0; i < src->n_env_allow; i++)
@@ -349,12 +363,9 @@ static const cliopt_t s_flags[] = {
 cliopt_group_t
 sb_policy_flags(sb_policy_t *p)
 {
-    return (cliopt_group_t){
-        .title = "sandbox limits (SIZE: bytes, or a number with K, M, G, T; "
-                 "binary)",
-        .opt = s_flags,
-        .n = sizeof s_flags / sizeof s_flags[0],
-        .target = p};
+    return CLIOPT_GROUP("sandbox limits (SIZE: bytes, or a number with K, M, "
+                        "G, T; binary)",
+                        s_flags, p);
 }
 
 int
@@ -362,7 +373,9 @@ sb_policy_parse_flag(sb_policy_t *p, const char *flag, const char *value,
                      err_t *err)
 {
     cliopt_group_t g = sb_policy_flags(p);
-    return cliopt_apply(&g, flag, value, err);
+    int used = cliopt_apply(&g, flag, value, err);
+    s_check(p);
+    return used;
 }
 
 bool
@@ -449,6 +462,7 @@ sb_policy_fsize(const sb_policy_t *p)
 json_t *
 sb_policy_to_json(const sb_policy_t *p)
 {
+    s_check(p);
     json_t *env = json_array();
     for (size_t i = 0; i < p->n_env_allow; i++)
         json_array_append_new(env, json_string(p->env_allow[i]));

@@ -204,18 +204,13 @@ void
 ag_session_flags(ag_session_opts_t *o,
                  cliopt_group_t groups[AG_SESSION_NGROUPS])
 {
-    groups[0] = (cliopt_group_t){
-        .title = "session (every kernel runs sandboxed unless --no-sandbox)",
-        .opt = s_session_flags,
-        .n = sizeof s_session_flags / sizeof s_session_flags[0],
-        .target = o};
+    groups[0] = CLIOPT_GROUP(
+        "session (every kernel runs sandboxed unless --no-sandbox)",
+        s_session_flags, o);
     groups[1] = sb_policy_flags(&o->policy);
-    groups[2] = (cliopt_group_t){
-        .title = "packages (there is no network; only wheels from a signed "
-                 "directory)",
-        .opt = s_packages_flags,
-        .n = sizeof s_packages_flags / sizeof s_packages_flags[0],
-        .target = o};
+    groups[2] = CLIOPT_GROUP("packages (there is no network; only wheels from "
+                             "a signed directory)",
+                             s_packages_flags, o);
 }
 
 int
