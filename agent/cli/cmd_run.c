@@ -231,6 +231,7 @@ s_record_run(nb_notebook_t *nb, const nb_run_result_t *res,
                             : json_null());
     json_object_set_new(run, "allow_errors", json_boolean(allow_errors));
     json_object_set_new(ja, "run", run);
+    json_object_set_new(ja, "inputs", ag_session_inputs_json(session));
 }
 
 int

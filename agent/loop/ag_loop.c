@@ -14,7 +14,7 @@
 #include <string.h>
 
 #ifndef JUPYTER_AGENT_VERSION
-#define JUPYTER_AGENT_VERSION "0.1.0"
+#include "common/version.h"
 #endif
 
 struct ag_loop {
@@ -565,8 +565,10 @@ s_update_metadata(ag_loop_t *l)
     if (l->timeout_ms > 0)
         json_object_set_new(m, "timeout_s", json_real(l->timeout_ms / 1000.0));
     ag_session_t *s = s_session(l);
-    if (s)
+    if (s) {
         json_object_set_new(m, "sandbox", ag_session_policy_json(s));
+        json_object_set_new(m, "inputs", ag_session_inputs_json(s));
+    }
     if (l->environment)
         json_object_set(m, "environment", l->environment);
     nb_record_set_metadata(l->rec, "jupyter_agent", m);
