@@ -1,4 +1,5 @@
 #include "agent/session/ag_archive.h"
+#include "agent/session/ag_envlock.h"
 #include "agent/session/ag_session.h"
 #include "common/buf.h"
 #include "common/clock.h"
@@ -295,7 +296,7 @@ s_crate(packer_t *p, const json_t *env, const char *packed)
     json_array_append_new(graph, json_pack("{s:s, s:s, s:{s:s}, s:{s:s}}",
                                            "@id", AG_ARCHIVE_CRATE, "@type",
                                            "CreativeWork", "conformsTo", "@id",
-                                           "https://w3id.org/ro/crate/1.1",
+                                           "https://w3id.org/ro/crate/1.2",
                                            "about", "@id", "./"));
     json_t *parts = json_array();
     size_t i;
@@ -303,15 +304,21 @@ s_crate(packer_t *p, const json_t *env, const char *packed)
     json_array_foreach(p->parts, i, f) json_array_append_new(
         parts, json_pack("{s:O}", "@id", json_object_get(f, "@id")));
     json_array_append_new(
-        graph, json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:o, s:{s:s}}",
-                         "@id", "./", "@type", "Dataset", "name",
-                         "Report archive made by jupyter-agent", "description",
-                         "A notebook session with its inputs, outputs and "
-                         "environment, signed and re-runnable "
-                         "(jupyter-agent archive rerun).",
-                         "datePublished", packed, "conformsTo", "@id",
-                         "https://w3id.org/ro/wfrun/process/0.4", "hasPart",
-                         parts, "mentions", "@id", "#session"));
+        graph,
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:o, s:{s:s}, s:{s:s}}",
+                  "@id", "./", "@type", "Dataset", "name",
+                  "Report archive made by jupyter-agent", "description",
+                  "A notebook session with its inputs, outputs and "
+                  "environment, signed and re-runnable "
+                  "(jupyter-agent archive rerun).",
+                  "datePublished", packed, "conformsTo", "@id",
+                  "https://w3id.org/ro/wfrun/process/0.4", "hasPart", parts,
+                  "mentions", "@id", "#session", "license", "@id", "#license"));
+    json_array_append_new(
+        graph, json_pack("{s:s, s:s, s:s, s:s}", "@id", "#license", "@type",
+                         "CreativeWork", "name", "Not stated", "description",
+                         "jupyter-agent does not choose a licence for a "
+                         "report; its owner's terms apply."));
     json_array_append_new(graph,
                           json_pack("{s:s, s:s, s:s, s:s}", "@id",
                                     "https://w3id.org/ro/wfrun/process/0.4",
@@ -349,7 +356,7 @@ s_crate(packer_t *p, const json_t *env, const char *packed)
         json_object_set_new(action, "endTime", json_string(ended));
     json_array_append_new(graph, action);
     return json_pack("{s:s, s:o}", "@context",
-                     "https://w3id.org/ro/crate/1.1/context", "@graph", graph);
+                     "https://w3id.org/ro/crate/1.2/context", "@graph", graph);
 }
 
 static json_t *
@@ -484,6 +491,31 @@ out:
     free(nbtext);
     free(outputs);
     free(manifest);
+    return rc;
+}
+
+int
+ag_archive_session(ag_session_t *session, const char *nb_path,
+                   const char *archive_path, const char *key_path, err_t *err)
+{
+    nb_notebook_t *nb = nb_notebook_read_file(nb_path, err);
+    if (!nb)
+        return -1;
+    json_t *lock = NULL;
+    kb_kernel_t *k = session ? ag_session_kernel(session) : NULL;
+    if (k && kb_kernel_alive(k)) {
+        err_t lerr = {0};
+        lock = ag_envlock_capture(k, nb, 120000, &lerr);
+    }
+    ag_archive_pack_opts_t po = {.notebook_path = nb_path,
+                                 .nb = nb,
+                                 .out_path = archive_path,
+                                 .key_path = key_path,
+                                 .envlock = lock,
+                                 .force = true};
+    int rc = ag_archive_pack(&po, NULL, err);
+    json_decref(lock);
+    nb_notebook_destroy(&nb);
     return rc;
 }
 

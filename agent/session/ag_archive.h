@@ -23,6 +23,7 @@
 #ifndef AGENT_SESSION_AG_ARCHIVE_H
 #define AGENT_SESSION_AG_ARCHIVE_H
 
+#include "agent/session/ag_session.h"
 #include "common/err.h"
 #include "notebook-io/nb_archive.h"
 #include "notebook-io/nb_notebook.h"
@@ -59,6 +60,14 @@ typedef struct ag_archive_pack_opts {
  * no archive is left behind on failure. */
 int ag_archive_pack(const ag_archive_pack_opts_t *o, size_t *nfiles_out,
                     err_t *err);
+
+/* `ask --archive` and `run --archive`: pack the notebook just written at
+ * `nb_path` (with NOTEBOOK_files/ when it exists), reading the environment
+ * lock from the session's own kernel while it is alive. `session` is
+ * borrowed; `key_path` may be NULL (unsigned). 0, or -1 with err set. */
+int ag_archive_session(ag_session_t *session, const char *nb_path,
+                       const char *archive_path, const char *key_path,
+                       err_t *err);
 
 /* A verified archive. */
 typedef struct ag_archive {
