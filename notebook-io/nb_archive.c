@@ -473,9 +473,11 @@ out:
     return rc;
 }
 
-nb_archive_t *
-nb_archive_read(const char *path, int extract_dirfd,
-                const nb_archive_limits_t *lim_in, err_t *err)
+/* The one pass over an opened archive `a` (taken) of `size` bytes, named
+ * `origin` in messages. */
+static nb_archive_t *
+s_read(struct archive *a, uint64_t size, const char *origin,
+       int extract_dirfd, const nb_archive_limits_t *lim_in, err_t *err)
 {
     nb_archive_limits_t lim;
     if (lim_in)
@@ -483,27 +485,11 @@ nb_archive_read(const char *path, int extract_dirfd,
     else
         nb_archive_limits_init(&lim);
     nb_archive_t *ar = xcalloc(1, sizeof *ar);
+    ar->archive_bytes = size;
     json_t *seen = json_object();
-    struct archive *a = archive_read_new();
     char *buf = xmalloc(CHUNK);
     size_t cap = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        err_set(err, ERR_USAGE, "cannot open %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        err_set(err, ERR_USAGE, "%s is not a regular file", path);
-        goto fail;
-    }
-    ar->archive_bytes = (uint64_t)st.st_size;
-    archive_read_support_format_zip(a);
-    if (archive_read_open_fd(a, fd, CHUNK) != ARCHIVE_OK) {
-        err_set(err, ERR_VERIFY, "%s is not a zip archive: %s", path,
-                archive_error_string(a));
-        goto fail;
-    }
+    const char *path = origin;
     for (;;) {
         struct archive_entry *e;
         int rc = archive_read_next_header(a, &e);
@@ -570,11 +556,55 @@ fail:
     nb_archive_destroy(&ar);
 out:
     archive_read_free(a);
-    if (fd >= 0)
-        close(fd);
     free(buf);
     json_decref(seen);
     return ar;
+}
+
+nb_archive_t *
+nb_archive_read(const char *path, int extract_dirfd,
+                const nb_archive_limits_t *lim, err_t *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        err_set(err, ERR_USAGE, "cannot open %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        err_set(err, ERR_USAGE, "%s is not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    struct archive *a = archive_read_new();
+    archive_read_support_format_zip(a);
+    nb_archive_t *ar = NULL;
+    if (archive_read_open_fd(a, fd, CHUNK) != ARCHIVE_OK) {
+        err_set(err, ERR_VERIFY, "%s is not a zip archive: %s", path,
+                archive_error_string(a));
+        archive_read_free(a);
+    } else {
+        ar = s_read(a, (uint64_t)st.st_size, path, extract_dirfd, lim, err);
+    }
+    close(fd);
+    return ar;
+}
+
+nb_archive_t *
+nb_archive_read_mem(const void *data, size_t len,
+                    const nb_archive_limits_t *lim, err_t *err)
+{
+    struct archive *a = archive_read_new();
+    archive_read_support_format_zip(a);
+    if (archive_read_open_memory(a, data, len) != ARCHIVE_OK) {
+        err_set(err, ERR_VERIFY, "not a zip archive: %s",
+                archive_error_string(a));
+        archive_read_free(a);
+        return NULL;
+    }
+    return s_read(a, len, "the archive", -1, lim, err);
 }
 
 void

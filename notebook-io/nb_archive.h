@@ -101,6 +101,9 @@ typedef struct nb_archive {
  * written below it. Returns a new nb_archive_t, or NULL with err set. */
 nb_archive_t *nb_archive_read(const char *path, int extract_dirfd,
                               const nb_archive_limits_t *lim, err_t *err);
+/* The same over bytes in memory (nothing extracted): the fuzz target. */
+nb_archive_t *nb_archive_read_mem(const void *data, size_t len,
+                                  const nb_archive_limits_t *lim, err_t *err);
 void nb_archive_destroy(nb_archive_t **p);
 
 /* The file called `name`, or NULL. Borrowed. */
