@@ -250,15 +250,6 @@ s_probe_environment(const nb_notebook_t *nb)
     return lock;
 }
 
-static char *
-s_default_archive(const char *nb)
-{
-    size_t n = strlen(nb);
-    if (n > 6 && strcmp(nb + n - 6, ".ipynb") == 0)
-        n -= 6;
-    return xasprintf("%.*s.zip", (int)n, nb);
-}
-
 static int
 s_pack(const archive_args_t *a, err_t *err)
 {
@@ -275,7 +266,7 @@ s_pack(const archive_args_t *a, err_t *err)
         pk_seckey_destroy(&key);
     }
     json_t *lock = a->no_probe ? NULL : s_probe_environment(nb);
-    char *out = a->out ? xstrdup(a->out) : s_default_archive(a->target);
+    char *out = a->out ? xstrdup(a->out) : nb_path_sibling(a->target, ".zip");
     ag_archive_pack_opts_t po = {.notebook_path = a->target,
                                  .nb = nb,
                                  .out_path = out,

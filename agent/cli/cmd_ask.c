@@ -5,14 +5,15 @@
  * copied next to it.
  */
 #include "agent/cli/ag_cmd.h"
-#include "agent/session/ag_archive.h"
 #include "agent/loop/ag_loop.h"
 #include "agent/loop/ag_render.h"
+#include "agent/session/ag_archive.h"
 #include "agent/session/ag_session.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/xalloc.h"
+#include "notebook-io/nb_notebook.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -364,16 +365,6 @@ s_read_stdin(void)
     return buf_detach(&b, NULL);
 }
 
-/* "x.ipynb" -> "x_files". New string. */
-static char *
-s_files_dir(const char *nb)
-{
-    size_t n = strlen(nb);
-    if (n > 6 && strcmp(nb + n - 6, ".ipynb") == 0)
-        n -= 6;
-    return xasprintf("%.*s_files", (int)n, nb);
-}
-
 static void
 s_thousands(long long v, char *out, size_t size)
 {
@@ -650,7 +641,7 @@ ag_cmd_ask(int argc, char **argv)
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
         nb_path = xasprintf("session-%s.ipynb", stamp);
     }
-    files_dir = s_files_dir(nb_path);
+    files_dir = nb_path_sibling(nb_path, "_files");
 
     ui.tty = isatty(1);
     const char *no_color = getenv("NO_COLOR");
@@ -740,8 +731,8 @@ ag_cmd_ask(int argc, char **argv)
     s_copy_out(&ui, session, files_dir);
     if (saved && archive) {
         err_t aerr = {0};
-        if (ag_archive_session(session, nb_path, archive, archive_key,
-                               &aerr) == 0)
+        if (ag_archive_session(session, nb_path, archive, archive_key, &aerr) ==
+            0)
             printf("%sarchive:%s  %s%s\n", s_c(&ui, "\033[1m"),
                    s_c(&ui, "\033[0m"), archive,
                    archive_key ? "" : " (not signed: no --archive-key)");

@@ -126,16 +126,6 @@ s_on_cell(const nb_run_event_t *ev, void *arg)
             ev->status, ev->duration_ms / 1000.0, line);
 }
 
-/* NOTEBOOK.ipynb -> NOTEBOOK.out.ipynb; other names get ".out.ipynb". */
-static char *
-s_default_output(const char *in)
-{
-    size_t n = strlen(in);
-    if (n > 6 && strcmp(in + n - 6, ".ipynb") == 0)
-        return xasprintf("%.*s.out.ipynb", (int)(n - 6), in);
-    return xasprintf("%s.out.ipynb", in);
-}
-
 /* Can we write `out` (atomically: a temporary file in its directory, then
  * rename)? Refuses to overwrite `in` unless `inplace`. */
 static int
@@ -338,7 +328,7 @@ ag_cmd_run(int argc, char **argv)
         goto fail;
     out_path = inplace   ? xstrdup(in_path)
                : out_arg ? xstrdup(out_arg)
-                         : s_default_output(in_path);
+                         : nb_path_sibling(in_path, ".out.ipynb");
     if (s_check_output(in_path, out_path, inplace, &err))
         goto fail;
     if (nparams && nb_run_inject_parameters(nb, (const char *const *)pnames,

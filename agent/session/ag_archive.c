@@ -233,10 +233,7 @@ s_pack_dir(packer_t *p, const char *dir, const char *prefix, json_t *role,
 static char *
 s_default_outputs(const char *nb_path)
 {
-    size_t n = strlen(nb_path);
-    if (n > 6 && strcmp(nb_path + n - 6, ".ipynb") == 0)
-        n -= 6;
-    char *dir = xasprintf("%.*s_files", (int)n, nb_path);
+    char *dir = nb_path_sibling(nb_path, "_files");
     struct stat st;
     if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
         return dir;

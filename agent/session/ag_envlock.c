@@ -119,6 +119,21 @@ s_run(const char *const argv[], int *status)
     return buf_detach(&b, NULL);
 }
 
+/* The next line of a buffer we own (the newline becomes a NUL), or NULL
+ * at its end. */
+static char *
+s_next_line(char **cursor)
+{
+    char *line = *cursor;
+    if (!line || !*line)
+        return NULL;
+    char *nl = strchr(line, '\n');
+    if (nl)
+        *nl++ = '\0';
+    *cursor = nl ? nl : line + strlen(line);
+    return line;
+}
+
 /* "pkg:arch, other: /path" lines -> modules[*].debian_package, and the set
  * of packages as {pkg: null}. */
 static void
@@ -141,12 +156,8 @@ s_dpkg_owners(json_t *modules, json_t *pkgs)
     }
     int status = 0;
     char *out = nargs > 2 ? s_run(argv, &status) : NULL;
-    for (char *line = out, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        else
-            next = line + strlen(line);
+    char *cursor = out;
+    for (char *line; (line = s_next_line(&cursor));) {
         char *sep = strstr(line, ": /");
         if (!sep || strncmp(line, "diversion by", 12) == 0)
             continue;
@@ -183,12 +194,8 @@ s_dpkg_versions(json_t *pkgs)
     int status = 0;
     char *out = n > 3 ? s_run(argv, &status) : NULL;
     json_t *found = json_object();
-    for (char *line = out, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        else
-            next = line + strlen(line);
+    char *cursor = out;
+    for (char *line; (line = s_next_line(&cursor));) {
         char *tab = strchr(line, '\t');
         if (!tab)
             continue;
