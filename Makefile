@@ -40,7 +40,11 @@ endif
 LAYERS   := agent notebook-io packages kernel-bridge sandbox common
 MAIN_SRC := agent/cli/main.c
 lib_srcs  = $(filter-out $(MAIN_SRC),$(wildcard $(1)/*.c $(1)/*/*.c))
-lib_objs  = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1)))
+# Python that runs in kernels lives in *.py files next to the C that owns
+# it; each is built into its layer as `const char NAME_py[]` (tools/embed).
+py_srcs   = $(wildcard $(1)/*.py $(1)/*/*.py)
+lib_objs  = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1))) \
+            $(patsubst %.py,$(BUILD)/%.py.o,$(call py_srcs,$(1)))
 LIBS     := $(foreach l,$(LAYERS),$(BUILD)/lib$(l).a)
 
 BIN      := $(BUILD)/jupyter-agent
@@ -59,6 +63,13 @@ all: $(BIN) $(TEST_BINS) $(FUZZ_BINS) $(BENCH_BINS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.py.c: %.py tools/embed
+	@mkdir -p $(dir $@)
+	sh tools/embed $(notdir $(basename $<))_py $< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/%.py.o: $(BUILD)/%.py.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 define lib_rule

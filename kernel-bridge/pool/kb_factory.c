@@ -1,9 +1,9 @@
-/* The forking kernel factory: host side. The Python side is s_zygote. */
+/* The forking kernel factory: host side. The Python side is kb_zygote.py. */
 #include "kernel-bridge/pool/kb_factory.h"
 
 #include "common/clock.h"
 #include "common/xalloc.h"
-#include "kernel-bridge/pool/kb_warm.h"
+#include "kernel-bridge/pool/kb_pysrc.h"
 #include "sandbox/sb_files.h"
 #include "sandbox/sb_seccomp.h"
 
@@ -26,209 +26,6 @@
 #define OUT_CAP (256 << 10)
 #define FORK_TIMEOUT_MS 20000
 #define MAX_MSG (1 << 16)
-
-/* The factory's Python side, one line per element (ISO C caps a single
- * string literal at 4095 bytes). */
-static const char *const s_zygote_lines[] = {
-    "import ctypes, json, os, select, socket, sys\n",
-    "def _ja_zygote():\n",
-    "    ctl = socket.socket(fileno=3)\n",
-    "    def say(o, fds=()):\n",
-    "        socket.send_fds(ctl, [json.dumps(o).encode()], list(fds))\n",
-    "    libc = ctypes.CDLL(None, use_errno=True)\n",
-    "    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: grandchildren "
-    "come back to us\n",
-    "    preload, warm_src = sys.argv[1], sys.argv[2]\n",
-    "    if sys.path and sys.path[0] == '':\n",
-    "        del sys.path[0]\n",
-    "    try:\n",
-    "        import random\n",
-    "        import ipykernel.kernelapp, tornado.ioloop, zmq\n",
-    "        if preload:\n",
-    "            exec(compile(preload, '<preload>', 'exec'), {'__name__': "
-    "'__ja_preload__'})\n",
-    "        tasks = len(os.listdir('/proc/self/task'))\n",
-    "        if tasks != 1:\n",
-    "            raise RuntimeError('%d threads after the imports; fork would "
-    "lose them' % tasks)\n",
-    "    except BaseException as e:\n",
-    "        say({'error': 'factory warm-up failed: %s: %s' % "
-    "(type(e).__name__, e)})\n",
-    "        os._exit(1)\n",
-    "    import signal\n",
-    "    kids = set()\n",
-    "    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)\n",
-    "    signal.signal(signal.SIGCHLD, lambda *a: None)\n",
-    "    signal.set_wakeup_fd(wake_w)\n",
-    "    say({'ready': True, 'pid': os.getpid(), 'threads': tasks})\n",
-    "\n",
-    "    def child(req, boxfd, ctlfd, outfd, wfd):\n",
-    "        # Intermediate: still on the host. Join the box's cgroup, then "
-    "its\n",
-    "        # namespaces; our child is born inside its pid namespace.\n",
-    "        try:\n",
-    "            for p in req['cgroup_procs']:\n",
-    "                with open(p, 'w') as f:\n",
-    "                    f.write(str(os.getpid()))\n",
-    "            if libc.setns(boxfd, req['ns_flags']) != 0:\n",
-    "                raise OSError(ctypes.get_errno(), 'setns into the box')\n",
-    "            os.close(boxfd)\n",
-    "            pid = os.fork()\n",
-    "        except BaseException as e:\n",
-    "            os.write(wfd, ('err %s\\n' % e).encode())\n",
-    "            os._exit(1)\n",
-    "        if pid:\n",
-    "            os.write(wfd, ('pid %d\\n' % pid).encode())\n",
-    "            os._exit(0)\n",
-    "        try:\n",
-    "            signal.set_wakeup_fd(-1)\n",
-    "            signal.signal(signal.SIGCHLD, signal.SIG_DFL)\n",
-    "            os.chdir('/mnt/data')\n",
-    "            os.setsid()\n",
-    "            import resource\n",
-    "            for name, v in req['rlimits'].items():\n",
-    "                resource.setrlimit(getattr(resource, name), (v, v))\n",
-    "            for cap in range(64):\n",
-    "                libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP\n",
-    "            try:\n",
-    "                os.setgroups([])\n",
-    "            except OSError:\n",
-    "                pass  # setgroups is denied in an unprivileged user "
-    "namespace\n",
-    "            os.setresgid(1000, 1000, 1000)\n",
-    "            os.setresuid(1000, 1000, 1000)\n",
-    "            hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)\n",
-    "            data = (ctypes.c_uint32 * 6)()\n",
-    "            if libc.capset(hdr, data) != 0:\n",
-    "                raise OSError(ctypes.get_errno(), 'capset')\n",
-    "            libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL\n",
-    "            if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS\n",
-    "                raise OSError(ctypes.get_errno(), 'no_new_privs')\n",
-    "            os.dup2(ctlfd, 0)\n",
-    "            os.dup2(outfd, 1)\n",
-    "            os.dup2(outfd, 2)\n",
-    "            os.closerange(3, wfd)\n",
-    "            os.closerange(wfd + 1, 65536)\n",
-    "            random.seed()\n",
-    "            fm = sys.modules.get('matplotlib.font_manager')\n",
-    "            if fm and hasattr(fm, '_get_font'):\n",
-    "                fm._get_font.cache_clear()  # its open font files are "
-    "ours no more\n",
-    "            if 'numpy' in sys.modules:\n",
-    "                sys.modules['numpy'].random.seed()\n",
-    "            os.environ.clear()\n",
-    "            os.environ.update(req['env'])\n",
-    "            prog = bytes.fromhex(req['seccomp'])\n",
-    "            buf = ctypes.create_string_buffer(prog, len(prog))\n",
-    "            class FProg(ctypes.Structure):\n",
-    "                _fields_ = [('len', ctypes.c_ushort), ('filter', "
-    "ctypes.c_void_p)]\n",
-    "            fp = FProg(len(prog) // 8, ctypes.addressof(buf))\n",
-    "            if libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:  # "
-    "PR_SET_SECCOMP\n",
-    "                raise OSError(ctypes.get_errno(), 'seccomp')\n",
-    "            os.write(wfd, b'ok\\n')\n",
-    "            os.close(wfd)\n",
-    "        except BaseException as e:\n",
-    "            os.write(wfd, ('err %s\\n' % e).encode())\n",
-    "            os._exit(1)\n",
-    "        sys.argv = ['-c', req['connection_file'], '']\n",
-    "        g = {'__name__': '__main__'}\n",
-    "        exec(compile(warm_src, '<warm>', 'exec'), g)\n",
-    "        os._exit(0)\n",
-    "\n",
-    "    while True:\n",
-    "        r, _, _ = select.select([ctl, wake_r], [], [], 5.0)\n",
-    "        try:\n",
-    "            os.read(wake_r, 512)\n",
-    "        except BlockingIOError:\n",
-    "            pass\n",
-    "        while True:\n",
-    "            try:\n",
-    "                pid, st = os.waitpid(-1, os.WNOHANG)\n",
-    "            except ChildProcessError:\n",
-    "                break\n",
-    "            if pid == 0:\n",
-    "                break\n",
-    "            if pid in kids:\n",
-    "                kids.discard(pid)\n",
-    "                say({'exited': pid, 'status': st})\n",
-    "        if ctl not in r:\n",
-    "            continue\n",
-    "        try:\n",
-    "            msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 4)\n",
-    "        except OSError:\n",
-    "            msg, fds = b'', []\n",
-    "        if not msg:\n",
-    "            os._exit(0)\n",
-    "        try:\n",
-    "            req = json.loads(msg)\n",
-    "            boxfd, ctlfd, outfd = fds\n",
-    "        except Exception as e:\n",
-    "            for fd in fds:\n",
-    "                os.close(fd)\n",
-    "            say({'ok': False, 'error': 'bad request: %s' % e})\n",
-    "            continue\n",
-    "        rfd, wfd = os.pipe()\n",
-    "        if tasks != len(os.listdir('/proc/self/task')):\n",
-    "            say({'ok': False, 'error': 'the factory grew threads; "
-    "refusing to fork'})\n",
-    "            continue\n",
-    "        ipid = os.fork()\n",
-    "        if ipid == 0:\n",
-    "            os.close(rfd)\n",
-    "            child(req, boxfd, ctlfd, outfd, wfd)\n",
-    "        for fd in (wfd, boxfd, ctlfd, outfd):\n",
-    "            os.close(fd)\n",
-    "        out, kpid, err = b'', 0, 'no answer from the new kernel'\n",
-    "        while True:\n",
-    "            rr, _, _ = select.select([rfd], [], [], 10.0)\n",
-    "            chunk = os.read(rfd, 4096) if rr else b''\n",
-    "            if not chunk:\n",
-    "                break\n",
-    "            out += chunk\n",
-    "            lines = out.decode(errors='replace').splitlines()\n",
-    "            done = False\n",
-    "            for line in lines:\n",
-    "                if line.startswith('pid '):\n",
-    "                    kpid = int(line[4:])\n",
-    "                elif line.startswith('err '):\n",
-    "                    err, done = line[4:], True\n",
-    "                elif line == 'ok':\n",
-    "                    err, done = '', True\n",
-    "            if done:\n",
-    "                break\n",
-    "        os.close(rfd)\n",
-    "        try:\n",
-    "            os.waitpid(ipid, 0)\n",
-    "        except ChildProcessError:\n",
-    "            pass\n",
-    "        if kpid:\n",
-    "            kids.add(kpid)\n",
-    "        if err or not kpid:\n",
-    "            say({'ok': False, 'error': err or 'the kernel did not start', "
-    "'pid': kpid})\n",
-    "        else:\n",
-    "            say({'ok': True, 'pid': kpid})\n",
-    "_ja_zygote()\n",
-    NULL};
-
-/* The factory's source as one new string. */
-static char *
-s_zygote_source(void)
-{
-    size_t n = 1;
-    for (size_t i = 0; s_zygote_lines[i]; i++)
-        n += strlen(s_zygote_lines[i]);
-    char *s = xmalloc(n), *p = s;
-    for (size_t i = 0; s_zygote_lines[i]; i++) {
-        size_t k = strlen(s_zygote_lines[i]);
-        memcpy(p, s_zygote_lines[i], k);
-        p += k;
-    }
-    *p = '\0';
-    return s;
-}
 
 struct kb_factory {
     pid_t pid;      /* the factory process */
@@ -320,9 +117,9 @@ kb_factory_new(const kb_factory_opts_t *o, err_t *err)
     }
     argv[0] = xstrdup(o && o->python ? o->python : "/usr/bin/python3");
     argv[1] = xstrdup("-c");
-    argv[2] = s_zygote_source();
+    argv[2] = xstrdup(kb_zygote_py);
     argv[3] = xstrdup(o && o->preload ? o->preload : "");
-    argv[4] = xstrdup(kb_warm_entry_source());
+    argv[4] = xstrdup(kb_warm_entry_py);
     size_t ne = 0;
     env[ne++] = xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
     env[ne++] = xstrdup("LANG=C.UTF-8");

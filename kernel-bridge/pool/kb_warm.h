@@ -3,7 +3,7 @@
  * session that will own it, and the launcher that hands it over.
  *
  * Warm-up (kb_warm_start): a fresh sandbox (sb_sandbox.h) runs a small
- * Python entry point (kb_warm.c, s_entry) that imports ipykernel, starts
+ * Python entry point (kb_warm_entry.py) that imports ipykernel, starts
  * IPKernelApp on run_dir/kernel.json with a throw-away key, runs the
  * optional preload code in a private namespace (so `import pandas` later
  * costs nothing, while the user namespace stays empty), and reports
@@ -99,10 +99,6 @@ sb_sandbox_t *kb_launcher_warm_box(kb_launcher_t *l);
 pid_t kb_launcher_warm_kernel_pid(kb_launcher_t *l);
 /* True once the launcher's kernel was handed over (first spawn done). */
 bool kb_launcher_warm_handed_over(kb_launcher_t *l);
-
-/* The Python entry point (static, borrowed): argv CONNECTION_FILE PRELOAD,
- * fd 0 the control socket. The factory runs it in each forked kernel. */
-const char *kb_warm_entry_source(void);
 
 /* Does kernelspec argv look like ipykernel (see above)? */
 bool kb_warm_argv_is_ipykernel(char *const argv[]);
