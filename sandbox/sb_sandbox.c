@@ -103,7 +103,8 @@ enum s_msg_type {
     MSG_FILES_DONE = 3, /* parent: files copied in, continue */
     MSG_ERROR = 4,      /* pid 1: step `text` failed with `errnum` */
     MSG_RUNNING = 5,    /* pid 1: the program was exec'ed */
-    MSG_STATUS = 6      /* pid 1: the program's wait status */
+    MSG_STATUS = 6,     /* pid 1: the program's wait status */
+    MSG_NEST_PIDFD = 7  /* nesting helper: a pidfd (SCM_RIGHTS) */
 };
 
 struct s_msg {
@@ -150,10 +151,11 @@ struct s_plan {
 
 /* Everything pid 1 and the program need, prepared by the parent. */
 struct s_child {
-    int ctl;                   /* our end of the control socket */
-    int stdio[3];              /* fds for the program's 0, 1, 2 (or -1) */
-    bool root_mode;            /* launched by root: map 0 and 1000 */
-    const struct s_plan *plan; /* the mounts */
+    int ctl;        /* our end of the control socket */
+    int stdio[3];   /* fds for the program's 0, 1, 2 (or -1) */
+    bool root_mode; /* launched by root: map 0 and 1000 */
+    bool map_self;  /* nested box: pid 1 writes its own one-uid maps */
+    const struct s_plan *plan;        /* the mounts */
     const sb_seccomp_prog_t *seccomp; /* compiled filter */
     char *const *argv;                /* program */
     char *const *envp;                /* its complete environment */
@@ -193,6 +195,8 @@ struct sb_sandbox {
     bool finished;          /* sb_sandbox_finish ran */
     long oom_base;          /* cgroup OOM kills before this box started */
     sb_exit_t exit;         /* valid when state == ST_REAPED */
+    int nest_pidfd;         /* borrowed pidfd of the box to nest in, or -1 */
+    bool allow_setns;       /* the program's filter lets setns() through */
 };
 
 /* ====================================================================
@@ -635,6 +639,103 @@ fail:
     _exit(127);
 }
 
+/* A nested box's pid 1 maps its one user itself: uid and gid 1000 inside
+ * to its own ids (1000 in the outer box), as an unprivileged owner of a
+ * user namespace may; only the outer namespace's members could write the
+ * maps from outside. */
+static int
+s_map_self(void)
+{
+    static const char *const files[] = {
+        "/proc/self/setgroups", "/proc/self/uid_map", "/proc/self/gid_map"};
+    static const char *const text[] = {"deny", "1000 1000 1\n",
+                                       "1000 1000 1\n"};
+    /* The helper's uid change made us undumpable, which gives our /proc
+     * files to root: dumpable just for these writes (nothing that could
+     * ptrace us sees us yet; init turns it off again below anyway). */
+    if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+        return -1;
+    int rc = 0;
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        int fd = open(files[i], O_WRONLY | O_CLOEXEC);
+        if (fd < 0) {
+            rc = -1;
+            break;
+        }
+        ssize_t n = write(fd, text[i], strlen(text[i]));
+        int e = errno;
+        close(fd);
+        errno = e;
+        if (n != (ssize_t)strlen(text[i]))
+            rc = -1;
+    }
+    int e = errno;
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    errno = e;
+    return rc;
+}
+
+__attribute__((noreturn)) static void s_init(const struct s_child *c);
+
+/* The nesting helpers (sb_sandbox_nest_in): children of the launcher,
+ * single-threaded, raw calls only. The first joins the user and pid
+ * namespaces of the outer box's pid 1, becomes uid/gid 1000 there and
+ * starts the second as the launcher's child (CLONE_PARENT), then exits.
+ * The second is born inside the outer pid namespace (a pid namespace can
+ * only be made from inside its parent), sends its own pidfd, clones the
+ * box (again the launcher's child: it reaps and watches it as any box)
+ * and sends the box's pidfd. The box's user namespace is then owned by
+ * the outer box's uid 1000, which is what lets that box's unprivileged
+ * program setns() into it. Reports on `rep`. */
+__attribute__((noreturn)) static void
+s_nest_helper(int nest_pidfd, const struct s_clone_args *ca,
+              const struct s_child *c, int rep)
+{
+    bool was_root = geteuid() == 0;
+    const char *step = "join the outer box's user and pid namespaces";
+    if (setns(nest_pidfd, CLONE_NEWUSER | CLONE_NEWPID) < 0)
+        goto fail;
+    step = "drop supplementary groups in the outer box";
+    if (syscall(SYS_setgroups, 0, NULL) < 0 && was_root)
+        goto fail;
+    step = "become uid 1000 in the outer box";
+    if (syscall(SYS_setresgid, SB_SANDBOX_UID, SB_SANDBOX_UID, SB_SANDBOX_UID) <
+            0 ||
+        syscall(SYS_setresuid, SB_SANDBOX_UID, SB_SANDBOX_UID, SB_SANDBOX_UID) <
+            0)
+        goto fail;
+    step = "start the nesting helper";
+    struct s_clone_args a;
+    memset(&a, 0, sizeof a);
+    a.flags = CLONE_PARENT;
+    long h2 = syscall(SYS_clone3, &a, sizeof a);
+    if (h2 < 0)
+        goto fail;
+    if (h2 > 0)
+        _exit(0);
+    step = "open the nesting helper's pidfd";
+    int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    if (self < 0)
+        goto fail;
+    s_send(rep, MSG_NEST_PIDFD, 0, 0, 0, NULL, NULL, self);
+    step = "creating namespaces nested in the outer box (clone3)";
+    int boxfd = -1;
+    a = *ca;
+    a.flags |= CLONE_PARENT | CLONE_PIDFD;
+    a.pidfd = (uint64_t)(uintptr_t)&boxfd;
+    a.exit_signal = 0; /* CLONE_PARENT: the launcher's SIGCHLD */
+    long pid = syscall(SYS_clone3, &a, sizeof a);
+    if (pid == 0)
+        s_init(c); /* never returns */
+    if (pid < 0)
+        goto fail;
+    s_send(rep, MSG_NEST_PIDFD, 0, 0, 0, NULL, NULL, boxfd);
+    _exit(0);
+fail:
+    s_send(rep, MSG_ERROR, ERR_SANDBOX, errno, 0, step, NULL, -1);
+    _exit(1);
+}
+
 /* pid 1: set up the box, run the program, reap, forward. */
 __attribute__((noreturn)) static void
 s_init(const struct s_child *c)
@@ -644,6 +745,8 @@ s_init(const struct s_child *c)
     s_close_others(keep, 4);
     if (s_recv(c->ctl, &m, NULL) != MSG_GO)
         _exit(125);
+    if (c->map_self && s_map_self() < 0)
+        s_die(c, "map uid and gid 1000 in the nested box", NULL);
     if (c->root_mode) {
         if (syscall(SYS_setgroups, 0, NULL) < 0)
             s_die(c, "drop supplementary groups", NULL);
@@ -1004,6 +1107,7 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     buf_init(&sb->warnings, 8192);
     sb->pid = -1;
     sb->pidfd = sb->ctl = sb->ws_fd = sb->stdin_fd = sb->lock_fd = -1;
+    sb->nest_pidfd = -1;
     sb->root_mode = geteuid() == 0;
     sb->host_uid =
         sb->root_mode ? SB_ROOT_HOST_BASE + SB_SANDBOX_UID : geteuid();
@@ -1107,6 +1211,18 @@ int
 sb_sandbox_pidfd(const sb_sandbox_t *sb)
 {
     return sb->pidfd;
+}
+
+void
+sb_sandbox_nest_in(sb_sandbox_t *sb, const sb_sandbox_t *outer)
+{
+    sb->nest_pidfd = outer ? outer->pidfd : -1;
+}
+
+void
+sb_sandbox_allow_setns(sb_sandbox_t *sb)
+{
+    sb->allow_setns = true;
 }
 
 void
@@ -1275,6 +1391,77 @@ s_reap(sb_sandbox_t *sb, bool block)
     return 1;
 }
 
+pid_t
+sb_pidfd_pid(int pidfd)
+{
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    text[n > 0 ? n : 0] = '\0';
+    const char *p = strstr(text, "\nPid:");
+    return p ? (pid_t)strtol(p + 6, NULL, 10) : -1;
+}
+
+/* clone3 `ca` nested in the box whose pid 1 `nest_pidfd` is (see
+ * s_nest_helper). Returns the box's host pid with *pidfd set, or -1 with
+ * err set. */
+static long
+s_clone_nested(int nest_pidfd, const struct s_clone_args *ca,
+               const struct s_child *c, int *pidfd, err_t *err)
+{
+    int sp[2], fds[2] = {-1, -1}, n = 0;
+    long pid = -1;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+        return err_set(err, ERR_SANDBOX, "sandbox: socketpair: %s",
+                       strerror(errno));
+    long h1 = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+    if (h1 == 0) {
+        close(sp[0]);
+        s_nest_helper(nest_pidfd, ca, c, sp[1]);
+    }
+    close(sp[1]);
+    struct s_msg m = {0};
+    while (h1 > 0 && n < 2) {
+        int t = s_recv(sp[0], &m, &fds[n]);
+        if (t != MSG_NEST_PIDFD || fds[n] < 0)
+            break;
+        n++;
+    }
+    if (h1 > 0)
+        waitpid((pid_t)h1, NULL, 0);
+    if (fds[0] >= 0) { /* the second helper, also our child */
+        siginfo_t si;
+        waitid((idtype_t)P_PIDFD, (id_t)fds[0], &si, WEXITED);
+        close(fds[0]);
+    }
+    if (n == 2)
+        pid = sb_pidfd_pid(fds[1]);
+    if (pid > 0) {
+        *pidfd = fds[1];
+    } else {
+        if (fds[1] >= 0) {
+            syscall(SYS_pidfd_send_signal, fds[1], SIGKILL, NULL, 0);
+            siginfo_t si;
+            waitid((idtype_t)P_PIDFD, (id_t)fds[1], &si, WEXITED);
+            close(fds[1]);
+        }
+        if (m.type == MSG_ERROR)
+            err_set(err, ERR_SANDBOX, "sandbox: %s: %s", m.text,
+                    strerror(m.errnum));
+        else
+            err_set(err, ERR_SANDBOX,
+                    "sandbox: creating a box nested in another failed%s",
+                    h1 < 0 ? " (fork)" : "");
+        pid = -1;
+    }
+    close(sp[0]);
+    return pid;
+}
+
 static void
 s_abort_spawn(sb_sandbox_t *sb)
 {
@@ -1298,8 +1485,10 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     int rc = -1, sv[2] = {-1, -1};
     struct s_plan plan = {0};
     sb_seccomp_prog_t prog;
-    if (sb_seccomp_build(&prog, err) < 0)
+    if (sb_seccomp_build_allowing(&prog, sb->allow_setns ? "setns" : NULL,
+                                  err) < 0)
         return -1;
+    bool nested = sb->nest_pidfd >= 0;
     /* A new box after the last one ended: carry its workspace over. */
     int old_ws = sb->ws_fd;
     sb->ws_fd = -1;
@@ -1321,7 +1510,8 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     struct s_child c = {
         .ctl = sv[1],
         .stdio = {sb->stdin_fd, stdout_fd, stderr_fd},
-        .root_mode = sb->root_mode,
+        .root_mode = sb->root_mode && !nested,
+        .map_self = nested,
         .plan = &plan,
         .seccomp = &prog,
         .argv = argv,
@@ -1340,9 +1530,12 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
     ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
     ca.exit_signal = SIGCHLD;
-    long pid = syscall(SYS_clone3, &ca, sizeof ca);
+    long pid = nested ? s_clone_nested(sb->nest_pidfd, &ca, &c, &pidfd, err)
+                      : syscall(SYS_clone3, &ca, sizeof ca);
     if (pid == 0)
         s_init(&c); /* never returns */
+    if (pid < 0 && nested)
+        goto out;
     if (pid < 0) {
         err_set(err, ERR_SANDBOX,
                 "sandbox: creating namespaces (clone3 with new user, pid, "
@@ -1361,7 +1554,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     sv[0] = -1;
     sb->state = ST_RUNNING;
     if (sb_cgroup_enter(sb->cg, sb->pid, err) < 0 ||
-        s_write_maps(sb, err) < 0) {
+        (!nested && s_write_maps(sb, err) < 0)) {
         s_abort_spawn(sb);
         goto out;
     }

@@ -166,7 +166,10 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
                           w->conn_path, preload, NULL};
     int spawned;
     if (factory) {
-        /* The box runs a holder; the kernel is forked into it. */
+        /* The box runs a holder; the kernel is forked into it. The box
+         * nests in the factory's, whose unprivileged program may enter
+         * it only so. */
+        sb_sandbox_nest_in(w->box, kb_factory_box(factory));
         char sleep_bin[] = "/usr/bin/sleep", inf[] = "infinity";
         char *holder[] = {sleep_bin, inf, NULL};
         char **henv =
@@ -506,6 +509,7 @@ s_spawn(void *self, char *const argv[], char *const envp[], int out_fd,
         w->factory = NULL;
         sb_sandbox_kill(w->box);
         sb_sandbox_wait(w->box, 5000, NULL);
+        sb_sandbox_nest_in(w->box, NULL); /* a cold box of its own now */
     }
     /* A restart: a cold kernel in the same box. */
     w->restarted = true;

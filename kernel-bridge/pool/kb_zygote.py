@@ -1,6 +1,8 @@
 # The forking kernel factory ("zygote"): Python side of kb_factory.c,
 # embedded into jupyter-agent at build time. argv: PRELOAD WARM_ENTRY_SOURCE;
-# fd 3 is the control socket (SEQPACKET) to the host.
+# fd 0 is the control socket (SEQPACKET) to the host. It runs in a box of
+# its own as uid 1000 with no capability; each kernel box it forks into is
+# nested in that box and owned by that uid, which is what lets it setns().
 import ctypes
 import importlib
 import json
@@ -11,7 +13,7 @@ import sys
 
 
 def _ja_zygote():
-    ctl = socket.socket(fileno=3)
+    ctl = socket.socket(fileno=0)
     def say(o, fds=()):
         socket.send_fds(ctl, [json.dumps(o).encode()], list(fds))
     libc = ctypes.CDLL(None, use_errno=True)
@@ -38,16 +40,20 @@ def _ja_zygote():
     signal.set_wakeup_fd(wake_w)
     say({'ready': True, 'pid': os.getpid(), 'threads': tasks})
 
-    def child(req, boxfd, ctlfd, outfd, wfd):
-        # Intermediate: still on the host. Join the box's cgroup, then its
+    def child(req, nsfds, ctlfd, outfd, cgfds, wfd):
+        # Intermediate: still in the factory's box. Join the kernel box's
+        # cgroups (fds the host opened: "0" is the writer), then its
         # namespaces; our child is born inside its pid namespace.
         try:
-            for p in req['cgroup_procs']:
-                with open(p, 'w') as f:
-                    f.write(str(os.getpid()))
-            if libc.setns(boxfd, req['ns_flags']) != 0:
-                raise OSError(ctypes.get_errno(), 'setns into the box')
-            os.close(boxfd)
+            for fd in cgfds:
+                os.write(fd, b'0')
+                os.close(fd)
+            # The box's namespaces, its user namespace first: as the
+            # owner of that one we may then enter the others.
+            for fd in nsfds:
+                if libc.setns(fd, 0) != 0:
+                    raise OSError(ctypes.get_errno(), 'setns into the box')
+                os.close(fd)
             pid = os.fork()
         except BaseException as e:
             os.write(wfd, ('err %s\n' % e).encode())
@@ -127,28 +133,32 @@ def _ja_zygote():
         if ctl not in r:
             continue
         try:
-            msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 4)
+            msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 16)
         except OSError:
             msg, fds = b'', []
         if not msg:
             os._exit(0)
         try:
             req = json.loads(msg)
-            boxfd, ctlfd, outfd = fds
+            ctlfd, outfd = fds[:2]
+            nsfds = fds[2:2 + req['n_ns']]
+            cgfds = fds[2 + req['n_ns']:]
         except Exception as e:
             for fd in fds:
                 os.close(fd)
             say({'ok': False, 'error': 'bad request: %s' % e})
             continue
-        rfd, wfd = os.pipe()
         if tasks != len(os.listdir('/proc/self/task')):
+            for fd in fds:
+                os.close(fd)
             say({'ok': False, 'error': 'the factory grew threads; refusing to fork'})
             continue
+        rfd, wfd = os.pipe()
         ipid = os.fork()
         if ipid == 0:
             os.close(rfd)
-            child(req, boxfd, ctlfd, outfd, wfd)
-        for fd in (wfd, boxfd, ctlfd, outfd):
+            child(req, nsfds, ctlfd, outfd, cgfds, wfd)
+        for fd in [wfd] + fds:
             os.close(fd)
         out, kpid, err = b'', 0, 'no answer from the new kernel'
         while True:
@@ -178,5 +188,8 @@ def _ja_zygote():
         if err or not kpid:
             say({'ok': False, 'error': err or 'the kernel did not start', 'pid': kpid})
         else:
-            say({'ok': True, 'pid': kpid})
+            # The host knows the kernel by its host pid: a pidfd tells it.
+            pidfd = os.pidfd_open(kpid)
+            say({'ok': True, 'pid': kpid}, [pidfd])
+            os.close(pidfd)
 _ja_zygote()
