@@ -29,6 +29,7 @@
 #include "common/buf.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_cgroup.h"
+#include "sandbox/sb_drop.h"
 #include "sandbox/sb_files.h"
 #include "sandbox/sb_seccomp.h"
 
@@ -469,27 +470,6 @@ s_lo_up(void)
     return rc;
 }
 
-/* Drop every capability but `keep` (a bit, e.g. CAP_KILL, or 0): bounding
- * set, ambient, then the effective/permitted/inheritable sets. */
-static int
-s_drop_caps(int keep)
-{
-    for (int cap = 0; cap <= 63; cap++)
-        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0 &&
-            prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-            return -1;
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
-        errno != EINVAL)
-        return -1;
-    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
-    struct __user_cap_data_struct data[2];
-    memset(data, 0, sizeof data);
-    if (keep) {
-        data[0].effective = data[0].permitted = 1u << keep;
-    }
-    return (int)syscall(SYS_capset, &hdr, data);
-}
-
 /* Close every fd except 0-2 and those in keep[] (n <= 8). */
 static void
 s_close_others(const int *keep, int n)
@@ -582,29 +562,8 @@ s_program(const struct s_child *c, int ep)
         step = "set resource limits";
         goto fail;
     }
-    for (int cap = 0; cap <= 63; cap++)
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) {
-            step = "drop the capability bounding set";
-            goto fail;
-        }
-    if (syscall(SYS_setresgid, SB_SANDBOX_UID, SB_SANDBOX_UID, SB_SANDBOX_UID) <
-        0) {
-        step = "setresgid 1000";
+    if (sb_drop_to_user(SB_SANDBOX_UID, &step) < 0)
         goto fail;
-    }
-    if (syscall(SYS_setresuid, SB_SANDBOX_UID, SB_SANDBOX_UID, SB_SANDBOX_UID) <
-        0) {
-        step = "setresuid 1000";
-        goto fail;
-    }
-    if (s_drop_caps(0) < 0) {
-        step = "drop capabilities";
-        goto fail;
-    }
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-        step = "set no_new_privs";
-        goto fail;
-    }
     /* After the last credential change, which clears it. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
         step = "set the parent-death signal";
@@ -830,7 +789,7 @@ s_init(const struct s_child *c)
         close(devnull);
     /* Init keeps CAP_KILL (in the box's user namespace only) so it can
      * forward signals to the program, which runs as another uid. */
-    if (s_drop_caps(CAP_KILL) < 0 ||
+    if (sb_drop_caps(CAP_KILL) < 0 ||
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
         sb_seccomp_install(c->seccomp) < 0)
         s_die(c, "restrict init", NULL);

@@ -4,7 +4,7 @@
 #include "common/clock.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/pool/kb_pysrc.h"
-#include "sandbox/sb_files.h"
+#include "sandbox/sb_drop.h"
 #include "sandbox/sb_seccomp.h"
 
 #include <errno.h>
@@ -139,6 +139,39 @@ s_box_policy(sb_policy_t *p)
         p->pids = FACTORY_PIDS;
 }
 
+/* The first message to the factory: the privilege drop its kernels run
+ * (sandbox/sb_drop.h), as a shared object in a sealed memfd. */
+static int
+s_send_drop_lib(int ctl, err_t *err)
+{
+    int fd = sb_drop_lib_memfd(err);
+    if (fd < 0)
+        return -1;
+    char op[] = "{\"op\": \"drop-lib\"}";
+    struct iovec iov = {.iov_base = op, .iov_len = strlen(op)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } cm;
+    memset(&cm, 0, sizeof cm);
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = cm.buf,
+                        .msg_controllen = sizeof cm.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    ssize_t n = sendmsg(ctl, &mh, MSG_NOSIGNAL);
+    int e = errno;
+    close(fd);
+    if (n < 0)
+        return err_set(err, ERR_SANDBOX, "factory: sending it the drop: %s",
+                       strerror(e));
+    return 0;
+}
+
 kb_factory_t *
 kb_factory_new(const kb_factory_opts_t *o, err_t *err)
 {
@@ -184,6 +217,8 @@ kb_factory_new(const kb_factory_opts_t *o, err_t *err)
      * sandbox's seccomp filter but for setns(), which it needs to enter
      * the boxes nested in it (sb_sandbox_nest_in). */
     sb_sandbox_allow_setns(f->box);
+    if (s_send_drop_lib(sv[0], err) < 0)
+        goto fail;
     sb_sandbox_set_stdin(f->box, sv[1]);
     int rc = sb_sandbox_spawn(f->box, argv, env, f->out_fd, f->out_fd, err);
     sb_sandbox_set_stdin(f->box, -1);

@@ -3,6 +3,8 @@
 # fd 0 is the control socket (SEQPACKET) to the host. It runs in a box of
 # its own as uid 1000 with no capability; each kernel box it forks into is
 # nested in that box and owned by that uid, which is what lets it setns().
+# The first message on fd 0 carries the privilege drop (sandbox/sb_drop.c,
+# the same code the sandbox runs) as a shared object in a memfd.
 import ctypes
 import importlib
 import json
@@ -22,6 +24,13 @@ def _ja_zygote():
     if sys.path and sys.path[0] == '':
         del sys.path[0]
     try:
+        _, fds, _, _ = socket.recv_fds(ctl, 4096, 1)
+        if len(fds) != 1:
+            raise RuntimeError('no privilege-drop library from the host')
+        drop = ctypes.CDLL('/proc/self/fd/%d' % fds[0], use_errno=True)
+        os.close(fds[0])
+        drop.sb_drop_to_user.argtypes = [ctypes.c_uint,
+                                         ctypes.POINTER(ctypes.c_char_p)]
         import random
         for name in ('ipykernel.kernelapp', 'tornado.ioloop', 'zmq'):
             importlib.import_module(name)
@@ -69,21 +78,12 @@ def _ja_zygote():
             import resource
             for name, v in req['rlimits'].items():
                 resource.setrlimit(getattr(resource, name), (v, v))
-            for cap in range(64):
-                libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP
-            try:
-                os.setgroups([])
-            except OSError:
-                pass  # setgroups is denied in an unprivileged user namespace
-            os.setresgid(1000, 1000, 1000)
-            os.setresuid(1000, 1000, 1000)
-            hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)
-            data = (ctypes.c_uint32 * 6)()
-            if libc.capset(hdr, data) != 0:
-                raise OSError(ctypes.get_errno(), 'capset')
-            libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
-            if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
-                raise OSError(ctypes.get_errno(), 'no_new_privs')
+            # The sandbox's own drop (sb_drop_to_user): bounding set,
+            # groups, uid/gid 1000, capabilities, no_new_privs. Any failure
+            # ends this child before user code.
+            step = ctypes.c_char_p()
+            if drop.sb_drop_to_user(1000, ctypes.byref(step)) != 0:
+                raise OSError(ctypes.get_errno(), (step.value or b'drop').decode())
             os.dup2(ctlfd, 0)
             os.dup2(outfd, 1)
             os.dup2(outfd, 2)
