@@ -10,8 +10,8 @@
  * This header is the only thing kb_factory and kb_warm share about each
  * other's Python, so neither includes the other's header for it.
  */
-#ifndef KERNEL_BRIDGE_KB_PYSRC_H
-#define KERNEL_BRIDGE_KB_PYSRC_H
+#ifndef KERNEL_BRIDGE_POOL_KB_PYSRC_H
+#define KERNEL_BRIDGE_POOL_KB_PYSRC_H
 
 #include <stddef.h>
 
