@@ -1,5 +1,4 @@
 #include "agent/loop/ag_packages.h"
-#include "agent/loop/ag_pysrc.h"
 
 #include "agent/loop/ag_tools.h"
 #include "common/buf.h"
@@ -7,6 +6,7 @@
 #include "kernel-bridge/kb_kernel.h"
 #include "packages/pk_manifest.h"
 #include "packages/pk_pyreq.h"
+#include "packages/pk_pysrc.h"
 #include "packages/pk_wheel.h"
 #include "sandbox/sb_files.h"
 #include "sandbox/sb_sandbox.h"
@@ -139,7 +139,7 @@ s_marker_env(resolver_t *r, err_t *err)
     if (r->env)
         return r->env;
     char *mark = s_pystr(MARK);
-    char *body = xasprintf("%s\n_ja_marker_env(%s)\n", ag_pk_env_py, mark);
+    char *body = xasprintf("%s\n_ja_marker_env(%s)\n", pk_install_env_py, mark);
     char *code = s_private(body);
     r->env = s_kernel_call(r->kernel, code, ENV_TIMEOUT_MS,
                            "reading the kernel's Python environment", err);
@@ -511,7 +511,7 @@ ag_packages_install(ag_session_t *s, const char *dir, const pk_trust_t *trust,
     lit[1] = s_pystr(copy_dir);
     lit[2] = s_pystr(AG_PACKAGES_TARGET);
     lit[3] = s_pystr(MARK);
-    body = xasprintf("%s\n_ja_install(%s, %s, %s, %s)\n", ag_pk_install_py,
+    body = xasprintf("%s\n_ja_install(%s, %s, %s, %s)\n", pk_install_pip_py,
                      lit[0], lit[1], lit[2], lit[3]);
     code = s_private(body);
     result = s_kernel_call(r.kernel, code, AG_PACKAGES_TIMEOUT_MS,

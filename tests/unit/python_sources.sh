@@ -46,4 +46,17 @@ PYEOF
         ok 1 "$f is built into $BIN unchanged"
     fi
 done
+
+# And no Python left in C string literals: a line of a C file in a layer
+# that starts a string with a Python statement (a one-line bootstrap such
+# as `code[] = "import x"` does not start its line with the string).
+c_files=$(ls agent/*.c agent/*/*.c notebook-io/*.c notebook-io/*/*.c \
+    packages/*.c packages/*/*.c kernel-bridge/*.c kernel-bridge/*/*.c \
+    sandbox/*.c sandbox/*/*.c common/*.c common/*/*.c 2>/dev/null)
+# shellcheck disable=SC2086
+grep -nE '^[[:space:]]*"[[:space:]]*(import [a-z]|from [a-z_.]+ import |def [a-z_]+\(|class [A-Za-z_]+[:(]|try:|except( [A-Z]|:)|print\()' \
+    $c_files >"$T/out" 2>&1
+[ $? = 1 ]
+ok $? "no C file in a layer holds Python in string literals"
+[ -s "$T/out" ] && diag "$T/out"
 done_testing

@@ -1,7 +1,7 @@
 # pip inside the sandbox, from the kernel's own Python: install the pinned,
 # hash-checked requirements `req` from the wheel directory `wheels` into
 # `target`, put `target` on sys.path, print pip's result as one JSON line
-# after `mark`. Embedded into jupyter-agent (ag_packages.c); the agent
+# after `mark`. Embedded into jupyter-agent (packages/pk_pysrc.h); the installer
 # appends `_ja_install(REQ, WHEELS, TARGET, MARK)` and runs it in a private
 # namespace.
 import importlib

@@ -1,5 +1,5 @@
 # The kernel's PEP 508 marker environment, printed as one JSON line after
-# `mark`. Embedded into jupyter-agent (ag_packages.c); the agent appends a
+# `mark`. Embedded into jupyter-agent (packages/pk_pysrc.h); the installer appends a
 # call `_ja_marker_env(MARK)` and runs it in a private namespace.
 import json
 import os
