@@ -173,31 +173,31 @@ struct s_staged {
 enum s_state { ST_NEW, ST_RUNNING, ST_REAPED };
 
 struct sb_sandbox {
-    sb_policy_t policy;     /* owned copy */
-    enum s_state state;     /* lifecycle */
-    bool root_mode;         /* euid 0 at new(): two-uid mapping */
-    uid_t host_uid;         /* host uid of inside uid 1000 */
-    gid_t host_gid;         /* host gid of inside gid 1000 */
-    char *top_dir;          /* owned: /tmp/ja-XXXXXX (removed at destroy) */
-    char *run_dir;          /* owned: top_dir/run */
-    int lock_fd;            /* owned: top_dir, flock'ed while we live */
-    char id[48];            /* "<pid>-<XXXXXX>", names the cgroup */
-    sb_cgroup_t *cg;        /* owned */
-    buf_t warnings;         /* "; "-separated */
-    struct s_staged *files; /* owned: queued for /mnt/data */
-    size_t n_files;         /* entries in files */
-    int stdin_fd;           /* borrowed, or -1 */
-    pid_t pid;              /* host pid of pid 1, or -1 */
-    int pidfd;              /* owned, or -1 */
-    int ctl;                /* owned control socket, or -1 */
-    int ws_fd;              /* owned workspace dir fd, or -1 */
-    char ws_path[40];       /* "/proc/self/fd/N" */
-    bool killed;            /* sb_sandbox_kill was called */
-    bool finished;          /* sb_sandbox_finish ran */
-    long oom_base;          /* cgroup OOM kills before this box started */
-    sb_exit_t exit;         /* valid when state == ST_REAPED */
-    int nest_pidfd;         /* borrowed pidfd of the box to nest in, or -1 */
-    bool allow_setns;       /* the program's filter lets setns() through */
+    sb_policy_t policy;       /* owned copy */
+    enum s_state state;       /* lifecycle */
+    bool root_mode;           /* euid 0 at new(): two-uid mapping */
+    uid_t host_uid;           /* host uid of inside uid 1000 */
+    gid_t host_gid;           /* host gid of inside gid 1000 */
+    char *top_dir;            /* owned: /tmp/ja-XXXXXX (removed at destroy) */
+    char *run_dir;            /* owned: top_dir/run */
+    int lock_fd;              /* owned: top_dir, flock'ed while we live */
+    char id[48];              /* "<pid>-<XXXXXX>", names the cgroup */
+    sb_cgroup_t *cg;          /* owned */
+    buf_t warnings;           /* "; "-separated */
+    struct s_staged *files;   /* owned: queued for /mnt/data */
+    size_t n_files;           /* entries in files */
+    int stdin_fd;             /* borrowed, or -1 */
+    pid_t pid;                /* host pid of pid 1, or -1 */
+    int pidfd;                /* owned, or -1 */
+    int ctl;                  /* owned control socket, or -1 */
+    int ws_fd;                /* owned workspace dir fd, or -1 */
+    char ws_path[40];         /* "/proc/self/fd/N" */
+    bool killed;              /* sb_sandbox_kill was called */
+    bool finished;            /* sb_sandbox_finish ran */
+    long oom_base;            /* cgroup OOM kills before this box started */
+    sb_exit_t exit;           /* valid when state == ST_REAPED */
+    const sb_sandbox_t *nest; /* borrowed: the box to nest in, or NULL */
+    bool allow_setns;         /* the program's filter lets setns() through */
 };
 
 /* ====================================================================
@@ -647,12 +647,12 @@ __attribute__((noreturn)) static void s_init(const struct s_child *c);
  * the outer box's uid 1000, which is what lets that box's unprivileged
  * program setns() into it. Reports on `rep`. */
 __attribute__((noreturn)) static void
-s_nest_helper(int nest_pidfd, const struct s_clone_args *ca,
+s_nest_helper(const int nsfd[2], const struct s_clone_args *ca,
               const struct s_child *c, int rep)
 {
     bool was_root = geteuid() == 0;
     const char *step = "join the outer box's user and pid namespaces";
-    if (setns(nest_pidfd, CLONE_NEWUSER | CLONE_NEWPID) < 0)
+    if (setns(nsfd[0], CLONE_NEWUSER) < 0 || setns(nsfd[1], CLONE_NEWPID) < 0)
         goto fail;
     step = "drop supplementary groups in the outer box";
     if (syscall(SYS_setgroups, 0, NULL) < 0 && was_root)
@@ -1066,7 +1066,6 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     buf_init(&sb->warnings, 8192);
     sb->pid = -1;
     sb->pidfd = sb->ctl = sb->ws_fd = sb->stdin_fd = sb->lock_fd = -1;
-    sb->nest_pidfd = -1;
     sb->root_mode = geteuid() == 0;
     sb->host_uid =
         sb->root_mode ? SB_ROOT_HOST_BASE + SB_SANDBOX_UID : geteuid();
@@ -1175,7 +1174,7 @@ sb_sandbox_pidfd(const sb_sandbox_t *sb)
 void
 sb_sandbox_nest_in(sb_sandbox_t *sb, const sb_sandbox_t *outer)
 {
-    sb->nest_pidfd = outer ? outer->pidfd : -1;
+    sb->nest = outer;
 }
 
 void
@@ -1351,6 +1350,24 @@ s_reap(sb_sandbox_t *sb, bool block)
 }
 
 pid_t
+sb_sandbox_program_pid(const sb_sandbox_t *sb)
+{
+    if (sb->state != ST_RUNNING || sb->pid <= 0)
+        return -1;
+    char path[64], text[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)sb->pid,
+             (int)sb->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    text[n > 0 ? n : 0] = '\0';
+    long pid = strtol(text, NULL, 10);
+    return pid > 0 ? (pid_t)pid : -1;
+}
+
+pid_t
 sb_pidfd_pid(int pidfd)
 {
     char path[64], text[512];
@@ -1365,24 +1382,46 @@ sb_pidfd_pid(int pidfd)
     return p ? (pid_t)strtol(p + 6, NULL, 10) : -1;
 }
 
-/* clone3 `ca` nested in the box whose pid 1 `nest_pidfd` is (see
+/* clone3 `ca` nested in the box `outer` (see
  * s_nest_helper). Returns the box's host pid with *pidfd set, or -1 with
  * err set. */
 static long
-s_clone_nested(int nest_pidfd, const struct s_clone_args *ca,
+s_clone_nested(const sb_sandbox_t *outer, const struct s_clone_args *ca,
                const struct s_child *c, int *pidfd, err_t *err)
 {
-    int sp[2], fds[2] = {-1, -1}, n = 0;
+    int sp[2], fds[2] = {-1, -1}, n = 0, nsfd[2] = {-1, -1};
     long pid = -1;
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+    /* The outer box's namespaces, from its program: its init is not
+     * dumpable, so only a privileged launcher could open init's. */
+    pid_t prog = sb_sandbox_program_pid(outer);
+    const char *ns[2] = {"user", "pid"};
+    for (int i = 0; i < 2; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)prog, ns[i]);
+        nsfd[i] = prog > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        if (nsfd[i] < 0) {
+            err_set(err, ERR_SANDBOX,
+                    "sandbox: opening the outer box's %s namespace: %s", ns[i],
+                    prog > 0 ? strerror(errno) : "its program is gone");
+            if (i)
+                close(nsfd[0]);
+            return -1;
+        }
+    }
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+        close(nsfd[0]);
+        close(nsfd[1]);
         return err_set(err, ERR_SANDBOX, "sandbox: socketpair: %s",
                        strerror(errno));
+    }
     long h1 = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
     if (h1 == 0) {
         close(sp[0]);
-        s_nest_helper(nest_pidfd, ca, c, sp[1]);
+        s_nest_helper(nsfd, ca, c, sp[1]);
     }
     close(sp[1]);
+    close(nsfd[0]);
+    close(nsfd[1]);
     struct s_msg m = {0};
     while (h1 > 0 && n < 2) {
         int t = s_recv(sp[0], &m, &fds[n]);
@@ -1447,7 +1486,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     if (sb_seccomp_build_allowing(&prog, sb->allow_setns ? "setns" : NULL,
                                   err) < 0)
         return -1;
-    bool nested = sb->nest_pidfd >= 0;
+    bool nested = sb->nest != NULL;
     /* A new box after the last one ended: carry its workspace over. */
     int old_ws = sb->ws_fd;
     sb->ws_fd = -1;
@@ -1489,7 +1528,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
     ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
     ca.exit_signal = SIGCHLD;
-    long pid = nested ? s_clone_nested(sb->nest_pidfd, &ca, &c, &pidfd, err)
+    long pid = nested ? s_clone_nested(sb->nest, &ca, &c, &pidfd, err)
                       : syscall(SYS_clone3, &ca, sizeof ca);
     if (pid == 0)
         s_init(&c); /* never returns */

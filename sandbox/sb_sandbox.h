@@ -107,6 +107,10 @@ void sb_sandbox_nest_in(sb_sandbox_t *sb, const sb_sandbox_t *outer);
  * the boxes nested in it. Before spawn. */
 void sb_sandbox_allow_setns(sb_sandbox_t *sb);
 
+/* Host pid of the box's program (the child of its init), or -1 when none
+ * runs. Unlike init, the program may be dumpable: its /proc/PID/ns files
+ * are the box's namespaces, open to its owner. */
+pid_t sb_sandbox_program_pid(const sb_sandbox_t *sb);
 /* The pid, in our pid namespace, of the process a pidfd refers to (from
  * /proc/self/fdinfo: also for pidfds made in another pid namespace and
  * passed to us), or -1. */

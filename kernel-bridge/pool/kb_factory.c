@@ -339,14 +339,14 @@ kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
     for (size_t i = 0; i < nbytes; i++)
         snprintf(hex + 2 * i, 3, "%02x", ((unsigned char *)prog.insns)[i]);
     sb_seccomp_prog_release(&prog);
-    /* The box's namespaces, opened here: setns() through a pidfd would
-     * need ptrace rights over the box's init, which the factory has not
-     * (init is not dumpable); a namespace file needs only the owner's
-     * capability in it. */
+    /* The box's namespaces, opened here from its holder program: setns()
+     * through a pidfd would need ptrace rights over the box's init, which
+     * the factory has not (init is not dumpable); a namespace file needs
+     * only the owner's capability in it. */
+    pid_t holder = sb_sandbox_program_pid(box);
     for (size_t i = 0; i < N_NS; i++) {
         char path[64];
-        snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)sb_sandbox_pid(box),
-                 ns[i]);
+        snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)holder, ns[i]);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
             err_set(err, ERR_SANDBOX, "factory: opening %s: %s", path,

@@ -168,15 +168,16 @@ def _ja_zygote():
                 break
             out += chunk
             lines = out.decode(errors='replace').splitlines()
-            done = False
+            failed = started = False
             for line in lines:
                 if line.startswith('pid '):
                     kpid = int(line[4:])
                 elif line.startswith('err '):
-                    err, done = line[4:], True
+                    err, failed = line[4:], True
                 elif line == 'ok':
-                    err, done = '', True
-            if done:
+                    err, started = '', True
+            # The kernel's "ok" may overtake the intermediate's "pid N".
+            if failed or (started and kpid):
                 break
         os.close(rfd)
         try:
