@@ -152,17 +152,18 @@ struct s_plan {
 
 /* Everything pid 1 and the program need, prepared by the parent. */
 struct s_child {
-    int ctl;        /* our end of the control socket */
-    int stdio[3];   /* fds for the program's 0, 1, 2 (or -1) */
-    bool root_mode; /* launched by root: map 0 and 1000 */
-    bool map_self;  /* nested box: pid 1 writes its own one-uid maps */
-    const struct s_plan *plan;        /* the mounts */
+    int ctl;                   /* our end of the control socket */
+    int stdio[3];              /* fds for the program's 0, 1, 2 (or -1) */
+    bool root_mode;            /* launched by root: map 0 and 1000 */
+    const struct s_plan *plan; /* the mounts */
     const sb_seccomp_prog_t *seccomp; /* compiled filter */
     char *const *argv;                /* program */
     char *const *envp;                /* its complete environment */
     const char *hostname;             /* inside */
     struct rlimit rl_nofile, rl_fsize, rl_nproc, rl_data; /* limits */
     bool limit_data; /* no memory cgroup: use RLIMIT_DATA */
+    /* nested box (sb_sandbox_nest_in): pid 1 writes its own one-uid maps */
+    bool map_self;
 };
 
 struct s_staged {
@@ -173,31 +174,33 @@ struct s_staged {
 enum s_state { ST_NEW, ST_RUNNING, ST_REAPED };
 
 struct sb_sandbox {
-    sb_policy_t policy;       /* owned copy */
-    enum s_state state;       /* lifecycle */
-    bool root_mode;           /* euid 0 at new(): two-uid mapping */
-    uid_t host_uid;           /* host uid of inside uid 1000 */
-    gid_t host_gid;           /* host gid of inside gid 1000 */
-    char *top_dir;            /* owned: /tmp/ja-XXXXXX (removed at destroy) */
-    char *run_dir;            /* owned: top_dir/run */
-    int lock_fd;              /* owned: top_dir, flock'ed while we live */
-    char id[48];              /* "<pid>-<XXXXXX>", names the cgroup */
-    sb_cgroup_t *cg;          /* owned */
-    buf_t warnings;           /* "; "-separated */
-    struct s_staged *files;   /* owned: queued for /mnt/data */
-    size_t n_files;           /* entries in files */
-    int stdin_fd;             /* borrowed, or -1 */
-    pid_t pid;                /* host pid of pid 1, or -1 */
-    int pidfd;                /* owned, or -1 */
-    int ctl;                  /* owned control socket, or -1 */
-    int ws_fd;                /* owned workspace dir fd, or -1 */
-    char ws_path[40];         /* "/proc/self/fd/N" */
-    bool killed;              /* sb_sandbox_kill was called */
-    bool finished;            /* sb_sandbox_finish ran */
-    long oom_base;            /* cgroup OOM kills before this box started */
-    sb_exit_t exit;           /* valid when state == ST_REAPED */
-    const sb_sandbox_t *nest; /* borrowed: the box to nest in, or NULL */
-    bool allow_setns;         /* the program's filter lets setns() through */
+    sb_policy_t policy;     /* owned copy */
+    enum s_state state;     /* lifecycle */
+    bool root_mode;         /* euid 0 at new(): two-uid mapping */
+    uid_t host_uid;         /* host uid of inside uid 1000 */
+    gid_t host_gid;         /* host gid of inside gid 1000 */
+    char *top_dir;          /* owned: /tmp/ja-XXXXXX (removed at destroy) */
+    char *run_dir;          /* owned: top_dir/run */
+    int lock_fd;            /* owned: top_dir, flock'ed while we live */
+    char id[48];            /* "<pid>-<XXXXXX>", names the cgroup */
+    sb_cgroup_t *cg;        /* owned */
+    buf_t warnings;         /* "; "-separated */
+    struct s_staged *files; /* owned: queued for /mnt/data */
+    size_t n_files;         /* entries in files */
+    int stdin_fd;           /* borrowed, or -1 */
+    pid_t pid;              /* host pid of pid 1, or -1 */
+    int pidfd;              /* owned, or -1 */
+    int ctl;                /* owned control socket, or -1 */
+    int ws_fd;              /* owned workspace dir fd, or -1 */
+    char ws_path[40];       /* "/proc/self/fd/N" */
+    bool killed;            /* sb_sandbox_kill was called */
+    bool finished;          /* sb_sandbox_finish ran */
+    long oom_base;          /* cgroup OOM kills before this box started */
+    sb_exit_t exit;         /* valid when state == ST_REAPED */
+    /* borrowed: the box to nest in (sb_sandbox_nest_in), or NULL */
+    const sb_sandbox_t *nest;
+    /* the program's seccomp filter lets setns() through */
+    bool allow_setns;
 };
 
 /* ====================================================================
