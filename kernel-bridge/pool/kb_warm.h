@@ -62,7 +62,8 @@ typedef enum kb_warm_state {
 kb_warm_t *kb_warm_start(const kb_warm_opts_t *o, err_t *err);
 /* The same, but the kernel is forked from `factory` (kb_factory.h;
  * borrowed, must outlive the result) into a fresh box whose own program
- * is only a holder: shared pages, same sandbox. The launcher then signals
+ * is only a holder and which nests in the factory's box
+ * (sb_sandbox_nest_in): shared pages, same sandbox. The launcher then signals
  * and watches the kernel process itself; a restart replaces the holder by
  * a cold kernel in the same box. o->preload is ignored (the factory has
  * its own). */
