@@ -44,7 +44,8 @@ lib_srcs  = $(filter-out $(MAIN_SRC),$(wildcard $(1)/*.c $(1)/*/*.c))
 # it; each is built into its layer as `const char NAME_py[]` (tools/embed).
 py_srcs   = $(wildcard $(1)/*.py $(1)/*/*.py)
 lib_objs  = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1))) \
-            $(patsubst %.py,$(BUILD)/%.py.o,$(call py_srcs,$(1)))
+            $(patsubst %.py,$(BUILD)/%.py.o,$(call py_srcs,$(1))) \
+            $(if $(filter sandbox,$(1)),$(BUILD)/sandbox/sb_drop.so.o)
 LIBS     := $(foreach l,$(LAYERS),$(BUILD)/lib$(l).a)
 
 BIN      := $(BUILD)/jupyter-agent
@@ -70,6 +71,20 @@ $(BUILD)/%.py.c: %.py tools/embed
 	sh tools/embed $(notdir $(basename $<))_py $< >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/%.py.o: $(BUILD)/%.py.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# The privilege drop as a shared object the kernel factory loads with
+# ctypes (sandbox/sb_drop.h), built into libsandbox. No sanitizer: it is
+# loaded into Python, not into us.
+$(BUILD)/sandbox/sb_drop.so: sandbox/sb_drop.c sandbox/sb_drop.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -std=c17 -O2 $(WARN) -fPIC -shared -Wl,-z,relro,-z,now \
+	    $< -o $@
+
+$(BUILD)/sandbox/sb_drop.so.c: $(BUILD)/sandbox/sb_drop.so tools/embed
+	sh tools/embed sb_drop_so $< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/sandbox/sb_drop.so.o: $(BUILD)/sandbox/sb_drop.so.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 define lib_rule

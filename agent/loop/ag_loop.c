@@ -1,5 +1,6 @@
 #include "agent/loop/ag_loop.h"
 #include "agent/loop/ag_markdown.h"
+#include "agent/loop/ag_pysrc.h"
 
 #include "agent/loop/ag_packages.h"
 #include "common/buf.h"
@@ -255,35 +256,12 @@ ag_loop_provider(ag_loop_t *l)
 
 /* ---- the environment, as it is ------------------------------------------ */
 
-/* Runs silently in the kernel (not in its history): versions, cwd, and
- * /mnt/data/out created when sandboxed (the %s). */
-static const char s_probe_fmt[] =
-    "def __ja_env():\n"
-    "    import os, json, platform\n"
-    "    from importlib import metadata\n"
-    "    names = ['numpy', 'pandas', 'matplotlib', 'scipy', 'seaborn',\n"
-    "             'scikit-learn', 'statsmodels', 'openpyxl', 'xlrd',\n"
-    "             'pyarrow', 'polars', 'sympy', 'Pillow', 'tabulate',\n"
-    "             'plotly', 'networkx']\n"
-    "    pk = {}\n"
-    "    for n in names:\n"
-    "        try:\n"
-    "            pk[n] = metadata.version(n)\n"
-    "        except Exception:\n"
-    "            pass\n"
-    "    if %s:\n"
-    "        try:\n"
-    "            os.makedirs('/mnt/data/out', exist_ok=True)\n"
-    "        except OSError:\n"
-    "            pass\n"
-    "    print(json.dumps({'python': platform.python_version(),\n"
-    "                      'cwd': os.getcwd(), 'packages': pk}))\n"
-    "__ja_env(); del __ja_env\n";
-
 static json_t *
 s_probe(ag_loop_t *l, ag_session_t *s, bool sandboxed)
 {
-    char *code = xasprintf(s_probe_fmt, sandboxed ? "True" : "False");
+    /* Silently (not in the history): ag_env_probe.py. */
+    char *code = xasprintf("%s\n__ja_env(%s); del __ja_env\n", ag_env_probe_py,
+                           sandboxed ? "True" : "False");
     kb_exec_opts_t xo;
     kb_exec_opts_init(&xo);
     xo.store_history = false;
