@@ -7,6 +7,7 @@
 #include "agent/cli/ag_cmd.h"
 #include "agent/loop/ag_loop.h"
 #include "agent/loop/ag_render.h"
+#include "agent/session/ag_archive.h"
 #include "agent/session/ag_session.h"
 #include "common/buf.h"
 #include "common/cliopt.h"
@@ -14,6 +15,7 @@
 #include "common/err.h"
 #include "common/jpaths.h"
 #include "common/xalloc.h"
+#include "notebook-io/nb_notebook.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -52,6 +54,9 @@ static const char s_usage[] =
     "      --allow-unsigned   accept a connection file with an empty key\n"
     "      --kernel NAME      kernelspec to start (default python3)\n"
     "  -q, --quiet            print only the answer and the summary\n"
+    "      --archive ZIP      also pack a report archive of the session\n"
+    "                         ('jupyter-agent archive --help'); with\n"
+    "      --archive-key KEY  it is signed\n"
     "\n"
     "environment: OPENAI_API_KEY, OPENAI_BASE_URL (any compatible server),\n"
     "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, JUPYTER_AGENT_MODEL. Keys never\n"
@@ -361,16 +366,6 @@ s_read_stdin(void)
     return buf_detach(&b, NULL);
 }
 
-/* "x.ipynb" -> "x_files". New string. */
-static char *
-s_files_dir(const char *nb)
-{
-    size_t n = strlen(nb);
-    if (n > 6 && strcmp(nb + n - 6, ".ipynb") == 0)
-        n -= 6;
-    return xasprintf("%.*s_files", (int)n, nb);
-}
-
 static void
 s_thousands(long long v, char *out, size_t size)
 {
@@ -481,6 +476,8 @@ typedef struct ask_args {
     const char *output;       /* -o, or NULL for session-STAMP.ipynb */
     const char *record;       /* --record FILE, or NULL */
     const char *existing_arg; /* --existing's connection file, or NULL */
+    const char *archive;      /* --archive ZIP, or NULL */
+    const char *archive_key;  /* --archive-key KEY, or NULL: unsigned */
     bool existing;            /* --existing given (with or without FILE) */
     bool allow_unsigned;      /* --allow-unsigned */
     bool quiet;               /* -q */
@@ -541,6 +538,8 @@ s_parse_args(int argc, char **argv, ask_args_t *a, err_t *err)
         {"allow-unsigned", no_argument, 0, 'U'},
         {"kernel", required_argument, 0, 'k'},
         {"quiet", no_argument, 0, 'q'},
+        {"archive", required_argument, 0, 'A'},
+        {"archive-key", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     cliopt_group_t groups[AG_SESSION_NGROUPS];
@@ -589,6 +588,12 @@ s_parse_args(int argc, char **argv, ask_args_t *a, err_t *err)
             break;
         case 'q':
             a->quiet = true;
+            break;
+        case 'A':
+            a->archive = optarg;
+            break;
+        case 'K':
+            a->archive_key = optarg;
             break;
         case 'h':
             fputs(s_usage, stdout);
@@ -664,12 +669,31 @@ s_print_summary(ask_ui_t *ui, ag_loop_t *loop, const ag_loop_stats_t *st,
            (clock_mono_ms() - t0) / 1000.0, s_c(ui, "\033[0m"));
 }
 
-/* Ask the question in `loop`, then save the notebook and copy the files
- * out, also after a failure or Ctrl-C. Returns the exit status. */
+/* --archive: pack (and with --archive-key sign) the saved session. */
 static int
-s_ask_and_save(ask_ui_t *ui, ag_loop_t *loop, ag_session_t *session,
-               const char *question, const char *nb_path)
+s_archive(ask_ui_t *ui, const ask_args_t *a, ag_session_t *session,
+          const char *nb_path, int status)
 {
+    err_t aerr = {0};
+    if (ag_archive_session(session, nb_path, a->archive, a->archive_key,
+                           &aerr) == 0) {
+        printf("%sarchive:%s  %s%s\n", s_c(ui, "\033[1m"), s_c(ui, "\033[0m"),
+               a->archive,
+               a->archive_key ? "" : " (not signed: no --archive-key)");
+        return status;
+    }
+    fprintf(stderr, "jupyter-agent ask: --archive: %s\n", aerr.text);
+    return status == 0 ? (aerr.code ? aerr.code : ERR_IO) : status;
+}
+
+/* Ask the question in `loop`, then save the notebook (and pack the
+ * archive) and copy the files out, also after a failure or Ctrl-C.
+ * Returns the exit status. */
+static int
+s_ask_and_save(ask_ui_t *ui, const ask_args_t *a, ag_loop_t *loop,
+               ag_session_t *session, const char *nb_path)
+{
+    const char *question = a->question;
     err_t err = {0};
     ag_loop_ui_t lui = {.on_text = s_on_text,
                         .on_turn = s_on_turn,
@@ -703,7 +727,9 @@ s_ask_and_save(ask_ui_t *ui, ag_loop_t *loop, ag_session_t *session,
         if (status == 0)
             status = ERR_IO;
     }
-    char *files_dir = s_files_dir(nb_path);
+    if (saved && a->archive)
+        status = s_archive(ui, a, session, nb_path, status);
+    char *files_dir = nb_path_sibling(nb_path, "_files");
     s_copy_out(ui, session, files_dir);
     free(files_dir);
     fflush(stdout);
@@ -772,7 +798,7 @@ ag_cmd_ask(int argc, char **argv)
     struct sigaction sa = {.sa_handler = s_on_sigint};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
-    status = s_ask_and_save(&ui, loop, session, a.question, nb_path);
+    status = s_ask_and_save(&ui, &a, loop, session, nb_path);
 
 out:
     s_loop = NULL;

@@ -9,16 +9,10 @@
 #      (NAME_impl.h, a private header shared by a family of files, counts
 #      as NAME); module A depends on B when A.c or A.h includes B.h. The
 #      circles are found by tsort(1) over those edges.
-#
-# Known circles being removed elsewhere are listed in KNOWN below; each is
-# reported as a skip while it exists, and as a skip asking for its removal
-# from the list once it is gone.
 cd "$(dirname "$0")/../.." || exit 2
 . tests/tap.sh
 T=$(mktemp -d /tmp/ja-layers-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-
-KNOWN="kernel-bridge/pool/kb_factory kernel-bridge/pool/kb_warm"
 
 rank() { # path -> layer rank
     case $1 in
@@ -84,31 +78,9 @@ tsort "$T/edges" >/dev/null 2>"$T/tsort"
 awk '/input contains a loop/ { if (c) print c; c = ""; next }
      { sub(/^tsort: /, ""); c = c (c ? " " : "") $0 }
      END { if (c) print c }' "$T/tsort" >"$T/loops"
-: >"$T/new"
-while read -r loop; do
-    known=0
-    set -- $KNOWN
-    while [ $# -ge 2 ]; do
-        case " $loop " in *" $1 "*) case " $loop " in *" $2 "*) known=1 ;; esac ;; esac
-        shift 2
-    done
-    [ "$known" = 1 ] || echo "$loop" >>"$T/new"
-done <"$T/loops"
-[ ! -s "$T/new" ]
-ok $? "no include circle between modules ($(wc -l <"$T/new" | tr -d ' ') found)"
-diag "$T/new"
-
-set -- $KNOWN
-while [ $# -ge 2 ]; do
-    if grep -q "$1" "$T/loops" && grep "$1" "$T/loops" | grep -q "$2"; then
-        n=$((n + 1))
-        echo "ok $n # skip known circle $1 <-> $2 (issue 12: being removed)"
-    else
-        n=$((n + 1))
-        echo "ok $n # skip $1 <-> $2 is no longer a circle: delete it from KNOWN in $0"
-    fi
-    shift 2
-done
+[ ! -s "$T/loops" ]
+ok $? "no include circle between modules ($(wc -l <"$T/loops" | tr -d ' ') found)"
+diag "$T/loops"
 
 # The checker itself: the layer order it enforces, and a planted circle is
 # caught (so a green result means something).
