@@ -727,11 +727,12 @@ s_ask_and_save(ask_ui_t *ui, const ask_args_t *a, ag_loop_t *loop,
         if (status == 0)
             status = ERR_IO;
     }
-    if (saved && a->archive)
-        status = s_archive(ui, a, session, nb_path, status);
     char *files_dir = nb_path_sibling(nb_path, "_files");
     s_copy_out(ui, session, files_dir);
     free(files_dir);
+    /* After the copy-out: the archive holds SESSION_files/ as outputs/. */
+    if (saved && a->archive)
+        status = s_archive(ui, a, session, nb_path, status);
     fflush(stdout);
     return status;
 }
