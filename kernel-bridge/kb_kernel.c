@@ -192,6 +192,10 @@ kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err)
         return NULL;
     }
     k->has_spec = true;
+    if (kb_kernelspec_resolve_program(&k->spec, err)) {
+        kb_kernel_destroy(&k);
+        return NULL;
+    }
     k->launcher = k->opts.launcher ? k->opts.launcher(k->opts.launcher_arg, err)
                                    : kb_launcher_plain_new(err);
     if (!k->launcher || s_launch(k, err)) {

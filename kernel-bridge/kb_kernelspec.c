@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* kernel.json is small; anything this big is not a kernelspec. */
 #define KB_KERNELSPEC_MAX_FILE (1024 * 1024)
@@ -340,4 +341,71 @@ kb_kernelspec_expand_argv(const kb_kernelspec_t *ks,
         argv[i] = buf_detach(&b, NULL);
     }
     return argv;
+}
+
+/* The first executable regular file named `prog` in the colon-separated
+ * `path` (empty entries mean the current directory, as in execvp), or
+ * NULL. New string. */
+static char *
+s_which(const char *prog, const char *path)
+{
+    const char *p = path;
+    for (;;) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char *dir = len ? xstrndup(p, len) : xstrdup(".");
+        char *cand = xasprintf("%s/%s", dir, prog);
+        free(dir);
+        struct stat st;
+        if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) &&
+            access(cand, X_OK) == 0) {
+            if (cand[0] != '/') {
+                char *abs = realpath(cand, NULL);
+                free(cand);
+                cand = abs;
+            }
+            return cand;
+        }
+        free(cand);
+        if (!end)
+            return NULL;
+        p = end + 1;
+    }
+}
+
+int
+kb_kernelspec_resolve_program(kb_kernelspec_t *ks, err_t *err)
+{
+    const char *prog = ks->argv ? ks->argv[0] : NULL;
+    if (!prog || !*prog)
+        return err_set(err, ERR_KERNEL,
+                       "kernel '%s': kernel.json has no program",
+                       ks->name ? ks->name : "?");
+    char *found = NULL;
+    const char *home = getenv("HOME");
+    if (prog[0] == '~' && prog[1] == '/' && home && *home) {
+        found = xasprintf("%s%s", home, prog + 1);
+    } else if (strchr(prog, '/')) {
+        return 0; /* absolute, or relative to where we run: as written */
+    } else if (!strcmp(prog, "python") || !strcmp(prog, "python3")) {
+        const char *py = getenv("JUPYTER_AGENT_PYTHON");
+        found = xstrdup(py && py[0] == '/' ? py : "/usr/bin/python3");
+    } else {
+        json_t *v = ks->env ? json_object_get(ks->env, "PATH") : NULL;
+        const char *path =
+            json_is_string(v) ? json_string_value(v) : getenv("PATH");
+        if (!path)
+            path = "/bin:/usr/bin"; /* os.defpath */
+        found = s_which(prog, path);
+        if (!found)
+            return err_set(err, ERR_KERNEL,
+                           "kernel '%s': its program '%s' (argv[0] in "
+                           "%s/kernel.json) is not on PATH (%s); install it "
+                           "or write its full path there",
+                           ks->name ? ks->name : "?", prog,
+                           ks->resource_dir ? ks->resource_dir : "?", path);
+    }
+    free(ks->argv[0]);
+    ks->argv[0] = found;
+    return 0;
 }

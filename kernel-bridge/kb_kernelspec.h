@@ -60,6 +60,16 @@ json_t *kb_kernelspec_dirs(void);
 char **kb_kernelspec_expand_argv(const kb_kernelspec_t *ks,
                                  const char *connection_file);
 
+/* Make ks->argv[0] an absolute path the way jupyter_client's launcher
+ * finds it: "~/" is the user's home; "python" and "python3" are the
+ * interpreter that runs the Jupyter stack (jupyter_client uses its own
+ * sys.executable; ours is $JUPYTER_AGENT_PYTHON when absolute, else
+ * /usr/bin/python3); any other name without '/' is looked up on PATH - the
+ * kernelspec's env PATH if it sets one, else the caller's - like
+ * subprocess.Popen does. Errors (ERR_KERNEL) name the kernel, the program
+ * and the PATH searched. */
+int kb_kernelspec_resolve_program(kb_kernelspec_t *ks, err_t *err);
+
 /* Free a NULL-terminated argv array (NULL is fine). */
 void kb_argv_free(char **argv);
 

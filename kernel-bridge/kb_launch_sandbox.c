@@ -27,10 +27,30 @@ s_run_dir(void *self)
     return sb_sandbox_run_dir(BOX(self));
 }
 
+int
+kb_sandbox_check_program(sb_sandbox_t *box, const char *prog, err_t *err)
+{
+    if (!prog || prog[0] != '/' || sb_sandbox_shows_host_path(box, prog))
+        return 0; /* sb_sandbox_spawn explains a relative path */
+    char *dir = xstrdup(prog);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir)
+        *slash = '\0';
+    err_set(err, ERR_SANDBOX,
+            "the kernel program %s is not visible inside the sandbox (it "
+            "sees /usr, /bin, /lib and --bind paths); add --bind %s, or "
+            "use --no-sandbox",
+            prog, dir);
+    free(dir);
+    return -1;
+}
+
 static int
 s_spawn(void *self, char *const argv[], char *const envp[], int out_fd,
         err_t *err)
 {
+    if (kb_sandbox_check_program(BOX(self), argv ? argv[0] : NULL, err))
+        return -1;
     return sb_sandbox_spawn(BOX(self), argv, envp, out_fd, out_fd, err);
 }
 

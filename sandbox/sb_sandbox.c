@@ -1615,3 +1615,27 @@ sb_sandbox_list_files(sb_sandbox_t *sb, size_t max_entries)
         return json_array();
     return sb_files_list(sb->ws_fd, max_entries);
 }
+
+bool
+sb_sandbox_shows_host_path(const sb_sandbox_t *sb, const char *host_path)
+{
+    char *real = realpath(host_path, NULL);
+    if (!real)
+        return false;
+    struct s_plan plan;
+    s_plan_build(sb, &plan);
+    bool shown = false;
+    for (size_t i = 0; i < plan.n && !shown; i++) {
+        const struct s_op *op = &plan.ops[i];
+        /* src is "/oldroot" + host path, dst "/newroot" + inside path. */
+        if (op->kind != OP_BIND || strncmp(op->src, "/oldroot", 8) ||
+            strcmp(op->src + 8, op->dst + 8))
+            continue; /* only binds that keep the host path */
+        const char *host = op->src + 8;
+        size_t n = strlen(host);
+        shown = !strncmp(real, host, n) && (real[n] == '/' || !real[n]);
+    }
+    s_plan_release(&plan);
+    free(real);
+    return shown;
+}

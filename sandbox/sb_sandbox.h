@@ -139,6 +139,11 @@ int sb_sandbox_read_file(sb_sandbox_t *sb, const char *relpath,
 int sb_sandbox_copy_out(sb_sandbox_t *sb, const char *rel_dir,
                         const char *host_dest_dir, size_t max_total,
                         err_t *err);
+/* True if the host file `host_path` (resolved through symlinks) is at the
+ * same path inside the box: under /usr, /bin, /lib..., an /etc file the box
+ * binds, the run dir, or a --bind whose inside path is its host path. */
+bool sb_sandbox_shows_host_path(const sb_sandbox_t *sb, const char *host_path);
+
 /* Regular files in /mnt/data: JSON [{"path","size"}] (new reference). */
 json_t *sb_sandbox_list_files(sb_sandbox_t *sb, size_t max_entries);
 

@@ -212,7 +212,8 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     w->state = KB_WARM_STARTING;
     kb_conn_init(&conn);
     const char *name = o && o->kernel_name ? o->kernel_name : "python3";
-    if (kb_kernelspec_find(name, &spec, err))
+    if (kb_kernelspec_find(name, &spec, err) ||
+        kb_kernelspec_resolve_program(&spec, err))
         goto fail;
     if (!kb_warm_argv_is_ipykernel(spec.argv)) {
         err_set(err, ERR_USAGE,
@@ -226,7 +227,7 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     sb_policy_init_default(&defaults);
     w->box = sb_sandbox_new(o && o->policy ? o->policy : &defaults, err);
     sb_policy_release(&defaults);
-    if (!w->box)
+    if (!w->box || kb_sandbox_check_program(w->box, spec.argv[0], err))
         goto fail;
     const char *run_dir = sb_sandbox_run_dir(w->box);
     char *prefix = xasprintf("%s/kernel", run_dir);
