@@ -35,12 +35,15 @@ struct ag_kernel {
     const char *model;              /* --model (borrowed) or model_owned */
     char *model_owned;              /* owned spec set by %model, or NULL */
     nb_record_t *record;            /* owned: the session, for %export */
-    int execution_count;            /* of the last non-silent cell */
+    int execution_count;            /* of the last cell that stored
+                                       history (IPython's In[n] - 1) */
     json_t *info;                   /* owned kernel_info_reply content */
     /* The cell being executed (all reset per execute_request). */
     const kb_msg_t *cell;  /* borrowed execute_request; NULL between cells */
     bool cell_allow_stdin; /* the request allowed input() */
     bool cell_silent;      /* the request was silent */
+    int cell_count;        /* the number this cell shows: execution_count
+                              + 1, kept only if it stores history */
     bool cell_answered;    /* ag_kernel_answer was called */
     json_t *cell_error;    /* owned {ename, evalue, traceback} or NULL */
     json_t *cell_result;   /* owned text/plain of the execute_result */
@@ -87,11 +90,16 @@ s_first_line(const char *code, const char **rest)
     return len;
 }
 
-/* Is `code` a %%python cell? Then *body is the code after the first
- * line. */
+/* Is `code` a %%python cell (after blank lines)? Then *body is the code
+ * after the magic's line. */
 static bool
 s_python_cell(const char *code, const char **body)
 {
+    /* IPython drops leading blank lines before looking for a cell magic. */
+    for (const char *p = code;
+         *p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'; p++)
+        if (*p == '\n')
+            code = p + 1;
     size_t n = s_first_line(code, body);
     return n == strlen(AG_KERNEL_MAGIC_PYTHON) &&
            strncmp(code, AG_KERNEL_MAGIC_PYTHON, n) == 0;
@@ -265,7 +273,7 @@ s_forward(const kb_msg_t *msg, void *arg)
     if (strcmp(type, "execute_result") == 0) {
         if (f->mode == FWD_CELL) {
             json_object_set_new(content, "execution_count",
-                                json_integer(k->execution_count));
+                                json_integer(k->cell_count));
             json_t *plain =
                 json_object_get(json_object_get(content, "data"), "text/plain");
             if (json_is_string(plain)) {
@@ -415,7 +423,7 @@ s_display(ag_kernel_t *k, const char *type, const char *markdown,
     free(md);
     if (strcmp(type, "execute_result") == 0)
         json_object_set_new(content, "execution_count",
-                            json_integer(k->execution_count));
+                            json_integer(k->cell_count));
     kb_server_publish(k->server, k->cell, type, content, NULL);
 }
 
@@ -693,13 +701,15 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     json_decref(k->cell_result);
     json_decref(k->cell_payload);
     k->cell_error = k->cell_result = k->cell_payload = NULL;
-    if (!silent) {
-        k->execution_count++;
+    /* As ipykernel: execute_input shows the number this cell would get;
+     * only a cell that stores history keeps it (IPython's run_cell), so
+     * store_history=False leaves the next cell's number as it was. */
+    k->cell_count = k->execution_count + 1;
+    if (!silent)
         kb_server_publish(s, req, "execute_input",
                           json_pack("{s:s, s:i}", "code", code,
-                                    "execution_count", k->execution_count),
+                                    "execution_count", k->cell_count),
                           NULL);
-    }
 
     const char *body = NULL;
     char *magic_arg = NULL;
@@ -737,6 +747,8 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
                 json_object_get(reply, "payload"),
                 json_pack("{s:s, s:b}", "source", "ask_exit", "keepkernel", 0));
     }
+    if (store_history)
+        k->execution_count = k->cell_count;
     json_object_set_new(reply, "execution_count",
                         json_integer(k->execution_count));
     int rc = kb_server_reply(s, ch, req, "execute_reply", reply, NULL);

@@ -195,6 +195,52 @@ def test_execute_result_carries_our_execution_count(kernel):
     assert results[0]["execution_count"] == reply["execution_count"] == 2
 
 
+def counts(kc, code, store_history):
+    """(execute_input count, execute_result count, reply count) of one
+    request, as the iopub and shell channels report them."""
+    seen = {}
+
+    def hook(msg):
+        if msg["msg_type"] in ("execute_input", "execute_result"):
+            seen[msg["msg_type"]] = msg["content"]["execution_count"]
+
+    reply = kc.execute_interactive(code, output_hook=hook, timeout=TIMEOUT,
+                                   store_history=store_history)
+    return (seen.get("execute_input"), seen.get("execute_result"),
+            reply["content"]["execution_count"])
+
+
+def test_store_history_false_keeps_counts_as_ipykernel_does(kernel):
+    """A request with store_history=False does not take a number: the
+    counts match a real python3 ipykernel given the same requests."""
+    km, kc = kernel
+    steps = [("1", True), ("2", False), ("3", True), ("4", False)]
+    ours = [counts(kc, "%%python\n" + c, h) for c, h in steps]
+    py = KernelManager(kernel_name="python3")
+    py.start_kernel()
+    pc = py.client()
+    pc.start_channels()
+    try:
+        pc.wait_for_ready(timeout=TIMEOUT)
+        theirs = [counts(pc, c, h) for c, h in steps]
+    finally:
+        pc.stop_channels()
+        py.shutdown_kernel(now=True)
+    assert [t[2] for t in theirs] == [1, 1, 2, 2]  # the premise
+    assert ours == theirs
+
+
+def test_blank_lines_before_the_python_magic_still_run_python(kernel):
+    """IPython drops leading blank lines before looking for a cell magic;
+    so do we (the cell must not go to the model, which has no provider
+    here and would fail)."""
+    km, kc = kernel
+    reply, outs = run(kc, "\n  \n%%python\nprint('still python')")
+    assert reply["status"] == "ok", reply
+    assert "".join(c.get("text", "") for t, c in outs
+                   if t == "stream") == "still python\n"
+
+
 def test_python_input_round_trip(kernel):
     km, kc = kernel
 
