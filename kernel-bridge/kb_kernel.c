@@ -111,6 +111,21 @@ s_fail_with_stderr(kb_kernel_t *k, err_t *err)
     return -1;
 }
 
+/* Append copies of `extra` (NULL-terminated, may be NULL) to *argv. */
+static void
+s_append_args(char ***argv, char *const *extra)
+{
+    size_t n = 0, m = 0;
+    while ((*argv)[n])
+        n++;
+    while (extra && extra[m])
+        m++;
+    *argv = xrealloc(*argv, (n + m + 1) * sizeof **argv);
+    for (size_t i = 0; i < m; i++)
+        (*argv)[n + i] = xstrdup(extra[i]);
+    (*argv)[n + m] = NULL;
+}
+
 /* Launch the kernel and wait for kernel_info. On failure everything
  * started here is torn down again. */
 static int
@@ -134,6 +149,7 @@ s_launch(kb_kernel_t *k, err_t *err)
         k->launcher->ops->adopt_file(k->launcher->self, conn_path, err))
         goto out;
     argv = kb_kernelspec_expand_argv(&k->spec, conn_path);
+    s_append_args(&argv, k->opts.extra_args);
     env = s_build_env(k);
     if (k->out_fd < 0)
         k->out_fd = s_make_out_fd();

@@ -335,6 +335,7 @@ ag_cmd_run(int argc, char **argv)
     }
     kb_kernelspec_release(&ks);
     sopts.kernel_name = kernel;
+    sopts.history_in_memory = true; /* as nbclient and papermill */
 
     ag_interrupt_install();
     session = ag_session_start(&sopts, &err);

@@ -379,6 +379,15 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     }
     if (o->packages_dir)
         kopts.extra_env = s_packages_env;
+    /* nbclient adds this for the kernels jupyter_client calls ipykernels:
+     * those named python, python2 or python3. */
+    static char hist_arg[] = "--HistoryManager.hist_file=:memory:";
+    static char *const hist_args[] = {hist_arg, NULL};
+    const char *kname = o->kernel_name ? o->kernel_name : "python3";
+    if (o->history_in_memory &&
+        (!strcmp(kname, "python") || !strcmp(kname, "python2") ||
+         !strcmp(kname, "python3")))
+        kopts.extra_args = hist_args;
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     if (!k) {
         pk_trust_destroy(&trust);

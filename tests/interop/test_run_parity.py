@@ -488,3 +488,36 @@ def test_an_agent_session_notebook_reruns_to_the_same_outputs(agent_bin, tmp_pat
              if c.cell_type == "code"]
     assert len(after) == len(before) == 6
     assert after == before
+
+
+NBCLIENT_FILES = os.path.join(os.path.dirname(nbformat.__file__), "..",
+                              "nbclient", "tests", "files")
+
+
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandboxed", "plain"])
+def test_ipython_history_is_kept_in_memory_as_nbclient_does(tmp_path,
+                                                            sandbox):
+    """nbclient's own "Check History in Memory" notebook passes, and
+    without the sandbox nothing lands in the user's IPython history."""
+    src = os.path.join(NBCLIENT_FILES, "Check History in Memory.ipynb")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "IPYTHONDIR"}
+    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(tmp_path))
+    hist = home / ".ipython" / "profile_default" / "history.sqlite"
+    # The premise: nbclient runs it and leaves no history file.
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        ref = nbformat.read(src, as_version=4)
+        NotebookClient(ref, kernel_name="python3", timeout=120).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert not hist.exists()
+    args = ["run", "--no-sandbox"] if not sandbox else ["run"]
+    out = str(tmp_path / "out.ipynb")
+    r = run_agent(*args, src, "-o", out, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert not hist.exists(), "run wrote the user's IPython history"
