@@ -29,6 +29,7 @@ struct kb_displays {
 struct kb_output {
     kb_displays_t *displays; /* borrowed, or owned when own_displays */
     bool own_displays;       /* displays was made by kb_output_new */
+    bool merge_streams;      /* coalesce consecutive same-name streams */
     json_int_t serial;       /* identifies this execution's registrations */
     json_t *my_ids;          /* object: display_ids this execution registered */
     json_t *outputs;         /* owned array of output dicts */
@@ -149,6 +150,12 @@ s_unregister_mine(kb_output_t *o)
 }
 
 /* --- model ------------------------------------------------------------- */
+
+void
+kb_output_merge_streams(kb_output_t *o, bool on)
+{
+    o->merge_streams = on;
+}
 
 kb_output_t *
 kb_output_new(kb_displays_t *displays, size_t max_bytes)
@@ -443,7 +450,8 @@ s_on_stream(kb_output_t *o, json_t *content)
     s_before_output(o);
     const char *s = json_string_value(text);
     size_t len = json_string_length(text);
-    json_t *last = s_last_stream(o, json_string_value(name));
+    json_t *last =
+        o->merge_streams ? s_last_stream(o, json_string_value(name)) : NULL;
     size_t cost = last ? len : 1 + json_string_length(name) + len;
     size_t keep = len;
     bool cut = false;

@@ -3,8 +3,10 @@
  *
  * Fed the iopub messages of one execute_request (msg_type + content), it
  * keeps the ordered list of nbformat v4 output dicts exactly as nbclient 0.7
- * stores them in cell.outputs, plus consecutive same-name stream outputs
- * coalesced (as the notebook frontend and nbconvert's coalesce_streams do):
+ * stores them in cell.outputs: one stream output per stream message, as
+ * nbclient 0.7 keeps them. kb_output_merge_streams() coalesces consecutive
+ * same-name streams instead (as the notebook frontend and nbconvert's
+ * coalesce_streams do):
  *
  *   stream          {"output_type":"stream","name":N,"text":T}
  *   display_data    {"output_type":"display_data","data":{..},"metadata":{..}}
@@ -62,6 +64,10 @@ size_t kb_displays_count(const kb_displays_t *d, const char *display_id);
  * NULL gives a private registry (updates then reach this execution only).
  * max_bytes caps stored output bytes; 0 means no cap. */
 kb_output_t *kb_output_new(kb_displays_t *displays, size_t max_bytes);
+/* Coalesce consecutive same-name stream outputs into one (off by default:
+ * nbclient 0.7 keeps each stream message as its own output). Set it before
+ * the first message. */
+void kb_output_merge_streams(kb_output_t *o, bool on);
 void kb_output_destroy(kb_output_t **p);
 
 /* Apply one message. `content` is borrowed (its values are copied).

@@ -553,6 +553,7 @@ s_run_python_cell(ag_kernel_t *k, const char *body)
     err_t err = {0};
     char start[40], end[40];
     kb_output_t *out = kb_output_new(NULL, k->inner->max_output_bytes);
+    kb_output_merge_streams(out, true); /* read as text, whole */
     clock_iso8601_now(start, sizeof start);
     int rc = s_run_inner(k, body, FWD_CELL, out, &err);
     clock_iso8601_now(end, sizeof end);

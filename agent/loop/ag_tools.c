@@ -448,6 +448,7 @@ s_python(const ag_tool_env_t *env, const json_t *args, void *tool_arg,
     }
     const char *src = json_string_value(code);
     kb_output_t *out = kb_output_new(env->displays, env->max_output_bytes);
+    kb_output_merge_streams(out, true); /* read as text, whole */
     err_t xerr = {0};
     clock_iso8601_now(res->start_iso, sizeof res->start_iso);
     int64_t t0 = clock_mono_ms();
@@ -527,6 +528,7 @@ s_list_in_kernel(ag_session_t *s, char **where)
     kb_exec_opts_init(&xo);
     xo.store_history = false;
     kb_output_t *out = kb_output_new(NULL, 1 << 20);
+    kb_output_merge_streams(out, true); /* read as text, whole */
     json_t *files = NULL;
     if (kb_kernel_execute(ag_session_kernel(s), s_list_code, &xo, 10000, out,
                           NULL, NULL) == 0) {

@@ -31,6 +31,9 @@ CELLS = {
         "from IPython.display import HTML, JSON, display\n"
         "display(HTML('<b>bold</b>'))\ndisplay(JSON({'a': [1, 2]}))"),
     "unicode": "print('Zürich — 東京 ✓')",
+    # one stream message per flushed print: kept apart, as nbclient 0.7 does
+    "flushed": ("import time\nfor i in range(3):\n    print(i, flush=True)\n"
+                "    time.sleep(0.05)"),
 }
 
 

@@ -23,7 +23,8 @@ from nbclient import NotebookClient
 from nbformat.v4 import (new_code_cell, new_markdown_cell, new_notebook,
                          new_output, new_raw_cell)
 
-from conftest import BIN, SANDBOX_ARGS, normalise_outputs, run_agent
+from conftest import (BIN, SANDBOX_ARGS, coalesce_streams, normalise_outputs,
+                      run_agent)
 
 # A 1x1 PNG, for attachments.
 PNG = base64.b64encode(bytes.fromhex(
@@ -77,6 +78,10 @@ PARITY_CELLS = [
         "try:\n    input('name? ')\nexcept Exception as e:\n"
         "    print(type(e).__name__)")),
     ("unicode", new_code_cell("print('Zürich — 東京 ✓')")),
+    # One stream message per flushed print: nbclient 0.7 keeps them apart.
+    ("flushed", new_code_cell(
+        "import time\nfor i in range(3):\n    print(i, flush=True)\n"
+        "    time.sleep(0.05)")),
     ("md-last", new_markdown_cell("The end.")),
 ]
 NAMES = [n for n, _ in PARITY_CELLS]
@@ -482,10 +487,12 @@ def test_an_agent_session_notebook_reruns_to_the_same_outputs(agent_bin, tmp_pat
     recorded = nbformat.read(src, as_version=4)
     rerun = nbformat.read(out, as_version=4)
     nbformat.validate(rerun)
-    before = [normalise_outputs(c.outputs) for c in recorded.cells
-              if c.cell_type == "code"]
-    after = [normalise_outputs(c.outputs) for c in rerun.cells
-             if c.cell_type == "code"]
+    # `ask` records streams merged (as a frontend shows them); `run`
+    # stores them as nbclient does, so compare them merged.
+    before = [normalise_outputs(coalesce_streams(c.outputs))
+              for c in recorded.cells if c.cell_type == "code"]
+    after = [normalise_outputs(coalesce_streams(c.outputs))
+             for c in rerun.cells if c.cell_type == "code"]
     assert len(after) == len(before) == 6
     assert after == before
 
@@ -521,3 +528,27 @@ def test_ipython_history_is_kept_in_memory_as_nbclient_does(tmp_path,
     r = run_agent(*args, src, "-o", out, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert not hist.exists(), "run wrote the user's IPython history"
+
+
+def test_flushed_prints_stay_separate_outputs_as_in_nbclient(parity, ours):
+    i = NAMES.index("flushed")
+    ref = parity["ref"].cells[i].outputs
+    assert [o["text"] for o in ref] == ["0\n", "1\n", "2\n"]  # premise
+    assert [dict(o) for o in ours.cells[i].outputs] == \
+        [dict(o) for o in ref]
+
+
+def test_merge_streams_joins_them_as_nbconvert_coalesce_streams(
+        parity, tmp_path):
+    from nbconvert.preprocessors import coalesce_streams as nbconvert_merge
+    out = str(tmp_path / "merged.ipynb")
+    r = run(parity["src"], "--allow-errors", "--merge-streams", "-o", out)
+    assert r.returncode == 0, r.stderr
+    merged = assert_written_like_nbformat(out)
+    ref, _ = nbconvert_merge(nbformat.from_dict(
+        json.loads(json.dumps(parity["ref"]))), {})
+    for name in ("flushed", "print", "interleaved"):
+        i = NAMES.index(name)
+        assert normalise_outputs(merged.cells[i].outputs) == \
+            normalise_outputs(ref.cells[i].outputs), name
+    assert len(merged.cells[NAMES.index("flushed")].outputs) == 1
