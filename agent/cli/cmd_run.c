@@ -327,6 +327,12 @@ ag_cmd_run(int argc, char **argv)
     nb = nb_notebook_read_file(in_path, &err);
     if (!nb)
         goto fail;
+    for (const char *w = nb_notebook_warnings(nb); w && *w;) {
+        const char *nl = strchr(w, '\n');
+        int n = nl ? (int)(nl - w) : (int)strlen(w);
+        fprintf(stderr, "jupyter-agent run: warning: %.*s\n", n, w);
+        w += n + (nl != NULL);
+    }
     out_path = inplace   ? xstrdup(in_path)
                : out_arg ? xstrdup(out_arg)
                          : s_default_output(in_path);
