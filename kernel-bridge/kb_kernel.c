@@ -153,6 +153,9 @@ s_launch(kb_kernel_t *k, err_t *err)
     env = s_build_env(k);
     if (k->out_fd < 0)
         k->out_fd = s_make_out_fd();
+    if (k->launcher->ops->prepare &&
+        k->launcher->ops->prepare(k->launcher->self, &k->spec, err))
+        goto out;
     if (k->launcher->ops->spawn(k->launcher->self, argv, env, k->out_fd, err))
         goto out;
     kb_client_opts_t copts = {.max_output_bytes = k->opts.max_output_bytes};

@@ -409,3 +409,69 @@ kb_kernelspec_resolve_program(kb_kernelspec_t *ks, err_t *err)
     ks->argv[0] = found;
     return 0;
 }
+
+/* Append a copy of `path` to the NULL-terminated *list if it exists and is
+ * not listed yet. */
+static void
+s_push_path(char ***list, size_t *n, const char *path)
+{
+    struct stat st;
+    if (!path || path[0] != '/' || stat(path, &st) != 0)
+        return;
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp((*list)[i], path))
+            return;
+    *list = xrealloc(*list, (*n + 2) * sizeof **list);
+    (*list)[(*n)++] = xstrdup(path);
+    (*list)[*n] = NULL;
+}
+
+char **
+kb_kernelspec_runtime_paths(const kb_kernelspec_t *ks)
+{
+    static const struct {
+        const char *language;
+        const char *paths[5];
+    } profiles[] = {
+        {"r", {"/etc/R", "/usr/lib/R", "/usr/local/lib/R", "/usr/share/R"}},
+        {"julia", {"/etc/julia"}},
+        {"javascript",
+         {"/etc/nodejs", "/usr/lib/node_modules",
+          "/usr/local/lib/node_modules"}},
+        {"typescript",
+         {"/etc/nodejs", "/usr/lib/node_modules",
+          "/usr/local/lib/node_modules"}},
+        {"bash",
+         {"/etc/bash.bashrc", "/etc/inputrc", "/etc/profile",
+          "/etc/profile.d"}},
+    };
+    char **list = xcalloc(1, sizeof *list);
+    size_t n = 0;
+    s_push_path(&list, &n, ks->resource_dir);
+    for (size_t i = 1; ks->argv && ks->argv[0] && ks->argv[i]; i++)
+        if (!strstr(ks->argv[i], "{connection_file}"))
+            s_push_path(&list, &n, ks->argv[i]);
+    const char *lang = ks->language ? ks->language : "";
+    for (size_t p = 0; p < sizeof profiles / sizeof profiles[0]; p++) {
+        if (strcasecmp(lang, profiles[p].language) != 0)
+            continue;
+        for (size_t i = 0; i < 5 && profiles[p].paths[i]; i++)
+            s_push_path(&list, &n, profiles[p].paths[i]);
+    }
+    if (!strcasecmp(lang, "julia")) {
+        const char *depot = getenv("JULIA_DEPOT_PATH");
+        const char *home = getenv("HOME");
+        if (depot && *depot) {
+            char *copy = xstrdup(depot), *save = NULL;
+            for (char *t = strtok_r(copy, ":", &save); t;
+                 t = strtok_r(NULL, ":", &save))
+                s_push_path(&list, &n, t);
+            free(copy);
+        } else if (home && *home) {
+            char *d = xasprintf("%s/.julia", home);
+            s_push_path(&list, &n, d);
+            free(d);
+        }
+    }
+    return list;
+}

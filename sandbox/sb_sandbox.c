@@ -1639,3 +1639,9 @@ sb_sandbox_shows_host_path(const sb_sandbox_t *sb, const char *host_path)
     free(real);
     return shown;
 }
+
+int
+sb_sandbox_add_bind(sb_sandbox_t *sb, const char *host, err_t *err)
+{
+    return sb_policy_add_bind(&sb->policy, host, NULL, err);
+}

@@ -144,6 +144,11 @@ int sb_sandbox_copy_out(sb_sandbox_t *sb, const char *rel_dir,
  * binds, the run dir, or a --bind whose inside path is its host path. */
 bool sb_sandbox_shows_host_path(const sb_sandbox_t *sb, const char *host_path);
 
+/* Show host path `host` read-only at the same path inside from the next
+ * spawn on (it joins the box's policy, so the notebook's record names
+ * it). As sb_policy_add_bind for errors. */
+int sb_sandbox_add_bind(sb_sandbox_t *sb, const char *host, err_t *err);
+
 /* Regular files in /mnt/data: JSON [{"path","size"}] (new reference). */
 json_t *sb_sandbox_list_files(sb_sandbox_t *sb, size_t max_entries);
 

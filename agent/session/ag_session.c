@@ -128,6 +128,9 @@ ag_session_parse_flag(ag_session_opts_t *o, int opt, const char *value,
         return ag_parse_seconds(value, &o->idle_timeout_ms, err);
     if (i == 12)
         return ag_parse_seconds(value, &o->max_lifetime_ms, err);
+    if (i == 13) /* the sandbox subcommand's parser */
+        return sb_policy_parse_flag(&o->policy, "--bind", value, err) > 0 ? 0
+                                                                          : -1;
     if (i < 2 || i > 7)
         return -1;
     return sb_policy_parse_flag(&o->policy, policy_flags[i - 2], value, err) > 0

@@ -65,6 +65,7 @@ typedef struct ag_session_opts {
         {"install", required_argument, 0, AG_SESSION_OPT_BASE + 9},            \
         {"trust", required_argument, 0, AG_SESSION_OPT_BASE + 10},             \
         {"idle-timeout", required_argument, 0, AG_SESSION_OPT_BASE + 11},      \
+        {"bind", required_argument, 0, AG_SESSION_OPT_BASE + 13},              \
     {                                                                          \
         "max-lifetime", required_argument, 0, AG_SESSION_OPT_BASE + 12         \
     }
@@ -78,6 +79,7 @@ typedef struct ag_session_opts {
     "      --disk SIZE        size of /mnt/data (default 512M)\n"              \
     "      --tmp SIZE         size of /tmp (default 256M)\n"                   \
     "      --keep-workspace DIR  copy /mnt/data to DIR at the end\n"           \
+    "      --bind HOST[:INSIDE]  show a host path read-only inside\n"          \
     "      --warm MODE        auto: a warm kernel from 'jupyter-agent "        \
     "serve'\n"                                                                 \
     "                         when one runs, else a cold start (default);\n"   \

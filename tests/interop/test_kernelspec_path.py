@@ -7,8 +7,10 @@ The peer is jupyter_client's KernelManager, started on the same kernelspec
 directory: what it can start, `exec` starts too."""
 import json
 import os
+import pathlib
 import shutil
 import stat
+import tempfile
 
 import pytest
 from jupyter_client.manager import KernelManager
@@ -82,12 +84,15 @@ def test_pip_installed_python_kernelspec_starts_like_jupyter_client(
     assert r.stdout == want
 
 
-def test_a_bare_program_name_is_found_on_path_like_jupyter_client(jpath):
+def test_a_bare_program_name_is_found_on_path_like_jupyter_client(jpath,
+                                                                 request):
     """A kernelspec naming `mykernel` runs the `mykernel` found on PATH
     (here a wrapper script starting ipykernel), as Popen finds it."""
     tmp, env = jpath
-    bindir = tmp / "bin"
-    bindir.mkdir()
+    # Not under /tmp: the box has its own /tmp, where nothing can be bound.
+    bindir = pathlib.Path(tempfile.mkdtemp(prefix="ja-bin-", dir="/var/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(bindir, ignore_errors=True))
+    bindir.chmod(0o755)  # the box user is not root
     script = bindir / "mykernel"
     script.write_text("#!/bin/sh\nexec %s -m ipykernel_launcher \"$@\"\n"
                       % PYTHON)
@@ -109,6 +114,11 @@ def test_a_bare_program_name_is_found_on_path_like_jupyter_client(jpath):
                   env=env)
     assert r.returncode == 4, r.stderr
     assert str(script) in r.stderr and "--bind %s" % bindir in r.stderr
+    # ... and doing what it says makes it run sandboxed.
+    r = run_agent("exec", "--bind", str(bindir), "--kernel", "onpath",
+                  "--warm", "cold", "-c", code, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "42\n"
 
 
 def test_a_program_not_on_path_is_reported_with_the_path_searched(jpath):

@@ -255,6 +255,36 @@ main(void)
        "the kernelspec's own env PATH is searched, and a miss names it");
     json_decref(spec_env);
 
+    /* --- what a kernel's runtime needs besides its program ------------- */
+    {
+        char res[1024], script[1024];
+        snprintf(res, sizeof res, "%s/jp1", s_root);
+        snprintf(script, sizeof script, "%s/jp1/kernels", s_root);
+        char a0[] = "/usr/bin/R", a1[] = "-f", a3[] = "{connection_file}",
+             a4[] = "/nonexistent/x", lang[] = "R";
+        char *rargv[] = {a0, a1, script, a3, a4, NULL};
+        kb_kernelspec_t rk = {.resource_dir = res, .language = lang};
+        rk.argv = kb_kernelspec_expand_argv(&(kb_kernelspec_t){.argv = rargv},
+                                            "/run/c.json");
+        char **paths = kb_kernelspec_runtime_paths(&rk);
+        int has_res = 0, has_script = 0, has_etc = 0, has_missing = 0;
+        for (char **p = paths; *p; p++) {
+            has_res |= !strcmp(*p, res);
+            has_script |= !strcmp(*p, script);
+            has_etc |= !strcmp(*p, "/etc/R");
+            has_missing |= !strcmp(*p, "/nonexistent/x");
+        }
+        ok(has_res && has_script && !has_missing,
+           "the resource dir and existing absolute argv paths are a "
+           "kernel's runtime paths; missing ones are not");
+        if (access("/etc/R", F_OK) == 0)
+            ok(has_etc, "an R kernel's runtime includes /etc/R");
+        else
+            skip("no /etc/R on this host");
+        kb_argv_free(paths);
+        kb_argv_free(rk.argv);
+    }
+
     snprintf(env, sizeof env, "rm -rf '%s'", s_root);
     if (system(env) != 0)
         diag("could not remove %s", s_root);
