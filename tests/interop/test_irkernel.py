@@ -70,7 +70,10 @@ def test_r_timeout_interrupts_and_exits_6():
                code='cat("start\\n"); Sys.sleep(60); cat("never\\n")')
     assert r.returncode == 6, r.stderr
     assert "start" in r.stdout and "never" not in r.stdout
-    assert "interrupted" in r.stderr
+    # Interrupted (R stops Sys.sleep on SIGINT); on a loaded machine the
+    # 5 s grace may pass first and the kernel is killed instead: either
+    # way the message names the interrupt.
+    assert "interrupt" in r.stderr
 
 
 def test_r_readline_reads_our_standard_input():
