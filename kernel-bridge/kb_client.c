@@ -505,6 +505,8 @@ s_on_shell(kb_exec_t *x, kb_msg_t *m, kb_output_t *out)
     const char *status = json_string_value(json_object_get(content, "status"));
     kb_output_set_status(out, status ? status : "error");
     kb_output_set_payload(out, json_object_get(content, "payload"));
+    kb_output_set_user_expressions(
+        out, json_object_get(content, "user_expressions"));
 }
 
 int

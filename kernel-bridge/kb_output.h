@@ -91,6 +91,12 @@ const char *kb_output_status(const kb_output_t *o);
  * The setter copies the references it keeps. */
 void kb_output_set_payload(kb_output_t *o, json_t *payload);
 json_t *kb_output_payload(const kb_output_t *o);
+/* The execute_reply's user_expressions, as the kernel sent them (an
+ * object; {} before a reply). Borrowed. */
+json_t *kb_output_user_expressions(const kb_output_t *o);
+/* Record the reply's user_expressions (borrowed, copied; ignored unless an
+ * object). */
+void kb_output_set_user_expressions(kb_output_t *o, json_t *expressions);
 void kb_output_set_interrupted(kb_output_t *o, bool yes);
 bool kb_output_interrupted(const kb_output_t *o);
 void kb_output_set_timed_out(kb_output_t *o, bool yes);

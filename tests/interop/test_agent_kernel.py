@@ -524,3 +524,82 @@ def test_idle_session_is_stopped_and_the_next_cell_is_told(spec_prefix):
             km.shutdown_kernel(now=True)
     finally:
         shutil.rmtree(prefix, ignore_errors=True)
+
+
+def test_user_expressions_are_evaluated_and_returned_like_ipykernel(kernel):
+    """A frontend's user_expressions reach the Python side and come back
+    in the reply, shaped as a python3 ipykernel returns them."""
+    km, kc = kernel
+    exprs = {"answer": "6 * 7", "bad": "1 / 0"}
+    reply, _ = run(kc, "%%python\nx = 41", user_expressions=exprs)
+    assert reply["status"] == "ok", reply
+    ours = reply["user_expressions"]
+    py = KernelManager(kernel_name="python3")
+    py.start_kernel()
+    pc = py.client()
+    pc.start_channels()
+    try:
+        pc.wait_for_ready(timeout=TIMEOUT)
+        theirs = pc.execute_interactive(
+            "x = 41", timeout=TIMEOUT,
+            user_expressions=exprs)["content"]["user_expressions"]
+    finally:
+        pc.stop_channels()
+        py.shutdown_kernel(now=True)
+    assert theirs["answer"]["data"]["text/plain"] == "42"  # the premise
+    assert ours["answer"] == theirs["answer"]
+    assert ours["bad"]["status"] == theirs["bad"]["status"] == "error"
+    assert ours["bad"]["ename"] == theirs["bad"]["ename"]
+    # ... also after a cell that did not run in Python (a magic).
+    reply, _ = run(kc, "%model", user_expressions={"x": "x + 1"})
+    assert reply["status"] == "ok", reply
+    assert reply["user_expressions"]["x"]["data"]["text/plain"] == "42"
+
+
+def test_tracebacks_name_the_frontends_cell_number(kernel):
+    """The Python side numbers cells by its own count; a traceback shown in
+    the frontend names the cell as the frontend numbered it."""
+    km, kc = kernel
+    run(kc, "hello")  # answered by the agent: In[1] here, not in Python
+    reply, outs = run(kc, "%%python\ndef f():\n    return 1 / 0\nf()")
+    assert reply["status"] == "error"
+    assert reply["execution_count"] == 2
+    errors = [c for t, c in outs if t == "error"]
+    tb = "\n".join(errors[0]["traceback"]).replace("In [", "In[")
+    assert "In[2]" in tb and "In[1]" not in tb, tb
+    assert "In[2]" in "\n".join(reply["traceback"]).replace("In [", "In[")
+
+
+def test_history_survives_a_kernel_restart(spec_prefix, tmp_path):
+    """As IPython keeps history.sqlite, the agent kernel keeps its history
+    in the Jupyter data dir: after a restart, history_request sees the
+    earlier session's cells."""
+    saved = os.environ.get("JUPYTER_DATA_DIR")
+    os.environ["JUPYTER_DATA_DIR"] = str(tmp_path)
+    km = KernelManager(kernel_name="agent")
+    try:
+        km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=TIMEOUT)
+        run(kc, "%%python\nremember_me = 1")
+        km.restart_kernel(now=True)
+        kc.wait_for_ready(timeout=TIMEOUT)
+        run(kc, "%%python\nsecond = 2")
+        msg_id = kc.history(hist_access_type="tail", n=10)
+        reply = kc.get_shell_msg(timeout=TIMEOUT)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = kc.get_shell_msg(timeout=TIMEOUT)
+        hist = reply["content"]["history"]
+        sources = [(s, line, src) for s, line, src in hist]
+        assert (1, 1, "%%python\nremember_me = 1") in sources, sources
+        assert (2, 1, "%%python\nsecond = 2") in sources, sources
+        assert os.path.exists(tmp_path / "agent" / "history.jsonl")
+        kc.stop_channels()
+    finally:
+        if km.is_alive():
+            km.shutdown_kernel(now=True)
+        if saved is None:
+            os.environ.pop("JUPYTER_DATA_DIR", None)
+        else:
+            os.environ["JUPYTER_DATA_DIR"] = saved
