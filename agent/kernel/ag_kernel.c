@@ -306,7 +306,8 @@ s_forward(const kb_msg_t *msg, void *arg)
     ag_kernel_t *k = f->k;
     static const char *const types[] = {
         "stream",       "display_data", "update_display_data",
-        "clear_output", "error",        "execute_result"};
+        "clear_output", "error",        "execute_result",
+        "comm_open",    "comm_msg",     "comm_close"};
     const char *type = kb_msg_type(msg);
     bool known = false;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
@@ -1121,13 +1122,67 @@ s_on_kernel_info(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
                            json_deep_copy(k->info), NULL);
 }
 
+/* The comms live in the Python side: its comm_info, when it runs (a
+ * frontend asks on connect; that alone starts no sandbox). */
 static int
 s_on_comm_info(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
 {
-    (void)arg;
-    return kb_server_reply(s, ch, req, "comm_info_reply",
-                           json_pack("{s:s, s:{}}", "status", "ok", "comms"),
-                           NULL);
+    ag_kernel_t *k = arg;
+    json_t *reply = k->session
+                        ? s_ask_inner(k, "comm_info_request",
+                                      json_deep_copy(kb_msg_content(req)))
+                        : NULL;
+    if (!json_is_object(json_object_get(reply, "comms"))) {
+        json_decref(reply);
+        reply = json_pack("{s:s, s:{}}", "status", "ok", "comms");
+    }
+    return kb_server_reply(s, ch, req, "comm_info_reply", reply, NULL);
+}
+
+/* What the Python side publishes while handling a frontend's comm
+ * message: forwarded under that message. */
+typedef struct comm_fwd {
+    ag_kernel_t *k;
+    const kb_msg_t *req; /* the frontend's comm message (borrowed) */
+} comm_fwd_t;
+
+static void
+s_forward_comm(const kb_msg_t *msg, void *arg)
+{
+    comm_fwd_t *f = arg;
+    const char *type = kb_msg_type(msg);
+    if (!strcmp(type, "status") || !strcmp(type, "execute_input"))
+        return;
+    kb_server_publish(f->k->server, f->req, type,
+                      json_deep_copy(kb_msg_content(msg)), NULL);
+}
+
+/* comm_open, comm_msg, comm_close from the frontend: to the Python side
+ * (ipywidgets in %%python cells), and what it answers back. Comm messages
+ * have no reply. Without a Python session, a comm_open is closed again,
+ * as ipykernel closes one for a target it does not know. */
+static int
+s_on_comm(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
+{
+    (void)ch;
+    ag_kernel_t *k = arg;
+    json_t *content = kb_msg_content(req);
+    const char *type = kb_msg_type(req);
+    if (!k->session) {
+        const char *id = s_str(content, "comm_id", "");
+        if (!strcmp(type, "comm_open"))
+            kb_server_publish(s, req, "comm_close",
+                              json_pack("{s:s, s:{}}", "comm_id", id, "data"),
+                              NULL);
+        return 0;
+    }
+    kb_client_t *c = kb_kernel_client(ag_session_kernel(k->session));
+    comm_fwd_t f = {k, req};
+    err_t err = {0};
+    if (kb_client_send_pump(c, type, json_deep_copy(content), s_forward_comm,
+                            &f, INNER_REQUEST_MS, &err))
+        log_warn("%s: %s", type, err.text);
+    return 0;
 }
 
 static json_t *
@@ -1255,6 +1310,9 @@ ag_kernel_new(const ag_kernel_opts_t *o, err_t *err)
     kb_server_on(server, "is_complete_request", s_on_is_complete, k);
     kb_server_on(server, "history_request", s_on_history, k);
     kb_server_on(server, "comm_info_request", s_on_comm_info, k);
+    kb_server_on(server, "comm_open", s_on_comm, k);
+    kb_server_on(server, "comm_msg", s_on_comm, k);
+    kb_server_on(server, "comm_close", s_on_comm, k);
     return k;
 }
 

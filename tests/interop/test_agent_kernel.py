@@ -603,3 +603,86 @@ def test_history_survives_a_kernel_restart(spec_prefix, tmp_path):
             os.environ.pop("JUPYTER_DATA_DIR", None)
         else:
             os.environ["JUPYTER_DATA_DIR"] = saved
+
+
+def iopub_until_idle(kc, parent_id):
+    """The iopub messages of request `parent_id`, up to its idle status."""
+    got = []
+    while True:
+        msg = kc.get_iopub_msg(timeout=TIMEOUT)
+        if msg["parent_header"].get("msg_id") != parent_id:
+            continue
+        if (msg["msg_type"] == "status"
+                and msg["content"]["execution_state"] == "idle"):
+            return got
+        got.append(msg)
+
+
+def comm_info(kc, target=None):
+    msg_id = kc.comm_info(target_name=target)
+    reply = kc.get_shell_msg(timeout=TIMEOUT)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=TIMEOUT)
+    return reply["content"]["comms"]
+
+
+def send_comm(kc, msg_type, content):
+    """What a frontend's widget manager sends (no reply; iopub answers)."""
+    msg = kc.session.msg(msg_type, content)
+    kc.shell_channel.send(msg)
+    return iopub_until_idle(kc, msg["header"]["msg_id"])
+
+
+def test_ipywidgets_comms_flow_both_ways(kernel):
+    """A widget made in a %%python cell (Debian's python3-ipywidgets)
+    opens its comm to the frontend through the agent kernel; the
+    frontend's comm_info, state updates and comm_close reach the widget;
+    the widget's own updates reach the frontend."""
+    km, kc = kernel
+    assert comm_info(kc) == {}  # no Python session yet: nothing open
+    reply, outs = run(kc, "%%python\nimport ipywidgets as w\n"
+                          "s = w.IntSlider(value=3)\ndisplay(s)")
+    assert reply["status"] == "ok", reply
+    opens = [c for t, c in outs if t == "comm_open"
+             and c["target_name"] == "jupyter.widget"]
+    assert opens, [t for t, _ in outs]
+    # ipywidgets 6 (Debian 12) sends the state as the data itself, 7+
+    # under "state".
+    slider = [o for o in opens if o["data"].get("state", o["data"]).get(
+        "_model_name") == "IntSliderModel"]
+    assert slider, opens
+    comm_id = slider[0]["comm_id"]
+    # display(s): a view for the frontend, as display_data (7+) or as a
+    # "display" comm message (6).
+    views = [c["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+             for t, c in outs if t == "display_data" and
+             "application/vnd.jupyter.widget-view+json" in c["data"]]
+    views += [c["comm_id"] for t, c in outs if t == "comm_msg" and
+              c["data"].get("method") == "display"]
+    assert comm_id in views, outs
+
+    assert comm_id in comm_info(kc, "jupyter.widget")
+
+    # The frontend moves the slider (ipywidgets 6's protocol).
+    send_comm(kc, "comm_msg", {"comm_id": comm_id, "data": {
+        "method": "backbone", "sync_data": {"value": 7}}})
+    _, outs = run(kc, "%%python\nprint(s.value)")
+    assert "".join(c.get("text", "") for t, c in outs
+                   if t == "stream") == "7\n"
+
+    # The Python side changes it: the frontend hears of it.
+    _, outs = run(kc, "%%python\ns.value = 9")
+    updates = [c for t, c in outs if t == "comm_msg"
+               and c["comm_id"] == comm_id]
+    assert any(u["data"].get("state", {}).get("value") == 9
+               for u in updates), updates
+
+    # A state request from the frontend is answered on iopub.
+    got = send_comm(kc, "comm_msg", {"comm_id": comm_id,
+                                     "data": {"method": "request_state"}})
+    assert any(m["msg_type"] == "comm_msg" and
+               m["content"]["data"].get("state", {}).get("value") == 9
+               for m in got), [m["msg_type"] for m in got]
+
+    send_comm(kc, "comm_close", {"comm_id": comm_id, "data": {}})
+    assert comm_id not in comm_info(kc, "jupyter.widget")
