@@ -445,7 +445,8 @@ def test_unwritable_output_is_refused_before_running(tmp_path):
 
 @pytest.mark.parametrize("content,message", [
     ('{"cells": [', "invalid JSON at line"),
-    ('{"nbformat": 3, "nbformat_minor": 0, "worksheets": []}', "nbformat"),
+    ('{"nbformat": 2, "nbformat_minor": 0, "worksheets": []}',
+     "nbformat 2; convert it"),
     ('{"cells": [{"cell_type": "code"}], "metadata": {}, "nbformat": 4,'
      ' "nbformat_minor": 5}', "cell 1"),
 ])
@@ -552,3 +553,26 @@ def test_merge_streams_joins_them_as_nbconvert_coalesce_streams(
         assert normalise_outputs(merged.cells[i].outputs) == \
             normalise_outputs(ref.cells[i].outputs), name
     assert len(merged.cells[NAMES.index("flushed")].outputs) == 1
+
+
+def test_an_nbformat_3_notebook_runs_like_nbclient_runs_its_upgrade(tmp_path):
+    """nbformat upgrades v3 on read; so does run, then executes it."""
+    from nbformat import v3
+    ws = v3.new_worksheet(cells=[
+        v3.new_heading_cell("Old notebook", level=1),
+        v3.new_code_cell(input="print(6 * 7)", prompt_number=9,
+                         outputs=[v3.new_output("stream",
+                                                output_text="stale\n")]),
+    ])
+    src = tmp_path / "v3.ipynb"
+    src.write_text(v3.writes_json(v3.new_notebook(worksheets=[ws])))
+    out = str(tmp_path / "v3.out.ipynb")
+    r = run(str(src), "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "nbformat 3, upgraded" in r.stderr
+    ours = assert_written_like_nbformat(out)
+    ref = nbformat.read(str(src), as_version=4)
+    NotebookClient(ref, kernel_name="python3", timeout=120).execute()
+    assert ours.cells[0].source == ref.cells[0].source == "# Old notebook"
+    assert normalise_outputs(ours.cells[1].outputs) == \
+        normalise_outputs(ref.cells[1].outputs)
