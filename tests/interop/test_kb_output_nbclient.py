@@ -40,7 +40,8 @@ CELLS = [
     "from IPython.display import HTML\ndisplay(HTML('<b>hi</b>'))\n"
     "raise ValueError('boom')",
     # flushed prints: one stream message each, kept apart by nbclient 0.7
-    "import time\nfor i in range(3):\n    print(i, flush=True)\n"
+    "import sys, time\nfor i in range(3):\n"
+        "    sys.stdout.write('%d\\n' % i); sys.stdout.flush()\n"
     "    time.sleep(0.05)",
 ]
 

@@ -80,7 +80,8 @@ PARITY_CELLS = [
     ("unicode", new_code_cell("print('Zürich — 東京 ✓')")),
     # One stream message per flushed print: nbclient 0.7 keeps them apart.
     ("flushed", new_code_cell(
-        "import time\nfor i in range(3):\n    print(i, flush=True)\n"
+        "import sys, time\nfor i in range(3):\n"
+        "    sys.stdout.write('%d\\n' % i); sys.stdout.flush()\n"
         "    time.sleep(0.05)")),
     ("md-last", new_markdown_cell("The end.")),
 ]
