@@ -58,7 +58,7 @@ s_prepare(void *self, const kb_kernelspec_t *spec, err_t *err)
         if (!sb_sandbox_shows_host_path(BOX(self), *p))
             (void)sb_sandbox_add_bind(BOX(self), *p, &skip);
     }
-    kb_argv_free(paths);
+    strv_free(paths);
     return 0;
 }
 

@@ -2,6 +2,7 @@
  * jupyter_client does. */
 #include "../tap.h"
 
+#include "common/strv.h"
 #include "kernel-bridge/kb_kernelspec.h"
 
 #include <stdlib.h>
@@ -142,7 +143,7 @@ main(void)
            "every {connection_file} in an argument is replaced");
     is_str(argv[3], "{prefix}", "unknown placeholders are kept as written");
     ok(argv[4] == NULL, "the expanded argv is NULL-terminated");
-    kb_argv_free(argv);
+    strv_free(argv);
     kb_kernelspec_release(&ks);
 
     /* --- malformed kernelspecs ---------------------------------------- */
@@ -218,7 +219,7 @@ main(void)
             if (!strcmp(*p, "/tmp/c.json"))
                 has = 1;
         ok(has, "the system python3 argv takes the connection file");
-        kb_argv_free(argv);
+        strv_free(argv);
         kb_kernelspec_release(&ks);
     } else {
         skip("no /usr/share/jupyter/kernels/python3 here");
@@ -281,8 +282,8 @@ main(void)
             ok(has_etc, "an R kernel's runtime includes /etc/R");
         else
             skip("no /etc/R on this host");
-        kb_argv_free(paths);
-        kb_argv_free(rk.argv);
+        strv_free(paths);
+        strv_free(rk.argv);
     }
 
     snprintf(env, sizeof env, "rm -rf '%s'", s_root);
