@@ -118,15 +118,17 @@ static const char *const s_zygote_lines[] = {
     "                sys.modules['numpy'].random.seed()\n",
     "            os.environ.clear()\n",
     "            os.environ.update(req['env'])\n",
-    "            prog = bytes.fromhex(req['seccomp'])\n",
-    "            buf = ctypes.create_string_buffer(prog, len(prog))\n",
     "            class FProg(ctypes.Structure):\n",
     "                _fields_ = [('len', ctypes.c_ushort), ('filter', "
     "ctypes.c_void_p)]\n",
-    "            fp = FProg(len(prog) // 8, ctypes.addressof(buf))\n",
-    "            if libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:  # "
+    "            for h in req['seccomp']:  # the allow list, then the deny "
+    "rows\n",
+    "                prog = bytes.fromhex(h)\n",
+    "                buf = ctypes.create_string_buffer(prog, len(prog))\n",
+    "                fp = FProg(len(prog) // 8, ctypes.addressof(buf))\n",
+    "                if libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:  # "
     "PR_SET_SECCOMP\n",
-    "                raise OSError(ctypes.get_errno(), 'seccomp')\n",
+    "                    raise OSError(ctypes.get_errno(), 'seccomp')\n",
     "            os.write(wfd, b'ok\\n')\n",
     "            os.close(wfd)\n",
     "        except BaseException as e:\n",
@@ -460,10 +462,17 @@ kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
     sb_seccomp_prog_t prog;
     if (sb_seccomp_build(&prog, err) < 0)
         return -1;
-    size_t nbytes = prog.len * 8;
-    char *hex = xmalloc(nbytes * 2 + 1);
-    for (size_t i = 0; i < nbytes; i++)
-        snprintf(hex + 2 * i, 3, "%02x", ((unsigned char *)prog.insns)[i]);
+    json_t *filters = json_array();
+    size_t bounds[3] = {0, prog.first_len, prog.len};
+    for (int k = 0; k < 2; k++) {
+        size_t nbytes = (bounds[k + 1] - bounds[k]) * 8;
+        const unsigned char *at = (unsigned char *)prog.insns + bounds[k] * 8;
+        char *hex = xmalloc(nbytes * 2 + 1);
+        for (size_t i = 0; i < nbytes; i++)
+            snprintf(hex + 2 * i, 3, "%02x", at[i]);
+        json_array_append_new(filters, json_string(hex));
+        free(hex);
+    }
     sb_seccomp_prog_release(&prog);
     json_t *procs = json_array();
     const char *ctls[] = {"memory", "pids", "cpu"};
@@ -495,8 +504,7 @@ kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
                   "cgroup_procs", procs, "rlimits", rl, "ns_flags",
                   CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
                       CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWCGROUP,
-                  "seccomp", json_string(hex));
-    free(hex);
+                  "seccomp", filters);
     char *text = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     int fds[3] = {sb_sandbox_pidfd(box), ctl_fd, out_fd};
