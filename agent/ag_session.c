@@ -111,6 +111,10 @@ ag_session_parse_flag(ag_session_opts_t *o, int opt, const char *value,
                            "--warm takes auto, pool or cold, not '%s'", value);
         return 0;
     }
+    if (i == 21) {
+        o->policy.seccomp_audit = true;
+        return 0;
+    }
     if (i == 8) {
         free(o->packages_dir);
         o->packages_dir = xstrdup(value);

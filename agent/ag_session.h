@@ -52,6 +52,7 @@ typedef struct ag_session_opts {
     {"no-sandbox", no_argument, 0, AG_SESSION_OPT_BASE + 0},                   \
         {"file", required_argument, 0, AG_SESSION_OPT_BASE + 1},               \
         {"warm", required_argument, 0, AG_SESSION_OPT_BASE + 20},              \
+        {"seccomp-audit", no_argument, 0, AG_SESSION_OPT_BASE + 21},           \
         {"memory", required_argument, 0, AG_SESSION_OPT_BASE + 2},             \
         {"cpus", required_argument, 0, AG_SESSION_OPT_BASE + 3},               \
         {"pids", required_argument, 0, AG_SESSION_OPT_BASE + 4},               \

@@ -38,7 +38,8 @@ s_help(FILE *out)
             "read-only /usr;\n"
             "a private /tmp, $HOME (" SB_HOME_PATH ") and /mnt/data (the "
             "working directory);\n"
-            "uid 1000 without capabilities; a seccomp filter; cgroup limits. "
+            "uid 1000 without capabilities; a seccomp allow list; Landlock; "
+            "cgroup limits. "
             "Stdio passes\n"
             "through; the environment is only PATH, HOME, LANG=C.UTF-8 and "
             "TERM (plus --env).\n"
@@ -51,8 +52,9 @@ s_help(FILE *out)
             "  --quiet              do not print warnings about limits not "
             "enforced\n"
             "  --print-policy       print the policy as JSON and exit\n"
-            "  --seccomp-table      print the system-call deny table as JSON "
-            "and exit\n"
+            "  --seccomp-table      print the system-call table (allow list "
+            "and deny rows,\n"
+            "                       each with its reason) as JSON and exit\n"
             "  -h, --help           this text\n"
             "\n%s"
             "\n"
@@ -278,6 +280,10 @@ ag_cmd_sandbox(int argc, char **argv)
         rc = ERR_SANDBOX;
         goto out;
     }
+    char *audit = sb_sandbox_seccomp_audit_report(sb);
+    if (audit)
+        fprintf(stderr, PROG ": %s\n", audit);
+    free(audit);
     char how[160];
     if (timed_out) {
         fprintf(stderr,

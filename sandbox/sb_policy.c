@@ -241,9 +241,10 @@ sb_policy_parse_flag(sb_policy_t *p, const char *flag, const char *value,
                      err_t *err)
 {
     static const char *const names[] = {
-        "--memory", "--cpus", "--pids",           "--disk",
-        "--tmp",    "--shm",  "--nofile",         "--fsize",
-        "--env",    "--bind", "--keep-workspace", "--network"};
+        "--memory",       "--cpus", "--pids",           "--disk",
+        "--tmp",          "--shm",  "--nofile",         "--fsize",
+        "--env",          "--bind", "--keep-workspace", "--network",
+        "--seccomp-audit"};
     char name[32];
     const char *eq = strchr(flag, '=');
     size_t nlen = eq ? (size_t)(eq - flag) : strlen(flag);
@@ -257,6 +258,12 @@ sb_policy_parse_flag(sb_policy_t *p, const char *flag, const char *value,
             known = 1;
     if (!known)
         return 0;
+    if (strcmp(name, "--seccomp-audit") == 0) {
+        if (eq)
+            return err_set(err, ERR_USAGE, "--seccomp-audit takes no value");
+        p->seccomp_audit = true;
+        return 1;
+    }
     if (strcmp(name, "--network") == 0)
         return err_set(err, ERR_USAGE,
                        "--network: sandboxes have no network (loopback only); "
@@ -356,6 +363,10 @@ sb_policy_flags_help(void)
            "  --bind HOST[:INSIDE] extra read-only bind mount\n"
            "  --keep-workspace DIR copy /mnt/data to DIR when the sandbox "
            "ends\n"
+           "  --seccomp-audit      let through, and report at the end, the "
+           "system calls\n"
+           "                       the seccomp allow list lacks (for new "
+           "kernels and runtimes)\n"
            "  SIZE is bytes or a number with K, M, G, T (binary): 512M, "
            "1.5G\n";
 }

@@ -103,7 +103,8 @@ enum s_msg_type {
     MSG_FILES_DONE = 3, /* parent: files copied in, continue */
     MSG_ERROR = 4,      /* pid 1: step `text` failed with `errnum` */
     MSG_RUNNING = 5,    /* pid 1: the program was exec'ed */
-    MSG_STATUS = 6      /* pid 1: the program's wait status */
+    MSG_STATUS = 6,     /* pid 1: the program's wait status */
+    MSG_LISTENER = 7    /* program: its seccomp audit listener (SCM_RIGHTS) */
 };
 
 struct s_msg {
@@ -154,10 +155,11 @@ struct s_child {
     int stdio[3];              /* fds for the program's 0, 1, 2 (or -1) */
     bool root_mode;            /* launched by root: map 0 and 1000 */
     const struct s_plan *plan; /* the mounts */
-    const sb_seccomp_prog_t *seccomp; /* compiled filter */
-    char *const *argv;                /* program */
-    char *const *envp;                /* its complete environment */
-    const char *hostname;             /* inside */
+    const sb_seccomp_prog_t *seccomp;      /* the program's filter */
+    const sb_seccomp_prog_t *seccomp_init; /* init's (never audit) */
+    char *const *argv;                     /* program */
+    char *const *envp;                     /* its complete environment */
+    const char *hostname;                  /* inside */
     struct rlimit rl_nofile, rl_fsize, rl_nproc, rl_data; /* limits */
     bool limit_data; /* no memory cgroup: use RLIMIT_DATA */
 };
@@ -170,29 +172,30 @@ struct s_staged {
 enum s_state { ST_NEW, ST_RUNNING, ST_REAPED };
 
 struct sb_sandbox {
-    sb_policy_t policy;     /* owned copy */
-    enum s_state state;     /* lifecycle */
-    bool root_mode;         /* euid 0 at new(): two-uid mapping */
-    uid_t host_uid;         /* host uid of inside uid 1000 */
-    gid_t host_gid;         /* host gid of inside gid 1000 */
-    char *top_dir;          /* owned: /tmp/ja-XXXXXX (removed at destroy) */
-    char *run_dir;          /* owned: top_dir/run */
-    int lock_fd;            /* owned: top_dir, flock'ed while we live */
-    char id[48];            /* "<pid>-<XXXXXX>", names the cgroup */
-    sb_cgroup_t *cg;        /* owned */
-    buf_t warnings;         /* "; "-separated */
-    struct s_staged *files; /* owned: queued for /mnt/data */
-    size_t n_files;         /* entries in files */
-    int stdin_fd;           /* borrowed, or -1 */
-    pid_t pid;              /* host pid of pid 1, or -1 */
-    int pidfd;              /* owned, or -1 */
-    int ctl;                /* owned control socket, or -1 */
-    int ws_fd;              /* owned workspace dir fd, or -1 */
-    char ws_path[40];       /* "/proc/self/fd/N" */
-    bool killed;            /* sb_sandbox_kill was called */
-    bool finished;          /* sb_sandbox_finish ran */
-    long oom_base;          /* cgroup OOM kills before this box started */
-    sb_exit_t exit;         /* valid when state == ST_REAPED */
+    sb_policy_t policy;        /* owned copy */
+    enum s_state state;        /* lifecycle */
+    bool root_mode;            /* euid 0 at new(): two-uid mapping */
+    uid_t host_uid;            /* host uid of inside uid 1000 */
+    gid_t host_gid;            /* host gid of inside gid 1000 */
+    char *top_dir;             /* owned: /tmp/ja-XXXXXX (removed at destroy) */
+    char *run_dir;             /* owned: top_dir/run */
+    int lock_fd;               /* owned: top_dir, flock'ed while we live */
+    char id[48];               /* "<pid>-<XXXXXX>", names the cgroup */
+    sb_cgroup_t *cg;           /* owned */
+    buf_t warnings;            /* "; "-separated */
+    struct s_staged *files;    /* owned: queued for /mnt/data */
+    size_t n_files;            /* entries in files */
+    int stdin_fd;              /* borrowed, or -1 */
+    pid_t pid;                 /* host pid of pid 1, or -1 */
+    int pidfd;                 /* owned, or -1 */
+    int ctl;                   /* owned control socket, or -1 */
+    int ws_fd;                 /* owned workspace dir fd, or -1 */
+    char ws_path[40];          /* "/proc/self/fd/N" */
+    bool killed;               /* sb_sandbox_kill was called */
+    bool finished;             /* sb_sandbox_finish ran */
+    long oom_base;             /* cgroup OOM kills before this box started */
+    sb_seccomp_audit_t *audit; /* owned; --seccomp-audit's counts, or NULL */
+    sb_exit_t exit;            /* valid when state == ST_REAPED */
 };
 
 /* ====================================================================
@@ -612,9 +615,14 @@ s_program(const struct s_child *c, int ep)
         step = "mark fds close-on-exec";
         goto fail;
     }
-    if (sb_seccomp_install(c->seccomp) < 0) {
+    int listener = sb_seccomp_install(c->seccomp);
+    if (listener < 0) {
         step = "install the seccomp filter";
         goto fail;
+    }
+    if (c->seccomp->audit) { /* out of the box before anything runs */
+        s_send(c->ctl, MSG_LISTENER, 0, 0, 0, NULL, NULL, listener);
+        close(listener);
     }
     execve(c->argv[0], c->argv, c->envp);
     step = "exec";
@@ -729,7 +737,7 @@ s_init(const struct s_child *c)
      * forward signals to the program, which runs as another uid. */
     if (s_drop_caps(CAP_KILL) < 0 ||
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-        sb_seccomp_install(c->seccomp) < 0)
+        sb_seccomp_install(c->seccomp_init) < 0)
         s_die(c, "restrict init", NULL);
 
     ssize_t n;
@@ -1085,6 +1093,19 @@ sb_sandbox_workspace_fd(const sb_sandbox_t *sb)
     return sb->ws_fd;
 }
 
+char *
+sb_sandbox_seccomp_audit_report(sb_sandbox_t *sb)
+{
+    if (!sb->policy.seccomp_audit)
+        return NULL;
+    char *calls = sb->audit ? sb_seccomp_audit_report(sb->audit) : NULL;
+    char *out =
+        xasprintf("seccomp audit: %s%s", calls ? "the allow list lacks " : "",
+                  calls ? calls : "every system call was on the allow list");
+    free(calls);
+    return out;
+}
+
 const char *
 sb_sandbox_warnings(const sb_sandbox_t *sb)
 {
@@ -1297,9 +1318,14 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                        argv && argv[0] ? argv[0] : "");
     int rc = -1, sv[2] = {-1, -1};
     struct s_plan plan = {0};
-    sb_seccomp_prog_t prog;
+    sb_seccomp_prog_t prog, audit_prog = {0};
     if (sb_seccomp_build(&prog, err) < 0)
         return -1;
+    if (sb->policy.seccomp_audit &&
+        sb_seccomp_build_mode(&audit_prog, true, err) < 0) {
+        sb_seccomp_prog_release(&prog);
+        return -1;
+    }
     /* A new box after the last one ended: carry its workspace over. */
     int old_ws = sb->ws_fd;
     sb->ws_fd = -1;
@@ -1323,7 +1349,8 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         .stdio = {sb->stdin_fd, stdout_fd, stderr_fd},
         .root_mode = sb->root_mode,
         .plan = &plan,
-        .seccomp = &prog,
+        .seccomp = sb->policy.seccomp_audit ? &audit_prog : &prog,
+        .seccomp_init = &prog,
         .argv = argv,
         .envp = envp,
         .hostname = "sandbox",
@@ -1414,6 +1441,16 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                     m.text, strerror(m.errnum));
             s_abort_spawn(sb);
             goto out;
+        } else if (t == MSG_LISTENER && passed >= 0) {
+            if (!sb->audit)
+                sb->audit = sb_seccomp_audit_new(err);
+            if (!sb->audit ||
+                sb_seccomp_audit_watch(sb->audit, passed, err) < 0) {
+                if (!sb->audit)
+                    close(passed);
+                s_abort_spawn(sb); /* the program would wait forever */
+                goto out;
+            }
         } else if (t == MSG_RUNNING) {
             rc = 0;
             goto out;
@@ -1448,6 +1485,7 @@ out:
         close(sv[1]);
     s_plan_release(&plan);
     sb_seccomp_prog_release(&prog);
+    sb_seccomp_prog_release(&audit_prog);
     return rc;
 }
 
@@ -1529,6 +1567,7 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
         close(sb->ctl);
     if (sb->pidfd >= 0)
         close(sb->pidfd);
+    sb_seccomp_audit_destroy(&sb->audit);
     sb_cgroup_destroy(&sb->cg);
     if (sb->top_dir)
         sb_files_remove_tree(sb->top_dir);

@@ -142,6 +142,12 @@ int sb_sandbox_copy_out(sb_sandbox_t *sb, const char *rel_dir,
 /* Regular files in /mnt/data: JSON [{"path","size"}] (new reference). */
 json_t *sb_sandbox_list_files(sb_sandbox_t *sb, size_t max_entries);
 
+/* With the policy's seccomp_audit: "seccomp audit: the allow list lacks
+ * sysfs (#139, 1 call)" or "... every system call was on the allow list"
+ * (so far; calls are counted while the box runs). NULL without audit.
+ * New string. */
+char *sb_sandbox_seccomp_audit_report(sb_sandbox_t *sb);
+
 /* What is not enforced ("cgroups unavailable: ..."), or NULL. Borrowed. */
 const char *sb_sandbox_warnings(const sb_sandbox_t *sb);
 /* The cgroup directory for "memory", "pids" or "cpu", or NULL. */
