@@ -5,6 +5,7 @@
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_warm.h"
 #include "sandbox/sb_files.h"
+#include "sandbox/sb_landlock.h"
 #include "sandbox/sb_seccomp.h"
 
 #include <errno.h>
@@ -118,6 +119,34 @@ static const char *const s_zygote_lines[] = {
     "                sys.modules['numpy'].random.seed()\n",
     "            os.environ.clear()\n",
     "            os.environ.update(req['env'])\n",
+    "            ll = req['landlock']  # the box's second wall "
+    "(sb_landlock.h)\n",
+    "            if ll['abi'] > 0:\n",
+    "                import struct\n",
+    "                attr = struct.pack('=QQQ', ll['handled_fs'], "
+    "ll['handled_net'], ll['scoped'])[:ll['attr_size']]\n",
+    "                rs = libc.syscall(444, attr, ctypes.c_long(len(attr)), "
+    "0)\n",
+    "                if rs < 0:\n",
+    "                    raise OSError(ctypes.get_errno(), "
+    "'landlock_create_ruleset')\n",
+    "                for path, access, dev in ll['rules']:\n",
+    "                    try:\n",
+    "                        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)\n",
+    "                    except OSError:\n",
+    "                        continue  # not in this box: nothing to allow\n",
+    "                    if dev and os.path.isdir(path):\n",
+    "                        access |= ll['read_dir']\n",
+    "                    pb = struct.pack('=Qi', access, fd)\n",
+    "                    r = libc.syscall(445, rs, 1, pb, 0)\n",
+    "                    e = ctypes.get_errno()\n",
+    "                    os.close(fd)\n",
+    "                    if r != 0:\n",
+    "                        raise OSError(e, 'landlock_add_rule ' + path)\n",
+    "                if libc.syscall(446, rs, 0) != 0:\n",
+    "                    raise OSError(ctypes.get_errno(), "
+    "'landlock_restrict_self')\n",
+    "                os.close(rs)\n",
     "            class FProg(ctypes.Structure):\n",
     "                _fields_ = [('len', ctypes.c_ushort), ('filter', "
     "ctypes.c_void_p)]\n",
@@ -498,13 +527,17 @@ kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
     if (!sb_sandbox_cgroup_dir(box, "memory"))
         json_object_set_new(rl, "RLIMIT_DATA",
                             json_integer((json_int_t)pol->memory_bytes));
+    sb_landlock_plan_t *ll = xmalloc(sizeof *ll);
+    sb_landlock_plan_box(ll, sb_landlock_abi(), pol, sb_sandbox_run_dir(box));
+    json_t *landlock = sb_landlock_plan_json(ll);
+    free(ll);
     json_t *req =
-        json_pack("{s:s, s:s, s:o, s:o, s:o, s:i, s:o}", "op", "fork",
+        json_pack("{s:s, s:s, s:o, s:o, s:o, s:i, s:o, s:o}", "op", "fork",
                   "connection_file", conn_path, "env", s_env_json(envp),
                   "cgroup_procs", procs, "rlimits", rl, "ns_flags",
                   CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
                       CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWCGROUP,
-                  "seccomp", filters);
+                  "seccomp", filters, "landlock", landlock);
     char *text = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     int fds[3] = {sb_sandbox_pidfd(box), ctl_fd, out_fd};

@@ -11,12 +11,14 @@
  *           PDEATHSIG; new cgroup ns; hostname; lo up; mounts on a tmpfs
  *           root (plan), hand the workspace fd to the parent, which copies
  *           files in; pivot_root, detach the old root, "/" read-only;
- *           fork the program; drop its own capabilities; seccomp; report
+ *           build the Landlock ruleset (sb_landlock.h) on the final
+ *           tree; fork the program; drop its own capabilities; Landlock;
+ *           seccomp; report
  *           exec success or the failed step; reap and forward signals.
  *   child:  default signals, setsid, stdio, rlimits, drop the bounding
  *           set, uid/gid 1000, empty capabilities, NO_NEW_PRIVS,
  *           PDEATHSIG (+ getppid check), every other fd close-on-exec,
- *           seccomp last, execve.
+ *           Landlock, seccomp last, execve.
  *
  * The code between clone and exec runs in a copy of a possibly
  * multi-threaded process: it must not allocate, lock or use stdio. It
@@ -30,6 +32,7 @@
 #include "common/xalloc.h"
 #include "sandbox/sb_cgroup.h"
 #include "sandbox/sb_files.h"
+#include "sandbox/sb_landlock.h"
 #include "sandbox/sb_seccomp.h"
 
 #include <dirent.h>
@@ -157,9 +160,11 @@ struct s_child {
     const struct s_plan *plan; /* the mounts */
     const sb_seccomp_prog_t *seccomp;      /* the program's filter */
     const sb_seccomp_prog_t *seccomp_init; /* init's (never audit) */
-    char *const *argv;                     /* program */
-    char *const *envp;                     /* its complete environment */
-    const char *hostname;                  /* inside */
+    const sb_landlock_plan_t *landlock;    /* the second wall */
+    bool share_net;       /* test knob: stay in the launcher's netns */
+    char *const *argv;    /* program */
+    char *const *envp;    /* its complete environment */
+    const char *hostname; /* inside */
     struct rlimit rl_nofile, rl_fsize, rl_nproc, rl_data; /* limits */
     bool limit_data; /* no memory cgroup: use RLIMIT_DATA */
 };
@@ -197,6 +202,17 @@ struct sb_sandbox {
     sb_seccomp_audit_t *audit; /* owned; --seccomp-audit's counts, or NULL */
     sb_exit_t exit;            /* valid when state == ST_REAPED */
 };
+
+/* Test-only weakenings (sb_sandbox.h): referenced weakly, so only a
+ * program that defines the symbol (a test) can turn them on. */
+extern sb_unsafe_test_knobs_t sb_unsafe_test_knobs __attribute__((weak));
+
+static const sb_unsafe_test_knobs_t *
+s_knobs(void)
+{
+    static const sb_unsafe_test_knobs_t none = {0};
+    return &sb_unsafe_test_knobs ? &sb_unsafe_test_knobs : &none;
+}
 
 /* ====================================================================
  * Child side: async-signal-safe helpers only.
@@ -515,7 +531,7 @@ s_close_others(const int *keep, int n)
 
 /* The program: never returns. Errors go to `ep` as an s_msg. */
 __attribute__((noreturn)) static void
-s_program(const struct s_child *c, int ep)
+s_program(const struct s_child *c, int ep, int landlock)
 {
     struct s_msg m;
     const char *step = NULL, *arg = NULL;
@@ -615,6 +631,10 @@ s_program(const struct s_child *c, int ep)
         step = "mark fds close-on-exec";
         goto fail;
     }
+    if (landlock >= 0 && sb_landlock_enforce(landlock) < 0) {
+        step = "enforce the Landlock ruleset";
+        goto fail;
+    }
     int listener = sb_seccomp_install(c->seccomp);
     if (listener < 0) {
         step = "install the seccomp filter";
@@ -671,7 +691,7 @@ s_init(const struct s_child *c)
         s_die(c, "new cgroup namespace", NULL);
     if (sethostname(c->hostname, strlen(c->hostname)) < 0)
         s_die(c, "set the host name", NULL);
-    if (s_lo_up() < 0)
+    if (!c->share_net && s_lo_up() < 0)
         s_die(c, "bring up the loopback interface", NULL);
 
     if (mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
@@ -699,6 +719,9 @@ s_init(const struct s_child *c)
         s_die(c, "pivot_root to the new root", NULL);
     if (s_remount_ro("/", MS_NOSUID | MS_NODEV) < 0)
         s_die(c, "remount / read-only", NULL);
+    int landlock = sb_landlock_prepare(c->landlock);
+    if (landlock == -1)
+        s_die(c, "build the Landlock ruleset", NULL);
 
     sigset_t set;
     sigemptyset(&set);
@@ -720,7 +743,7 @@ s_init(const struct s_child *c)
     if (kid == 0) {
         close(ep[0]);
         close(sfd);
-        s_program(c, ep[1]);
+        s_program(c, ep[1], landlock);
     }
     close(ep[1]);
     /* Init keeps nothing of the program's stdio. */
@@ -737,8 +760,11 @@ s_init(const struct s_child *c)
      * forward signals to the program, which runs as another uid. */
     if (s_drop_caps(CAP_KILL) < 0 ||
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+        (landlock >= 0 && sb_landlock_enforce(landlock) < 0) ||
         sb_seccomp_install(c->seccomp_init) < 0)
         s_die(c, "restrict init", NULL);
+    if (landlock >= 0)
+        close(landlock);
 
     ssize_t n;
     while ((n = read(ep[0], &m, sizeof m)) < 0 && errno == EINTR)
@@ -963,6 +989,9 @@ s_plan_build(const sb_sandbox_t *sb, struct s_plan *pl)
     s_plan_bind(pl, sb->run_dir, sb->run_dir, true, false);
     for (size_t i = 0; i < p->n_binds; i++)
         s_plan_bind(pl, p->binds[i].host, p->binds[i].inside, false, false);
+    const sb_unsafe_test_knobs_t *k = s_knobs();
+    if (k->rw_bind_host && k->rw_bind_inside)
+        s_plan_bind(pl, k->rw_bind_host, k->rw_bind_inside, true, false);
 }
 
 static const char *
@@ -1051,6 +1080,9 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     sb->cg = sb_cgroup_new(&sb->policy, sb->id);
     if (sb_cgroup_warning(sb->cg))
         buf_puts(&sb->warnings, sb_cgroup_warning(sb->cg));
+    const char *gap = sb_landlock_gap(sb_landlock_abi());
+    if (gap)
+        buf_printf(&sb->warnings, "%s%s", sb->warnings.len ? "; " : "", gap);
     return sb;
 fail:
     sb_sandbox_destroy(&sb);
@@ -1339,6 +1371,10 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     memset(&sb->exit, 0, sizeof sb->exit);
     sb->oom_base = sb_cgroup_oom_kills(sb->cg);
     s_plan_build(sb, &plan);
+    sb_landlock_plan_t *landlock = xmalloc(sizeof *landlock);
+    sb_landlock_plan_box(landlock,
+                         s_knobs()->no_landlock ? 0 : sb_landlock_abi(),
+                         &sb->policy, sb->run_dir);
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
         err_set(err, ERR_SANDBOX, "sandbox: socketpair: %s", strerror(errno));
         goto out;
@@ -1351,6 +1387,8 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         .plan = &plan,
         .seccomp = sb->policy.seccomp_audit ? &audit_prog : &prog,
         .seccomp_init = &prog,
+        .landlock = landlock,
+        .share_net = s_knobs()->share_netns,
         .argv = argv,
         .envp = envp,
         .hostname = "sandbox",
@@ -1365,6 +1403,8 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     memset(&ca, 0, sizeof ca);
     ca.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS |
                CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
+    if (c.share_net)
+        ca.flags &= ~(uint64_t)CLONE_NEWNET;
     ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
     ca.exit_signal = SIGCHLD;
     long pid = syscall(SYS_clone3, &ca, sizeof ca);
@@ -1484,6 +1524,7 @@ out:
     if (sv[1] >= 0)
         close(sv[1]);
     s_plan_release(&plan);
+    free(landlock);
     sb_seccomp_prog_release(&prog);
     sb_seccomp_prog_release(&audit_prog);
     return rc;
