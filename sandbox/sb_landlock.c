@@ -41,6 +41,10 @@
 #define LL_FS_REFER (1ULL << 13)     /* ABI 2 */
 #define LL_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
 #define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
+/* The rights that apply to a file (Landlock refuses others on one). */
+#define LL_FS_FILE_RIGHTS                                                      \
+    (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE |     \
+     LL_FS_IOCTL_DEV)
 /* Network rights (ABI 4) and scopes (ABI 6). */
 #define LL_NET_BIND_TCP (1ULL << 0)
 #define LL_NET_CONNECT_TCP (1ULL << 1)
@@ -162,8 +166,6 @@ sb_landlock_rule_access(const sb_landlock_plan_t *pl,
             ~(LL_FS_MAKE_CHAR | LL_FS_MAKE_BLOCK | LL_FS_IOCTL_DEV);
         break;
     case SB_LL_DEVICE:
-        /* File rights only: Landlock refuses directory rights on a file;
-         * /dev/pts (a directory) also needs to be listed. */
         a = LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE |
             LL_FS_IOCTL_DEV;
         break;
@@ -193,8 +195,10 @@ sb_landlock_prepare(const sb_landlock_plan_t *pl)
         struct stat st;
         struct s_path_beneath pb = {
             .allowed_access = sb_landlock_rule_access(pl, r), .parent_fd = fd};
-        if (r->kind == SB_LL_DEVICE && fstat(fd, &st) == 0 &&
-            S_ISDIR(st.st_mode))
+        bool dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+        if (!dir) /* a bound file (--bind of a single file) */
+            pb.allowed_access &= LL_FS_FILE_RIGHTS;
+        else if (r->kind == SB_LL_DEVICE) /* /dev/pts: list it too */
             pb.allowed_access |= LL_FS_READ_DIR;
         long rc =
             syscall(SYS_landlock_add_rule, rs, LL_RULE_PATH_BENEATH, &pb, 0);
@@ -228,11 +232,12 @@ sb_landlock_plan_json(const sb_landlock_plan_t *pl)
     size_t size = pl->abi >= 6   ? sizeof(struct s_ruleset_attr)
                   : pl->abi >= 4 ? 2 * sizeof(uint64_t)
                                  : sizeof(uint64_t);
-    return json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:o}", "abi", pl->abi,
+    return json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "abi", pl->abi,
                      "handled_fs", (json_int_t)pl->handled_fs, "handled_net",
                      (json_int_t)pl->handled_net, "scoped",
                      (json_int_t)pl->scoped, "attr_size", (json_int_t)size,
-                     "read_dir", (json_int_t)LL_FS_READ_DIR, "rules", rules);
+                     "read_dir", (json_int_t)LL_FS_READ_DIR, "file_rights",
+                     (json_int_t)LL_FS_FILE_RIGHTS, "rules", rules);
 }
 
 const char *

@@ -73,8 +73,11 @@ int sb_landlock_enforce(int fd);
 uint64_t sb_landlock_rule_access(const sb_landlock_plan_t *pl,
                                  const sb_landlock_rule_t *r);
 /* {"abi", "handled_fs", "handled_net", "scoped", "attr_size",
- *  "rules": [[path, access], ...]} - new reference; for processes
- * that apply the plan themselves (the factory's children). */
+ *  "read_dir", "file_rights", "rules": [[path, access, is_device], ...]}
+ * - new reference; for processes that apply the plan themselves (the
+ * factory's children): like sb_landlock_prepare, they mask a rule on a
+ * file with file_rights and add read_dir to a device rule on a
+ * directory. */
 json_t *sb_landlock_plan_json(const sb_landlock_plan_t *pl);
 /* What is in force, in words: "Landlock ABI 7: files (read-only /usr,
  * ...; read-write /mnt/data, ...), TCP bind and connect denied, abstract
