@@ -288,7 +288,11 @@ static int
 s_take_warm(const ag_session_opts_t *o, kb_launcher_t **out, err_t *err)
 {
     *out = NULL;
-    if (o->no_sandbox || o->warm == AG_WARM_COLD)
+    if (o->policy.seccomp_audit && o->warm == AG_WARM_POOL)
+        return err_set(err, ERR_USAGE,
+                       "--seccomp-audit needs a box of its own: the pool's "
+                       "kernels run the enforcing filter; use --warm cold");
+    if (o->no_sandbox || o->warm == AG_WARM_COLD || o->policy.seccomp_audit)
         return 0;
     bool no_server;
     err_t terr = {0};
@@ -437,6 +441,11 @@ ag_session_destroy(ag_session_t **ps)
     if (!ps || !*ps)
         return;
     ag_session_t *s = *ps;
+    sb_sandbox_t *box = s->sandboxed ? ag_session_sandbox(s) : NULL;
+    char *audit = box ? sb_sandbox_seccomp_audit_report(box) : NULL;
+    if (audit) /* --seccomp-audit: what the allow list lacked */
+        log_warn("%s", audit);
+    free(audit);
     kb_kernel_destroy(&s->kernel);
     json_decref(s->policy);
     json_decref(s->packages);

@@ -76,6 +76,8 @@ typedef struct ag_session_opts {
     "      --disk SIZE        size of /mnt/data (default 512M)\n"              \
     "      --tmp SIZE         size of /tmp (default 256M)\n"                   \
     "      --keep-workspace DIR  copy /mnt/data to DIR at the end\n"           \
+    "      --seccomp-audit    let through, and report at the end, system\n"    \
+    "                         calls the seccomp allow list lacks\n"            \
     "      --warm MODE        auto: a warm kernel from 'jupyter-agent "        \
     "serve'\n"                                                                 \
     "                         when one runs, else a cold start (default);\n"   \

@@ -60,7 +60,11 @@ static const char s_usage[] =
     "                         Repeat -p for more; the last value of a name "
     "wins.\n"
     "      --max-output BYTES cap on stored output per cell (default 64M)\n"
-    "  -q, --quiet            no progress lines\n" AG_SESSION_FLAGS_HELP "\n"
+    "  -q, --quiet            no progress lines\n" AG_SESSION_FLAGS_HELP;
+
+/* Split from s_usage: ISO C caps a string literal at 4095 bytes. */
+static const char s_usage_tail[] =
+    "\n"
     "The kernel's working directory is /mnt/data: files the notebook reads\n"
     "go in with --file. Progress goes to stderr, one line per cell.\n"
     "The output notebook is written once a cell has run, also after an\n"
@@ -290,6 +294,7 @@ ag_cmd_run(int argc, char **argv)
             break;
         case 'h':
             fputs(s_usage, stdout);
+            fputs(s_usage_tail, stdout);
             status = 0;
             goto out;
         default:

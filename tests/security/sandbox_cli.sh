@@ -168,4 +168,9 @@ print(ctypes.CDLL(None, use_errno=True).syscall(139, 3), ctypes.get_errno())' >"
 grep -q -- "-1 1" "$T/out"
 ok $? "without --seccomp-audit the same call fails with EPERM"
 
+"$BIN" exec --warm cold --seccomp-audit -c 'import ctypes
+print(ctypes.CDLL(None).syscall(139, 3) > 0)' >"$T/out" 2>"$T/err"
+grep -q True "$T/out" && grep -q "seccomp audit: the allow list lacks sysfs" "$T/err"
+ok $? "exec --seccomp-audit reports the call from a real sandboxed ipykernel"
+
 done_testing
