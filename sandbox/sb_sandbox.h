@@ -153,13 +153,17 @@ char *sb_sandbox_seccomp_audit_report(sb_sandbox_t *sb);
  * layer holds by itself (Landlock with a writable host bind or a shared
  * network namespace; the namespaces without Landlock). The library
  * references sb_unsafe_test_knobs weakly: it exists only in a program
- * that defines it, as tests/security/test_sb_attacks.c does; the release
+ * that defines it, as tests/security/test_sb_attacks.c and
+ * bench/startup.c do; the release
  * binary does not, so nothing can turn these on there. */
 typedef struct sb_unsafe_test_knobs {
     const char *rw_bind_host;   /* bind this host directory read-write... */
     const char *rw_bind_inside; /* ...at this path inside */
     bool share_netns;           /* stay in the launcher's network namespace */
     bool no_landlock;           /* do not apply Landlock */
+    bool no_seccomp;            /* no seccomp filter (benchmarks) */
+    bool seccomp_deny_only;     /* only the deny rows: the filter before
+                                   the allow list (benchmarks) */
 } sb_unsafe_test_knobs_t;
 extern sb_unsafe_test_knobs_t sb_unsafe_test_knobs;
 

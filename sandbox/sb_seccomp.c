@@ -645,8 +645,31 @@ s_enosys_stub(struct sock_filter *out, int max_nr)
     return sizeof stub / sizeof stub[0];
 }
 
+static int s_compile(sb_seccomp_prog_t *out, bool audit, err_t *err);
+
+/* Compiling takes libseccomp a few milliseconds, a box start's budget: each
+ * mode is compiled once per process and copied out (the table is const). */
 int
 sb_seccomp_build_mode(sb_seccomp_prog_t *out, bool audit, err_t *err)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static sb_seccomp_prog_t cache[2];
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&lock);
+    sb_seccomp_prog_t *c = &cache[audit];
+    if (!c->insns && s_compile(c, audit, err) < 0) {
+        pthread_mutex_unlock(&lock);
+        return -1;
+    }
+    *out = *c;
+    out->insns = xmalloc(c->len * sizeof(struct sock_filter));
+    memcpy(out->insns, c->insns, c->len * sizeof(struct sock_filter));
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+static int
+s_compile(sb_seccomp_prog_t *out, bool audit, err_t *err)
 {
     memset(out, 0, sizeof *out);
     int skipped = 0, max_nr = 0, unused = 0;
@@ -706,11 +729,12 @@ sb_seccomp_install(const sb_seccomp_prog_t *prog)
     struct sock_fprog second = {
         .len = (unsigned short)(prog->len - prog->first_len),
         .filter = insns + prog->first_len};
-    int listener = 0;
-    if (prog->audit)
+    int listener = 0; /* first_len == 0: the deny rows alone */
+    if (first.len > 0 && prog->audit)
         listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
                                 SECCOMP_FILTER_FLAG_NEW_LISTENER, &first);
-    else if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &first, 0, 0) < 0)
+    else if (first.len > 0 &&
+             prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &first, 0, 0) < 0)
         return -1;
     if (listener < 0 ||
         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &second, 0, 0) < 0)
