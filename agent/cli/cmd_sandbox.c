@@ -7,6 +7,7 @@
 #include "agent/cli/ag_cmd.h"
 #include "common/err.h"
 #include "common/xalloc.h"
+#include "sandbox/sb_landlock.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
 #include "sandbox/sb_seccomp.h"
@@ -25,6 +26,23 @@
 extern char **environ;
 
 #define PROG "jupyter-agent sandbox"
+
+/* The Landlock rules a box with policy `p` gets on this kernel. */
+static json_t *
+s_landlock_json(const sb_policy_t *p)
+{
+    sb_landlock_plan_t *pl = xmalloc(sizeof *pl);
+    sb_landlock_plan_box(pl, sb_landlock_abi(), p, "/RUN-DIR");
+    char *words = xmalloc(8192);
+    json_t *j = sb_landlock_plan_json(pl);
+    json_object_set_new(j, "in_force",
+                        json_string(sb_landlock_describe(pl, words, 8192)));
+    const char *gap = sb_landlock_gap(pl->abi);
+    json_object_set_new(j, "missing", gap ? json_string(gap) : json_null());
+    free(words);
+    free(pl);
+    return j;
+}
 
 static void
 s_help(FILE *out)
@@ -55,6 +73,10 @@ s_help(FILE *out)
             "  --seccomp-table      print the system-call table (allow list "
             "and deny rows,\n"
             "                       each with its reason) as JSON and exit\n"
+            "  --landlock-rules     print the Landlock rules this kernel "
+            "enforces (ABI,\n"
+            "                       rules, what is missing) as JSON and "
+            "exit\n"
             "  -h, --help           this text\n"
             "\n%s"
             "\n"
@@ -149,6 +171,10 @@ ag_cmd_sandbox(int argc, char **argv)
         }
         if (strcmp(a, "--seccomp-table") == 0) {
             rc = s_print_json(sb_seccomp_table_json());
+            goto out;
+        }
+        if (strcmp(a, "--landlock-rules") == 0) {
+            rc = s_print_json(s_landlock_json(&pol));
             goto out;
         }
         if (strcmp(a, "--quiet") == 0) {

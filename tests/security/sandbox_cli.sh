@@ -173,4 +173,10 @@ print(ctypes.CDLL(None).syscall(139, 3) > 0)' >"$T/out" 2>"$T/err"
 grep -q True "$T/out" && grep -q "seccomp audit: the allow list lacks sysfs" "$T/err"
 ok $? "exec --seccomp-audit reports the call from a real sandboxed ipykernel"
 
+"$BIN" sandbox --landlock-rules | $PY -c 'import json, sys
+d = json.load(sys.stdin)
+assert d["abi"] == 0 or ("read-write /mnt/data" in d["in_force"] and
+                         any(r[0] == "/usr" for r in d["rules"]))'
+ok $? "--landlock-rules prints the Landlock rules this kernel enforces"
+
 done_testing
