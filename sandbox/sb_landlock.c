@@ -63,7 +63,9 @@ struct s_path_beneath {
     int32_t parent_fd;
 } __attribute__((packed));
 
-/* The filesystem policy of a box. Paths missing inside are skipped. */
+/* The filesystem policy of a box. Paths missing inside are skipped.
+ * Mirrors what sb_sandbox.c's s_plan_build mounts: a bind added there
+ * outside these trees stays unreadable until it has a row here. */
 static const struct {
     const char *path;
     sb_landlock_kind_t kind;

@@ -900,6 +900,8 @@ s_plan_top_link(struct s_plan *pl, const char *path)
     }
 }
 
+/* Landlock (sb_landlock.c, s_box_paths) allows only the trees it lists:
+ * a new bind outside /usr, /etc and /proc needs a row there too. */
 static void
 s_plan_build(const sb_sandbox_t *sb, struct s_plan *pl)
 {
