@@ -608,7 +608,14 @@ out:
     return insns;
 }
 
+#if defined(__x86_64__)
 #define S_AUDIT_ARCH_NATIVE AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define S_AUDIT_ARCH_NATIVE AUDIT_ARCH_AARCH64
+#else
+#define S_AUDIT_ARCH_NATIVE 0 /* no stub: newer calls get EPERM */
+#endif
+/* x32 calls carry this bit; libseccomp's program kills them. */
 #define S_X32_BIT 0x40000000u
 
 /* The stub in front of libseccomp's program: on the native architecture
@@ -673,7 +680,8 @@ s_compile(sb_seccomp_prog_t *out, bool audit, err_t *err)
         free(allow);
         return -1;
     }
-    size_t stub = audit ? 0 : s_enosys_stub(NULL, max_nr);
+    size_t stub =
+        audit || !S_AUDIT_ARCH_NATIVE ? 0 : s_enosys_stub(NULL, max_nr);
     struct sock_filter *insns =
         xmalloc((stub + n_allow + n_deny) * sizeof *insns);
     s_enosys_stub(stub ? insns : NULL, max_nr);
