@@ -15,9 +15,9 @@ Benchmarks measure, never assert: nothing here fails on a slow number.
 """
 import contextlib
 import json
-import random
 import os
 import platform
+import random
 import shutil
 import subprocess
 import sys
