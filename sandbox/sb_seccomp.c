@@ -218,6 +218,14 @@ static const struct s_rule s_rules[] = {
     ALLOW("arch_prctl", "thread-local storage (x86-64)"),
     ALLOW("prctl", "thread names, PDEATHSIG, NO_NEW_PRIVS, dumpable"),
     ALLOW("capget", "capability queries (there are none to use)"),
+    ALLOW("capset", "dropping capabilities (the factory's kernels drop "
+                    "through sb_drop); raising needs them"),
+    ALLOW("setresuid", "dropping to uid 1000 (sb_drop in the factory's "
+                       "kernels); without capabilities it cannot gain"),
+    ALLOW("setresgid", "dropping to gid 1000 (sb_drop)"),
+    ALLOW("setgroups", "dropping supplementary groups (sb_drop)"),
+    ALLOW("setuid", "identity changes within the box's own ids"),
+    ALLOW("setgid", "identity changes within the box's own ids"),
     ALLOW("sched_yield", "yielding the CPU (OpenBLAS, libzmq)"),
     ALLOW("sched_getaffinity", "CPU counts (os.cpu_count, OpenBLAS)"),
     ALLOW("sched_setaffinity", "thread pinning (OpenBLAS)"),
@@ -273,6 +281,11 @@ static const struct s_rule s_rules[] = {
     ALLOW("signalfd", "signals as descriptors"),
     ALLOW("signalfd4", "signals as descriptors"),
     ALLOW("getrandom", "random numbers (os.urandom, hash seeds)"),
+    ALLOW("landlock_create_ruleset", "restricting oneself further (the "
+                                     "factory's kernels apply their box's "
+                                     "Landlock rules)"),
+    ALLOW("landlock_add_rule", "restricting oneself further"),
+    ALLOW("landlock_restrict_self", "restricting oneself further"),
     /* ---- Allowed: sockets (families are limited below). ---- */
     ALLOW("socket", "sockets; families and types are limited below"),
     ALLOW("socketpair", "local socket pairs; AF_UNIX only, below"),
@@ -358,12 +371,6 @@ static const struct s_rule s_rules[] = {
     ALWAYS("process_mrelease", "reaps other processes' memory"),
     ALWAYS("set_mempolicy_home_node", "NUMA administration"),
     ALWAYS("futex_waitv", "new futex surface no runtime here needs yet"),
-    ALWAYS("landlock_create_ruleset",
-           "the box's Landlock domain is set by the launcher"),
-    ALWAYS("landlock_add_rule",
-           "the box's Landlock domain is set by the launcher"),
-    ALWAYS("landlock_restrict_self",
-           "the box's Landlock domain is set by the launcher"),
     ALWAYS("seccomp", "filters are set by the launcher (prctl stays "
                       "allowed and can only add restrictions)"),
     /* Machine administration. */
@@ -522,12 +529,15 @@ s_add(scmp_filter_ctx ctx, const struct s_rule *r, int nr)
  * the allow rows: libseccomp lets an unconditional ALLOW of clone, socket
  * or ioctl win over the conditional denial of the same call. The kernel
  * runs both and takes the stricter answer.
- * `max_nr` gets the highest system call number the table names here. */
+ * `max_nr` gets the highest system call number the table names here.
+ * `allow` (NULL: none) names one call the box may make anyway: its deny
+ * rows are left out and the allow list gets it (the kernel factory's box
+ * enters the boxes nested in it with setns). */
 enum s_which { F_ALLOW, F_DENY };
 
 static scmp_filter_ctx
-s_ctx_new(enum s_which which, bool audit, int *n_skipped, int *max_nr,
-          err_t *err)
+s_ctx_new(enum s_which which, bool audit, const char *allow, int *n_skipped,
+          int *max_nr, err_t *err)
 {
     uint32_t dflt = which == F_DENY ? SCMP_ACT_ALLOW
                     : audit         ? SCMP_ACT_NOTIFY
@@ -563,7 +573,7 @@ s_ctx_new(enum s_which which, bool audit, int *n_skipped, int *max_nr,
         bool in = which == F_DENY
                       ? !r->allow
                       : r->allow || (r->cond == C_ALWAYS && r->errnum != EPERM);
-        if (!in)
+        if (!in || (allow && strcmp(r->name, allow) == 0))
             continue;
         rc = s_add(ctx, r, nr);
         if (rc < 0) {
@@ -572,6 +582,14 @@ s_ctx_new(enum s_which which, bool audit, int *n_skipped, int *max_nr,
             seccomp_release(ctx);
             return NULL;
         }
+    }
+    int nr = allow ? seccomp_syscall_resolve_name(allow) : -1;
+    if (which == F_ALLOW && nr >= 0 &&
+        (rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0)) < 0) {
+        err_set(err, ERR_SANDBOX, "seccomp: allowing %s: %s", allow,
+                strerror(-rc));
+        seccomp_release(ctx);
+        return NULL;
     }
     return ctx;
 }
@@ -638,7 +656,8 @@ s_enosys_stub(struct sock_filter *out, int max_nr)
     return sizeof stub / sizeof stub[0];
 }
 
-static int s_compile(sb_seccomp_prog_t *out, bool audit, err_t *err);
+static int s_compile(sb_seccomp_prog_t *out, bool audit, const char *extra,
+                     err_t *err);
 
 /* Compiling takes libseccomp a few milliseconds, a box start's budget: each
  * mode is compiled once per process and copied out (the table is const). */
@@ -650,7 +669,7 @@ sb_seccomp_build_mode(sb_seccomp_prog_t *out, bool audit, err_t *err)
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&lock);
     sb_seccomp_prog_t *c = &cache[audit];
-    if (!c->insns && s_compile(c, audit, err) < 0) {
+    if (!c->insns && s_compile(c, audit, NULL, err) < 0) {
         pthread_mutex_unlock(&lock);
         return -1;
     }
@@ -662,17 +681,18 @@ sb_seccomp_build_mode(sb_seccomp_prog_t *out, bool audit, err_t *err)
 }
 
 static int
-s_compile(sb_seccomp_prog_t *out, bool audit, err_t *err)
+s_compile(sb_seccomp_prog_t *out, bool audit, const char *extra, err_t *err)
 {
     memset(out, 0, sizeof *out);
     int skipped = 0, max_nr = 0, unused = 0;
     size_t n_allow = 0, n_deny = 0;
     struct sock_filter *allow = NULL, *deny = NULL;
-    scmp_filter_ctx ctx = s_ctx_new(F_ALLOW, audit, &skipped, &max_nr, err);
+    scmp_filter_ctx ctx =
+        s_ctx_new(F_ALLOW, audit, extra, &skipped, &max_nr, err);
     if (ctx)
         allow = s_export(ctx, &n_allow, err);
     seccomp_release(ctx);
-    ctx = allow ? s_ctx_new(F_DENY, audit, &unused, &unused, err) : NULL;
+    ctx = allow ? s_ctx_new(F_DENY, audit, extra, &unused, &unused, err) : NULL;
     if (ctx)
         deny = s_export(ctx, &n_deny, err);
     seccomp_release(ctx);
@@ -701,6 +721,15 @@ int
 sb_seccomp_build(sb_seccomp_prog_t *out, err_t *err)
 {
     return sb_seccomp_build_mode(out, false, err);
+}
+
+int
+sb_seccomp_build_allowing(sb_seccomp_prog_t *out, const char *syscall_name,
+                          err_t *err)
+{
+    if (!syscall_name)
+        return sb_seccomp_build(out, err);
+    return s_compile(out, false, syscall_name, err); /* rare: not cached */
 }
 
 void
@@ -742,7 +771,7 @@ sb_seccomp_export_pfc(int fd, err_t *err)
     for (int which = F_ALLOW; which <= F_DENY; which++) {
         int skipped = 0, max_nr = 0;
         scmp_filter_ctx ctx =
-            s_ctx_new((enum s_which)which, false, &skipped, &max_nr, err);
+            s_ctx_new((enum s_which)which, false, NULL, &skipped, &max_nr, err);
         if (!ctx)
             return -1;
         int rc = seccomp_export_pfc(ctx, fd);

@@ -53,6 +53,12 @@ typedef struct sb_seccomp_prog {
 int sb_seccomp_build(sb_seccomp_prog_t *out, err_t *err);
 /* The same, or with `audit` the log-only variant (see above). */
 int sb_seccomp_build_mode(sb_seccomp_prog_t *out, bool audit, err_t *err);
+/* The enforcing filter letting one more system call through: its deny
+ * rows left out, the allow list given it (the kernel factory's box lets
+ * its unprivileged program call "setns" to enter the boxes nested in it;
+ * everything else stays as it is). Not cached; NULL: sb_seccomp_build. */
+int sb_seccomp_build_allowing(sb_seccomp_prog_t *out, const char *syscall_name,
+                              err_t *err);
 void sb_seccomp_prog_release(sb_seccomp_prog_t *prog);
 
 /* Install `prog` on the calling thread. Async-signal-safe (one raw system
