@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,8 +342,7 @@ kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
         size_t nbytes = (bounds[k + 1] - bounds[k]) * 8;
         const unsigned char *at = (unsigned char *)prog.insns + bounds[k] * 8;
         char *hex = xmalloc(nbytes * 2 + 1);
-        for (size_t i = 0; i < nbytes; i++)
-            snprintf(hex + 2 * i, 3, "%02x", at[i]);
+        sodium_bin2hex(hex, nbytes * 2 + 1, at, nbytes);
         json_array_append_new(filters, json_string(hex));
         free(hex);
     }
