@@ -29,6 +29,7 @@ static const struct subcommand s_commands[] = {
     {"manifest", ag_cmd_manifest, "manifest keygen|sign|verify"},
     {"sandbox", ag_cmd_sandbox, "sandbox [POLICY FLAGS] -- CMD [ARGS]"},
     {"serve", ag_cmd_serve, "serve [--pool N] [--factory] [--preload CODE]"},
+    {"mcp", ag_cmd_mcp, "mcp [--http [ADDR:]PORT] [--notebook PATH]"},
 };
 
 static void
