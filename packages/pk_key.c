@@ -19,9 +19,9 @@
 #define SEC_PREFIX "ed25519-secret:"
 #define KEY_FILE_MAX 4096
 
-struct sb_seckey {
+struct pk_seckey {
     unsigned char *sk; /* sodium_malloc'd crypto_sign_SECRETKEYBYTES */
-    sb_pubkey_t pub;   /* the public half, with id and label */
+    pk_pubkey_t pub;   /* the public half, with id and label */
 };
 
 int
@@ -48,7 +48,7 @@ pk_key_label_ok(const char *label)
 }
 
 void
-sb_pubkey_set_id(sb_pubkey_t *out)
+pk_pubkey_set_id(pk_pubkey_t *out)
 {
     unsigned char h[crypto_hash_sha256_BYTES];
     crypto_hash_sha256(h, out->pk, sizeof out->pk);
@@ -117,7 +117,7 @@ s_parse_line(const char *text, const char *prefix, unsigned char *bin,
 }
 
 int
-sb_pubkey_parse(sb_pubkey_t *out, const char *text, err_t *err)
+pk_pubkey_parse(pk_pubkey_t *out, const char *text, err_t *err)
 {
     if (pk_key_sodium_init(err))
         return -1;
@@ -125,12 +125,12 @@ sb_pubkey_parse(sb_pubkey_t *out, const char *text, err_t *err)
     if (s_parse_line(text, PUB_PREFIX, out->pk, sizeof out->pk, out->label,
                      "public key", err))
         return -1;
-    sb_pubkey_set_id(out);
+    pk_pubkey_set_id(out);
     return 0;
 }
 
 char *
-sb_pubkey_format(const sb_pubkey_t *key)
+pk_pubkey_format(const pk_pubkey_t *key)
 {
     char b64[sodium_base64_ENCODED_LEN(PK_KEY_PUBLIC_BYTES,
                                        sodium_base64_VARIANT_ORIGINAL)];
@@ -168,7 +168,7 @@ s_create_file(const char *path, mode_t mode, const char *data, size_t len,
 }
 
 int
-pk_key_generate(const char *path, const char *label, sb_pubkey_t *pub_out,
+pk_key_generate(const char *path, const char *label, pk_pubkey_t *pub_out,
                 err_t *err)
 {
     int rc = -1;
@@ -176,7 +176,7 @@ pk_key_generate(const char *path, const char *label, sb_pubkey_t *pub_out,
     unsigned char *sk = NULL;
     char *secline = NULL;
     size_t seclen = 0;
-    sb_pubkey_t pub;
+    pk_pubkey_t pub;
 
     if (pk_key_sodium_init(err))
         return -1;
@@ -208,7 +208,7 @@ pk_key_generate(const char *path, const char *label, sb_pubkey_t *pub_out,
     }
     crypto_sign_keypair(pub.pk, sk);
     snprintf(pub.label, sizeof pub.label, "%s", label);
-    sb_pubkey_set_id(&pub);
+    pk_pubkey_set_id(&pub);
 
     memcpy(secline, SEC_PREFIX, strlen(SEC_PREFIX));
     sodium_bin2base64(secline + strlen(SEC_PREFIX), b64len, sk,
@@ -217,7 +217,7 @@ pk_key_generate(const char *path, const char *label, sb_pubkey_t *pub_out,
     size_t used = strlen(secline);
     snprintf(secline + used, seclen - used, "%s%s\n", *label ? " " : "", label);
 
-    publine = sb_pubkey_format(&pub);
+    publine = pk_pubkey_format(&pub);
     pubtext = xasprintf("%s%s%s\n", publine, *label ? " " : "", label);
     if (s_create_file(path, 0600, secline, strlen(secline), err))
         goto out;
@@ -237,10 +237,10 @@ out:
     return rc;
 }
 
-sb_seckey_t *
-sb_seckey_load(const char *path, err_t *err)
+pk_seckey_t *
+pk_seckey_load(const char *path, err_t *err)
 {
-    sb_seckey_t *key = NULL;
+    pk_seckey_t *key = NULL;
     char *text = NULL;
     int fd = -1;
 
@@ -315,7 +315,7 @@ sb_seckey_load(const char *path, err_t *err)
         goto fail;
     }
     memcpy(key->pub.pk, pk, sizeof pk);
-    sb_pubkey_set_id(&key->pub);
+    pk_pubkey_set_id(&key->pub);
     sodium_free(text);
     close(fd);
     return key;
@@ -323,12 +323,12 @@ fail:
     sodium_free(text);
     if (fd >= 0)
         close(fd);
-    sb_seckey_destroy(&key);
+    pk_seckey_destroy(&key);
     return NULL;
 }
 
 void
-sb_seckey_destroy(sb_seckey_t **p)
+pk_seckey_destroy(pk_seckey_t **p)
 {
     if (!p || !*p)
         return;
@@ -337,14 +337,14 @@ sb_seckey_destroy(sb_seckey_t **p)
     *p = NULL;
 }
 
-const sb_pubkey_t *
-sb_seckey_public(const sb_seckey_t *key)
+const pk_pubkey_t *
+pk_seckey_public(const pk_seckey_t *key)
 {
     return &key->pub;
 }
 
 int
-sb_seckey_sign(const sb_seckey_t *key, const void *msg, size_t len,
+pk_seckey_sign(const pk_seckey_t *key, const void *msg, size_t len,
                unsigned char sig[PK_KEY_SIG_BYTES], err_t *err)
 {
     if (crypto_sign_detached(sig, NULL, msg, len, key->sk) != 0)
@@ -353,7 +353,7 @@ sb_seckey_sign(const sb_seckey_t *key, const void *msg, size_t len,
 }
 
 int
-sb_pubkey_verify(const sb_pubkey_t *key, const void *msg, size_t len,
+pk_pubkey_verify(const pk_pubkey_t *key, const void *msg, size_t len,
                  const unsigned char sig[PK_KEY_SIG_BYTES])
 {
     if (sodium_init() < 0)

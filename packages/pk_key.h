@@ -11,11 +11,11 @@
  * 16 lowercase hex digits. It names a key in messages; trust is always decided
  * on the full public key, never on the id.
  *
- * The secret half lives only in sodium_malloc'd memory inside sb_seckey_t and
+ * The secret half lives only in sodium_malloc'd memory inside pk_seckey_t and
  * is never formatted for output by this module except into the key file.
  */
-#ifndef SANDBOX_SB_KEY_H
-#define SANDBOX_SB_KEY_H
+#ifndef PACKAGES_PK_KEY_H
+#define PACKAGES_PK_KEY_H
 
 #include "common/err.h"
 
@@ -27,14 +27,14 @@
 #define PK_KEY_LABEL_MAX 64
 
 /* A public key with its id and label. Plain data: callers embed or copy it. */
-typedef struct sb_pubkey {
+typedef struct pk_pubkey {
     unsigned char pk[PK_KEY_PUBLIC_BYTES]; /* raw Ed25519 public key */
     char id[PK_KEY_ID_HEX + 1];            /* key id, NUL-terminated hex */
     char label[PK_KEY_LABEL_MAX + 1];      /* "" when the key has none */
-} sb_pubkey_t;
+} pk_pubkey_t;
 
 /* An Ed25519 secret key (with its public half). Opaque; owns guarded memory. */
-typedef struct sb_seckey sb_seckey_t;
+typedef struct pk_seckey pk_seckey_t;
 
 /* Initialise libsodium once; 0 or -1 (ERR_IO) if it cannot start. */
 int pk_key_sodium_init(err_t *err);
@@ -46,13 +46,13 @@ int pk_key_label_ok(const char *label);
  * Parse "ed25519:<base64> [LABEL]" (surrounding whitespace and a trailing
  * newline allowed) into *out. Returns 0, or -1 with ERR_USAGE.
  */
-int sb_pubkey_parse(sb_pubkey_t *out, const char *text, err_t *err);
+int pk_pubkey_parse(pk_pubkey_t *out, const char *text, err_t *err);
 
 /* Fill out->id from out->pk. */
-void sb_pubkey_set_id(sb_pubkey_t *out);
+void pk_pubkey_set_id(pk_pubkey_t *out);
 
 /* "ed25519:<base64>" without the label; new string, caller frees. */
-char *sb_pubkey_format(const sb_pubkey_t *key);
+char *pk_pubkey_format(const pk_pubkey_t *key);
 
 /*
  * Create a new key pair: `path` (secret, mode 0600) and `path`.pub (0644).
@@ -60,7 +60,7 @@ char *sb_pubkey_format(const sb_pubkey_t *key);
  * fills *pub_out (may be NULL) and returns 0; on failure leaves no file
  * behind and returns -1.
  */
-int pk_key_generate(const char *path, const char *label, sb_pubkey_t *pub_out,
+int pk_key_generate(const char *path, const char *label, pk_pubkey_t *pub_out,
                     err_t *err);
 
 /*
@@ -68,18 +68,18 @@ int pk_key_generate(const char *path, const char *label, sb_pubkey_t *pub_out,
  * by group or others, a malformed file, or one whose two halves disagree.
  * Returns the only reference, or NULL.
  */
-sb_seckey_t *sb_seckey_load(const char *path, err_t *err);
-void sb_seckey_destroy(sb_seckey_t **p);
+pk_seckey_t *pk_seckey_load(const char *path, err_t *err);
+void pk_seckey_destroy(pk_seckey_t **p);
 
 /* The public half; borrowed, valid while `key` lives. */
-const sb_pubkey_t *sb_seckey_public(const sb_seckey_t *key);
+const pk_pubkey_t *pk_seckey_public(const pk_seckey_t *key);
 
 /* Detached Ed25519 signature over msg[0..len). Returns 0 or -1. */
-int sb_seckey_sign(const sb_seckey_t *key, const void *msg, size_t len,
+int pk_seckey_sign(const pk_seckey_t *key, const void *msg, size_t len,
                    unsigned char sig[PK_KEY_SIG_BYTES], err_t *err);
 
 /* 1 if `sig` is a valid signature of msg by `key`, else 0. */
-int sb_pubkey_verify(const sb_pubkey_t *key, const void *msg, size_t len,
+int pk_pubkey_verify(const pk_pubkey_t *key, const void *msg, size_t len,
                      const unsigned char sig[PK_KEY_SIG_BYTES]);
 
 #endif

@@ -33,7 +33,7 @@ struct pk_manifest {
     char *dir;                    /* owned path it was loaded from, or NULL */
     int dirfd;             /* -1, or the O_DIRECTORY fd entries open under */
     int has_signer;        /* 1 when signed_by is set */
-    sb_pubkey_t signed_by; /* the trusted key that verified the signature */
+    pk_pubkey_t signed_by; /* the trusted key that verified the signature */
 };
 
 /* --- helpers ------------------------------------------------------------ */
@@ -145,7 +145,7 @@ pk_manifest_created(const pk_manifest_t *m)
     return m->created;
 }
 
-const sb_pubkey_t *
+const pk_pubkey_t *
 pk_manifest_signed_by(const pk_manifest_t *m)
 {
     return m->has_signer ? &m->signed_by : NULL;
@@ -805,7 +805,7 @@ s_serialize(const pk_manifest_t *m, size_t *len)
 }
 
 pk_manifest_t *
-pk_manifest_sign_dir(const char *dir, const sb_seckey_t *key, err_t *err)
+pk_manifest_sign_dir(const char *dir, const pk_seckey_t *key, err_t *err)
 {
     pk_manifest_t *m = NULL;
     char **names = NULL;
@@ -824,7 +824,7 @@ pk_manifest_sign_dir(const char *dir, const sb_seckey_t *key, err_t *err)
     }
     if (s_list_wheels(dirfd, dir, &names, &nnames, err))
         goto fail;
-    const sb_pubkey_t *pub = sb_seckey_public(key);
+    const pk_pubkey_t *pub = pk_seckey_public(key);
     m = s_manifest_new();
     m->signer = xstrdup(pub->id);
     char ts[32];
@@ -847,13 +847,13 @@ pk_manifest_sign_dir(const char *dir, const sb_seckey_t *key, err_t *err)
     }
     json = s_serialize(m, &jlen);
     unsigned char sig[PK_KEY_SIG_BYTES];
-    if (sb_seckey_sign(key, json, jlen, sig, err))
+    if (pk_seckey_sign(key, json, jlen, sig, err))
         goto fail;
     char sigb64[sodium_base64_ENCODED_LEN(PK_KEY_SIG_BYTES,
                                           sodium_base64_VARIANT_ORIGINAL)];
     sodium_bin2base64(sigb64, sizeof sigb64, sig, sizeof sig,
                       sodium_base64_VARIANT_ORIGINAL);
-    pubstr = sb_pubkey_format(pub);
+    pubstr = pk_pubkey_format(pub);
     sigtext = xasprintf("format: " PK_MANIFEST_SIG_FORMAT "\n"
                         "key-id: %s\n"
                         "public-key: %s\n"
@@ -885,7 +885,7 @@ done:
 
 /* Parse manifest.sig: the four "field: value" lines of pk_manifest.h. */
 static int
-s_parse_sig(const char *text, size_t len, sb_pubkey_t *key,
+s_parse_sig(const char *text, size_t len, pk_pubkey_t *key,
             unsigned char sig[PK_KEY_SIG_BYTES], err_t *err)
 {
     static const char *const fields[4] = {
@@ -913,7 +913,7 @@ s_parse_sig(const char *text, size_t len, sb_pubkey_t *key,
     if (strcmp(line[0], PK_MANIFEST_SIG_FORMAT) != 0)
         return err_set(err, ERR_VERIFY, "format is not '%s'",
                        PK_MANIFEST_SIG_FORMAT);
-    if (sb_pubkey_parse(key, line[2], err)) {
+    if (pk_pubkey_parse(key, line[2], err)) {
         if (err)
             err->code = ERR_VERIFY;
         return -1;
@@ -940,7 +940,7 @@ s_check_signature(pk_manifest_t *m, const pk_trust_t *trust, const char *json,
                   size_t jlen, const char *sigtext, size_t slen, err_t *err)
 {
     const char *dir = m->dir;
-    sb_pubkey_t hint;
+    pk_pubkey_t hint;
     unsigned char sig[PK_KEY_SIG_BYTES];
     err_t perr;
     err_clear(&perr);
@@ -960,14 +960,14 @@ s_check_signature(pk_manifest_t *m, const pk_trust_t *trust, const char *json,
             "/etc/jupyter-agent/trusted-keys/",
             dir, hint.id);
     for (size_t i = 0; i < nt; i++) {
-        const sb_pubkey_t *k = pk_trust_key(trust, i);
-        if (sb_pubkey_verify(k, json, jlen, sig)) {
+        const pk_pubkey_t *k = pk_trust_key(trust, i);
+        if (pk_pubkey_verify(k, json, jlen, sig)) {
             m->signed_by = *k;
             m->has_signer = 1;
             return 0;
         }
     }
-    const sb_pubkey_t *known = pk_trust_find(trust, hint.pk);
+    const pk_pubkey_t *known = pk_trust_find(trust, hint.pk);
     char *trusted = pk_trust_describe(trust);
     if (known)
         err_set(err, ERR_VERIFY,
@@ -975,8 +975,8 @@ s_check_signature(pk_manifest_t *m, const pk_trust_t *trust, const char *json,
                 "trusted key %s%s%s: manifest.json was changed after signing "
                 "(or manifest.sig belongs to another manifest); re-sign it",
                 dir, known->id, known->label[0] ? " " : "", known->label);
-    else if (sb_pubkey_verify(&hint, json, jlen, sig)) {
-        char *pk = sb_pubkey_format(&hint);
+    else if (pk_pubkey_verify(&hint, json, jlen, sig)) {
+        char *pk = pk_pubkey_format(&hint);
         err_set(err, ERR_VERIFY,
                 "%s/" PK_MANIFEST_JSON " is signed by key %s (%s), which is "
                 "not trusted; trusted keys: %s. To trust it, pass --trust "

@@ -32,8 +32,8 @@
  * stop the directory's owner from rewriting the file in place). Files in DIR
  * that the manifest does not list are never used.
  */
-#ifndef SANDBOX_SB_MANIFEST_H
-#define SANDBOX_SB_MANIFEST_H
+#ifndef PACKAGES_PK_MANIFEST_H
+#define PACKAGES_PK_MANIFEST_H
 
 #include "common/err.h"
 #include "packages/pk_key.h"
@@ -93,7 +93,7 @@ const pk_manifest_entry_t *pk_manifest_entry(const pk_manifest_t *m, size_t i);
 const char *pk_manifest_signer(const pk_manifest_t *m);
 const char *pk_manifest_created(const pk_manifest_t *m);
 /* The trusted key that verified the signature, or NULL (parsed only). */
-const sb_pubkey_t *pk_manifest_signed_by(const pk_manifest_t *m);
+const pk_pubkey_t *pk_manifest_signed_by(const pk_manifest_t *m);
 /* The directory it was loaded from, or NULL (parsed only). Borrowed. */
 const char *pk_manifest_dir(const pk_manifest_t *m);
 
@@ -103,7 +103,7 @@ const char *pk_manifest_dir(const pk_manifest_t *m);
  * a temporary file and rename). Returns the manifest written (fds -1), or
  * NULL: ERR_USAGE for a directory that cannot be signed as it is, ERR_IO
  * for a failed write. */
-pk_manifest_t *pk_manifest_sign_dir(const char *dir, const sb_seckey_t *key,
+pk_manifest_t *pk_manifest_sign_dir(const char *dir, const pk_seckey_t *key,
                                     err_t *err);
 
 /* --- verify ----------------------------------------------------------- */

@@ -178,7 +178,7 @@ s_ver_cmp(const pyver_t *a, const pyver_t *b)
 }
 
 int
-ag_pyver_cmp(const char *a, const char *b, bool *ok)
+pk_pyver_cmp(const char *a, const char *b, bool *ok)
 {
     pyver_t va, vb;
     if (!s_ver_parse(a, &va) || !s_ver_parse(b, &vb)) {
@@ -491,7 +491,7 @@ s_compare(const char *lhs, const char *op, const char *rhs)
     int r = pk_pyreq_spec_match(spec, lhs, NULL);
     free(spec);
     bool ok = false;
-    ag_pyver_cmp(lhs, rhs, &ok);
+    pk_pyver_cmp(lhs, rhs, &ok);
     if (r >= 0 && ok)
         return r == 1;
     int c = strcmp(lhs, rhs);

@@ -9,8 +9,8 @@
  * applied, and a local version label ("+cpu") does not take part in
  * ordering.
  */
-#ifndef AGENT_AG_PYREQ_H
-#define AGENT_AG_PYREQ_H
+#ifndef PACKAGES_PK_PYREQ_H
+#define PACKAGES_PK_PYREQ_H
 
 #include "common/err.h"
 
@@ -40,7 +40,7 @@ int pk_pyreq_marker_eval(const char *marker, const json_t *env,
 
 /* PEP 440 ordering: < 0, 0, > 0 like strcmp. Sets *ok to false (and
  * compares as strings) when either side is not a version. */
-int ag_pyver_cmp(const char *a, const char *b, bool *ok);
+int pk_pyver_cmp(const char *a, const char *b, bool *ok);
 
 /* Does `version` satisfy every clause of `specifier` ("", ">=1,<2",
  * "==1.4.*", "~=2.2", "!=1.5", "===1.0")? 1 yes, 0 no, -1 with ERR_USAGE

@@ -19,7 +19,7 @@
 #define TRUST_MAX 1024
 
 struct trust_key {
-    sb_pubkey_t key; /* the public key with id and label */
+    pk_pubkey_t key; /* the public key with id and label */
     char *origin;    /* owned: "--trust" or the .pub file's path */
 };
 
@@ -47,7 +47,7 @@ pk_trust_destroy(pk_trust_t **p)
     *p = NULL;
 }
 
-const sb_pubkey_t *
+const pk_pubkey_t *
 pk_trust_find(const pk_trust_t *t, const unsigned char pk[PK_KEY_PUBLIC_BYTES])
 {
     for (size_t i = 0; i < t->n; i++)
@@ -57,7 +57,7 @@ pk_trust_find(const pk_trust_t *t, const unsigned char pk[PK_KEY_PUBLIC_BYTES])
 }
 
 static int
-s_add(pk_trust_t *t, const sb_pubkey_t *key, const char *origin, err_t *err)
+s_add(pk_trust_t *t, const pk_pubkey_t *key, const char *origin, err_t *err)
 {
     if (pk_trust_find(t, key->pk))
         return 0;
@@ -77,8 +77,8 @@ int
 pk_trust_add_key(pk_trust_t *t, const char *text, const char *origin,
                  err_t *err)
 {
-    sb_pubkey_t key;
-    if (sb_pubkey_parse(&key, text, err))
+    pk_pubkey_t key;
+    if (pk_pubkey_parse(&key, text, err))
         return err_prefix(err, "%s", origin);
     return s_add(t, &key, origin, err);
 }
@@ -208,7 +208,7 @@ pk_trust_count(const pk_trust_t *t)
     return t->n;
 }
 
-const sb_pubkey_t *
+const pk_pubkey_t *
 pk_trust_key(const pk_trust_t *t, size_t i)
 {
     return i < t->n ? &t->keys[i].key : NULL;

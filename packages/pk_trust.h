@@ -11,8 +11,8 @@
  * Several keys may be trusted at once (key rotation): a signature is accepted
  * if any of them verifies it. A key added twice is kept once (first origin).
  */
-#ifndef SANDBOX_SB_TRUST_H
-#define SANDBOX_SB_TRUST_H
+#ifndef PACKAGES_PK_TRUST_H
+#define PACKAGES_PK_TRUST_H
 
 #include "common/err.h"
 #include "packages/pk_key.h"
@@ -42,11 +42,11 @@ int pk_trust_add_defaults(pk_trust_t *t, err_t *err);
 
 size_t pk_trust_count(const pk_trust_t *t);
 /* Key i (< count); borrowed, valid while `t` lives and is not added to. */
-const sb_pubkey_t *pk_trust_key(const pk_trust_t *t, size_t i);
+const pk_pubkey_t *pk_trust_key(const pk_trust_t *t, size_t i);
 /* Where key i came from: "--trust", a file path; borrowed. */
 const char *pk_trust_origin(const pk_trust_t *t, size_t i);
 /* The trusted key equal to `pk`, or NULL. Borrowed. */
-const sb_pubkey_t *pk_trust_find(const pk_trust_t *t,
+const pk_pubkey_t *pk_trust_find(const pk_trust_t *t,
                                  const unsigned char pk[PK_KEY_PUBLIC_BYTES]);
 /* "id (label, origin), ..." or "none"; new string, caller frees. */
 char *pk_trust_describe(const pk_trust_t *t);

@@ -14,8 +14,8 @@
  * Not supported (refused with a message naming the wheel): ZIP64 archives,
  * encrypted members, compression methods other than stored and deflate.
  */
-#ifndef AGENT_AG_WHEEL_H
-#define AGENT_AG_WHEEL_H
+#ifndef PACKAGES_PK_WHEEL_H
+#define PACKAGES_PK_WHEEL_H
 
 #include "common/err.h"
 

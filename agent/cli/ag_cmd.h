@@ -5,8 +5,8 @@
  * process exit code (see common/err.h and README "Exit codes"). Each lives
  * in its own agent/cli/cmd_NAME.c file.
  */
-#ifndef AGENT_AG_CMD_H
-#define AGENT_AG_CMD_H
+#ifndef AGENT_CLI_AG_CMD_H
+#define AGENT_CLI_AG_CMD_H
 
 int ag_cmd_exec(int argc, char **argv);
 int ag_cmd_run(int argc, char **argv);

@@ -5,8 +5,8 @@
  * polls it through kb_exec_hooks.should_stop, interrupts the kernel and
  * collects what it printed, and the command exits 130.
  */
-#ifndef AGENT_AG_INTERRUPT_H
-#define AGENT_AG_INTERRUPT_H
+#ifndef AGENT_CLI_AG_INTERRUPT_H
+#define AGENT_CLI_AG_INTERRUPT_H
 
 #include <stdbool.h>
 

@@ -99,12 +99,12 @@ s_keygen(int argc, char **argv)
         return s_usage_error("keygen needs -o KEY");
     err_t err;
     err_clear(&err);
-    sb_pubkey_t pub;
+    pk_pubkey_t pub;
     if (pk_key_generate(out, label, &pub, &err)) {
         fprintf(stderr, "jupyter-agent manifest keygen: %s\n", err.text);
         return err.code ? err.code : ERR_IO;
     }
-    char *line = sb_pubkey_format(&pub);
+    char *line = pk_pubkey_format(&pub);
     fprintf(stderr,
             "secret key: %s (mode 0600; keep it private and off the machines "
             "that verify)\n"
@@ -148,13 +148,13 @@ s_sign(int argc, char **argv)
     err_clear(&err);
     int rc = 0;
     pk_manifest_t *m = NULL;
-    sb_seckey_t *key = sb_seckey_load(keypath, &err);
+    pk_seckey_t *key = pk_seckey_load(keypath, &err);
     if (!key)
         goto fail;
     m = pk_manifest_sign_dir(dir, key, &err);
     if (!m)
         goto fail;
-    const sb_pubkey_t *pub = sb_seckey_public(key);
+    const pk_pubkey_t *pub = pk_seckey_public(key);
     printf("signed %zu wheel%s in %s with key %s%s%s%s at %s:\n",
            pk_manifest_count(m), pk_manifest_count(m) == 1 ? "" : "s", dir,
            pub->id, pub->label[0] ? " (" : "", pub->label,
@@ -169,7 +169,7 @@ fail:
     rc = err.code ? err.code : ERR_IO;
 out:
     pk_manifest_destroy(&m);
-    sb_seckey_destroy(&key);
+    pk_seckey_destroy(&key);
     return rc;
 }
 
@@ -247,7 +247,7 @@ s_verify(int argc, char **argv)
         rc = err.code ? err.code : ERR_VERIFY;
         goto out;
     }
-    const sb_pubkey_t *by = pk_manifest_signed_by(m);
+    const pk_pubkey_t *by = pk_manifest_signed_by(m);
     const char *origin = "?";
     for (size_t i = 0; i < pk_trust_count(trust); i++)
         if (memcmp(pk_trust_key(trust, i)->pk, by->pk, sizeof by->pk) == 0)

@@ -18,8 +18,8 @@
  * ask state and the history. Single-threaded apart from kb_server's control
  * and heartbeat threads.
  */
-#ifndef AGENT_AG_KERNEL_H
-#define AGENT_AG_KERNEL_H
+#ifndef AGENT_KERNEL_AG_KERNEL_H
+#define AGENT_KERNEL_AG_KERNEL_H
 
 #include "agent/session/ag_session.h"
 #include "common/err.h"

@@ -14,8 +14,8 @@
  * reaches the provider and the running cell through the kernel's cancel
  * flag.
  */
-#ifndef AGENT_AG_LOOP_KERNEL_H
-#define AGENT_AG_LOOP_KERNEL_H
+#ifndef AGENT_KERNEL_AG_LOOP_KERNEL_H
+#define AGENT_KERNEL_AG_LOOP_KERNEL_H
 
 #include "agent/kernel/ag_kernel.h"
 #include "common/err.h"

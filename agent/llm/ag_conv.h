@@ -19,8 +19,8 @@
  * ""); tool-call arguments are stored exactly as given (a JSON text, not
  * re-serialised), so a recording replays byte for byte.
  */
-#ifndef AGENT_AG_CONV_H
-#define AGENT_AG_CONV_H
+#ifndef AGENT_LLM_AG_CONV_H
+#define AGENT_LLM_AG_CONV_H
 
 #include "common/err.h"
 

@@ -13,8 +13,8 @@
  * Secrets: header lines (which carry API keys) are passed to curl and
  * nowhere else; nothing here logs or reports them.
  */
-#ifndef AGENT_AG_HTTP_H
-#define AGENT_AG_HTTP_H
+#ifndef AGENT_LLM_AG_HTTP_H
+#define AGENT_LLM_AG_HTTP_H
 
 #include "common/buf.h"
 #include "common/err.h"

@@ -44,8 +44,8 @@
  * Not thread-safe: one turn at a time per provider object; only the cancel
  * flag may be touched from elsewhere (a signal handler or another thread).
  */
-#ifndef AGENT_AG_PROVIDER_H
-#define AGENT_AG_PROVIDER_H
+#ifndef AGENT_LLM_AG_PROVIDER_H
+#define AGENT_LLM_AG_PROVIDER_H
 
 #include "agent/llm/ag_conv.h"
 #include "common/err.h"

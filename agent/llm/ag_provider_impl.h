@@ -5,8 +5,8 @@
  * only builds the request and interprets events or a whole body, through
  * the ag_ts_* helpers that assemble a turn and call the user's callbacks.
  */
-#ifndef AGENT_AG_PROVIDER_IMPL_H
-#define AGENT_AG_PROVIDER_IMPL_H
+#ifndef AGENT_LLM_AG_PROVIDER_IMPL_H
+#define AGENT_LLM_AG_PROVIDER_IMPL_H
 
 #include "agent/llm/ag_http.h"
 #include "agent/llm/ag_provider.h"

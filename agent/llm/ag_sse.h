@@ -24,8 +24,8 @@
  * Memory: the parser owns its buffers; strings passed to `fn` are borrowed
  * and valid only during the call.
  */
-#ifndef AGENT_AG_SSE_H
-#define AGENT_AG_SSE_H
+#ifndef AGENT_LLM_AG_SSE_H
+#define AGENT_LLM_AG_SSE_H
 
 #include "common/err.h"
 

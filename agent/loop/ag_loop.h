@@ -36,8 +36,8 @@
  * and must outlive the loop. Single-threaded; only the cancel flag may be
  * touched from a signal handler or another thread.
  */
-#ifndef AGENT_AG_LOOP_H
-#define AGENT_AG_LOOP_H
+#ifndef AGENT_LOOP_AG_LOOP_H
+#define AGENT_LOOP_AG_LOOP_H
 
 #include "agent/llm/ag_conv.h"
 #include "agent/llm/ag_provider.h"

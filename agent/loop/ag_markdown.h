@@ -1,8 +1,8 @@
 /*
  * ag_markdown: make the model's markdown display as written in Jupyter.
  */
-#ifndef AGENT_AG_MARKDOWN_H
-#define AGENT_AG_MARKDOWN_H
+#ifndef AGENT_LOOP_AG_MARKDOWN_H
+#define AGENT_LOOP_AG_MARKDOWN_H
 
 /* Jupyter's markdown renderers (Notebook, Lab) read "$...$" as LaTeX, so
  * an analyst's "$34.9M against a $34.6M budget" turns into italic math.

@@ -226,7 +226,7 @@ s_best(const pk_manifest_t *m, const char *norm, const char *spec, bool *listed)
         *listed = true;
         if (spec && pk_pyreq_spec_match(spec, e->version, NULL) != 1)
             continue;
-        if (!best || ag_pyver_cmp(e->version, best, NULL) > 0)
+        if (!best || pk_pyver_cmp(e->version, best, NULL) > 0)
             best = e->version;
     }
     return best;
@@ -369,7 +369,7 @@ s_resolve(resolver_t *r, const char *const *reqs, size_t n, err_t *err)
             const char *norm = sel[0]->name;
             const char *best = NULL;
             for (int j = 0; j < found && j < 64; j++)
-                if (!best || ag_pyver_cmp(sel[j]->version, best, NULL) > 0)
+                if (!best || pk_pyver_cmp(sel[j]->version, best, NULL) > 0)
                     best = sel[j]->version;
             release_t *have = s_find(r, norm);
             if (have && strcasecmp(have->version, best) != 0)
@@ -458,7 +458,7 @@ static json_t *
 s_report(const pk_manifest_t *m, const resolver_t *r, const char *const *reqs,
          size_t n)
 {
-    const sb_pubkey_t *key = pk_manifest_signed_by(m);
+    const pk_pubkey_t *key = pk_manifest_signed_by(m);
     json_t *requested = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(requested, json_string(reqs[i]));

@@ -34,8 +34,8 @@
  *
  * The location is per session: /mnt/data is the session's own tmpfs.
  */
-#ifndef AGENT_AG_PACKAGES_H
-#define AGENT_AG_PACKAGES_H
+#ifndef AGENT_LOOP_AG_PACKAGES_H
+#define AGENT_LOOP_AG_PACKAGES_H
 
 #include "agent/session/ag_session.h"
 #include "common/err.h"

@@ -2,8 +2,8 @@
  * ag_render: nbformat outputs as a terminal shows them, and images saved
  * to files. Used by `exec` and `ask`.
  */
-#ifndef AGENT_AG_RENDER_H
-#define AGENT_AG_RENDER_H
+#ifndef AGENT_LOOP_AG_RENDER_H
+#define AGENT_LOOP_AG_RENDER_H
 
 #include "common/err.h"
 

@@ -32,8 +32,8 @@
  * owns every string, image and JSON reference in it until
  * ag_tool_result_release.
  */
-#ifndef AGENT_AG_TOOLS_H
-#define AGENT_AG_TOOLS_H
+#ifndef AGENT_LOOP_AG_TOOLS_H
+#define AGENT_LOOP_AG_TOOLS_H
 
 #include "agent/llm/ag_conv.h"
 #include "agent/session/ag_session.h"

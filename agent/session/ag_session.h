@@ -3,8 +3,8 @@
  * policy flags they share, files copied in, a kernel started in a sandbox
  * (or, when asked loudly, without one), or attached to an existing kernel.
  */
-#ifndef AGENT_AG_SESSION_H
-#define AGENT_AG_SESSION_H
+#ifndef AGENT_SESSION_AG_SESSION_H
+#define AGENT_SESSION_AG_SESSION_H
 
 #include "common/err.h"
 #include "kernel-bridge/kb_kernel.h"

@@ -32,8 +32,8 @@
  *
  * Not thread-safe; one owner drives it (a pool, the serve loop).
  */
-#ifndef KERNEL_BRIDGE_KB_FACTORY_H
-#define KERNEL_BRIDGE_KB_FACTORY_H
+#ifndef KERNEL_BRIDGE_POOL_KB_FACTORY_H
+#define KERNEL_BRIDGE_POOL_KB_FACTORY_H
 
 #include "common/err.h"
 #include "sandbox/sb_sandbox.h"

@@ -11,8 +11,8 @@
  * /etc/fonts, which the box sees at the same paths. Rebuilt when the fonts
  * change (their directories are newer than the cache).
  */
-#ifndef KERNEL_BRIDGE_KB_MPL_CACHE_H
-#define KERNEL_BRIDGE_KB_MPL_CACHE_H
+#ifndef KERNEL_BRIDGE_POOL_KB_MPL_CACHE_H
+#define KERNEL_BRIDGE_POOL_KB_MPL_CACHE_H
 
 #include <sys/types.h>
 

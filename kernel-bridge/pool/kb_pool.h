@@ -13,8 +13,8 @@
  * INVARIANT: a kernel leaves the pool exactly once. kb_pool_take() removes
  * it before returning it, and the pool keeps no reference to it.
  */
-#ifndef KERNEL_BRIDGE_KB_POOL_H
-#define KERNEL_BRIDGE_KB_POOL_H
+#ifndef KERNEL_BRIDGE_POOL_KB_POOL_H
+#define KERNEL_BRIDGE_POOL_KB_POOL_H
 
 #include "common/err.h"
 #include "kernel-bridge/kb_launcher.h"

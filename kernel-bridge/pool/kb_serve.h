@@ -28,8 +28,8 @@
  * it through the pidfd it was given, and reaches /mnt/data through the
  * workspace dir fd (files in with --file, out with --keep-workspace).
  */
-#ifndef AGENT_AG_SERVE_H
-#define AGENT_AG_SERVE_H
+#ifndef KERNEL_BRIDGE_POOL_KB_SERVE_H
+#define KERNEL_BRIDGE_POOL_KB_SERVE_H
 
 #include "common/err.h"
 #include "kernel-bridge/kb_launcher.h"

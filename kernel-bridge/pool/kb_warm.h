@@ -31,8 +31,8 @@
  * "-f", "{connection_file}"]) can be warmed; kb_warm_start() refuses others
  * with ERR_USAGE.
  */
-#ifndef KERNEL_BRIDGE_KB_WARM_H
-#define KERNEL_BRIDGE_KB_WARM_H
+#ifndef KERNEL_BRIDGE_POOL_KB_WARM_H
+#define KERNEL_BRIDGE_POOL_KB_WARM_H
 
 #include "common/err.h"
 #include "kernel-bridge/kb_launcher.h"

@@ -105,12 +105,12 @@ main(void)
     int built = s_sh(cmd) == 0;
     free(cmd);
     err_t err = {0};
-    sb_pubkey_t pub;
+    pk_pubkey_t pub;
     pk_manifest_t *signed_m = NULL;
     if (built && pk_key_generate(keyfile, "ops", &pub, &err) == 0) {
-        sb_seckey_t *sk = sb_seckey_load(keyfile, &err);
+        pk_seckey_t *sk = pk_seckey_load(keyfile, &err);
         signed_m = sk ? pk_manifest_sign_dir(dir, sk, &err) : NULL;
-        sb_seckey_destroy(&sk);
+        pk_seckey_destroy(&sk);
     }
     if (!signed_m) {
         printf("Bail out! cannot build and sign test wheels: %s\n", err.text);

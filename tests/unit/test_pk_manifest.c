@@ -310,12 +310,12 @@ s_test_parser(void)
 static void
 s_test_keys(void)
 {
-    sb_pubkey_t k;
+    pk_pubkey_t k;
     err_t err;
     err_clear(&err);
     char path[300];
     snprintf(path, sizeof path, "%s/k1", s_tmp);
-    sb_pubkey_t pub;
+    pk_pubkey_t pub;
     ok(pk_key_generate(path, "ops-1", &pub, &err) == 0, "keygen writes a key");
     struct stat st;
     ok(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600,
@@ -329,40 +329,40 @@ s_test_keys(void)
     ok(pk_key_generate(bad, "a b", NULL, &err) == -1 && access(bad, F_OK) != 0,
        "keygen refuses a label with spaces and leaves no file");
 
-    char *line = sb_pubkey_format(&pub);
-    ok(sb_pubkey_parse(&k, line, &err) == 0 && strcmp(k.id, pub.id) == 0 &&
+    char *line = pk_pubkey_format(&pub);
+    ok(pk_pubkey_parse(&k, line, &err) == 0 && strcmp(k.id, pub.id) == 0 &&
            k.label[0] == '\0',
        "a formatted public key parses back to the same key id");
     char withlabel[200];
     snprintf(withlabel, sizeof withlabel, "  %s ops-1\n", line);
-    ok(sb_pubkey_parse(&k, withlabel, &err) == 0 &&
+    ok(pk_pubkey_parse(&k, withlabel, &err) == 0 &&
            strcmp(k.label, "ops-1") == 0,
        "a public key line may carry a label and surrounding whitespace");
     line[10] = line[10] == 'A' ? 'B' : 'A';
-    sb_pubkey_t k2;
-    ok(sb_pubkey_parse(&k2, line, &err) == 0 && strcmp(k2.id, pub.id) != 0,
+    pk_pubkey_t k2;
+    ok(pk_pubkey_parse(&k2, line, &err) == 0 && strcmp(k2.id, pub.id) != 0,
        "a different key has a different key id");
     free(line);
-    ok(sb_pubkey_parse(&k, "ed25519:AAAA", &err) == -1,
+    ok(pk_pubkey_parse(&k, "ed25519:AAAA", &err) == -1,
        "a short public key is refused");
-    ok(sb_pubkey_parse(&k, "rsa:AAAA", &err) == -1 &&
+    ok(pk_pubkey_parse(&k, "rsa:AAAA", &err) == -1 &&
            strstr(err.text, "ed25519:"),
        "a key of another type is refused, naming the expected prefix");
 
-    sb_seckey_t *sk = sb_seckey_load(path, &err);
-    ok(sk != NULL && strcmp(sb_seckey_public(sk)->id, pub.id) == 0 &&
-           strcmp(sb_seckey_public(sk)->label, "ops-1") == 0,
+    pk_seckey_t *sk = pk_seckey_load(path, &err);
+    ok(sk != NULL && strcmp(pk_seckey_public(sk)->id, pub.id) == 0 &&
+           strcmp(pk_seckey_public(sk)->label, "ops-1") == 0,
        "a secret key loads with its public half and label");
     unsigned char sig[PK_KEY_SIG_BYTES];
-    ok(sk && sb_seckey_sign(sk, "abc", 3, sig, &err) == 0 &&
-           sb_pubkey_verify(&pub, "abc", 3, sig) &&
-           !sb_pubkey_verify(&pub, "abd", 3, sig),
+    ok(sk && pk_seckey_sign(sk, "abc", 3, sig, &err) == 0 &&
+           pk_pubkey_verify(&pub, "abc", 3, sig) &&
+           !pk_pubkey_verify(&pub, "abd", 3, sig),
        "a signature verifies for its message and not for another");
-    sb_seckey_destroy(&sk);
+    pk_seckey_destroy(&sk);
     ok(sk == NULL, "destroying a secret key nulls the pointer");
     chmod(path, 0640);
     err_clear(&err);
-    ok(sb_seckey_load(path, &err) == NULL && strstr(err.text, "chmod 600"),
+    ok(pk_seckey_load(path, &err) == NULL && strstr(err.text, "chmod 600"),
        "a group-readable secret key is refused with the fix");
     chmod(path, 0600);
 
@@ -371,7 +371,7 @@ s_test_keys(void)
     snprintf(pubpath, sizeof pubpath, "%s.pub", path);
     ok(pk_trust_add_arg(t, pubpath, &err) == 0 && pk_trust_count(t) == 1,
        "--trust accepts a .pub file");
-    line = sb_pubkey_format(&pub);
+    line = pk_pubkey_format(&pub);
     ok(pk_trust_add_arg(t, line, &err) == 0 && pk_trust_count(t) == 1,
        "the same key trusted twice is kept once");
     free(line);
@@ -426,19 +426,19 @@ s_test_verified_fds(void)
     mkdir(dst, 0755);
     s_write(dir, "demo_pkg-1.0-py3-none-any.whl", "wheel bytes one\n");
     s_write(dir, "other-2.0-py3-none-any.whl", "wheel bytes two\n");
-    sb_pubkey_t pub;
+    pk_pubkey_t pub;
     pk_key_generate(keypath, "t", &pub, NULL);
-    sb_seckey_t *sk = sb_seckey_load(keypath, &err);
+    pk_seckey_t *sk = pk_seckey_load(keypath, &err);
     pk_manifest_t *signed_m = sk ? pk_manifest_sign_dir(dir, sk, &err) : NULL;
     ok(signed_m && pk_manifest_count(signed_m) == 2,
        "signing a directory lists each wheel");
     if (!signed_m)
         diag("  %s", err.text);
     pk_manifest_destroy(&signed_m);
-    sb_seckey_destroy(&sk);
+    pk_seckey_destroy(&sk);
 
     pk_trust_t *t = pk_trust_new();
-    char *line = sb_pubkey_format(&pub);
+    char *line = pk_pubkey_format(&pub);
     pk_trust_add_key(t, line, "test", &err);
     free(line);
     pk_manifest_t *m = pk_manifest_load_verified(dir, t, &err);

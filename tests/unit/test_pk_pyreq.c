@@ -11,7 +11,7 @@
 static int
 s_cmp(const char *a, const char *b)
 {
-    return ag_pyver_cmp(a, b, NULL);
+    return pk_pyver_cmp(a, b, NULL);
 }
 
 static int
@@ -67,7 +67,7 @@ main(void)
     ok(s_cmp("v2.0", "2.0") == 0 && s_cmp("2.0-1", "2.0.post1") == 0,
        "a leading v and the implicit post-release spelling");
     bool vok = true;
-    ag_pyver_cmp("banana", "1.0", &vok);
+    pk_pyver_cmp("banana", "1.0", &vok);
     ok(!vok, "a non-version is reported as such");
 
     ok(pk_pyreq_spec_match(">=1.0,<2", "1.5", NULL) == 1 &&
