@@ -95,7 +95,8 @@ ag_mcp_parse(const char *text, size_t len, json_t **error)
         return NULL;
     }
     json_error_t jerr;
-    json_t *msg = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    json_t *msg =
+        json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (!msg) {
         *error = ag_mcp_error(NULL, AG_MCP_PARSE_ERROR,
                               "invalid JSON at byte %d: %s", jerr.position,
