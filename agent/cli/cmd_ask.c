@@ -504,15 +504,13 @@ ag_cmd_ask(int argc, char **argv)
         {"model", required_argument, 0, 'm'},
         {"output", required_argument, 0, 'o'},
         {"max-steps", required_argument, 0, 'S'},
-        {"timeout", required_argument, 0, 't'},
         {"record", required_argument, 0, 'r'},
         {"existing", optional_argument, 0, 'e'},
         {"allow-unsigned", no_argument, 0, 'U'},
-        {"kernel", required_argument, 0, 'k'},
-        {"max-output", required_argument, 0, 'M'},
         {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
         AG_SESSION_LONGOPTS,
+        AG_SESSION_EXEC_LONGOPTS,
         {0, 0, 0, 0}};
     const char *model = NULL, *output = NULL, *record = NULL;
     const char *existing_arg = NULL;
@@ -553,10 +551,6 @@ ag_cmd_ask(int argc, char **argv)
             max_steps = (int)v;
             break;
         }
-        case 't':
-            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
-                goto usage_error;
-            break;
         case 'r':
             record = optarg;
             break;
@@ -566,13 +560,6 @@ ag_cmd_ask(int argc, char **argv)
             break;
         case 'U':
             allow_unsigned = true;
-            break;
-        case 'k':
-            sopts.kernel_name = optarg;
-            break;
-        case 'M':
-            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
-                goto usage_error;
             break;
         case 'q':
             quiet = true;

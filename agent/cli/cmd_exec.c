@@ -108,15 +108,13 @@ ag_cmd_exec(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"code", required_argument, 0, 'c'},
-        {"kernel", required_argument, 0, 'k'},
-        {"timeout", required_argument, 0, 't'},
         {"json", no_argument, 0, 'j'},
         {"out", required_argument, 0, 'o'},
         {"existing", required_argument, 0, 'e'},
         {"allow-unsigned", no_argument, 0, 'U'},
-        {"max-output", required_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
         AG_SESSION_LONGOPTS,
+        AG_SESSION_EXEC_LONGOPTS,
         {0, 0, 0, 0}};
     const char *code_arg = NULL, *existing = NULL;
     bool json = false, allow_unsigned = false;
@@ -131,13 +129,6 @@ ag_cmd_exec(int argc, char **argv)
         case 'c':
             code_arg = optarg;
             break;
-        case 'k':
-            sopts.kernel_name = optarg;
-            break;
-        case 't':
-            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
-                goto usage_error;
-            break;
         case 'j':
             json = true;
             break;
@@ -149,10 +140,6 @@ ag_cmd_exec(int argc, char **argv)
             break;
         case 'U':
             allow_unsigned = true;
-            break;
-        case 'M':
-            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
-                goto usage_error;
             break;
         case 'h':
             fputs(s_usage, stdout);

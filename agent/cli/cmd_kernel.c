@@ -58,12 +58,10 @@ ag_cmd_kernel(int argc, char **argv)
     static const struct option longopts[] = {
         {"connection-file", required_argument, 0, 'f'},
         {"model", required_argument, 0, 'm'},
-        {"kernel", required_argument, 0, 'k'},
-        {"timeout", required_argument, 0, 't'},
-        {"max-output", required_argument, 0, 'M'},
         {"allow-unsigned", no_argument, 0, 'U'},
         {"help", no_argument, 0, 'h'},
         AG_SESSION_LONGOPTS,
+        AG_SESSION_EXEC_LONGOPTS,
         {0, 0, 0, 0}};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
@@ -78,17 +76,6 @@ ag_cmd_kernel(int argc, char **argv)
             break;
         case 'm':
             kopts.model = optarg;
-            break;
-        case 'k':
-            sopts.kernel_name = optarg;
-            break;
-        case 't':
-            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
-                goto usage_error;
-            break;
-        case 'M':
-            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
-                goto usage_error;
             break;
         case 'U':
             kopts.allow_unsigned = true;

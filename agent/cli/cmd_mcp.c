@@ -81,11 +81,9 @@ ag_cmd_mcp(int argc, char **argv)
         {"allow-origin", required_argument, 0, 'O'},
         {"max-sessions", required_argument, 0, 'S'},
         {"notebook", required_argument, 0, 'n'},
-        {"kernel", required_argument, 0, 'k'},
-        {"timeout", required_argument, 0, 't'},
-        {"max-output", required_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
         AG_SESSION_LONGOPTS,
+        AG_SESSION_EXEC_LONGOPTS,
         {0, 0, 0, 0}};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
@@ -125,17 +123,6 @@ ag_cmd_mcp(int argc, char **argv)
         }
         case 'n':
             notebook = optarg;
-            break;
-        case 'k':
-            sopts.kernel_name = optarg;
-            break;
-        case 't':
-            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
-                goto usage_error;
-            break;
-        case 'M':
-            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
-                goto usage_error;
             break;
         case 'h':
             fputs(s_usage, stdout);

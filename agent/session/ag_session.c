@@ -99,6 +99,14 @@ ag_session_parse_flag(ag_session_opts_t *o, int opt, const char *value,
         s_push(&o->files, &o->nfiles, value);
         return 0;
     }
+    if (i == 21) {
+        o->kernel_name = value;
+        return 0;
+    }
+    if (i == 22)
+        return ag_parse_seconds(value, &o->timeout_ms, err);
+    if (i == 23)
+        return ag_parse_bytes(value, &o->max_output_bytes, err);
     if (i == 20) {
         if (strcmp(value, "auto") == 0)
             o->warm = AG_WARM_AUTO;

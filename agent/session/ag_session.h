@@ -67,6 +67,16 @@ typedef struct ag_session_opts {
         "max-lifetime", required_argument, 0, AG_SESSION_OPT_BASE + 12         \
     }
 
+/* --kernel NAME, --timeout S and --max-output BYTES: for the subcommands
+ * that run code in a kernel they start (ag_session_parse_flag handles
+ * them, filling kernel_name, timeout_ms and max_output_bytes). */
+#define AG_SESSION_EXEC_LONGOPTS                                               \
+    {"kernel", required_argument, 0, AG_SESSION_OPT_BASE + 21},                \
+        {"timeout", required_argument, 0, AG_SESSION_OPT_BASE + 22},           \
+    {                                                                          \
+        "max-output", required_argument, 0, AG_SESSION_OPT_BASE + 23           \
+    }
+
 #define AG_SESSION_FLAGS_HELP                                                  \
     "\nsandbox (every kernel runs sandboxed unless --no-sandbox):\n"           \
     "      --file PATH[:NAME] copy a file into /mnt/data before start\n"       \
