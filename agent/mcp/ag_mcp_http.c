@@ -392,16 +392,10 @@ s_post(s_http_t *h, struct MHD_Connection *c, s_req_t *req)
                        "(it ended or never existed); initialize a new one");
         goto out;
     }
+    /* A supported MCP-Protocol-Version other than the negotiated one is
+     * accepted, as the reference SDK server does (the conformance suite
+     * sends 2025-03-26 on a 2025-11-25 session). */
     ag_mcp_server_t *server = ag_mcp_session_server(s);
-    const char *have = ag_mcp_server_version(server);
-    if (pv && have && strcmp(pv, have) != 0) {
-        ag_mcp_sessions_release(h->sessions, s, !cancel);
-        ret = s_refuse(c, MHD_HTTP_BAD_REQUEST, AG_MCP_INVALID_REQUEST,
-                       "Bad Request: MCP-Protocol-Version %s differs from "
-                       "the session's negotiated %s",
-                       pv, have);
-        goto out;
-    }
     if (cancel) {
         ag_mcp_server_cancel(server, rid);
         ag_mcp_sessions_release(h->sessions, s, false);
