@@ -207,8 +207,7 @@ s_stream_worker(void *arg)
 {
     s_stream_t *st = arg;
     ag_mcp_io_t io = {.send = s_stream_send, .arg = st};
-    json_t *resp =
-        ag_mcp_server_handle(ag_mcp_session_server(st->s), st->msg, &io);
+    json_t *resp = ag_mcp_session_handle(st->s, st->msg, &io);
     ag_mcp_sessions_release(st->h->sessions, st->s, true);
     st->s = NULL;
     if (resp) {
@@ -410,7 +409,7 @@ s_post(s_http_t *h, struct MHD_Connection *c, s_req_t *req)
         ret = s_reply_stream(h, c, s, msg);
         goto out;
     }
-    json_t *resp = ag_mcp_server_handle(server, msg, NULL);
+    json_t *resp = ag_mcp_session_handle(s, msg, NULL);
     ag_mcp_sessions_release(h->sessions, s, true);
     if (resp)
         ret = s_reply_json(c, MHD_HTTP_OK, resp, NULL);

@@ -19,6 +19,17 @@ struct ag_mcp_session {
     int64_t created_ms;     /* clock_mono_ms at creation */
     int64_t used_ms;        /* when a request last ended */
     ag_mcp_session_t *next; /* in the table's list */
+    /* The session's own thread runs its requests: the sandboxes it spawns
+     * die with the thread that spawned them (PR_SET_PDEATHSIG), so that
+     * must be one living as long as the session, not an HTTP connection's. */
+    pthread_t thread;       /* runs s_thread */
+    pthread_mutex_t jlock;  /* guards the job fields below */
+    pthread_cond_t jcond;   /* signals a new job, a done job, or quit */
+    const json_t *job;      /* the message to handle (borrowed), or NULL */
+    const ag_mcp_io_t *jio; /* its transport (borrowed) */
+    json_t *jresp;          /* the response (owned until taken) */
+    bool jdone;             /* jresp is set */
+    bool quit;              /* the thread is to destroy the server, end */
 };
 
 struct ag_mcp_sessions {
@@ -41,11 +52,59 @@ ag_mcp_sessions_new(int max, int idle_ms, int lifetime_ms)
     return t;
 }
 
+static void *
+s_thread(void *arg)
+{
+    ag_mcp_session_t *s = arg;
+    pthread_mutex_lock(&s->jlock);
+    for (;;) {
+        while (!s->job && !s->quit)
+            pthread_cond_wait(&s->jcond, &s->jlock);
+        if (s->quit)
+            break;
+        const json_t *msg = s->job;
+        const ag_mcp_io_t *io = s->jio;
+        pthread_mutex_unlock(&s->jlock);
+        json_t *resp = ag_mcp_server_handle(s->server, msg, io);
+        pthread_mutex_lock(&s->jlock);
+        s->job = NULL;
+        s->jresp = resp;
+        s->jdone = true;
+        pthread_cond_broadcast(&s->jcond);
+    }
+    pthread_mutex_unlock(&s->jlock);
+    log_info("mcp: session %.8s… ended; destroying its sandbox", s->id);
+    ag_mcp_server_destroy(&s->server);
+    return NULL;
+}
+
+json_t *
+ag_mcp_session_handle(ag_mcp_session_t *s, const json_t *msg,
+                      const ag_mcp_io_t *io)
+{
+    pthread_mutex_lock(&s->jlock);
+    s->job = msg;
+    s->jio = io;
+    s->jdone = false;
+    pthread_cond_broadcast(&s->jcond);
+    while (!s->jdone)
+        pthread_cond_wait(&s->jcond, &s->jlock);
+    json_t *resp = s->jresp;
+    s->jresp = NULL;
+    pthread_mutex_unlock(&s->jlock);
+    return resp;
+}
+
 static void
 s_free(ag_mcp_session_t *s)
 {
-    log_info("mcp: session %.8s… ended; destroying its sandbox", s->id);
-    ag_mcp_server_destroy(&s->server);
+    pthread_mutex_lock(&s->jlock);
+    s->quit = true;
+    pthread_cond_broadcast(&s->jcond);
+    pthread_mutex_unlock(&s->jlock);
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->jcond);
+    pthread_mutex_destroy(&s->jlock);
     pthread_mutex_destroy(&s->busy);
     free(s);
 }
@@ -115,6 +174,18 @@ ag_mcp_sessions_add(ag_mcp_sessions_t *t, ag_mcp_server_t **server)
     s->server = *server;
     *server = NULL;
     pthread_mutex_init(&s->busy, NULL);
+    pthread_mutex_init(&s->jlock, NULL);
+    pthread_cond_init(&s->jcond, NULL);
+    if (pthread_create(&s->thread, NULL, s_thread, s) != 0) {
+        pthread_mutex_unlock(&t->lock);
+        log_warn("mcp: cannot start a thread for a new session");
+        ag_mcp_server_destroy(&s->server);
+        pthread_cond_destroy(&s->jcond);
+        pthread_mutex_destroy(&s->jlock);
+        pthread_mutex_destroy(&s->busy);
+        free(s);
+        return NULL;
+    }
     s->refs = 2; /* the table's and the caller's */
     s->running = 1;
     s->created_ms = s->used_ms = clock_mono_ms();

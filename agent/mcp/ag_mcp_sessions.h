@@ -8,6 +8,8 @@
  * session is gone for good: its id is answered 404 and its kernel and
  * sandbox are destroyed once no request uses it any more.
  *
+ * Each session runs its requests on a thread of its own
+ * (ag_mcp_session_handle), which destroys the session's server at the end.
  * Thread-safe.
  */
 #ifndef AGENT_MCP_AG_MCP_SESSIONS_H
@@ -49,6 +51,14 @@ int ag_mcp_sessions_end(ag_mcp_sessions_t *t, const char *id);
 int ag_mcp_sessions_expire(ag_mcp_sessions_t *t);
 /* Live sessions. */
 int ag_mcp_sessions_count(ag_mcp_sessions_t *t);
+
+/* Handle `msg` (borrowed) on the session's own thread and wait for the
+ * response (as ag_mcp_server_handle). The caller holds the session
+ * exclusively. Each session has one thread for its life: sandboxes die
+ * with the thread that spawned them, so kernels must not be started from
+ * a connection's thread. */
+json_t *ag_mcp_session_handle(ag_mcp_session_t *s, const json_t *msg,
+                              const ag_mcp_io_t *io);
 
 ag_mcp_server_t *ag_mcp_session_server(ag_mcp_session_t *s); /* borrowed */
 const char *ag_mcp_session_id(const ag_mcp_session_t *s);

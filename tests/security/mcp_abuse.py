@@ -290,6 +290,24 @@ st, _, j = post(port, {"jsonrpc": "2.0", "id": 5, "method": "ping"},
                 {"MCP-Session-Id": sid3})
 ok(st == 404, "http: a session ended by DELETE is 404 afterwards", (st, j))
 
+# Each request on a new connection: the kernel started by the first must
+# outlive that connection (and its server thread).
+st, sid5, _ = new_session(port)
+S5 = {"MCP-Session-Id": sid5, "MCP-Protocol-Version": "2025-11-25"}
+call = {"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+        "params": {"name": "python", "arguments": {"code": "kept = 7"}}}
+st, _, j = post(port, call, S5, timeout=180)
+time.sleep(2)
+call["params"]["arguments"]["code"] = "kept * 6"
+st, _, j = post(port, call, S5, timeout=180)
+txt = json.dumps(j)
+ok(st == 200 and "42" in txt and "died" not in txt,
+   "http: a session's kernel outlives the connection that started it", j)
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+c.request("DELETE", "/mcp", headers={"MCP-Session-Id": sid5})
+c.getresponse().read()
+c.close()
+
 # A client that sends a request for a big answer and never reads it.
 post(port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, S)
 code = "print('x' * 20_000_000)"
