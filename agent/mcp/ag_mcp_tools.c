@@ -776,6 +776,11 @@ ag_mcp_box_destroy(ag_mcp_box_t **p)
     if (!p || !*p)
         return;
     ag_mcp_box_t *b = *p;
+    /* The session ends with its client, who may not wait long (the SDK
+     * kills a stdio server 4 s after closing its input): no graceful
+     * kernel shutdown, the whole box goes. */
+    if (b->session)
+        kb_kernel_kill(ag_session_kernel(b->session));
     ag_session_destroy(&b->session);
     ag_tools_destroy(&b->tools);
     nb_record_destroy(&b->record);
