@@ -247,6 +247,11 @@ s_python(ag_mcp_box_t *b, const json_t *args)
                                  "above 0 and at most %d; nothing was run",
                                  AG_MCP_MAX_TIMEOUT_S);
         b->timeout_ms = (int)(secs * 1000);
+        /* The operator's --timeout is a limit: a client may ask for less,
+         * not more (--timeout 0 lets clients choose up to the maximum). */
+        int cap = b->cfg->session->timeout_ms;
+        if (cap > 0 && b->timeout_ms > cap)
+            b->timeout_ms = cap;
     }
     if (!json_is_string(json_object_get(args, "code")))
         return s_text_result(true, "error: python needs {\"code\": \"...\"} "
@@ -622,7 +627,8 @@ static const s_tool_t s_tools[] = {
      "{\"type\": \"object\", \"properties\": {" AG_TOOLS_PYTHON_CODE_SCHEMA
      ", \"timeout\": {\"type\": \"number\", \"exclusiveMinimum\": 0, "
      "\"maximum\": 3600, \"description\": \"seconds before the cell is "
-     "interrupted (default: the server's --timeout)\"}}, \"required\": "
+     "interrupted (default and upper bound: the server's --timeout)\"}}, "
+     "\"required\": "
      "[\"code\"], \"additionalProperties\": false}",
      "{\"type\": \"object\", \"properties\": {\"status\": {\"type\": "
      "\"string\", \"enum\": [\"ok\", \"error\", \"timeout\", "

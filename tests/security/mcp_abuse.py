@@ -112,6 +112,15 @@ ok(len(out) == 3 and out[1].get("error", {}).get("code") == -32600 and
 ok(len(out) == 3 and out[2].get("id") == 3 and "result" in out[2],
    "stdio: the next message after an oversized one is answered", out)
 
+rc, out, err = stdio([init_msg(), {
+    "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+    "params": {"name": "python", "arguments": {
+        "code": "import time\ntime.sleep(30)", "timeout": 3600}}}],
+    ("--timeout", "2"))
+txt = json.dumps(out[-1])
+ok(len(out) == 2 and "timed out after 2 s" in txt,
+   "stdio: a client cannot raise the operator's --timeout", out[-1:])
+
 # ---- HTTP -------------------------------------------------------------------
 
 
