@@ -7,11 +7,13 @@
 #include "agent/cli/ag_cmd.h"
 #include "agent/loop/ag_loop.h"
 #include "agent/loop/ag_render.h"
+#include "agent/session/ag_archive.h"
 #include "agent/session/ag_session.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/xalloc.h"
+#include "notebook-io/nb_notebook.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -39,6 +41,9 @@ static const char s_usage[] =
     "                         OPENAI_API_KEY / ANTHROPIC_API_KEY is set)\n"
     "  -o, --output PATH      the session notebook (default\n"
     "                         session-YYYYmmdd-HHMMSS.ipynb)\n"
+    "      --archive ZIP      also pack a report archive of the session\n"
+    "                         ('jupyter-agent archive --help'); with\n"
+    "      --archive-key KEY  it is signed\n"
     "      --max-steps N      model turns before giving up (default 20)\n"
     "      --timeout S        wall-clock limit per cell (default 60; 0 = "
     "none)\n"
@@ -360,16 +365,6 @@ s_read_stdin(void)
     return buf_detach(&b, NULL);
 }
 
-/* "x.ipynb" -> "x_files". New string. */
-static char *
-s_files_dir(const char *nb)
-{
-    size_t n = strlen(nb);
-    if (n > 6 && strcmp(nb + n - 6, ".ipynb") == 0)
-        n -= 6;
-    return xasprintf("%.*s_files", (int)n, nb);
-}
-
 static void
 s_thousands(long long v, char *out, size_t size)
 {
@@ -508,12 +503,14 @@ ag_cmd_ask(int argc, char **argv)
         {"existing", optional_argument, 0, 'e'},
         {"allow-unsigned", no_argument, 0, 'U'},
         {"quiet", no_argument, 0, 'q'},
+        {"archive", required_argument, 0, 'A'},
+        {"archive-key", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
         AG_SESSION_LONGOPTS,
         AG_SESSION_EXEC_LONGOPTS,
         {0, 0, 0, 0}};
     const char *model = NULL, *output = NULL, *record = NULL;
-    const char *existing_arg = NULL;
+    const char *existing_arg = NULL, *archive = NULL, *archive_key = NULL;
     bool existing = false, allow_unsigned = false, quiet = false;
     int max_steps = AG_LOOP_MAX_STEPS;
     ag_session_opts_t sopts;
@@ -538,6 +535,12 @@ ag_cmd_ask(int argc, char **argv)
             break;
         case 'o':
             output = optarg;
+            break;
+        case 'A':
+            archive = optarg;
+            break;
+        case 'K':
+            archive_key = optarg;
             break;
         case 'S': {
             char *end = NULL;
@@ -625,7 +628,7 @@ ag_cmd_ask(int argc, char **argv)
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
         nb_path = xasprintf("session-%s.ipynb", stamp);
     }
-    files_dir = s_files_dir(nb_path);
+    files_dir = nb_path_sibling(nb_path, "_files");
 
     ui.tty = isatty(1);
     const char *no_color = getenv("NO_COLOR");
@@ -713,6 +716,19 @@ ag_cmd_ask(int argc, char **argv)
             status = ERR_IO;
     }
     s_copy_out(&ui, session, files_dir);
+    if (saved && archive) {
+        err_t aerr = {0};
+        if (ag_archive_session(session, nb_path, archive, archive_key, &aerr) ==
+            0)
+            printf("%sarchive:%s  %s%s\n", s_c(&ui, "\033[1m"),
+                   s_c(&ui, "\033[0m"), archive,
+                   archive_key ? "" : " (not signed: no --archive-key)");
+        else {
+            fprintf(stderr, "jupyter-agent ask: --archive: %s\n", aerr.text);
+            if (status == 0)
+                status = aerr.code ? aerr.code : ERR_IO;
+        }
+    }
     fflush(stdout);
     goto out;
 

@@ -24,7 +24,7 @@
 #include <zlib.h>
 
 #ifndef JUPYTER_AGENT_VERSION
-#define JUPYTER_AGENT_VERSION "0.1.0"
+#include "common/version.h"
 #endif
 
 static const char s_usage[] =

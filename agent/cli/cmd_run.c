@@ -5,6 +5,7 @@
  */
 #include "agent/cli/ag_cmd.h"
 #include "agent/cli/ag_interrupt.h"
+#include "agent/session/ag_archive.h"
 #include "agent/session/ag_session.h"
 #include "common/err.h"
 #include "common/xalloc.h"
@@ -23,6 +24,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static const char s_usage_archive[] =
+    "\nreport archive:\n"
+    "      --archive ZIP      also pack a report archive of the result\n"
+    "                         (see 'jupyter-agent archive --help')\n"
+    "      --archive-key KEY  sign that archive with KEY\n";
+
 static const char s_usage[] =
     "usage: jupyter-agent run NOTEBOOK.ipynb [options]\n"
     "\n"
@@ -34,6 +41,7 @@ static const char s_usage[] =
     "\n"
     "options:\n"
     "  -o, --output OUT       where to write (default: NOTEBOOK.out.ipynb)\n"
+
     "      --inplace          write the result over NOTEBOOK itself\n"
     "      --kernel NAME      kernelspec to start (default: the notebook's\n"
     "                         metadata.kernelspec.name, else python3)\n"
@@ -116,16 +124,6 @@ s_on_cell(const nb_run_event_t *ev, void *arg)
     fprintf(stderr, "%s[%zu/%zu] cell %zu %s %.1f s  %s\n",
             ui->tty ? "\r\033[K" : "", ev->ordinal, ev->total, ev->cell + 1,
             ev->status, ev->duration_ms / 1000.0, line);
-}
-
-/* NOTEBOOK.ipynb -> NOTEBOOK.out.ipynb; other names get ".out.ipynb". */
-static char *
-s_default_output(const char *in)
-{
-    size_t n = strlen(in);
-    if (n > 6 && strcmp(in + n - 6, ".ipynb") == 0)
-        return xasprintf("%.*s.out.ipynb", (int)(n - 6), in);
-    return xasprintf("%s.out.ipynb", in);
 }
 
 /* Can we write `out` (atomically: a temporary file in its directory, then
@@ -231,6 +229,7 @@ s_record_run(nb_notebook_t *nb, const nb_run_result_t *res,
                             : json_null());
     json_object_set_new(run, "allow_errors", json_boolean(allow_errors));
     json_object_set_new(ja, "run", run);
+    json_object_set_new(ja, "inputs", ag_session_inputs_json(session));
 }
 
 int
@@ -244,12 +243,15 @@ ag_cmd_run(int argc, char **argv)
         {"allow-errors", no_argument, 0, 'a'},
         {"max-output", required_argument, 0, 'M'},
         {"quiet", no_argument, 0, 'q'},
+        {"archive", required_argument, 0, 'A'},
+        {"archive-key", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
         AG_SESSION_LONGOPTS,
         {0, 0, 0, 0}};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
-    const char *out_arg = NULL, *kernel_arg = NULL;
+    const char *out_arg = NULL, *kernel_arg = NULL, *archive = NULL;
+    const char *archive_key = NULL;
     bool inplace = false, allow_errors = false, quiet = false;
     char **pnames = NULL, **pvalues = NULL, *out_path = NULL;
     size_t nparams = 0;
@@ -271,6 +273,12 @@ ag_cmd_run(int argc, char **argv)
         case 'I':
             inplace = true;
             break;
+        case 'A':
+            archive = optarg;
+            break;
+        case 'K':
+            archive_key = optarg;
+            break;
         case 'k':
             kernel_arg = optarg;
             break;
@@ -290,6 +298,7 @@ ag_cmd_run(int argc, char **argv)
             break;
         case 'h':
             fputs(s_usage, stdout);
+            fputs(s_usage_archive, stdout);
             status = 0;
             goto out;
         default:
@@ -319,7 +328,7 @@ ag_cmd_run(int argc, char **argv)
         goto fail;
     out_path = inplace   ? xstrdup(in_path)
                : out_arg ? xstrdup(out_arg)
-                         : s_default_output(in_path);
+                         : nb_path_sibling(in_path, ".out.ipynb");
     if (s_check_output(in_path, out_path, inplace, &err))
         goto fail;
     if (nparams && nb_run_inject_parameters(nb, (const char *const *)pnames,
@@ -375,6 +384,18 @@ ag_cmd_run(int argc, char **argv)
         goto fail;
     }
     status = res.code;
+    if (archive) {
+        err_t aerr = {0};
+        if (ag_archive_session(session, out_path, archive, archive_key,
+                               &aerr) != 0) {
+            fprintf(stderr, "jupyter-agent run: --archive: %s\n", aerr.text);
+            if (status == 0)
+                status = aerr.code ? aerr.code : ERR_IO;
+        } else if (!quiet) {
+            fprintf(stderr, "jupyter-agent run: archived to %s%s\n", archive,
+                    archive_key ? "" : " (not signed: no --archive-key)");
+        }
+    }
     if (res.code)
         fprintf(stderr, "jupyter-agent run: %s; wrote %s\n", rerr.text,
                 out_path);

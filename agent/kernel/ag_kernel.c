@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #ifndef JUPYTER_AGENT_VERSION
-#define JUPYTER_AGENT_VERSION "0.1.0"
+#include "common/version.h"
 #endif
 
 #define INNER_REQUEST_MS 10000 /* complete / inspect / is_complete */

@@ -6,6 +6,7 @@
 #include "kernel-bridge/kb_kernel.h"
 #include "packages/pk_manifest.h"
 #include "packages/pk_pyreq.h"
+#include "packages/pk_pysrc.h"
 #include "packages/pk_wheel.h"
 #include "sandbox/sb_files.h"
 #include "sandbox/sb_sandbox.h"
@@ -132,34 +133,13 @@ s_private(const char *body)
     return code;
 }
 
-static const char s_env_body[] =
-    "import json, os, platform, sys\n"
-    "def v(i):\n"
-    "    s = '%d.%d.%d' % (i.major, i.minor, i.micro)\n"
-    "    if i.releaselevel != 'final':\n"
-    "        s += i.releaselevel[0] + str(i.serial)\n"
-    "    return s\n"
-    "print(MARK + json.dumps({\n"
-    "    'implementation_name': sys.implementation.name,\n"
-    "    'implementation_version': v(sys.implementation.version),\n"
-    "    'os_name': os.name,\n"
-    "    'platform_machine': platform.machine(),\n"
-    "    'platform_release': platform.release(),\n"
-    "    'platform_system': platform.system(),\n"
-    "    'platform_version': platform.version(),\n"
-    "    'python_full_version': platform.python_version(),\n"
-    "    'platform_python_implementation': "
-    "platform.python_implementation(),\n"
-    "    'python_version': '.'.join(platform.python_version_tuple()[:2]),\n"
-    "    'sys_platform': sys.platform}))\n";
-
 static const json_t *
 s_marker_env(resolver_t *r, err_t *err)
 {
     if (r->env)
         return r->env;
     char *mark = s_pystr(MARK);
-    char *body = xasprintf("MARK = %s\n%s", mark, s_env_body);
+    char *body = xasprintf("%s\n_ja_marker_env(%s)\n", pk_install_env_py, mark);
     char *code = s_private(body);
     r->env = s_kernel_call(r->kernel, code, ENV_TIMEOUT_MS,
                            "reading the kernel's Python environment", err);
@@ -400,30 +380,6 @@ s_resolver_release(resolver_t *r)
 /* --- install ---------------------------------------------------------------
  */
 
-static const char s_install_body[] =
-    "import importlib, json, os, subprocess, sys, tempfile\n"
-    "fd, path = tempfile.mkstemp(prefix='jupyter-agent-req-', "
-    "suffix='.txt')\n"
-    "with os.fdopen(fd, 'w') as f:\n"
-    "    f.write(REQ)\n"
-    "env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}\n"
-    "try:\n"
-    "    r = subprocess.run([sys.executable, '-m', 'pip', 'install',\n"
-    "        '--isolated', '--no-index', '--find-links', WHEELS,\n"
-    "        '--only-binary', ':all:', '--require-hashes', '--no-cache-dir',\n"
-    "        '--disable-pip-version-check', '--no-input',\n"
-    "        '--no-warn-script-location', '--upgrade', '--target', TARGET,\n"
-    "        '-r', path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,\n"
-    "        stderr=subprocess.PIPE, text=True, env=env)\n"
-    "finally:\n"
-    "    os.unlink(path)\n"
-    "if r.returncode == 0:\n"
-    "    if TARGET not in sys.path:\n"
-    "        sys.path.insert(0, TARGET)\n"
-    "    importlib.invalidate_caches()\n"
-    "print(MARK + json.dumps({'rc': r.returncode,\n"
-    "    'stdout': r.stdout[-16000:], 'stderr': r.stderr[-16000:]}))\n";
-
 /* pip's "ERROR: ..." lines (with their indented continuations), or the
  * tail of its stderr. New string. */
 static char *
@@ -555,8 +511,8 @@ ag_packages_install(ag_session_t *s, const char *dir, const pk_trust_t *trust,
     lit[1] = s_pystr(copy_dir);
     lit[2] = s_pystr(AG_PACKAGES_TARGET);
     lit[3] = s_pystr(MARK);
-    body = xasprintf("REQ = %s\nWHEELS = %s\nTARGET = %s\nMARK = %s\n%s",
-                     lit[0], lit[1], lit[2], lit[3], s_install_body);
+    body = xasprintf("%s\n_ja_install(%s, %s, %s, %s)\n", pk_install_pip_py,
+                     lit[0], lit[1], lit[2], lit[3]);
     code = s_private(body);
     result = s_kernel_call(r.kernel, code, AG_PACKAGES_TIMEOUT_MS,
                            "installing packages", err);

@@ -1,4 +1,5 @@
 #include "agent/loop/ag_tools.h"
+#include "agent/loop/ag_pysrc.h"
 
 #include "agent/loop/ag_render.h"
 #include "common/buf.h"
@@ -494,23 +495,6 @@ s_str(const json_t *o, const char *key, const char *dflt)
     return v ? v : dflt;
 }
 
-/* Unsandboxed sessions: list the kernel's working directory from inside. */
-static const char s_list_code[] =
-    "def __ja_ls():\n"
-    "    import os, json\n"
-    "    out = []\n"
-    "    for root, dirs, files in os.walk('.'):\n"
-    "        dirs[:] = sorted(d for d in dirs if not d.startswith('.'))\n"
-    "        for f in sorted(files):\n"
-    "            p = os.path.join(root, f)\n"
-    "            if os.path.isfile(p) and not os.path.islink(p):\n"
-    "                out.append({'path': os.path.relpath(p),\n"
-    "                            'size': os.path.getsize(p)})\n"
-    "            if len(out) >= 500: break\n"
-    "        if len(out) >= 500: break\n"
-    "    print(json.dumps({'cwd': os.getcwd(), 'files': out}))\n"
-    "__ja_ls(); del __ja_ls\n";
-
 static json_t *
 s_list_in_kernel(ag_session_t *s, char **where)
 {
@@ -519,8 +503,12 @@ s_list_in_kernel(ag_session_t *s, char **where)
     xo.store_history = false;
     kb_output_t *out = kb_output_new(NULL, 1 << 20);
     json_t *files = NULL;
-    if (kb_kernel_execute(ag_session_kernel(s), s_list_code, &xo, 10000, out,
-                          NULL, NULL) == 0) {
+    /* Unsandboxed sessions: ag_list_files.py lists from inside. */
+    char *code = xasprintf("%s\n__ja_ls(); del __ja_ls\n", ag_list_files_py);
+    int rc = kb_kernel_execute(ag_session_kernel(s), code, &xo, 10000, out,
+                               NULL, NULL);
+    free(code);
+    if (rc == 0) {
         json_t *o = json_array_get(kb_output_outputs(out), 0);
         json_t *j = json_loads(s_str(o, "text", ""), 0, NULL);
         if (json_is_array(json_object_get(j, "files"))) {

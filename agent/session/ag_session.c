@@ -6,6 +6,7 @@
 #include "kernel-bridge/kb_launch_sandbox.h"
 #include "kernel-bridge/pool/kb_serve.h"
 #include "kernel-bridge/pool/kb_warm.h"
+#include "notebook-io/nb_archive.h"
 #include "sandbox/sb_files.h"
 
 #include <errno.h>
@@ -31,6 +32,7 @@ struct ag_session {
     char *packages_dir;  /* owned --packages DIR, or NULL */
     pk_trust_t *trust;   /* owned keys trusted for packages_dir, or NULL */
     json_t *packages;    /* owned array of install reports, or NULL */
+    json_t *inputs;      /* owned array: the --file inputs with SHA-256 */
 };
 
 /* Installed packages are on the kernel's path from its start, so they
@@ -210,6 +212,48 @@ static const char s_no_sandbox_warning[] =
     "user's full access to files and network.\n";
 
 /* Builds the session's sandbox launcher and queues the --file copies. */
+void
+ag_session_split_file_arg(const char *arg, char **path, char **name)
+{
+    *path = xstrdup(arg);
+    char *colon = strrchr(*path, ':');
+    if (colon && access(*path, F_OK) != 0) {
+        *colon = '\0';
+        *name = xstrdup(colon + 1);
+        return;
+    }
+    const char *slash = strrchr(*path, '/');
+    *name = xstrdup(slash ? slash + 1 : *path);
+}
+
+/* [{name, path, sha256, size}] for the --file list; NULL with err set. */
+static json_t *
+s_inputs_json(char *const *files, err_t *err)
+{
+    json_t *out = json_array();
+    for (size_t i = 0; files && files[i]; i++) {
+        char *path, *name;
+        ag_session_split_file_arg(files[i], &path, &name);
+        char *abs = realpath(path, NULL);
+        char hex[NB_SHA256_HEX];
+        uint64_t size = 0;
+        int rc = nb_sha256_file(abs ? abs : path, hex, &size, err);
+        if (rc == 0)
+            json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:I}", "name",
+                                                 name, "path", abs ? abs : path,
+                                                 "sha256", hex, "size",
+                                                 (json_int_t)size));
+        free(abs);
+        free(path);
+        free(name);
+        if (rc) {
+            json_decref(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 static kb_launcher_t *
 s_sandbox_factory(void *arg, err_t *err)
 {
@@ -219,16 +263,11 @@ s_sandbox_factory(void *arg, err_t *err)
         return NULL;
     sb_sandbox_t *box = kb_launcher_sandbox_box(l);
     for (size_t i = 0; i < o->nfiles; i++) {
-        /* PATH or PATH:NAME; a colon inside an existing path stays. */
-        char *path = xstrdup(o->files[i]);
-        char *colon = strrchr(path, ':');
-        const char *name = NULL;
-        if (colon && access(path, F_OK) != 0) {
-            *colon = '\0';
-            name = colon + 1;
-        }
+        char *path, *name;
+        ag_session_split_file_arg(o->files[i], &path, &name);
         int rc = sb_sandbox_add_file(box, path, name, err);
         free(path);
+        free(name);
         if (rc) {
             err_prefix(err, "--file %s", o->files[i]);
             kb_launcher_destroy(&l);
@@ -305,19 +344,12 @@ s_take_warm(const ag_session_opts_t *o, kb_launcher_t **out, err_t *err)
                        "--warm pool: %s", terr.text);
     }
     for (size_t i = 0; i < o->nfiles; i++) {
-        char *path = xstrdup(o->files[i]);
-        char *colon = strrchr(path, ':');
-        const char *name = NULL;
-        if (colon && access(path, F_OK) != 0) {
-            *colon = '\0';
-            name = colon + 1;
-        }
-        if (!name) {
-            name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-        }
+        char *path, *name;
+        ag_session_split_file_arg(o->files[i], &path, &name);
         int rc = sb_files_check_name(name, err) ||
                  kb_serve_launcher_add_file(l, path, name, err);
         free(path);
+        free(name);
         if (rc) {
             err_prefix(err, "--file %s", o->files[i]);
             kb_launcher_destroy(&l);
@@ -370,9 +402,18 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
         err_prefix(err, "--install");
         return NULL;
     }
+    /* Hashed before the kernel starts, so a missing file fails early and
+     * the record names what the session was given. */
+    json_t *inputs = s_inputs_json(o->files, err);
+    if (!inputs) {
+        pk_trust_destroy(&trust);
+        err_prefix(err, "--file");
+        return NULL;
+    }
     kb_launcher_t *warm = NULL;
     if (s_take_warm(o, &warm, err)) {
         pk_trust_destroy(&trust);
+        json_decref(inputs);
         return NULL;
     }
     kb_kernel_opts_t kopts = {.kernel_name = o->kernel_name,
@@ -390,10 +431,12 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     if (!k) {
         pk_trust_destroy(&trust);
+        json_decref(inputs);
         return NULL;
     }
     ag_session_t *s = xcalloc(1, sizeof *s);
     s->kernel = k;
+    s->inputs = inputs;
     s->sandboxed = !o->no_sandbox;
     s->warm = warm != NULL;
     s->trust = trust;
@@ -444,11 +487,18 @@ ag_session_destroy(ag_session_t **ps)
     kb_kernel_destroy(&s->kernel);
     json_decref(s->policy);
     json_decref(s->packages);
+    json_decref(s->inputs);
     pk_trust_destroy(&s->trust);
     free(s->packages_dir);
     free(s->warnings);
     free(s);
     *ps = NULL;
+}
+
+json_t *
+ag_session_inputs_json(ag_session_t *s)
+{
+    return s->inputs ? json_incref(s->inputs) : json_array();
 }
 
 kb_kernel_t *

@@ -131,6 +131,10 @@ void ag_session_record_kernel(ag_session_t *s, nb_record_t *rec);
 void ag_session_print_warnings(ag_session_t *s, FILE *f);
 /* Host path of the workspace (/mnt/data inside), or NULL if none. */
 const char *ag_session_workspace(ag_session_t *s);
+/* The files the session was given (--file), as notebook metadata records
+ * them for report archives: [{"name", "path" (absolute, on the host),
+ * "sha256", "size"}], hashed when the session started. New reference. */
+json_t *ag_session_inputs_json(ag_session_t *s);
 /* The sandbox policy as JSON for notebook metadata (new reference). */
 json_t *ag_session_policy_json(ag_session_t *s);
 /* True when the kernel came warm from a 'jupyter-agent serve' pool (its
@@ -149,6 +153,11 @@ const pk_trust_t *ag_session_trust(ag_session_t *s);
 /* Append an install report (borrowed; a reference is kept) to the
  * session's record, shown under "packages" in ag_session_policy_json. */
 void ag_session_record_packages(ag_session_t *s, json_t *report);
+
+/* A --file argument: PATH, or PATH:NAME when PATH alone does not exist (a
+ * colon inside an existing path stays). *name defaults to PATH's last
+ * component. Both new strings. */
+void ag_session_split_file_arg(const char *arg, char **path, char **name);
 
 /* "60", "1.5", "2m" -> milliseconds. */
 int ag_parse_seconds(const char *s, int *ms, err_t *err);
