@@ -344,6 +344,27 @@ left = [n for n in os.listdir(ENV["XDG_RUNTIME_DIR"])
         if n.startswith("ja-sb-")]
 ok(left == [], "http: no sandbox is left after the server stopped", left)
 
+# A client that disappears without DELETE: its session (and box) end after
+# --idle-timeout.
+srv, port = start_http("--idle-timeout", "2")
+st, sid6, _ = new_session(port)
+S6 = {"MCP-Session-Id": sid6}
+st, _, j = post(port, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "python",
+                                  "arguments": {"code": "1"}}}, S6,
+                timeout=180)
+boxes = [n for n in os.listdir(ENV["XDG_RUNTIME_DIR"])
+         if n.startswith("ja-sb-")]
+time.sleep(5)
+gone = [n for n in boxes if os.path.exists(
+    os.path.join(ENV["XDG_RUNTIME_DIR"], n))]
+st, _, j = post(port, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, S6)
+ok(boxes and not gone and st == 404,
+   "http: a session idle past --idle-timeout ends: its sandbox is removed "
+   "and its id is 404", (boxes, gone, st))
+srv.terminate()
+srv.wait(timeout=60)
+
 # ---- tokens -----------------------------------------------------------------
 
 p = subprocess.run([BIN, "mcp", "--http", "0.0.0.0:0"], env=ENV,
