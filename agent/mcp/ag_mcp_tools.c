@@ -3,6 +3,7 @@
 #include "agent/loop/ag_packages.h"
 #include "agent/loop/ag_render.h"
 #include "agent/loop/ag_tools.h"
+#include "agent/mcp/ag_mcp_pysrc.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -405,19 +406,6 @@ s_read_file(ag_mcp_box_t *b, const json_t *args)
     return r;
 }
 
-/* Writes the file from inside the box, as the box's user, so the host
- * never creates files in a tmpfs the box controls. */
-static const char s_write_code[] =
-    "def __ja_write(p, b):\n"
-    "    import base64, os\n"
-    "    os.makedirs(os.path.dirname(p), exist_ok=True)\n"
-    "    with open(p, 'wb') as f:\n"
-    "        f.write(base64.b64decode(b))\n"
-    "try:\n"
-    "    __ja_write(%s, '%s')\n"
-    "finally:\n"
-    "    del __ja_write\n";
-
 static json_t *
 s_write_file(ag_mcp_box_t *b, const json_t *args)
 {
@@ -467,7 +455,8 @@ s_write_file(ag_mcp_box_t *b, const json_t *args)
     char *target = xasprintf(SB_WORKSPACE_PATH "/%s", rel);
     json_t *jt = json_string(target);
     char *lit = json_dumps(jt, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
-    char *code = xasprintf(s_write_code, lit, enc);
+    char *code =
+        xasprintf("%s\n__ja_write(%s, '%s')\n", ag_mcp_write_file_py, lit, enc);
     free(lit);
     json_decref(jt);
     free(enc);
