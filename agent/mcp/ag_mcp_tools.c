@@ -136,6 +136,11 @@ s_run_python(void *arg, const char *code, kb_output_t *out, err_t *err)
         return -1;
     kb_exec_opts_t xo;
     kb_exec_opts_init(&xo);
+    /* One cell at a time, so nothing queued is to be aborted; with
+     * stop_on_error ipykernel aborts the next request that arrives soon
+     * after an error (a cell sent right after a cancelled one came back
+     * "aborted", never run). */
+    xo.stop_on_error = false;
     kb_exec_hooks_t hooks = {
         .on_iopub = s_on_iopub, .should_stop = s_should_stop, .arg = b};
     int rc = kb_kernel_execute(ag_session_kernel(s), code, &xo, b->timeout_ms,
@@ -214,8 +219,11 @@ s_delegate(ag_mcp_box_t *b, const char *name, const json_t *args,
                               json_pack("{s:s, s:s, s:s}", "type", "image",
                                         "data", res.images[i].data, "mimeType",
                                         res.images[i].mime));
+    /* An execution that did not end "ok" is an error for the client too
+     * (an "aborted" reply carries no error output of its own). */
+    bool failed = structured && strcmp(b->status, "ok") != 0;
     json_t *r = json_pack("{s:o, s:b}", "content", content, "isError",
-                          res.is_error || rc != 0);
+                          res.is_error || rc != 0 || failed);
     if (structured) {
         json_t *outputs =
             res.cell_outputs ? json_incref(res.cell_outputs) : json_array();

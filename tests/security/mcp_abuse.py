@@ -121,6 +121,20 @@ txt = json.dumps(out[-1])
 ok(len(out) == 2 and "timed out after 2 s" in txt,
    "stdio: a client cannot raise the operator's --timeout", out[-1:])
 
+# A cell right after a failing one must run, not come back "aborted"
+# (ipykernel's stop_on_error aborts requests arriving just after an error).
+lines = [init_msg()]
+for i in range(40):
+    for k, code in ((1, "1/0"), (2, "print('ran')")):
+        lines.append({"jsonrpc": "2.0", "id": 2 * i + k, "method":
+                      "tools/call", "params": {"name": "python",
+                                               "arguments": {"code": code}}})
+rc, out, err = stdio(lines)
+ran = sum(1 for m in out if isinstance(m.get("id"), int) and m["id"] > 0
+          and m["id"] % 2 == 0 and "ran" in json.dumps(m.get("result")))
+ok(ran == 40, "stdio: a cell sent right after a failing one always runs "
+   "(%d of 40)" % ran)
+
 # ---- HTTP -------------------------------------------------------------------
 
 
