@@ -24,6 +24,11 @@ struct ag_mcp_server {
     atomic_bool cancel;         /* the running request was cancelled */
 };
 
+/* MCP log levels, least severe first (RFC 5424 names). */
+static const char *const s_levels[] = {"debug",   "info",     "notice",
+                                       "warning", "error",    "critical",
+                                       "alert",   "emergency"};
+
 typedef struct s_call_ctx {
     ag_mcp_server_t *s;
     const ag_mcp_io_t *io;
@@ -88,6 +93,28 @@ s_progress(void *arg, const char *line)
         "notifications/progress",
         json_pack("{s:O, s:f, s:s}", "progressToken", c->token, "progress",
                   c->n, "message", line));
+    c->io->send(c->io->arg, n);
+    json_decref(n);
+}
+
+/* notifications/message when `level` is at least the client's level. */
+static void
+s_log(void *arg, const char *level, const char *text)
+{
+    s_call_ctx_t *c = arg;
+    int want = 0, have = 0;
+    for (int i = 0; i < 8; i++) {
+        if (strcmp(s_levels[i], c->s->level) == 0)
+            want = i;
+        if (strcmp(s_levels[i], level) == 0)
+            have = i;
+    }
+    if (have < want || !c->io || !c->io->send)
+        return;
+    json_t *n =
+        ag_mcp_notification("notifications/message",
+                            json_pack("{s:s, s:s, s:s}", "level", level,
+                                      "logger", "jupyter-agent", "data", text));
     c->io->send(c->io->arg, n);
     json_decref(n);
 }
@@ -162,6 +189,7 @@ s_tools_call(ag_mcp_server_t *s, const json_t *id, const json_t *params,
     ag_mcp_call_t call = {.progress =
                               token && io && io->send ? s_progress : NULL,
                           .should_stop = s_should_stop,
+                          .log = s_log,
                           .arg = &ctx};
     pthread_mutex_lock(&s->lock);
     s->running = json_deep_copy(id);
@@ -189,12 +217,9 @@ s_tools_call(ag_mcp_server_t *s, const json_t *id, const json_t *params,
 static json_t *
 s_set_level(ag_mcp_server_t *s, const json_t *id, const json_t *params)
 {
-    static const char *const levels[] = {"debug",   "info",     "notice",
-                                         "warning", "error",    "critical",
-                                         "alert",   "emergency"};
     const char *level = json_string_value(json_object_get(params, "level"));
-    for (size_t i = 0; level && i < sizeof levels / sizeof levels[0]; i++)
-        if (strcmp(level, levels[i]) == 0) {
+    for (size_t i = 0; level && i < sizeof s_levels / sizeof s_levels[0]; i++)
+        if (strcmp(level, s_levels[i]) == 0) {
             snprintf(s->level, sizeof s->level, "%s", level);
             return ag_mcp_result(id, json_object());
         }

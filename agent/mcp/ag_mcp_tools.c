@@ -85,6 +85,9 @@ s_session(ag_mcp_box_t *b, err_t *err)
         return NULL;
     b->started_ms = b->used_ms = clock_mono_ms();
     ag_session_print_warnings(b->session, stderr);
+    const char *w = ag_session_warnings(b->session);
+    if (*w && b->call && b->call->log)
+        b->call->log(b->call->arg, "warning", w);
     ag_session_record_kernel(b->session, b->record);
     return b->session;
 }
@@ -819,23 +822,35 @@ ag_mcp_instructions(const ag_mcp_config_t *cfg)
             buf_printf(&l, "%s%s", l.len ? ", " : "", libs[i][1]);
         free(dir);
     }
-    char *text = xasprintf(
-        "A local Python code interpreter: each MCP session has its own "
-        "IPython kernel in a Linux-namespace sandbox%s. State persists "
-        "between python calls, as in a notebook. The sandbox has NO network "
-        "(pip install from PyPI cannot work%s). Files live in /mnt/data "
-        "(%s; use write_file/read_file to move files in and out, at most "
-        "4 MiB each; list_files lists them). Libraries: %s. Limits: %s of "
-        "memory, %g CPU, %u processes, %g s per python call by default "
-        "(then the cell is interrupted). Plots come back as images (call "
-        "plt.show()). export_notebook returns the session as a Jupyter "
-        "notebook; reset restarts the kernel.",
-        o->no_sandbox ? " (NOT sandboxed: --no-sandbox)" : "",
-        o->packages_dir ? "; install_packages installs from the operator's "
-                          "signed wheels"
-                        : "",
-        disk, l.len ? buf_cstr(&l) : "the Python standard library", mem,
-        p->cpus, p->pids, o->timeout_ms / 1000.0);
+    const char *libs_text = l.len ? buf_cstr(&l) : "the standard library";
+    char *text;
+    if (o->no_sandbox)
+        text = xasprintf(
+            "A local Python code interpreter WITHOUT a sandbox "
+            "(--no-sandbox): each MCP session has its own IPython kernel, "
+            "running as a plain process with the operator's full access to "
+            "files and network. State persists between python calls, as in "
+            "a notebook. Libraries: %s. %g s per python call by default "
+            "(then the cell is interrupted). Plots come back as images (call "
+            "plt.show()). export_notebook returns the session as a Jupyter "
+            "notebook; reset restarts the kernel.",
+            libs_text, o->timeout_ms / 1000.0);
+    else
+        text = xasprintf(
+            "A local Python code interpreter: each MCP session has its own "
+            "IPython kernel in a Linux-namespace sandbox. State persists "
+            "between python calls, as in a notebook. The sandbox has NO "
+            "network (pip install from PyPI cannot work%s). Files live in "
+            "/mnt/data (%s; use write_file/read_file to move files in and "
+            "out, at most 4 MiB each; list_files lists them). Libraries: %s. "
+            "Limits: %s of memory, %g CPU, %u processes, %g s per python "
+            "call by default (then the cell is interrupted). Plots come back "
+            "as images (call plt.show()). export_notebook returns the "
+            "session as a Jupyter notebook; reset restarts the kernel.",
+            o->packages_dir ? "; install_packages installs from the "
+                              "operator's signed wheels"
+                            : "",
+            disk, libs_text, mem, p->cpus, p->pids, o->timeout_ms / 1000.0);
     buf_release(&l);
     return text;
 }

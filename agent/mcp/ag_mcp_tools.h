@@ -63,6 +63,9 @@ typedef struct ag_mcp_call {
     /* Polled about every 100 ms: true cancels the call (the kernel is
      * interrupted; its state is kept). */
     bool (*should_stop)(void *arg);
+    /* Something the client should know (level "warning", "info" ...), e.g.
+     * that the session runs without a sandbox or without some limits. */
+    void (*log)(void *arg, const char *level, const char *text);
     void *arg;
 } ag_mcp_call_t;
 

@@ -528,6 +528,12 @@ ag_session_record_kernel(ag_session_t *s, nb_record_t *rec)
         nb_record_set_kernel(rec, info, name, display);
 }
 
+const char *
+ag_session_warnings(ag_session_t *s)
+{
+    return s->warnings ? s->warnings : "";
+}
+
 sb_sandbox_t *
 ag_session_sandbox(ag_session_t *s)
 {

@@ -129,6 +129,8 @@ kb_kernel_t *ag_session_kernel(ag_session_t *s); /* borrowed */
 void ag_session_record_kernel(ag_session_t *s, nb_record_t *rec);
 /* Warnings the user must see once (no sandbox, limits not enforced). */
 void ag_session_print_warnings(ag_session_t *s, FILE *f);
+/* The same text (lines ending in newlines; "" when none). Borrowed. */
+const char *ag_session_warnings(ag_session_t *s);
 /* Host path of the workspace (/mnt/data inside), or NULL if none. */
 const char *ag_session_workspace(ag_session_t *s);
 /* The files the session was given (--file), as notebook metadata records

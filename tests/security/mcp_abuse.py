@@ -135,6 +135,23 @@ ran = sum(1 for m in out if isinstance(m.get("id"), int) and m["id"] > 0
 ok(ran == 40, "stdio: a cell sent right after a failing one always runs "
    "(%d of 40)" % ran)
 
+# logging: a session without a sandbox says so to the client (warning),
+# unless the client asked only for errors.
+py = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+      "params": {"name": "python", "arguments": {"code": "1"}}}
+rc, out, err = stdio([init_msg(), py], ("--no-sandbox",))
+logs = [m for m in out if m.get("method") == "notifications/message"]
+ok(logs and logs[0]["params"]["level"] == "warning" and
+   "--no-sandbox" in logs[0]["params"]["data"] and out[-1].get("id") == 2,
+   "stdio: --no-sandbox is reported to the client as a warning log message",
+   out[:2])
+rc, out, err = stdio([init_msg(), {"jsonrpc": "2.0", "id": 9, "method":
+                                   "logging/setLevel",
+                                   "params": {"level": "error"}}, py],
+                     ("--no-sandbox",))
+ok(not [m for m in out if m.get("method") == "notifications/message"],
+   "stdio: logging/setLevel error silences warnings", out)
+
 # ---- HTTP -------------------------------------------------------------------
 
 
