@@ -8,6 +8,7 @@
 #include "agent/mcp/ag_mcp_rpc.h"
 #include "agent/mcp/ag_mcp_stdio.h"
 #include "agent/session/ag_session.h"
+#include "common/cliopt.h"
 #include "common/err.h"
 #include "common/xalloc.h"
 
@@ -51,13 +52,17 @@ static const char s_usage[] =
     "      --kernel NAME      kernelspec to start (default python3)\n"
     "      --timeout S        default limit per python call (default 60; "
     "then\n"
-    "                         interrupt, 5 s grace, kill and restart)\n"
-    "      --max-output BYTES cap on stored output per call (default 64M)\n"
+    "                         interrupt, 5 s grace, kill and restart); "
+    "clients\n"
+    "                         may ask for less, never more\n"
     "\n"
     "Messages over 8 MiB are refused; read_file and write_file move at "
     "most\n"
     "4 MiB per file. The logs go to standard error "
-    "(JUPYTER_AGENT_LOG=info).\n" AG_SESSION_FLAGS_HELP "\n"
+    "(JUPYTER_AGENT_LOG=info).\n";
+
+static const char s_usage_tail[] =
+    "\n"
     "exit status: 0 the client closed the session (stdio) or a signal "
     "stopped\n"
     "the server; 2 usage; 7 I/O (the client stopped reading, the notebook\n"
@@ -75,15 +80,15 @@ s_on_signal(int sig)
 int
 ag_cmd_mcp(int argc, char **argv)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"http", required_argument, 0, 'H'},
         {"token-file", required_argument, 0, 'T'},
         {"allow-origin", required_argument, 0, 'O'},
         {"max-sessions", required_argument, 0, 'S'},
         {"notebook", required_argument, 0, 'n'},
+        {"kernel", required_argument, 0, 'k'},
+        {"timeout", required_argument, 0, 't'},
         {"help", no_argument, 0, 'h'},
-        AG_SESSION_LONGOPTS,
-        AG_SESSION_EXEC_LONGOPTS,
         {0, 0, 0, 0}};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
@@ -92,7 +97,16 @@ ag_cmd_mcp(int argc, char **argv)
     const char *notebook = NULL;
     err_t err = {0};
     int opt, rc;
+    cliopt_group_t groups[AG_SESSION_NGROUPS];
+    ag_session_flags(&sopts, groups);
+    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
     while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        int used =
+            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, &err);
+        if (used < 0)
+            goto usage_error;
+        if (used > 0)
+            continue;
         switch (opt) {
         case 'H':
             http = optarg;
@@ -124,18 +138,27 @@ ag_cmd_mcp(int argc, char **argv)
         case 'n':
             notebook = optarg;
             break;
+        case 'k':
+            sopts.kernel_name = optarg;
+            break;
+        case 't':
+            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
+                goto usage_error;
+            break;
         case 'h':
             fputs(s_usage, stdout);
+            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
+            fputs(s_usage_tail, stdout);
+            free(longopts);
             ag_session_opts_release(&sopts);
             return 0;
         default:
-            if (ag_session_parse_flag(&sopts, opt, optarg, &err) == 0)
-                break;
-            if (err.text[0] == '\0')
-                err_set(&err, ERR_USAGE, "see 'jupyter-agent mcp --help'");
+            err_set(&err, ERR_USAGE, "see 'jupyter-agent mcp --help'");
             goto usage_error;
         }
     }
+    free(longopts);
+    longopts = NULL;
     if (optind < argc) {
         err_set(&err, ERR_USAGE,
                 "unexpected argument '%s'; see 'jupyter-agent mcp --help'",
@@ -170,6 +193,7 @@ ag_cmd_mcp(int argc, char **argv)
     return rc < 0 ? (err.code ? err.code : ERR_IO) : 0;
 
 usage_error:
+    free(longopts);
     fprintf(stderr, "jupyter-agent mcp: %s\n", err.text);
     ag_session_opts_release(&sopts);
     return ERR_USAGE;

@@ -1,6 +1,6 @@
 #include "agent/mcp/ag_mcp_tools.h"
 
-#include "agent/loop/ag_packages.h"
+#include "agent/loop/ag_packages_tool.h"
 #include "agent/loop/ag_render.h"
 #include "agent/loop/ag_tools.h"
 #include "agent/mcp/ag_mcp_pysrc.h"
