@@ -532,6 +532,7 @@ s_parse_args(int argc, char **argv, ask_args_t *a, err_t *err)
         {"model", required_argument, 0, 'm'},
         {"output", required_argument, 0, 'o'},
         {"max-steps", required_argument, 0, 'S'},
+        {"timeout", required_argument, 0, 't'},
         {"record", required_argument, 0, 'r'},
         {"existing", optional_argument, 0, 'e'},
         {"allow-unsigned", no_argument, 0, 'U'},

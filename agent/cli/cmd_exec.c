@@ -138,6 +138,13 @@ ag_cmd_exec(int argc, char **argv)
         case 'c':
             code_arg = optarg;
             break;
+        case 'k':
+            sopts.kernel_name = optarg;
+            break;
+        case 't':
+            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
+                goto usage_error;
+            break;
         case 'j':
             json = true;
             break;
