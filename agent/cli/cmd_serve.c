@@ -131,6 +131,12 @@ ag_cmd_serve(int argc, char **argv)
     }
     free(longopts);
     longopts = NULL;
+    if (policy.seccomp_audit && o.factory) {
+        err_set(&err, ERR_USAGE,
+                "--seccomp-audit does not work with --factory (forked "
+                "kernels install the enforcing filter themselves); drop one");
+        goto usage_error;
+    }
     if (query) {
         json_t *reply = kb_serve_request(o.socket_path, query, &err);
         if (!reply) {

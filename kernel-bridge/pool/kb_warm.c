@@ -5,6 +5,7 @@
 #include "kernel-bridge/kb_launch_sandbox.h"
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_conn.h"
 #include "kernel-bridge/kb_kernelspec.h"
@@ -242,6 +243,10 @@ kb_warm_destroy(kb_warm_t **pw)
         syscall(SYS_pidfd_send_signal, w->kpidfd, SIGKILL, NULL, 0);
         close(w->kpidfd);
     }
+    char *audit = w->box ? sb_sandbox_seccomp_audit_report(w->box) : NULL;
+    if (audit) /* serve --seccomp-audit: one line per box */
+        log_warn("%s", audit);
+    free(audit);
     sb_sandbox_destroy(&w->box);
     if (w->out_fd >= 0)
         close(w->out_fd);
