@@ -1,4 +1,5 @@
 #include "agent/kernel/ag_kernel.h"
+#include "agent/kernel/ag_kernel_impl.h"
 #include "agent/loop/ag_markdown.h"
 
 #include "agent/llm/ag_provider.h"
@@ -25,57 +26,6 @@
 #ifndef JUPYTER_AGENT_VERSION
 #include "common/version.h"
 #endif
-
-#define INNER_REQUEST_MS 10000 /* complete / inspect / is_complete */
-#define HISTORY_MAX 10000      /* entries kept for history_request */
-
-struct ag_kernel {
-    kb_server_t *server;            /* owned */
-    const ag_session_opts_t *inner; /* borrowed; how to start the session */
-    ag_kernel_ask_fn ask;           /* what a plain cell does; never NULL */
-    ag_session_t *session;          /* owned; NULL until used or after death */
-    int64_t session_started_ms;     /* CLOCK_MONOTONIC, when it started */
-    int64_t session_used_ms;        /* ... when a cell last used it */
-    char *expired_note;             /* owned: why the last session was
-                                       stopped, told at the next cell */
-    const char *model;              /* --model (borrowed) or model_owned */
-    char *model_owned;              /* owned spec set by %model, or NULL */
-    nb_record_t *record;            /* owned: the session, for %export */
-    int execution_count;            /* of the last cell that stored
-                                       history (IPython's In[n] - 1) */
-    json_t *info;                   /* owned kernel_info_reply content */
-    /* The cell being executed (all reset per execute_request). */
-    const kb_msg_t *cell;  /* borrowed execute_request; NULL between cells */
-    bool cell_allow_stdin; /* the request allowed input() */
-    bool cell_silent;      /* the request was silent */
-    int cell_count;        /* the number this cell shows: execution_count
-                              + 1, kept only if it stores history */
-    bool cell_answered;    /* ag_kernel_answer was called */
-    json_t *cell_error;    /* owned {ename, evalue, traceback} or NULL */
-    json_t *cell_result;   /* owned text/plain of the execute_result */
-    json_t *cell_payload;  /* owned reply payloads of a %%python cell */
-    json_t *cell_user_expressions; /* owned: the reply's user_expressions,
-                                      evaluated by the inner kernel */
-    /* For the loop. */
-    void *ask_state;          /* owned through ask_free */
-    void (*ask_free)(void *); /* releases ask_state; may be NULL */
-    json_t *history;          /* owned [[session, line, input, out]] */
-    int history_session;      /* this kernel's session number: one more
-                                 than the last in the history file */
-    char *history_path;       /* owned: the history file, or NULL */
-};
-
-/* How inner outputs are forwarded. */
-typedef enum {
-    FWD_CELL, /* a %%python cell: execute_result keeps its role */
-    FWD_TOOL  /* the agent's code: execute_result becomes display_data */
-} fwd_mode_t;
-
-typedef struct fwd {
-    ag_kernel_t *k;   /* the kernel */
-    fwd_mode_t mode;  /* see above */
-    kb_output_t *out; /* the execution's output model (its inner count) */
-} fwd_t;
 
 /* ---- small helpers ---- */
 
@@ -104,8 +54,8 @@ s_first_line(const char *code, const char **rest)
 
 /* Is `code` a %%python cell (after blank lines)? Then *body is the code
  * after the magic's line. */
-static bool
-s_python_cell(const char *code, const char **body)
+bool
+ag_kernel_python_cell(const char *code, const char **body)
 {
     /* IPython drops leading blank lines before looking for a cell magic. */
     for (const char *p = code;
@@ -142,38 +92,15 @@ s_exit_cell(const char *code)
     return false;
 }
 
-/* Unicode code points in the first `bytes` bytes of UTF-8 text. */
-static long
-s_codepoints(const char *s, size_t bytes)
-{
-    long n = 0;
-    for (size_t i = 0; i < bytes; i++)
-        if (((unsigned char)s[i] & 0xC0) != 0x80)
-            n++;
-    return n;
-}
-
-/* Byte offset of code point `cp` in UTF-8 `s` (clamped to its end). */
-static size_t
-s_byte_offset(const char *s, long cp)
-{
-    size_t i = 0;
-    for (long n = 0; s[i]; i++) {
-        if (((unsigned char)s[i] & 0xC0) != 0x80 && n++ == cp)
-            return i;
-    }
-    return i;
-}
-
-static const char *
-s_str(json_t *obj, const char *key, const char *dflt)
+const char *
+ag_kernel_str(json_t *obj, const char *key, const char *dflt)
 {
     const char *v = json_string_value(json_object_get(obj, key));
     return v ? v : dflt;
 }
 
-static bool
-s_bool(json_t *obj, const char *key, bool dflt)
+bool
+ag_kernel_bool(json_t *obj, const char *key, bool dflt)
 {
     json_t *v = json_object_get(obj, key);
     return json_is_boolean(v) ? json_is_true(v) : dflt;
@@ -254,12 +181,12 @@ static void
 s_set_cell_error(ag_kernel_t *k, json_t *content)
 {
     json_decref(k->cell_error);
-    k->cell_error =
-        json_pack("{s:s, s:s, s:O}", "ename", s_str(content, "ename", "Error"),
-                  "evalue", s_str(content, "evalue", ""), "traceback",
-                  json_is_array(json_object_get(content, "traceback"))
-                      ? json_object_get(content, "traceback")
-                      : json_array());
+    k->cell_error = json_pack(
+        "{s:s, s:s, s:O}", "ename", ag_kernel_str(content, "ename", "Error"),
+        "evalue", ag_kernel_str(content, "evalue", ""), "traceback",
+        json_is_array(json_object_get(content, "traceback"))
+            ? json_object_get(content, "traceback")
+            : json_array());
 }
 
 /* IPython's tracebacks name the cell "In[n]" by the inner kernel's count;
@@ -370,8 +297,9 @@ s_last_error(kb_output_t *out)
 {
     json_t *outputs = kb_output_outputs(out), *found = NULL, *o;
     size_t i;
-    json_array_foreach(outputs, i, o) if (strcmp(s_str(o, "output_type", ""),
-                                                 "error") == 0) found = o;
+    json_array_foreach(outputs, i,
+                       o) if (strcmp(ag_kernel_str(o, "output_type", ""),
+                                     "error") == 0) found = o;
     return found;
 }
 
@@ -411,8 +339,8 @@ s_run_inner(ag_kernel_t *k, const char *code, fwd_mode_t mode, kb_output_t *out,
     kb_exec_opts_init(&xo);
     xo.allow_stdin = k->cell_allow_stdin;
     if (mode == FWD_CELL) {
-        xo.silent = s_bool(req, "silent", false);
-        xo.store_history = s_bool(req, "store_history", true);
+        xo.silent = ag_kernel_bool(req, "silent", false);
+        xo.store_history = ag_kernel_bool(req, "store_history", true);
         json_t *ue = json_object_get(req, "user_expressions");
         xo.user_expressions = json_is_object(ue) ? ue : NULL;
     }
@@ -571,116 +499,6 @@ ag_kernel_stop(ag_kernel_t *k)
 }
 
 /* ---- execute_request ---- */
-
-/* The history file, like IPython's history.sqlite but under the Jupyter
- * data dir: $JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else
- * ~/.local/share/jupyter, + "/agent/history.jsonl". One JSON array
- * [session, line, input, output] per line. New string or NULL. */
-static char *
-s_history_file(void)
-{
-    const char *data = getenv("JUPYTER_DATA_DIR");
-    const char *xdg = getenv("XDG_DATA_HOME");
-    const char *home = getenv("HOME");
-    if (data && *data)
-        return xasprintf("%s/agent/history.jsonl", data);
-    if (xdg && *xdg)
-        return xasprintf("%s/jupyter/agent/history.jsonl", xdg);
-    if (home && *home)
-        return xasprintf("%s/.local/share/jupyter/agent/history.jsonl", home);
-    return NULL;
-}
-
-/* Load the last HISTORY_MAX entries of earlier kernels; this kernel's
- * session is one more than the last one found. Best effort. */
-static void
-s_history_load(ag_kernel_t *k)
-{
-    k->history_session = 1;
-    k->history_path = s_history_file();
-    FILE *f = k->history_path ? fopen(k->history_path, "r") : NULL;
-    if (!f)
-        return;
-    char *line = NULL;
-    size_t cap = 0;
-    size_t lines = 0;
-    while (getline(&line, &cap, f) > 0) {
-        json_t *e = json_loads(line, 0, NULL);
-        lines++;
-        if (json_is_array(e) && json_array_size(e) == 4 &&
-            json_is_integer(json_array_get(e, 0)) &&
-            json_is_integer(json_array_get(e, 1)) &&
-            json_is_string(json_array_get(e, 2))) {
-            json_int_t session = json_integer_value(json_array_get(e, 0));
-            if (session >= k->history_session && session < 1 << 30)
-                k->history_session = (int)session + 1;
-            if (json_array_size(k->history) >= HISTORY_MAX)
-                json_array_remove(k->history, 0);
-            json_array_append(k->history, e);
-        }
-        json_decref(e);
-    }
-    free(line);
-    fclose(f);
-    if (lines <= 2 * HISTORY_MAX)
-        return;
-    /* Keep the file bounded: rewrite it with what was kept. */
-    char *tmp = xasprintf("%s.tmp", k->history_path);
-    FILE *w = fopen(tmp, "w");
-    size_t i;
-    json_t *e;
-    json_array_foreach(k->history, i, e)
-    {
-        char *s = json_dumps(e, JSON_COMPACT);
-        if (w && s)
-            fprintf(w, "%s\n", s);
-        free(s);
-    }
-    if (w && fclose(w) == 0)
-        rename(tmp, k->history_path);
-    free(tmp);
-}
-
-/* mkdir -p for the parent directories of `path` (mode 0700). */
-static void
-s_mkdirs_for(const char *path)
-{
-    char *dir = xstrdup(path);
-    for (char *p = dir + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-                break;
-            *p = '/';
-        }
-    free(dir);
-}
-
-static void
-s_history_add(ag_kernel_t *k, const char *code)
-{
-    if (json_array_size(k->history) >= HISTORY_MAX)
-        json_array_remove(k->history, 0);
-    json_t *e =
-        json_pack("[i, i, s, O]", k->history_session, k->execution_count, code,
-                  k->cell_result ? k->cell_result : json_null());
-    json_array_append(k->history, e);
-    char *s = k->history_path ? json_dumps(e, JSON_COMPACT) : NULL;
-    json_decref(e);
-    if (!s)
-        return;
-    s_mkdirs_for(k->history_path);
-    int fd =
-        open(k->history_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    size_t n = strlen(s);
-    s[n] = '\n'; /* json_dumps's NUL becomes the line end */
-    if (fd < 0 || write(fd, s, n + 1) != (ssize_t)(n + 1))
-        log_warn("history: cannot append to %s: %s", k->history_path,
-                 strerror(errno));
-    if (fd >= 0)
-        close(fd);
-    free(s);
-}
 
 /* user_expressions of a cell that did not run in the inner kernel (the
  * agent answered it): the inner kernel evaluates them, as ipykernel would
@@ -860,7 +678,7 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
 {
     ag_kernel_t *k = arg;
     json_t *content = kb_msg_content(req);
-    const char *code = s_str(content, "code", NULL);
+    const char *code = ag_kernel_str(content, "code", NULL);
     if (!code)
         return kb_server_reply(
             s, ch, req, "execute_reply",
@@ -869,11 +687,12 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
                       "traceback", "execute_request without code",
                       "execution_count", k->execution_count),
             NULL);
-    bool silent = s_bool(content, "silent", false);
-    bool store_history = s_bool(content, "store_history", true) && !silent;
+    bool silent = ag_kernel_bool(content, "silent", false);
+    bool store_history =
+        ag_kernel_bool(content, "store_history", true) && !silent;
     k->cell = req;
     k->cell_silent = silent;
-    k->cell_allow_stdin = s_bool(content, "allow_stdin", true);
+    k->cell_allow_stdin = ag_kernel_bool(content, "allow_stdin", true);
     k->cell_answered = false;
     json_decref(k->cell_error);
     json_decref(k->cell_result);
@@ -894,7 +713,7 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     const char *body = NULL;
     char *magic_arg = NULL;
     bool exiting = false;
-    if (s_python_cell(code, &body))
+    if (ag_kernel_python_cell(code, &body))
         s_run_python_cell(k, body);
     else if (s_reset_cell(code))
         s_run_reset(k);
@@ -910,7 +729,7 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
 
     /* Abort what was queued behind a failed cell before the client can
      * see the failure, so nothing it sends afterwards is aborted. */
-    if (k->cell_error && s_bool(content, "stop_on_error", true))
+    if (k->cell_error && ag_kernel_bool(content, "stop_on_error", true))
         kb_server_abort_queued(s);
     json_t *reply;
     if (k->cell_error) {
@@ -941,312 +760,9 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     if (k->session) /* a cell just used it: idle time starts now */
         k->session_used_ms = clock_mono_ms();
     if (store_history)
-        s_history_add(k, code);
+        ag_kernel_history_add(k, code);
     k->cell = NULL;
     return rc;
-}
-
-/* ---- complete / inspect / is_complete ---- */
-
-/* Forward a request to the inner kernel and return its reply content (new
- * reference), or NULL. */
-static json_t *
-s_ask_inner(ag_kernel_t *k, const char *msg_type, json_t *content)
-{
-    err_t err = {0};
-    ag_session_t *session = ag_kernel_session(k, &err);
-    if (!session) {
-        log_warn("%s: %s", msg_type, err.text);
-        json_decref(content);
-        return NULL;
-    }
-    kb_client_t *c = kb_kernel_client(ag_session_kernel(session));
-    kb_msg_t *reply = kb_client_request(c, KB_SHELL, msg_type, content,
-                                        INNER_REQUEST_MS, &err);
-    if (!reply) {
-        log_warn("%s: %s", msg_type, err.text);
-        return NULL;
-    }
-    json_t *out = json_incref(kb_msg_content(reply));
-    kb_msg_destroy(&reply);
-    return out;
-}
-
-/* Completions of the magic we know, for text at the start of a cell. */
-static json_t *
-s_complete_magic(const char *code, long cursor)
-{
-    static const char *const magics[] = {
-        AG_KERNEL_MAGIC_PYTHON, AG_KERNEL_MAGIC_RESET, AG_KERNEL_MAGIC_EXPORT,
-        AG_KERNEL_MAGIC_MODEL};
-    size_t end = s_byte_offset(code, cursor);
-    json_t *matches = json_array();
-    /* Only a first line that is a magic prefix up to the cursor. */
-    if (end > 0 && code[0] == '%' && !memchr(code, '\n', end))
-        for (size_t i = 0; i < sizeof magics / sizeof magics[0]; i++)
-            if (strncmp(magics[i], code, end) == 0)
-                json_array_append_new(matches, json_string(magics[i]));
-    json_int_t start = json_array_size(matches) ? 0 : (json_int_t)cursor;
-    return json_pack("{s:s, s:o, s:I, s:I, s:{}}", "status", "ok", "matches",
-                     matches, "cursor_start", start, "cursor_end",
-                     (json_int_t)cursor, "metadata");
-}
-
-static long
-s_cursor(json_t *content, const char *code)
-{
-    json_t *c = json_object_get(content, "cursor_pos");
-    long total = s_codepoints(code, strlen(code));
-    if (!json_is_integer(c))
-        return total;
-    long v = (long)json_integer_value(c);
-    return v < 0 ? 0 : v > total ? total : v;
-}
-
-static int
-s_on_complete(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
-{
-    ag_kernel_t *k = arg;
-    json_t *content = kb_msg_content(req);
-    const char *code = s_str(content, "code", "");
-    long cursor = s_cursor(content, code);
-    const char *body = NULL;
-    long offset = s_python_cell(code, &body)
-                      ? s_codepoints(code, (size_t)(body - code))
-                      : -1;
-    json_t *reply = NULL;
-    if (offset >= 0 && cursor >= offset && body > code && body[-1] == '\n') {
-        reply = s_ask_inner(k, "complete_request",
-                            json_pack("{s:s, s:I}", "code", body, "cursor_pos",
-                                      (json_int_t)(cursor - offset)));
-        if (reply && strcmp(s_str(reply, "status", ""), "ok") == 0) {
-            for (int i = 0; i < 2; i++) {
-                const char *key = i ? "cursor_end" : "cursor_start";
-                json_t *v = json_object_get(reply, key);
-                json_object_set_new(
-                    reply, key,
-                    json_integer((json_is_integer(v) ? json_integer_value(v)
-                                                     : cursor - offset) +
-                                 offset));
-            }
-        } else {
-            json_decref(reply);
-            reply = NULL;
-        }
-    }
-    if (!reply)
-        reply = s_complete_magic(code, cursor);
-    return kb_server_reply(s, ch, req, "complete_reply", reply, NULL);
-}
-
-static const char s_magic_help[] =
-    "jupyter-agent cells\n"
-    "\n"
-    "  <a request in plain language>  the agent answers it, running Python\n"
-    "                                 in the session when it needs to\n"
-    "  %%python                       the rest of the cell runs as Python in\n"
-    "  <code>                         the session, exactly as written\n"
-    "  %reset                         start a fresh Python session and\n"
-    "                                 conversation\n"
-    "  %export PATH.ipynb             write the whole session so far as a\n"
-    "                                 notebook\n"
-    "  %model [PROVIDER:MODEL]        show or switch the model; the\n"
-    "                                 conversation continues\n";
-
-static int
-s_on_inspect(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
-{
-    ag_kernel_t *k = arg;
-    json_t *content = kb_msg_content(req);
-    const char *code = s_str(content, "code", "");
-    long cursor = s_cursor(content, code);
-    const char *body = NULL;
-    json_t *reply = NULL;
-    if (s_python_cell(code, &body)) {
-        long offset = s_codepoints(code, (size_t)(body - code));
-        if (cursor >= offset && body[-1] == '\n') {
-            json_t *level = json_object_get(content, "detail_level");
-            reply = s_ask_inner(
-                k, "inspect_request",
-                json_pack("{s:s, s:I, s:I}", "code", body, "cursor_pos",
-                          (json_int_t)(cursor - offset), "detail_level",
-                          json_is_integer(level) ? json_integer_value(level)
-                                                 : 0));
-        }
-    }
-    if (!reply) {
-        bool magic = code[0] == '%';
-        reply = magic ? json_pack("{s:s, s:b, s:{s:s}, s:{}}", "status", "ok",
-                                  "found", 1, "data", "text/plain",
-                                  s_magic_help, "metadata")
-                      : json_pack("{s:s, s:b, s:{}, s:{}}", "status", "ok",
-                                  "found", 0, "data", "metadata");
-    }
-    return kb_server_reply(s, ch, req, "inspect_reply", reply, NULL);
-}
-
-static int
-s_on_is_complete(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
-                 void *arg)
-{
-    ag_kernel_t *k = arg;
-    const char *code = s_str(kb_msg_content(req), "code", "");
-    const char *body = NULL;
-    json_t *reply = NULL;
-    if (s_python_cell(code, &body)) {
-        if (*body == '\0' && !strchr(code, '\n'))
-            reply = json_pack("{s:s, s:s}", "status", "incomplete", "indent",
-                              ""); /* just the magic line: keep typing */
-        else
-            reply = s_ask_inner(k, "is_complete_request",
-                                json_pack("{s:s}", "code", body));
-        if (!reply)
-            reply = json_pack("{s:s}", "status", "unknown");
-    } else {
-        reply = json_pack("{s:s}", "status", "complete");
-    }
-    return kb_server_reply(s, ch, req, "is_complete_reply", reply, NULL);
-}
-
-/* ---- kernel_info, history, comm_info ---- */
-
-static int
-s_on_kernel_info(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
-                 void *arg)
-{
-    ag_kernel_t *k = arg;
-    return kb_server_reply(s, ch, req, "kernel_info_reply",
-                           json_deep_copy(k->info), NULL);
-}
-
-/* The comms live in the Python side: its comm_info, when it runs (a
- * frontend asks on connect; that alone starts no sandbox). */
-static int
-s_on_comm_info(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
-{
-    ag_kernel_t *k = arg;
-    json_t *reply = k->session
-                        ? s_ask_inner(k, "comm_info_request",
-                                      json_deep_copy(kb_msg_content(req)))
-                        : NULL;
-    if (!json_is_object(json_object_get(reply, "comms"))) {
-        json_decref(reply);
-        reply = json_pack("{s:s, s:{}}", "status", "ok", "comms");
-    }
-    return kb_server_reply(s, ch, req, "comm_info_reply", reply, NULL);
-}
-
-/* What the Python side publishes while handling a frontend's comm
- * message: forwarded under that message. */
-typedef struct comm_fwd {
-    ag_kernel_t *k;
-    const kb_msg_t *req; /* the frontend's comm message (borrowed) */
-} comm_fwd_t;
-
-static void
-s_forward_comm(const kb_msg_t *msg, void *arg)
-{
-    comm_fwd_t *f = arg;
-    const char *type = kb_msg_type(msg);
-    if (!strcmp(type, "status") || !strcmp(type, "execute_input"))
-        return;
-    kb_server_publish(f->k->server, f->req, type,
-                      json_deep_copy(kb_msg_content(msg)), NULL);
-}
-
-/* comm_open, comm_msg, comm_close from the frontend: to the Python side
- * (ipywidgets in %%python cells), and what it answers back. Comm messages
- * have no reply. Without a Python session, a comm_open is closed again,
- * as ipykernel closes one for a target it does not know. */
-static int
-s_on_comm(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
-{
-    (void)ch;
-    ag_kernel_t *k = arg;
-    json_t *content = kb_msg_content(req);
-    const char *type = kb_msg_type(req);
-    if (!k->session) {
-        const char *id = s_str(content, "comm_id", "");
-        if (!strcmp(type, "comm_open"))
-            kb_server_publish(s, req, "comm_close",
-                              json_pack("{s:s, s:{}}", "comm_id", id, "data"),
-                              NULL);
-        return 0;
-    }
-    kb_client_t *c = kb_kernel_client(ag_session_kernel(k->session));
-    comm_fwd_t f = {k, req};
-    err_t err = {0};
-    if (kb_client_send_pump(c, type, json_deep_copy(content), s_forward_comm,
-                            &f, INNER_REQUEST_MS, &err))
-        log_warn("%s: %s", type, err.text);
-    return 0;
-}
-
-static json_t *
-s_history_entry(json_t *e, bool output)
-{
-    json_t *input = json_array_get(e, 2);
-    json_t *third = output ? json_pack("[O, O]", input, json_array_get(e, 3))
-                           : json_incref(input);
-    return json_pack("[O, O, o]", json_array_get(e, 0), json_array_get(e, 1),
-                     third);
-}
-
-static int
-s_on_history(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
-{
-    ag_kernel_t *k = arg;
-    json_t *c = kb_msg_content(req);
-    const char *type = s_str(c, "hist_access_type", "tail");
-    bool output = s_bool(c, "output", false);
-    json_t *nv = json_object_get(c, "n");
-    size_t total = json_array_size(k->history);
-    size_t n = json_is_integer(nv) && json_integer_value(nv) >= 0
-                   ? (size_t)json_integer_value(nv)
-                   : total;
-    json_t *hist = json_array(), *e;
-    size_t i;
-    if (strcmp(type, "tail") == 0) {
-        for (i = total > n ? total - n : 0; i < total; i++)
-            json_array_append_new(
-                hist, s_history_entry(json_array_get(k->history, i), output));
-    } else if (strcmp(type, "range") == 0) {
-        json_int_t start = json_integer_value(json_object_get(c, "start"));
-        json_t *stopv = json_object_get(c, "stop");
-        json_int_t stop = json_is_integer(stopv) ? json_integer_value(stopv)
-                                                 : k->execution_count + 1;
-        json_array_foreach(k->history, i, e)
-        {
-            /* A range is of this kernel's session, as in IPython. */
-            json_int_t line = json_integer_value(json_array_get(e, 1));
-            if (json_integer_value(json_array_get(e, 0)) ==
-                    k->history_session &&
-                line >= start && line < stop)
-                json_array_append_new(hist, s_history_entry(e, output));
-        }
-    } else if (strcmp(type, "search") == 0) {
-        const char *pattern = s_str(c, "pattern", "*");
-        bool unique = s_bool(c, "unique", false);
-        /* Newest first, so `unique` keeps the latest and `n` the last n. */
-        for (i = total; i-- > 0 && json_array_size(hist) < n;) {
-            e = json_array_get(k->history, i);
-            const char *src = json_string_value(json_array_get(e, 2));
-            if (fnmatch(pattern, src, 0) != 0)
-                continue;
-            bool dup = false;
-            for (size_t j = 0; unique && j < json_array_size(hist) && !dup;
-                 j++) {
-                json_t *h = json_array_get(json_array_get(hist, j), 2);
-                dup = json_equal(output ? json_array_get(h, 0) : h,
-                                 json_array_get(e, 2));
-            }
-            if (!dup)
-                json_array_insert_new(hist, 0, s_history_entry(e, output));
-        }
-    }
-    return kb_server_reply(
-        s, ch, req, "history_reply",
-        json_pack("{s:s, s:o}", "status", "ok", "history", hist), NULL);
 }
 
 static json_t *
@@ -1299,19 +815,10 @@ ag_kernel_new(const ag_kernel_opts_t *o, err_t *err)
     k->model = o->model;
     k->info = s_kernel_info(o);
     k->history = json_array();
-    s_history_load(k);
+    ag_kernel_history_load(k);
     k->record = nb_record_new();
     kb_server_on(server, "execute_request", s_on_execute, k);
-    kb_server_on(server, "kernel_info_request", s_on_kernel_info, k);
-    kb_server_on_control(server, "kernel_info_request", s_on_kernel_info, k);
-    kb_server_on(server, "complete_request", s_on_complete, k);
-    kb_server_on(server, "inspect_request", s_on_inspect, k);
-    kb_server_on(server, "is_complete_request", s_on_is_complete, k);
-    kb_server_on(server, "history_request", s_on_history, k);
-    kb_server_on(server, "comm_info_request", s_on_comm_info, k);
-    kb_server_on(server, "comm_open", s_on_comm, k);
-    kb_server_on(server, "comm_msg", s_on_comm, k);
-    kb_server_on(server, "comm_close", s_on_comm, k);
+    ag_kernel_requests_register(k);
     return k;
 }
 
