@@ -9,6 +9,7 @@
 #include "common/cliopt.h"
 #include "common/err.h"
 #include "kernel-bridge/kb_kernel.h"
+#include "notebook-io/nb_record.h"
 #include "packages/pk_trust.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
@@ -32,10 +33,13 @@ typedef struct ag_session_opts {
     size_t ninstalls;
     char **trusts; /* owned NULL-terminated --trust KEY|FILE list */
     size_t ntrusts;
-    int idle_timeout_ms; /* a long-lived session (the agent kernel's) idle
-                            this long is stopped; default 30 min, 0 = never */
-    int max_lifetime_ms; /* ... or this long after it started; default 8 h,
-                            0 = no limit */
+    int idle_timeout_ms;    /* a long-lived session (the agent kernel's) idle
+                               this long is stopped; default 30 min, 0 = never */
+    int max_lifetime_ms;    /* ... or this long after it started; default 8 h,
+                               0 = no limit */
+    bool history_in_memory; /* an ipykernel keeps IPython's history in
+                               memory, not in ~/.ipython (as nbclient and
+                               papermill start it) */
 } ag_session_opts_t;
 
 /* Where the kernel comes from (--warm). AUTO: a warm kernel from a running
@@ -66,8 +70,13 @@ ag_session_t *ag_session_attach(const char *connection_file,
 void ag_session_destroy(ag_session_t **s);
 
 kb_kernel_t *ag_session_kernel(ag_session_t *s); /* borrowed */
+/* Record the session's kernel (kernelspec, language_info) in a notebook
+ * being recorded (notebook-io/nb_record.h). */
+void ag_session_record_kernel(ag_session_t *s, nb_record_t *rec);
 /* Warnings the user must see once (no sandbox, limits not enforced). */
 void ag_session_print_warnings(ag_session_t *s, FILE *f);
+/* The same text (lines ending in newlines; "" when none). Borrowed. */
+const char *ag_session_warnings(ag_session_t *s);
 /* Host path of the workspace (/mnt/data inside), or NULL if none. */
 const char *ag_session_workspace(ag_session_t *s);
 /* The files the session was given (--file), as notebook metadata records
