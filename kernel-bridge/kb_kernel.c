@@ -254,6 +254,16 @@ kb_kernel_destroy(kb_kernel_t **pk)
     *pk = NULL;
 }
 
+void
+kb_kernel_hand_off(kb_kernel_t **pk)
+{
+    kb_kernel_t *k = pk ? *pk : NULL;
+    if (k && k->launcher && !k->dead && k->launcher->ops->hand_off &&
+        k->launcher->ops->hand_off(k->launcher->self) == 0)
+        k->dead = true; /* someone else's now: no shutdown request */
+    kb_kernel_destroy(pk);
+}
+
 kb_client_t *
 kb_kernel_client(kb_kernel_t *k)
 {

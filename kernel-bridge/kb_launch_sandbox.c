@@ -118,6 +118,16 @@ s_destroy(void *self)
     free(b);
 }
 
+static int
+s_hand_off(void *self)
+{
+    boxed_t *b = self;
+    if (sb_sandbox_policy(b->box)->keep_workspace_dir)
+        return -1; /* copied out after a graceful shutdown */
+    sb_sandbox_hand_off(&b->box);
+    return 0;
+}
+
 static const kb_launcher_ops_t s_ops = {
     .name = "sandbox",
     .run_dir = s_run_dir,
@@ -129,6 +139,7 @@ static const kb_launcher_ops_t s_ops = {
     .build_env = s_build_env,
     .adopt_file = s_adopt_file,
     .destroy = s_destroy,
+    .hand_off = s_hand_off,
 };
 
 kb_launcher_t *

@@ -47,6 +47,12 @@ typedef struct kb_launcher_ops {
     /* Release everything: kills, reaps, removes the run dir. After reap()
      * reported the kernel gone, spawn() may be called again (restart). */
     void (*destroy)(void *self);
+    /* Optional (NULL = unsupported): give the running kernel to whoever
+     * removes it (the serve daemon, a detached reaper) and return at once,
+     * for a caller about to exit. Returns 0 when handed off (destroy()
+     * then only releases what is ours), -1 when the kernel must be shut
+     * down in place (e.g. its workspace is to be copied out). */
+    int (*hand_off)(void *self);
 } kb_launcher_ops_t;
 
 struct kb_launcher {

@@ -448,6 +448,17 @@ sb_cgroup_destroy(sb_cgroup_t **pcg)
         if (cg->parent[i])
             rmdir(cg->parent[i]); /* fails harmlessly while others use it */
     }
+    sb_cgroup_forget(&cg);
+}
+
+void
+sb_cgroup_forget(sb_cgroup_t **pcg)
+{
+    if (!pcg || !*pcg)
+        return;
+    sb_cgroup_t *cg = *pcg;
+    *pcg = NULL;
+    int n = cg->version == 2 ? 1 : CG_N;
     for (int i = 0; i < n; i++)
         free(cg->dir[i]);
     for (int i = 0; i < CG_N; i++)

@@ -27,6 +27,9 @@ typedef struct sb_cgroup sb_cgroup_t;
  * carries a warning. */
 sb_cgroup_t *sb_cgroup_new(const sb_policy_t *p, const char *id);
 void sb_cgroup_destroy(sb_cgroup_t **cg);
+/* Free the object but leave its directories: another process (the
+ * sandbox's reaper) removes them. Accepts NULL; sets *cg to NULL. */
+void sb_cgroup_forget(sb_cgroup_t **cg);
 
 /* Move `pid` in. Returns 0 or -1 with ERR_SANDBOX. A no-op without cgroups. */
 int sb_cgroup_enter(sb_cgroup_t *cg, pid_t pid, err_t *err);

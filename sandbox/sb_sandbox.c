@@ -200,7 +200,8 @@ struct sb_sandbox {
     /* borrowed: the box to nest in (sb_sandbox_nest_in), or NULL */
     const sb_sandbox_t *nest;
     /* the program's seccomp filter lets setns() through */
-    bool allow_setns;
+    bool allow_setns; /* killed and given to a reaper (sb_sandbox_hand_off) */
+    bool handed_off;
 };
 
 /* ====================================================================
@@ -1716,16 +1717,21 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
         return;
     sb_sandbox_t *sb = *pp;
     *pp = NULL;
-    sb_sandbox_finish(sb, NULL);
+    if (!sb->handed_off)
+        sb_sandbox_finish(sb, NULL);
     if (sb->ws_fd >= 0)
         close(sb->ws_fd);
     if (sb->ctl >= 0)
         close(sb->ctl);
     if (sb->pidfd >= 0)
         close(sb->pidfd);
-    sb_cgroup_destroy(&sb->cg);
-    if (sb->top_dir)
-        sb_files_remove_tree(sb->top_dir);
+    if (sb->handed_off) {
+        sb_cgroup_forget(&sb->cg); /* the reaper removes it */
+    } else {
+        sb_cgroup_destroy(&sb->cg);
+        if (sb->top_dir)
+            sb_files_remove_tree(sb->top_dir);
+    }
     if (sb->lock_fd >= 0)
         close(sb->lock_fd);
     for (size_t i = 0; i < sb->n_files; i++) {
@@ -1738,6 +1744,65 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
     buf_release(&sb->warnings);
     sb_policy_release(&sb->policy);
     free(sb);
+}
+
+/* The reaper, a grandchild of the launcher (so nobody's zombie) in a
+ * session of its own, with nothing of the caller's open but the box's
+ * pidfd and the run dir's lock: waits until the killed box has died
+ * (killing again every 100 ms, for at most ~10 s), then removes its
+ * cgroup and run dir. Holding the flock until then keeps the stale-run-dir
+ * collector (s_gc_run_dirs) away; if the reaper itself is killed, that
+ * collector and the cgroup collector (named after our pid) clean up. */
+static _Noreturn void
+s_reaper(sb_sandbox_t *sb)
+{
+    setsid();
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int fd = 0; null >= 0 && fd < 3; fd++)
+        dup2(null, fd);
+    int keep[2] = {sb->pidfd, sb->lock_fd};
+    s_close_others(keep, 2);
+    prctl(PR_SET_NAME, "ja-reaper", 0, 0, 0);
+    struct pollfd pf = {.fd = sb->pidfd, .events = POLLIN};
+    for (int round = 0; round < 100; round++) {
+        int pr = poll(&pf, 1, 100);
+        if (pr > 0 || (pr < 0 && errno != EINTR))
+            break;
+        syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+        sb_cgroup_kill(sb->cg);
+    }
+    sb_cgroup_destroy(&sb->cg);
+    sb_files_remove_tree(sb->top_dir);
+    _exit(0);
+}
+
+void
+sb_sandbox_hand_off(sb_sandbox_t **pp)
+{
+    if (!pp || !*pp)
+        return;
+    sb_sandbox_t *sb = *pp;
+    if (sb->state != ST_RUNNING || sb->policy.keep_workspace_dir) {
+        sb_sandbox_destroy(pp);
+        return;
+    }
+    /* pid 1's death takes the whole pid namespace with it; the reaper
+     * also kills what the cgroup lists. */
+    syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    sb->killed = true;
+    pid_t mid = fork();
+    if (mid == 0) {
+        pid_t reaper = fork();
+        if (reaper == 0)
+            s_reaper(sb);
+        _exit(reaper < 0 ? 1 : 0);
+    }
+    int status = 1;
+    while (mid > 0 && waitpid(mid, &status, 0) < 0 && errno == EINTR)
+        ;
+    /* Without a reaper, clean up here: slower, never leaky. */
+    sb->handed_off = mid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    sb_sandbox_destroy(pp);
 }
 
 const char *

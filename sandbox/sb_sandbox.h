@@ -57,6 +57,12 @@ sb_sandbox_t *sb_sandbox_new(const sb_policy_t *p, err_t *err);
  * dropped; call sb_sandbox_finish() first to see them), remove the cgroup
  * and the run dir. Accepts NULL; sets *p to NULL. */
 void sb_sandbox_destroy(sb_sandbox_t **p);
+/* Like sb_sandbox_destroy() without waiting: kill the box and leave the
+ * rest (waiting for its processes to die, removing the cgroup and the run
+ * dir) to a detached reaper process, then free the object. For a launcher
+ * about to exit: the box's pid 1 stays its zombie until it does. A box
+ * not running, or whose workspace is to be kept, is destroyed in place. */
+void sb_sandbox_hand_off(sb_sandbox_t **p);
 
 /* The policy in force (borrowed). */
 const sb_policy_t *sb_sandbox_policy(const sb_sandbox_t *sb);

@@ -753,7 +753,7 @@ out:
     signal(SIGINT, SIG_DFL);
     ag_loop_destroy(&loop);
     ag_provider_destroy(&provider);
-    ag_session_destroy(&session);
+    ag_session_hand_off(&session);
     ag_session_opts_release(&sopts);
     buf_release(&ui.turn_text);
     free(question);

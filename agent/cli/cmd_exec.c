@@ -241,7 +241,7 @@ ag_cmd_exec(int argc, char **argv)
                 "bytes; raise --max-output\n",
                 kb_output_bytes(out));
     kb_output_destroy(&out);
-    ag_session_destroy(&session);
+    ag_session_hand_off(&session);
     ag_session_opts_release(&sopts);
     free(code);
     return status;

@@ -412,7 +412,7 @@ fail:
     if (err.code && status != ERR_IO)
         status = err.code;
 out:
-    ag_session_destroy(&session);
+    ag_session_hand_off(&session);
     nb_notebook_destroy(&nb);
     json_decref(params);
     free(pnames);

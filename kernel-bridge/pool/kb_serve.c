@@ -688,6 +688,14 @@ r_destroy(void *self)
     free(r);
 }
 
+/* The server owns the box and removes it when we hang up (r_destroy). */
+static int
+r_hand_off(void *self)
+{
+    s_remote_t *r = self;
+    return r->policy.keep_workspace_dir ? -1 : 0;
+}
+
 static const kb_launcher_ops_t s_remote_ops = {
     .name = "sandbox",
     .run_dir = r_run_dir,
@@ -699,6 +707,7 @@ static const kb_launcher_ops_t s_remote_ops = {
     .build_env = r_build_env,
     .adopt_file = r_adopt_file,
     .destroy = r_destroy,
+    .hand_off = r_hand_off,
 };
 
 kb_launcher_t *
