@@ -124,6 +124,41 @@ s_has_word(const char *text, const char *word)
 
 static int s_kill_listed(const char *dir);
 
+/* Is `name` a sandbox cgroup's ("<pid>-<suffix>")? */
+static bool
+s_is_box_name(const char *name)
+{
+    char *end = NULL;
+    long pid = strtol(name, &end, 10);
+    return pid > 0 && end && *end == '-';
+}
+
+/* CPU fairness: the sandboxes share one parent group, and a group weighs
+ * as much as its own weight says, however many boxes it holds. Give it
+ * one ordinary task's weight (cpu.shares 1024 on v1, cpu.weight 100 on
+ * v2) per live box, so N busy boxes together get what N unsandboxed
+ * kernels would rather than what one task gets. Called whenever a box is
+ * created or removed; launchers racing here each write a fresh count,
+ * so the last write of a burst is right. Best effort. */
+static void
+s_weigh_parent(const char *parent, int version)
+{
+    DIR *d = parent ? opendir(parent) : NULL;
+    if (!d)
+        return;
+    long n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (s_is_box_name(de->d_name))
+            n++;
+    closedir(d);
+    long one = version == 2 ? 100 : 1024, max = version == 2 ? 10000 : 262144;
+    long w = (n < 1 ? 1 : n) * one;
+    char v[32];
+    snprintf(v, sizeof v, "%ld", w < max ? w : max);
+    s_write(parent, version == 2 ? "cpu.weight" : "cpu.shares", v);
+}
+
 /* Remove the sandbox cgroups ("<pid>-<suffix>") under `parent` whose
  * launcher pid is gone: a launcher killed outright cannot clean up. What is
  * still inside is an orphan of that launcher's box (normally already dying
@@ -135,9 +170,8 @@ s_gc(const char *parent)
     DIR *d = opendir(parent);
     struct dirent *de;
     while (d && (de = readdir(d))) {
-        char *end = NULL;
-        long pid = strtol(de->d_name, &end, 10);
-        if (pid <= 0 || !end || *end != '-' || pid == (long)getpid())
+        long pid = strtol(de->d_name, NULL, 10);
+        if (!s_is_box_name(de->d_name) || pid == (long)getpid())
             continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
@@ -208,6 +242,8 @@ s_try_v2_under(sb_cgroup_t *cg, const sb_policy_t *p, const char *base,
         goto out;
     }
     cg->version = 2;
+    if (cpu)
+        s_weigh_parent(parent, 2);
     cg->dir[0] = cg->dir[1] = cg->dir[2] = dir;
     cg->parent[0] = parent;
     parent = dir = NULL;
@@ -314,6 +350,8 @@ s_try_v1(sb_cgroup_t *cg, const sb_policy_t *p, const char *id)
             long long q = (long long)(p->cpus * 100000.0);
             snprintf(v, sizeof v, "%lld", q < 1000 ? 1000 : q);
             cg->limited[i] = s_write(d, "cpu.cfs_quota_us", v) == 0;
+            if (cg->limited[i])
+                s_weigh_parent(cg->parent[i], 1);
         }
         if (!cg->limited[i]) {
             rmdir(d);
@@ -445,6 +483,8 @@ sb_cgroup_destroy(sb_cgroup_t **pcg)
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
+        if (i == CG_CPU || cg->version == 2)
+            s_weigh_parent(cg->parent[i], cg->version);
         if (cg->parent[i])
             rmdir(cg->parent[i]); /* fails harmlessly while others use it */
     }
