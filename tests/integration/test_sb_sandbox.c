@@ -2,6 +2,7 @@
  * Integration tests: the sandbox library with the real Python stack
  * (/usr/bin/python3 with numpy, pandas, matplotlib, ipykernel) inside.
  */
+#include "common/strv.h"
 #include "sandbox/sb_cgroup.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
@@ -554,7 +555,7 @@ main(void)
     t_keep_workspace(&p);
     t_hand_off(&p);
     t_cpu_weight(&p);
-    sb_policy_env_free(s_env);
+    strv_free(s_env);
     sb_policy_release(&p);
     return done_testing();
 }
