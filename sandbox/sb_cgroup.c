@@ -33,7 +33,8 @@ struct sb_cgroup {
     int version;        /* 2, 1, or 0 when nothing is enforced */
     char *dir[CG_N];    /* owned; per-controller directory we created, or NULL
                            (v2: all three point to the same string in dir[0]) */
-    char *parent[CG_N]; /* owned; the shared "jupyter-agent" parent (v1) */
+    char *parent[CG_N]; /* owned; the shared "jupyter-agent" parent, or
+                           NULL (v1 cpu: the box's group has none) */
     bool limited[CG_N]; /* the limit was written successfully */
     char *warning;      /* owned; what is not enforced, or NULL */
     char *why;          /* owned; why v1 directories could not be made */
@@ -124,24 +125,30 @@ s_has_word(const char *text, const char *word)
 
 static int s_kill_listed(const char *dir);
 
-/* Is `name` a sandbox cgroup's ("<pid>-<suffix>")? */
-static bool
-s_is_box_name(const char *name)
+/* The pid of the launcher that made sandbox cgroup `name`
+ * ("<prefix><pid>-<suffix>"), or 0 when `name` is not one. */
+static long
+s_box_pid(const char *name, const char *prefix)
 {
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) != 0 || name[n] < '1' || name[n] > '9')
+        return 0;
     char *end = NULL;
-    long pid = strtol(name, &end, 10);
-    return pid > 0 && end && *end == '-';
+    long pid = strtol(name + n, &end, 10);
+    return pid > 0 && end && *end == '-' ? pid : 0;
 }
 
-/* CPU fairness: the sandboxes share one parent group, and a group weighs
- * as much as its own weight says, however many boxes it holds. Give it
- * one ordinary task's weight (cpu.shares 1024 on v1, cpu.weight 100 on
- * v2) per live box, so N busy boxes together get what N unsandboxed
- * kernels would rather than what one task gets. Called whenever a box is
- * created or removed; launchers racing here each write a fresh count,
- * so the last write of a burst is right. Best effort. */
+/* CPU fairness on v2, where a box's one directory (all controllers) sits
+ * in the shared parent: a group weighs as much as its own weight says,
+ * however many boxes it holds, so give the parent one ordinary task's
+ * weight (cpu.weight 100) per live box: N busy boxes together get what N
+ * unsandboxed kernels would rather than what one task gets (idle boxes
+ * lend their share to busy ones; --cpus still caps each). Called whenever
+ * a box is created or removed; launchers racing here each write a fresh
+ * count, so the last write of a burst is right. Best effort. (v1 needs
+ * none of this: each box's cpu group stands on its own, see s_v1_mkdir.) */
 static void
-s_weigh_parent(const char *parent, int version)
+s_weigh_parent(const char *parent)
 {
     DIR *d = parent ? opendir(parent) : NULL;
     if (!d)
@@ -149,29 +156,28 @@ s_weigh_parent(const char *parent, int version)
     long n = 0;
     struct dirent *de;
     while ((de = readdir(d)))
-        if (s_is_box_name(de->d_name))
+        if (s_box_pid(de->d_name, ""))
             n++;
     closedir(d);
-    long one = version == 2 ? 100 : 1024, max = version == 2 ? 10000 : 262144;
-    long w = (n < 1 ? 1 : n) * one;
+    long w = (n < 1 ? 1 : n) * 100;
     char v[32];
-    snprintf(v, sizeof v, "%ld", w < max ? w : max);
-    s_write(parent, version == 2 ? "cpu.weight" : "cpu.shares", v);
+    snprintf(v, sizeof v, "%ld", w < 10000 ? w : 10000);
+    s_write(parent, "cpu.weight", v);
 }
 
-/* Remove the sandbox cgroups ("<pid>-<suffix>") under `parent` whose
+/* Remove the sandbox cgroups ("<prefix><pid>-<suffix>") under `parent` whose
  * launcher pid is gone: a launcher killed outright cannot clean up. What is
  * still inside is an orphan of that launcher's box (normally already dying
  * from the parent-death signal): kill it, then retry for up to ~100 ms,
  * since the kernel empties a cgroup a little after its tasks exit. */
 static void
-s_gc(const char *parent)
+s_gc(const char *parent, const char *prefix)
 {
     DIR *d = opendir(parent);
     struct dirent *de;
     while (d && (de = readdir(d))) {
-        long pid = strtol(de->d_name, NULL, 10);
-        if (!s_is_box_name(de->d_name) || pid == (long)getpid())
+        long pid = s_box_pid(de->d_name, prefix);
+        if (!pid || pid == (long)getpid())
             continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
@@ -220,7 +226,7 @@ s_try_v2_under(sb_cgroup_t *cg, const sb_policy_t *p, const char *base,
         goto out;
     if (s_v2_enable(parent, "memory") < 0 || s_v2_enable(parent, "pids") < 0)
         goto out;
-    s_gc(parent);
+    s_gc(parent, "");
     if (cpu)
         s_v2_enable(parent, "cpu");
     dir = xasprintf("%s/%s", parent, id);
@@ -243,7 +249,7 @@ s_try_v2_under(sb_cgroup_t *cg, const sb_policy_t *p, const char *base,
     }
     cg->version = 2;
     if (cpu)
-        s_weigh_parent(parent, 2);
+        s_weigh_parent(parent);
     cg->dir[0] = cg->dir[1] = cg->dir[2] = dir;
     cg->parent[0] = parent;
     parent = dir = NULL;
@@ -296,9 +302,26 @@ s_v1_mkdir(sb_cgroup_t *cg, int i, const char *id)
     char *own = s_own_path(s_ctl_names[i]);
     if (!own)
         return -ENOENT;
-    cg->parent[i] =
-        xasprintf("%s%s/jupyter-agent", mnt, strcmp(own, "/") ? own : "");
+    char *base = xasprintf("%s%s", mnt, strcmp(own, "/") ? own : "");
     free(own);
+    if (i == CG_CPU) {
+        /* CPU fairness: each box's cpu group stands beside the launcher's
+         * own processes with the default weight (cpu.shares 1024), so a
+         * busy box weighs what one unsandboxed process does and an idle
+         * one nothing. In a shared parent, every box together would weigh
+         * one task. */
+        s_gc(base, "jupyter-agent-");
+        cg->dir[i] = xasprintf("%s/jupyter-agent-%s", base, id);
+        free(base);
+        if (mkdir(cg->dir[i], 0755) == 0)
+            return 0;
+        int e = -errno;
+        free(cg->dir[i]);
+        cg->dir[i] = NULL;
+        return e;
+    }
+    cg->parent[i] = xasprintf("%s/jupyter-agent", base);
+    free(base);
     cg->dir[i] = xasprintf("%s/%s", cg->parent[i], id);
     int e = 0;
     for (int attempt = 0; attempt < 3; attempt++) {
@@ -306,7 +329,7 @@ s_v1_mkdir(sb_cgroup_t *cg, int i, const char *id)
             e = -errno;
             break;
         }
-        s_gc(cg->parent[i]);
+        s_gc(cg->parent[i], "");
         if (mkdir(cg->dir[i], 0755) == 0)
             return 0;
         e = -errno;
@@ -350,8 +373,6 @@ s_try_v1(sb_cgroup_t *cg, const sb_policy_t *p, const char *id)
             long long q = (long long)(p->cpus * 100000.0);
             snprintf(v, sizeof v, "%lld", q < 1000 ? 1000 : q);
             cg->limited[i] = s_write(d, "cpu.cfs_quota_us", v) == 0;
-            if (cg->limited[i])
-                s_weigh_parent(cg->parent[i], 1);
         }
         if (!cg->limited[i]) {
             rmdir(d);
@@ -483,8 +504,8 @@ sb_cgroup_destroy(sb_cgroup_t **pcg)
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
-        if (i == CG_CPU || cg->version == 2)
-            s_weigh_parent(cg->parent[i], cg->version);
+        if (cg->version == 2)
+            s_weigh_parent(cg->parent[i]);
         if (cg->parent[i])
             rmdir(cg->parent[i]); /* fails harmlessly while others use it */
     }

@@ -2,8 +2,12 @@
  * sb_cgroup: the control group that holds one sandbox's processes.
  *
  * cgroup v2 when /sys/fs/cgroup is the unified hierarchy and our cgroup
- * can delegate memory and pids; else cgroup v1 (memory, pids, cpu
- * hierarchies under /sys/fs/cgroup/<ctl>/<our cgroup>/jupyter-agent/<id>);
+ * can delegate memory and pids; else cgroup v1 (memory and pids under
+ * /sys/fs/cgroup/<ctl>/<our cgroup>/jupyter-agent/<id>; cpu at
+ * /sys/fs/cgroup/cpu/<our cgroup>/jupyter-agent-<id>, beside our own
+ * processes with the default weight, so that a busy box gets the CPU
+ * share of one ordinary process; v2's shared parent gets cpu.weight 100
+ * per live box to the same end);
  * else nothing: the object still exists, enforces nothing, and
  * sb_cgroup_warning() says what is not enforced (rlimits remain).
  *

@@ -461,8 +461,7 @@ s_write_text(const char *dir, const char *file, const char *text)
 }
 
 /* cgroup v1: this process moves into a private cpu group of its own, so
- * the boxes' shared parent (<that group>/jupyter-agent) holds only the
- * boxes made here and its weight can be checked exactly. */
+ * the boxes' cpu groups made here can be found and checked exactly. */
 static void
 t_cpu_weight(const sb_policy_t *p)
 {
@@ -470,7 +469,7 @@ t_cpu_weight(const sb_policy_t *p)
     if (geteuid() != 0 || statfs("/sys/fs/cgroup/cpu", &sf) < 0 ||
         sf.f_type != 0x27e0eb /* CGROUP_SUPER_MAGIC */) {
         skip("CPU weight of the boxes' parent: needs root and cgroup v1 "
-             "(the v2 path writes cpu.weight the same way, untested here)");
+             "(v2 weighs the shared parent instead: untested here)");
         return;
     }
     /* Where we are now ("N:cpu,cpuacct:/path" or "N:cpu:/path"). */
@@ -497,26 +496,36 @@ t_cpu_weight(const sb_policy_t *p)
         rmdir(own);
         return;
     }
-    char parent[4300];
-    snprintf(parent, sizeof parent, "%s/jupyter-agent", own);
     sb_cgroup_t *cg[3];
+    char id[3][48], want[3][4400];
     for (int i = 0; i < 3; i++) {
-        char id[48];
-        snprintf(id, sizeof id, "%d-weight%d", (int)getpid(), i);
-        cg[i] = sb_cgroup_new(p, id);
+        snprintf(id[i], sizeof id[i], "%d-weight%d", (int)getpid(), i);
+        snprintf(want[i], sizeof want[i], "%s/jupyter-agent-%s", own, id[i]);
+        cg[i] = sb_cgroup_new(p, id[i]);
     }
-    is_int(s_read_long(parent, "cpu.shares"), 3 * 1024,
-           "three live boxes give their shared parent three tasks' CPU "
-           "weight (cpu.shares), not one task's");
-    sb_cgroup_destroy(&cg[2]);
-    is_int(s_read_long(parent, "cpu.shares"), 2 * 1024,
-           "removing a box lowers the parent's weight to two tasks'");
-    sb_cgroup_destroy(&cg[1]);
-    is_int(s_read_long(parent, "cpu.shares"), 1024,
-           "one live box: the weight of one task, as an unsandboxed kernel");
-    sb_cgroup_destroy(&cg[0]);
+    const char *d0 = sb_cgroup_dir(cg[0], "cpu");
+    is_str(d0, want[0],
+           "a box's cpu cgroup stands beside the launcher's own processes, "
+           "not in a parent shared by every box");
+    int all = 1;
+    for (int i = 0; i < 3; i++)
+        all &= sb_cgroup_dir(cg[i], "cpu") &&
+               strcmp(sb_cgroup_dir(cg[i], "cpu"), want[i]) == 0 &&
+               s_read_long(want[i], "cpu.shares") == 1024;
+    ok(all, "three boxes: each has the weight of one ordinary process "
+            "(cpu.shares 1024), so busy boxes together weigh three tasks");
+    char shared[4400];
+    snprintf(shared, sizeof shared, "%s/jupyter-agent", own);
+    ok(access(shared, F_OK) < 0,
+       "no shared cpu parent whose weight all boxes would split");
+    ok(sb_cgroup_limits_cpu(cg[0]) &&
+           s_read_long(want[0], "cpu.cfs_quota_us") > 0,
+       "the --cpus quota still caps each box");
+    for (int i = 0; i < 3; i++)
+        sb_cgroup_destroy(&cg[i]);
+    ok(access(want[0], F_OK) < 0 && access(want[2], F_OK) < 0,
+       "the boxes' cpu cgroups are removed with them");
     s_write_text(home, "cgroup.procs", pid);
-    rmdir(parent);
     ok(rmdir(own) == 0, "the private cpu cgroup is removed again");
 }
 
