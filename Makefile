@@ -54,7 +54,7 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
         format format-check clean bench check-deps
 
 # PID 1 of the cgroup v2 test guest (tests/cgroup2/vm.sh): static, no SAN.
-CG2_INIT := $(BUILD)/tests/cgroup2/init
+CG2_INIT := $(BUILD)/cgroup2/init
 
 all: $(BIN) $(TEST_BINS) $(FUZZ_BINS) $(BENCH_BINS) $(CG2_INIT)
 

@@ -81,6 +81,11 @@ load_modules(void)
 int
 main(void)
 {
+    if (getpid() != 1) {
+        fprintf(stderr, "init: this is PID 1 of the cgroup v2 test guest "
+                        "(tests/cgroup2/vm.sh boots it); not run here\n");
+        return 2;
+    }
     must_mount("devtmpfs", "/dev", "devtmpfs", 0, NULL);
     int con = open("/dev/console", O_RDWR);
     if (con >= 0) {
@@ -119,8 +124,11 @@ main(void)
                "mode=0755");
     must_mount("tmpfs", "/root/var/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
                "mode=1777");
-    if (chroot("/root") < 0 || chdir("/") < 0) {
-        perror("ja-init: chroot /root");
+    /* switch_root, not a bare chroot: the kernel refuses user namespaces
+     * (which the sandbox needs) to a chrooted process. */
+    if (chdir("/root") < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 ||
+        chroot(".") < 0 || chdir("/") < 0) {
+        perror("ja-init: moving /root to /");
         power_off();
     }
 

@@ -48,9 +48,9 @@ fi
 MODS=/lib/modules/$KVER
 
 BIN=$(realpath "$BIN")
-INIT=$(realpath "$BUILD/tests/cgroup2/init" 2>/dev/null || echo none)
+INIT=$(realpath "$BUILD/cgroup2/init" 2>/dev/null || echo none)
 [ -x "$BIN" ] && [ -x "$INIT" ] ||
-    skip "$BUILD/jupyter-agent or $BUILD/tests/cgroup2/init is not built (make all)"
+    skip "$BUILD/jupyter-agent or $BUILD/cgroup2/init is not built (make all)"
 case "$DIR$BIN" in
 *" "*) skip "the checkout's path has a space (the kernel command line splits it)" ;;
 esac
