@@ -161,27 +161,40 @@ ok $? "--timeout ends a forking loop that ignores INT/TERM through cgroup.kill (
 
 # --- a user with a subtree delegated the way systemd's Delegate=yes does:
 # the directory and its cgroup.procs, cgroup.subtree_control and
-# cgroup.threads belong to the user; the user's process is inside. ---
-D=$CG/user-$U.delegated
-mkdir -p "$D" /tmp/u$U/run
-chown $U:$U "$D" "$D/cgroup.procs" "$D/cgroup.subtree_control" \
-    "$D/cgroup.threads" /tmp/u$U /tmp/u$U/run
+# cgroup.threads belong to the user; the user's launcher starts inside.
+# A fresh subtree per test, as each systemd-run --scope gets its own. ---
+mkdir -p /tmp/u$U/run
+chown $U:$U /tmp/u$U /tmp/u$U/run
 chmod 0700 /tmp/u$U/run
-sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$D" \
-    setpriv --reuid=$U --regid=$U --clear-groups \
-    env HOME=/tmp/u$U XDG_RUNTIME_DIR=/tmp/u$U/run \
-    "$BIN" sandbox --memory 64M -- $PY -c "$BOMB" >"$T/out" 2>"$T/err" </dev/null
-rc=$?
+delegate() { # NAME: a delegated subtree $CG/NAME for uid $U
+    mkdir "$CG/$1" &&
+        chown $U:$U "$CG/$1" "$CG/$1/cgroup.procs" \
+            "$CG/$1/cgroup.subtree_control" "$CG/$1/cgroup.threads"
+}
+in_cgroup() { # DIR CMD...: CMD as uid $U, started inside DIR
+    d=$1
+    shift
+    sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$d" \
+        setpriv --reuid=$U --regid=$U --clear-groups \
+        env HOME=/tmp/u$U XDG_RUNTIME_DIR=/tmp/u$U/run "$@" \
+        >"$T/out" 2>"$T/err" </dev/null
+    rc=$?
+}
+
+D=$CG/user-$U-a.scope
+delegate "${D##*/}"
+in_cgroup "$D" "$BIN" sandbox --memory 64M -- $PY -c "$BOMB"
 [ "$rc" = 137 ] && grep -q "killed: out of memory (limit 64 MiB)" "$T/err" &&
     ! grep -q "not enforced" "$T/err"
 ok $? "uid $U with a delegated subtree: the memory bomb is OOM-killed by its cgroup, no warning (exit $rc)"
 [ "$rc" = 137 ] || show
-find "$D" -mindepth 1 -type d | sed "s|^|# left in $D: |"
+left=$(cd "$D" && find . -mindepth 1 -type d | tr '\n' ' ')
+[ "$left" = "./jupyter-agent-launcher " ]
+ok $? "uid $U with a delegated subtree: the launcher moved itself to a leaf, and the box's cgroup is gone (left: $left)"
 
-sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$D" \
-    setpriv --reuid=$U --regid=$U --clear-groups \
-    env HOME=/tmp/u$U XDG_RUNTIME_DIR=/tmp/u$U/run \
-    "$BIN" sandbox --pids 16 -- $PY -c 'import os, time
+D=$CG/user-$U-b.scope
+delegate "${D##*/}"
+in_cgroup "$D" "$BIN" sandbox --pids 16 -- $PY -c 'import os, time
 n = 0
 try:
     while n < 1000:
@@ -190,10 +203,25 @@ try:
             os._exit(0)
         n += 1
 except OSError as e:
-    print("forked", n)' >"$T/out" 2>"$T/err" </dev/null
+    print("forked", n)'
 forks=$(sed -n 's/^forked \([0-9]*\)/\1/p' "$T/out")
 [ -n "$forks" ] && [ "$forks" -lt 16 ] && ! grep -q "not enforced" "$T/err"
 ok $? "uid $U with a delegated subtree: a fork bomb stops at --pids 16 of its cgroup, no warning ($(cat "$T/out"))"
+[ -n "$forks" ] && [ "$forks" -lt 16 ] || show
+
+# Someone else's process in the subtree (here: a sleep of the same user,
+# not the launcher's child) is not moved: limits are then not enforced.
+D=$CG/user-$U-c.scope
+delegate "${D##*/}"
+sh -c 'echo $$ >"$1/cgroup.procs" && exec setpriv --reuid="$2" --regid="$2" --clear-groups sleep 600' \
+    sh "$D" $U &
+other=$!
+sleep 0.5
+in_cgroup "$D" "$BIN" sandbox -- /bin/true
+[ "$rc" = 0 ] && grep -q "not enforced" "$T/err" && grep -qx "$other" "$D/cgroup.procs"
+ok $? "uid $U sharing its subtree with a process not its own: that process is left where it is, and the warning says limits are not enforced"
+kill $other
+wait $other 2>/dev/null
 
 # --- a user without delegation: rlimits, and a warning naming the rest ---
 as_user "$BIN" sandbox -- $PY -c "$BOMB" >"$T/out" 2>"$T/err" </dev/null
