@@ -1,4 +1,4 @@
-# jupyter-agent: one binary, four layers, each a static library.
+# jupyter-agent: one binary, five layers, each a static library.
 #
 #   make            build build/jupyter-agent
 #   make test       install missing Debian packages, build, run every suite
@@ -18,7 +18,7 @@ CC       ?= cc
 PREFIX   ?= /usr/local
 PYTHON   ?= /usr/bin/python3
 
-PKGS     := libzmq jansson libsodium libcurl libseccomp zlib
+PKGS     := libzmq jansson libsodium libcurl libseccomp zlib libarchive libpng
 WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wwrite-strings -Wformat=2 -Wvla -Werror
 HARDEN   := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
@@ -36,9 +36,17 @@ else
 CFLAGS   += -fPIE
 endif
 
-LAYERS   := agent notebook-io kernel-bridge sandbox common
-lib_srcs  = $(filter-out agent/main.c,$(wildcard $(1)/*.c))
-lib_objs  = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1)))
+# Link order: a layer may use only the layers after it (see docs/ARCHITECTURE.md).
+# Each layer's sources are its *.c files and those one folder down.
+LAYERS   := agent notebook-io packages kernel-bridge sandbox common
+MAIN_SRC := agent/cli/main.c
+lib_srcs  = $(filter-out $(MAIN_SRC),$(wildcard $(1)/*.c $(1)/*/*.c))
+# Python that runs in kernels lives in *.py files next to the C that owns
+# it; each is built into its layer as `const char NAME_py[]` (tools/embed).
+py_srcs   = $(wildcard $(1)/*.py $(1)/*/*.py)
+lib_objs  = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1))) \
+            $(patsubst %.py,$(BUILD)/%.py.o,$(call py_srcs,$(1))) \
+            $(if $(filter sandbox,$(1)),$(BUILD)/sandbox/sb_drop.so.o)
 LIBS     := $(foreach l,$(LAYERS),$(BUILD)/lib$(l).a)
 
 BIN      := $(BUILD)/jupyter-agent
@@ -66,6 +74,27 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+$(BUILD)/%.py.c: %.py tools/embed
+	@mkdir -p $(dir $@)
+	sh tools/embed $(notdir $(basename $<))_py $< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/%.py.o: $(BUILD)/%.py.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# The privilege drop as a shared object the kernel factory loads with
+# ctypes (sandbox/sb_drop.h), built into libsandbox. No sanitizer: it is
+# loaded into Python, not into us.
+$(BUILD)/sandbox/sb_drop.so: sandbox/sb_drop.c sandbox/sb_drop.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -std=c17 -O2 $(WARN) -fPIC -shared -Wl,-z,relro,-z,now \
+	    $< -o $@
+
+$(BUILD)/sandbox/sb_drop.so.c: $(BUILD)/sandbox/sb_drop.so tools/embed
+	sh tools/embed sb_drop_so $< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/sandbox/sb_drop.so.o: $(BUILD)/sandbox/sb_drop.so.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
 define lib_rule
 $(BUILD)/lib$(1).a: $(call lib_objs,$(1))
 	@mkdir -p $$(dir $$@)
@@ -74,7 +103,7 @@ $(BUILD)/lib$(1).a: $(call lib_objs,$(1))
 endef
 $(foreach l,$(LAYERS),$(eval $(call lib_rule,$(l))))
 
-$(BIN): $(BUILD)/agent/main.o $(LIBS)
+$(BIN): $(BUILD)/agent/cli/main.o $(LIBS)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBS)

@@ -773,3 +773,12 @@ out:
     json_decref(seen);
     return rc;
 }
+
+char *
+nb_path_sibling(const char *path, const char *suffix)
+{
+    size_t n = strlen(path);
+    if (n > 6 && strcmp(path + n - 6, ".ipynb") == 0)
+        n -= 6;
+    return xasprintf("%.*s%s", (int)n, path, suffix);
+}

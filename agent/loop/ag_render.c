@@ -1,0 +1,151 @@
+#include "agent/loop/ag_render.h"
+
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <string.h>
+#include <sys/stat.h>
+
+unsigned char *
+ag_base64_decode(const char *b64, size_t *len)
+{
+    size_t max = strlen(b64) / 4 * 3 + 3;
+    unsigned char *bin = xmalloc(max);
+    if (sodium_base642bin(bin, max, b64, strlen(b64), "\n\r ", len, NULL,
+                          sodium_base64_VARIANT_ORIGINAL) != 0) {
+        free(bin);
+        return NULL;
+    }
+    return bin;
+}
+
+int
+ag_png_size(const unsigned char *png, size_t len, unsigned *w, unsigned *h)
+{
+    static const unsigned char sig[8] = {0x89, 'P',  'N',  'G',
+                                         '\r', '\n', 0x1a, '\n'};
+    if (len < 24 || memcmp(png, sig, 8) != 0 || memcmp(png + 12, "IHDR", 4))
+        return -1;
+    *w = (unsigned)png[16] << 24 | (unsigned)png[17] << 16 |
+         (unsigned)png[18] << 8 | png[19];
+    *h = (unsigned)png[20] << 24 | (unsigned)png[21] << 16 |
+         (unsigned)png[22] << 8 | png[23];
+    return 0;
+}
+
+char *
+ag_strip_ansi(char *s)
+{
+    char *w = s;
+    for (const char *r = s; *r;) {
+        if (r[0] == '\x1b' && r[1] == '[') {
+            r += 2;
+            while (*r && !(*r >= '@' && *r <= '~'))
+                r++;
+            if (*r)
+                r++;
+            continue;
+        }
+        *w++ = *r++;
+    }
+    *w = '\0';
+    return s;
+}
+
+static void
+s_save_image(ag_render_t *r, const char *mime, const char *b64)
+{
+    size_t len = 0;
+    unsigned char *bin = ag_base64_decode(b64, &len);
+    if (!bin) {
+        fprintf(r->out, "[%s: invalid base64 data]\n", mime);
+        return;
+    }
+    unsigned w = 0, h = 0;
+    char dims[48] = "";
+    if (ag_png_size(bin, len, &w, &h) == 0)
+        snprintf(dims, sizeof dims, " %ux%u", w, h);
+    if (!r->img_dir) {
+        fprintf(r->out, "[%s%s, %zu bytes; pass --out DIR to save it]\n", mime,
+                dims, len);
+        free(bin);
+        return;
+    }
+    mkdir(r->img_dir, 0755);
+    const char *ext = strcmp(mime, "image/jpeg") == 0 ? "jpg" : "png";
+    char *path = xasprintf("%s/out-%d.%s", r->img_dir, ++r->img_count, ext);
+    FILE *f = fopen(path, "wb");
+    if (f && fwrite(bin, 1, len, f) == len && fclose(f) == 0)
+        fprintf(r->out, "[%s%s saved to %s]\n", mime, dims, path);
+    else
+        fprintf(r->out, "[%s%s: cannot write %s: %s]\n", mime, dims, path,
+                strerror(errno));
+    free(path);
+    free(bin);
+}
+
+static void
+s_put_text(FILE *f, const char *text)
+{
+    fputs(text, f);
+    size_t n = strlen(text);
+    if (n && text[n - 1] != '\n')
+        fputc('\n', f);
+}
+
+static void
+s_render_data(ag_render_t *r, json_t *data)
+{
+    static const char *const images[] = {"image/png", "image/jpeg"};
+    for (size_t i = 0; i < sizeof images / sizeof images[0]; i++) {
+        const char *b64 = json_string_value(json_object_get(data, images[i]));
+        if (b64) {
+            s_save_image(r, images[i], b64);
+            return;
+        }
+    }
+    const char *text = json_string_value(json_object_get(data, "text/plain"));
+    if (text)
+        s_put_text(r->out, text);
+    else if (json_object_size(data))
+        fprintf(r->out, "[%s output]\n",
+                json_object_iter_key(json_object_iter(data)));
+}
+
+void
+ag_render_output(ag_render_t *r, json_t *output)
+{
+    const char *type =
+        json_string_value(json_object_get(output, "output_type"));
+    if (!type)
+        return;
+    if (strcmp(type, "stream") == 0) {
+        const char *name = json_string_value(json_object_get(output, "name"));
+        const char *text = json_string_value(json_object_get(output, "text"));
+        if (text) {
+            FILE *f = name && strcmp(name, "stderr") == 0 ? r->err : r->out;
+            fputs(text, f);
+            fflush(f);
+        }
+    } else if (strcmp(type, "error") == 0) {
+        json_t *tb = json_object_get(output, "traceback");
+        size_t i;
+        json_t *line;
+        json_array_foreach(tb, i, line)
+        {
+            char *s =
+                xstrdup(json_string_value(line) ? json_string_value(line) : "");
+            s_put_text(r->err, r->color ? s : ag_strip_ansi(s));
+            free(s);
+        }
+        if (!json_array_size(tb))
+            fprintf(r->err, "%s: %s\n",
+                    json_string_value(json_object_get(output, "ename")),
+                    json_string_value(json_object_get(output, "evalue")));
+        fflush(r->err);
+    } else {
+        s_render_data(r, json_object_get(output, "data"));
+        fflush(r->out);
+    }
+}

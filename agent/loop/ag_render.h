@@ -1,0 +1,31 @@
+/*
+ * ag_render: nbformat outputs as a terminal shows them, and images saved
+ * to files. Used by `exec` and `ask`.
+ */
+#ifndef AGENT_LOOP_AG_RENDER_H
+#define AGENT_LOOP_AG_RENDER_H
+
+#include "common/err.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+typedef struct ag_render {
+    FILE *out;           /* where text goes (stdout) */
+    FILE *err;           /* where stderr streams and tracebacks go */
+    const char *img_dir; /* save images here (created); NULL = don't */
+    int img_count;       /* images saved so far; names out-1.png, ... */
+    bool color;          /* keep ANSI colour codes in tracebacks */
+} ag_render_t;
+
+/* Print one nbformat output dict (borrowed). */
+void ag_render_output(ag_render_t *r, json_t *output);
+/* Width and height from a PNG's IHDR; 0 on success. */
+int ag_png_size(const unsigned char *png, size_t len, unsigned *w, unsigned *h);
+/* Decode base64 (newlines allowed) into a new buffer; NULL if invalid. */
+unsigned char *ag_base64_decode(const char *b64, size_t *len);
+/* Remove ANSI escape sequences from `s` in place; returns s. */
+char *ag_strip_ansi(char *s);
+
+#endif

@@ -1,0 +1,473 @@
+/* The forking kernel factory: host side. The Python side is kb_zygote.py. */
+#include "kernel-bridge/pool/kb_factory.h"
+
+#include "common/clock.h"
+#include "common/xalloc.h"
+#include "kernel-bridge/pool/kb_pysrc.h"
+#include "sandbox/sb_drop.h"
+#include "sandbox/sb_seccomp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define OUT_CAP (256 << 10)
+#define FORK_TIMEOUT_MS 20000
+#define MAX_MSG (1 << 16)
+#define FACTORY_PIDS 65536 /* RLIMIT_NPROC counts every kernel's processes */
+
+struct kb_factory {
+    sb_sandbox_t *box; /* owned: the factory's own box */
+    int ctl;           /* owned control socket (SEQPACKET) */
+    int out_fd;        /* owned memfd with its stdout/stderr */
+    int threads;       /* threads it reported when ready */
+    json_t *host_pid;  /* owned: {"<pid in the box>": host pid} of kernels */
+    json_t *exited;    /* owned: {"<host pid>": status} reported by it */
+};
+
+/* The last lines the factory printed, for errors. */
+static void
+s_tail(const kb_factory_t *f, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    char *all = xmalloc(OUT_CAP + 1);
+    ssize_t n = pread(f->out_fd, all, OUT_CAP, 0);
+    all[n > 0 ? n : 0] = '\0';
+    size_t len = strlen(all), keep = len < size - 1 ? len : size - 1;
+    memcpy(buf, all + len - keep, keep);
+    buf[keep] = '\0';
+    free(all);
+}
+
+/* One message from the factory within timeout_ms: new object or NULL.
+ * A file descriptor passed along goes to *fd (owned) if fd is not NULL,
+ * else is closed. */
+static json_t *
+s_recv(kb_factory_t *f, int timeout_ms, int *fd)
+{
+    if (fd)
+        *fd = -1;
+    struct pollfd pf[2] = {{.fd = f->ctl, .events = POLLIN},
+                           {.fd = sb_sandbox_pidfd(f->box), .events = POLLIN}};
+    int pr;
+    while ((pr = poll(pf, 2, timeout_ms)) < 0 && errno == EINTR)
+        ;
+    if (pr <= 0 || !(pf[0].revents & POLLIN))
+        return NULL;
+    char *buf = xmalloc(MAX_MSG + 1);
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } cm;
+    struct iovec iov = {.iov_base = buf, .iov_len = MAX_MSG};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = cm.buf,
+                        .msg_controllen = sizeof cm.buf};
+    ssize_t n;
+    while ((n = recvmsg(f->ctl, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) < 0 &&
+           errno == EINTR)
+        ;
+    for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c;
+         c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        int got;
+        memcpy(&got, CMSG_DATA(c), sizeof got);
+        if (fd && *fd < 0)
+            *fd = got;
+        else
+            close(got);
+    }
+    json_t *m = NULL;
+    if (n > 0) {
+        buf[n] = '\0';
+        m = json_loads(buf, 0, NULL);
+        if (m && !json_is_object(m)) {
+            json_decref(m);
+            m = NULL;
+        }
+    }
+    free(buf);
+    return m;
+}
+
+/* Record an {"exited": pid, "status": st} report (pid as the factory's
+ * box sees it) under the kernel's host pid; true if it was one. */
+static bool
+s_note_exit(kb_factory_t *f, json_t *m)
+{
+    json_t *pid = json_object_get(m, "exited");
+    if (!json_is_integer(pid))
+        return false;
+    char key[24];
+    snprintf(key, sizeof key, "%lld", (long long)json_integer_value(pid));
+    json_t *host = json_object_get(f->host_pid, key);
+    if (json_is_integer(host)) {
+        snprintf(key, sizeof key, "%lld", (long long)json_integer_value(host));
+        json_object_set(f->exited, key, json_object_get(m, "status"));
+    }
+    return true;
+}
+
+/* The factory's box: the default policy, with ceilings no lower than the
+ * server's own hard limits, since a kernel forked from the factory can
+ * lower its rlimits to its session's but never raise them. */
+static void
+s_box_policy(sb_policy_t *p)
+{
+    sb_policy_init_default(p);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
+        rl.rlim_max > p->nofile)
+        p->nofile = rl.rlim_max;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0)
+        p->fsize_bytes = rl.rlim_max;
+    if (p->pids < FACTORY_PIDS)
+        p->pids = FACTORY_PIDS;
+}
+
+/* The first message to the factory: the privilege drop its kernels run
+ * (sandbox/sb_drop.h), as a shared object in a sealed memfd. */
+static int
+s_send_drop_lib(int ctl, err_t *err)
+{
+    int fd = sb_drop_lib_memfd(err);
+    if (fd < 0)
+        return -1;
+    char op[] = "{\"op\": \"drop-lib\"}";
+    struct iovec iov = {.iov_base = op, .iov_len = strlen(op)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } cm;
+    memset(&cm, 0, sizeof cm);
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = cm.buf,
+                        .msg_controllen = sizeof cm.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    ssize_t n = sendmsg(ctl, &mh, MSG_NOSIGNAL);
+    int e = errno;
+    close(fd);
+    if (n < 0)
+        return err_set(err, ERR_SANDBOX, "factory: sending it the drop: %s",
+                       strerror(e));
+    return 0;
+}
+
+kb_factory_t *
+kb_factory_new(const kb_factory_opts_t *o, err_t *err)
+{
+    kb_factory_t *f = xcalloc(1, sizeof *f);
+    f->ctl = f->out_fd = -1;
+    f->exited = json_object();
+    f->host_pid = json_object();
+    int sv[2] = {-1, -1};
+    char *argv[6] = {0}, *env[16] = {0};
+    sb_policy_t pol;
+    s_box_policy(&pol);
+    f->box = sb_sandbox_new(&pol, err);
+    sb_policy_release(&pol);
+    if (!f->box) {
+        err_prefix(err, "factory");
+        goto fail;
+    }
+    f->out_fd = memfd_create("factory-out", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (f->out_fd < 0 || ftruncate(f->out_fd, OUT_CAP) ||
+        fcntl(f->out_fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK) ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        err_set(err, ERR_SANDBOX, "factory: setting up: %s", strerror(errno));
+        goto fail;
+    }
+    argv[0] = xstrdup(o && o->python ? o->python : "/usr/bin/python3");
+    argv[1] = xstrdup("-c");
+    argv[2] = xstrdup(kb_zygote_py);
+    argv[3] = xstrdup(o && o->preload ? o->preload : "");
+    argv[4] = xstrdup(kb_warm_entry_py);
+    size_t ne = 0;
+    env[ne++] = xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
+    env[ne++] = xstrdup("LANG=C.UTF-8");
+    env[ne++] = xstrdup("HOME=" SB_HOME_PATH);
+    env[ne++] = xstrdup("MPLCONFIGDIR=/tmp/matplotlib");
+    env[ne++] = xstrdup("MPLBACKEND=module://matplotlib_inline.backend_inline");
+    env[ne++] = xstrdup("OPENBLAS_NUM_THREADS=1");
+    env[ne++] = xstrdup("MKL_NUM_THREADS=1");
+    env[ne++] = xstrdup("OMP_NUM_THREADS=1");
+    env[ne++] = xstrdup("NUMEXPR_NUM_THREADS=1");
+    env[ne++] = xstrdup("PYTHONDONTWRITEBYTECODE=1");
+    env[ne++] = xstrdup("PYDEVD_DISABLE_FILE_VALIDATION=1");
+    /* Its own box: uid 1000 of a user namespace, no capability, the
+     * sandbox's seccomp filter but for setns(), which it needs to enter
+     * the boxes nested in it (sb_sandbox_nest_in). */
+    sb_sandbox_allow_setns(f->box);
+    if (s_send_drop_lib(sv[0], err) < 0)
+        goto fail;
+    sb_sandbox_set_stdin(f->box, sv[1]);
+    int rc = sb_sandbox_spawn(f->box, argv, env, f->out_fd, f->out_fd, err);
+    sb_sandbox_set_stdin(f->box, -1);
+    if (rc) {
+        err_prefix(err, "factory");
+        goto fail;
+    }
+    close(sv[1]);
+    sv[1] = -1;
+    f->ctl = sv[0];
+    sv[0] = -1;
+    int64_t deadline =
+        clock_mono_ms() + (o && o->timeout_ms > 0 ? o->timeout_ms : 120000);
+    for (;;) {
+        int left = (int)(deadline - clock_mono_ms());
+        json_t *m = left > 0 ? s_recv(f, left, NULL) : NULL;
+        if (m && json_is_true(json_object_get(m, "ready"))) {
+            f->threads = (int)json_integer_value(json_object_get(m, "threads"));
+            json_decref(m);
+            break;
+        }
+        char tail[600];
+        s_tail(f, tail, sizeof tail);
+        const char *why = json_string_value(json_object_get(m, "error"));
+        err_set(err, ERR_KERNEL, "factory: %s%s%s",
+                why        ? why
+                : left > 0 ? "it exited while starting"
+                           : "not ready in time",
+                tail[0] ? "\n" : "", tail);
+        json_decref(m);
+        goto fail;
+    }
+    for (int i = 0; argv[i]; i++)
+        free(argv[i]);
+    for (int i = 0; env[i]; i++)
+        free(env[i]);
+    return f;
+fail:
+    if (sv[0] >= 0)
+        close(sv[0]);
+    if (sv[1] >= 0)
+        close(sv[1]);
+    for (int i = 0; argv[i]; i++)
+        free(argv[i]);
+    for (int i = 0; env[i]; i++)
+        free(env[i]);
+    kb_factory_destroy(&f);
+    return NULL;
+}
+
+void
+kb_factory_destroy(kb_factory_t **pf)
+{
+    if (!pf || !*pf)
+        return;
+    kb_factory_t *f = *pf;
+    sb_sandbox_destroy(&f->box);
+    if (f->ctl >= 0)
+        close(f->ctl);
+    if (f->out_fd >= 0)
+        close(f->out_fd);
+    json_decref(f->exited);
+    json_decref(f->host_pid);
+    free(f);
+    *pf = NULL;
+}
+
+pid_t
+kb_factory_pid(const kb_factory_t *f)
+{
+    return sb_sandbox_pid(f->box);
+}
+
+sb_sandbox_t *
+kb_factory_box(kb_factory_t *f)
+{
+    return f->box;
+}
+
+int
+kb_factory_threads(const kb_factory_t *f)
+{
+    return f->threads;
+}
+
+static json_t *
+s_env_json(char *const envp[])
+{
+    json_t *env = json_object();
+    for (char *const *e = envp; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq)
+            continue;
+        char *k = strndup(*e, (size_t)(eq - *e));
+        json_object_set_new(env, k, json_string(eq + 1));
+        free(k);
+    }
+    return env;
+}
+
+int
+kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
+                const char *conn_path, char *const envp[], pid_t *pid,
+                err_t *err)
+{
+    /* Passed: ctl_fd, out_fd, the box's namespaces, its cgroups. */
+    static const char *const ns[] = {"user", "mnt", "net",   "ipc",
+                                     "uts",  "pid", "cgroup"};
+    enum { N_NS = sizeof ns / sizeof ns[0] };
+    int rc = -1, fds[2 + N_NS + 3] = {ctl_fd, out_fd};
+    size_t nfds = 2;
+    char *text = NULL;
+    sb_seccomp_prog_t prog;
+    if (sb_seccomp_build(&prog, err) < 0)
+        return -1;
+    size_t nbytes = prog.len * 8;
+    char *hex = xmalloc(nbytes * 2 + 1);
+    for (size_t i = 0; i < nbytes; i++)
+        snprintf(hex + 2 * i, 3, "%02x", ((unsigned char *)prog.insns)[i]);
+    sb_seccomp_prog_release(&prog);
+    /* The box's namespaces, opened here from its holder program: setns()
+     * through a pidfd would need ptrace rights over the box's init, which
+     * the factory has not (init is not dumpable); a namespace file needs
+     * only the owner's capability in it. */
+    pid_t holder = sb_sandbox_program_pid(box);
+    for (size_t i = 0; i < N_NS; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)holder, ns[i]);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            err_set(err, ERR_SANDBOX, "factory: opening %s: %s", path,
+                    strerror(errno));
+            goto out;
+        }
+        fds[nfds++] = fd;
+    }
+    /* The box's cgroups, opened here: the kernel joins them by writing
+     * "0" (itself) into these fds, with our rights as of the open, since
+     * the factory's box sees no cgroup file of the host. */
+    const char *ctls[] = {"memory", "pids", "cpu"};
+    for (int i = 0; i < 3; i++) {
+        const char *d = sb_sandbox_cgroup_dir(box, ctls[i]);
+        bool dup = false;
+        for (int j = 0; d && j < i; j++) {
+            const char *e = sb_sandbox_cgroup_dir(box, ctls[j]);
+            dup |= e && strcmp(d, e) == 0;
+        }
+        if (!d || dup)
+            continue;
+        char *procs = xasprintf("%s/cgroup.procs", d);
+        int fd = open(procs, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            err_set(err, ERR_SANDBOX, "factory: opening %s: %s", procs,
+                    strerror(errno));
+        free(procs);
+        if (fd < 0)
+            goto out;
+        fds[nfds++] = fd;
+    }
+    const sb_policy_t *pol = sb_sandbox_policy(box);
+    json_t *rl = json_pack("{s:I, s:I, s:I, s:I}", "RLIMIT_NOFILE",
+                           (json_int_t)pol->nofile, "RLIMIT_FSIZE",
+                           (json_int_t)sb_policy_fsize(pol), "RLIMIT_NPROC",
+                           (json_int_t)pol->pids, "RLIMIT_CORE", (json_int_t)0);
+    if (!sb_sandbox_cgroup_dir(box, "memory"))
+        json_object_set_new(rl, "RLIMIT_DATA",
+                            json_integer((json_int_t)pol->memory_bytes));
+    json_t *req = json_pack("{s:s, s:s, s:o, s:o, s:i, s:o}", "op", "fork",
+                            "connection_file", conn_path, "env",
+                            s_env_json(envp), "rlimits", rl, "n_ns", (int)N_NS,
+                            "seccomp", json_string(hex));
+    text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    struct iovec iov = {.iov_base = text, .iov_len = strlen(text)};
+    union {
+        char buf[CMSG_SPACE(sizeof fds)];
+        struct cmsghdr align;
+    } cm;
+    memset(&cm, 0, sizeof cm);
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = cm.buf,
+                        .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+    if (sendmsg(f->ctl, &mh, MSG_NOSIGNAL) < 0) {
+        err_set(err, ERR_SANDBOX, "factory: not reachable: %s",
+                strerror(errno));
+        goto out;
+    }
+    int64_t deadline = clock_mono_ms() + FORK_TIMEOUT_MS;
+    for (;;) {
+        int left = (int)(deadline - clock_mono_ms()), kfd = -1;
+        json_t *m = left > 0 ? s_recv(f, left, &kfd) : NULL;
+        if (!m) {
+            err_set(err, ERR_SANDBOX,
+                    "factory: no answer to a fork request (is it alive?)");
+            goto out;
+        }
+        if (s_note_exit(f, m)) {
+            json_decref(m);
+            if (kfd >= 0)
+                close(kfd);
+            continue;
+        }
+        /* The kernel's pid as the factory's box sees it, and a pidfd of
+         * it that tells us its host pid. */
+        pid_t host = kfd >= 0 ? sb_pidfd_pid(kfd) : -1;
+        json_int_t inbox = json_integer_value(json_object_get(m, "pid"));
+        if (kfd >= 0)
+            close(kfd);
+        if (json_is_true(json_object_get(m, "ok")) && host > 0) {
+            char key[24];
+            snprintf(key, sizeof key, "%lld", (long long)inbox);
+            json_object_set_new(f->host_pid, key, json_integer(host));
+            *pid = host;
+            rc = 0;
+        } else {
+            const char *why = json_string_value(json_object_get(m, "error"));
+            err_set(err, ERR_SANDBOX, "factory: forked kernel: %s",
+                    why ? why : "failed (no pid)");
+        }
+        json_decref(m);
+        goto out;
+    }
+out:
+    for (size_t i = 2; i < nfds; i++)
+        close(fds[i]);
+    free(text);
+    free(hex);
+    return rc;
+}
+
+int
+kb_factory_exit_status(kb_factory_t *f, pid_t pid, int *status)
+{
+    json_t *m;
+    while ((m = s_recv(f, 0, NULL))) {
+        s_note_exit(f, m);
+        json_decref(m);
+    }
+    char key[24];
+    snprintf(key, sizeof key, "%d", (int)pid);
+    json_t *st = json_object_get(f->exited, key);
+    if (!json_is_integer(st))
+        return 0;
+    *status = (int)json_integer_value(st);
+    return 1;
+}
