@@ -484,9 +484,9 @@ s_rerun(const archive_args_t *a, err_t *err)
         if (strncmp(name, "inputs/", 7) != 0)
             continue;
         char *spec = xasprintf("%s/%s:%s", dir, name, name + 7);
-        int r = ag_session_parse_flag(&so, AG_SESSION_OPT_BASE + 1, spec, err);
+        int r = ag_session_parse_flag(&so, "--file", spec, err);
         free(spec);
-        if (r)
+        if (r < 0)
             goto out;
     }
     ag_interrupt_install();

@@ -7,7 +7,9 @@
 #include "agent/cli/ag_interrupt.h"
 #include "agent/session/ag_archive.h"
 #include "agent/session/ag_session.h"
+#include "common/cliopt.h"
 #include "common/err.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
 #include "kernel-bridge/kb_kernelspec.h"
@@ -67,8 +69,10 @@ static const char s_usage[] =
     "'O'\\''Brien'.\n"
     "                         Repeat -p for more; the last value of a name "
     "wins.\n"
-    "      --max-output BYTES cap on stored output per cell (default 64M)\n"
-    "  -q, --quiet            no progress lines\n" AG_SESSION_FLAGS_HELP "\n"
+    "  -q, --quiet            no progress lines\n";
+
+static const char s_usage_tail[] =
+    "\n"
     "The kernel's working directory is /mnt/data: files the notebook reads\n"
     "go in with --file. Progress goes to stderr, one line per cell.\n"
     "The output notebook is written once a cell has run, also after an\n"
@@ -97,9 +101,7 @@ s_first_line(const char *src, char *out, size_t size)
         p++;
     size_t n = strcspn(p, "\r\n");
     if (n >= size - 4) {
-        n = size - 4;
-        while (n > 0 && ((unsigned char)p[n] & 0xc0) == 0x80)
-            n--; /* never cut inside a UTF-8 sequence */
+        n = utf8_char_start(p, size - 4); /* never inside a character */
         snprintf(out, size, "%.*s...", (int)n, p);
     } else {
         snprintf(out, size, "%.*s", (int)n, p);
@@ -174,38 +176,6 @@ s_kernel_name(const char *flag, nb_notebook_t *nb)
     return name && *name ? name : "python3";
 }
 
-/* Pull every "-p NAME VALUE" / "--parameters NAME VALUE" out of argv (up
- * to "--"), leaving the rest for getopt. Returns the new argc, or -1 with
- * err set when a -p lacks its two words. */
-static int
-s_take_params(int argc, char **argv, char ***names, char ***values, size_t *n,
-              err_t *err)
-{
-    int w = 1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) {
-            while (i < argc)
-                argv[w++] = argv[i++];
-            break;
-        }
-        if (strcmp(argv[i], "-p") && strcmp(argv[i], "--parameters")) {
-            argv[w++] = argv[i];
-            continue;
-        }
-        if (i + 2 >= argc)
-            return err_set(err, ERR_USAGE, "%s needs two words: NAME VALUE",
-                           argv[i]);
-        *names = xrealloc(*names, (*n + 1) * sizeof **names);
-        *values = xrealloc(*values, (*n + 1) * sizeof **values);
-        (*names)[*n] = argv[i + 1];
-        (*values)[*n] = argv[i + 2];
-        (*n)++;
-        i += 2;
-    }
-    argv[w] = NULL;
-    return w;
-}
-
 /* metadata.jupyter_agent.run, keeping whatever else jupyter_agent holds. */
 static void
 s_record_run(nb_notebook_t *nb, const nb_run_result_t *res,
@@ -235,18 +205,17 @@ s_record_run(nb_notebook_t *nb, const nb_run_result_t *res,
 int
 ag_cmd_run(int argc, char **argv)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"output", required_argument, 0, 'o'},
         {"inplace", no_argument, 0, 'I'},
         {"kernel", required_argument, 0, 'k'},
         {"timeout", required_argument, 0, 't'},
         {"allow-errors", no_argument, 0, 'a'},
-        {"max-output", required_argument, 0, 'M'},
+        {"parameters", required_argument, 0, 'p'},
         {"quiet", no_argument, 0, 'q'},
         {"archive", required_argument, 0, 'A'},
         {"archive-key", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
-        AG_SESSION_LONGOPTS,
         {0, 0, 0, 0}};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
@@ -261,11 +230,18 @@ ag_cmd_run(int argc, char **argv)
     err_t err = {0};
     int status = ERR_USAGE, opt;
 
-    argc = s_take_params(argc, argv, &pnames, &pvalues, &nparams, &err);
-    if (argc < 0)
-        goto fail;
+    cliopt_group_t groups[AG_SESSION_NGROUPS];
+    ag_session_flags(&sopts, groups);
+    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
+
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "o:p:qh", longopts, NULL)) != -1) {
+        int used =
+            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, &err);
+        if (used < 0)
+            goto fail;
+        if (used > 0)
+            continue;
         switch (opt) {
         case 'o':
             out_arg = optarg;
@@ -289,23 +265,31 @@ ag_cmd_run(int argc, char **argv)
         case 'a':
             allow_errors = true;
             break;
-        case 'M':
-            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
+        case 'p':
+            /* -p NAME VALUE: getopt gives NAME; VALUE is the next word,
+             * whatever it looks like (it may start with '-'). */
+            if (optind >= argc) {
+                err_set(&err, ERR_USAGE, "-p %s needs two words: NAME VALUE",
+                        optarg);
                 goto fail;
+            }
+            pnames = xrealloc(pnames, (nparams + 1) * sizeof *pnames);
+            pvalues = xrealloc(pvalues, (nparams + 1) * sizeof *pvalues);
+            pnames[nparams] = optarg;
+            pvalues[nparams++] = argv[optind++];
             break;
         case 'q':
             quiet = true;
             break;
         case 'h':
             fputs(s_usage, stdout);
+            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
             fputs(s_usage_archive, stdout);
+            fputs(s_usage_tail, stdout);
             status = 0;
             goto out;
         default:
-            if (ag_session_parse_flag(&sopts, opt, optarg, &err) == 0)
-                break;
-            if (err.text[0] == '\0')
-                err_set(&err, ERR_USAGE, "see 'jupyter-agent run --help'");
+            err_set(&err, ERR_USAGE, "see 'jupyter-agent run --help'");
             goto fail;
         }
     }
@@ -418,6 +402,7 @@ out:
     free(pnames);
     free(pvalues);
     free(out_path);
+    free(longopts);
     ag_session_opts_release(&sopts);
     return status;
 }

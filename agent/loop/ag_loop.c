@@ -2,7 +2,7 @@
 #include "agent/loop/ag_markdown.h"
 #include "agent/loop/ag_pysrc.h"
 
-#include "agent/loop/ag_packages.h"
+#include "agent/loop/ag_packages_tool.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"

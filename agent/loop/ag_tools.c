@@ -4,6 +4,7 @@
 #include "agent/loop/ag_render.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_sandbox.h"
 
@@ -24,8 +25,8 @@ static int s_python(const ag_tool_env_t *env, const json_t *args,
 static int s_list_files(const ag_tool_env_t *env, const json_t *args,
                         void *tool_arg, ag_tool_result_t *res, err_t *err);
 
-/* The built-in tools. install_packages (agent/loop/ag_packages.h) is added by
- * ag_loop through ag_tools_add when the session has a signed manifest
+/* The built-in tools. install_packages (agent/loop/ag_packages_tool.h) is added
+ * by ag_loop through ag_tools_add when the session has a signed manifest
  * (--packages), so a model is never offered a tool that cannot work. */
 static const ag_tool_def_t s_builtin[] = {
     {"python",
@@ -186,15 +187,6 @@ ag_tools_human_size(long long bytes, char *buf, size_t size)
     return buf;
 }
 
-/* Move `i` back to the start of a UTF-8 character. */
-static size_t
-s_char_start(const char *s, size_t i)
-{
-    while (i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80)
-        i--;
-    return i;
-}
-
 char *
 ag_tools_truncate(const char *text, size_t budget)
 {
@@ -203,13 +195,13 @@ ag_tools_truncate(const char *text, size_t budget)
         return xstrdup(text);
     size_t head = budget / 2, tail = budget - head;
     /* Prefer whole lines when a newline is near the cut. */
-    size_t h = s_char_start(text, head);
+    size_t h = utf8_char_start(text, head);
     for (size_t i = h; i > 0 && h - i < 256; i--)
         if (text[i - 1] == '\n') {
             h = i;
             break;
         }
-    size_t t = s_char_start(text, len - tail);
+    size_t t = utf8_char_start(text, len - tail);
     for (size_t i = t; i < len && i - t < 256; i++)
         if (text[i] == '\n') {
             t = i + 1;

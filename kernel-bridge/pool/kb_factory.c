@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -336,8 +337,8 @@ kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
         return -1;
     size_t nbytes = prog.len * 8;
     char *hex = xmalloc(nbytes * 2 + 1);
-    for (size_t i = 0; i < nbytes; i++)
-        snprintf(hex + 2 * i, 3, "%02x", ((unsigned char *)prog.insns)[i]);
+    sodium_bin2hex(hex, nbytes * 2 + 1, (const unsigned char *)prog.insns,
+                   nbytes);
     sb_seccomp_prog_release(&prog);
     /* The box's namespaces, opened here from its holder program: setns()
      * through a pidfd would need ptrace rights over the box's init, which

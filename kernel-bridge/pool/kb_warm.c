@@ -1,6 +1,7 @@
 /* A pre-started ipykernel in a sandbox, and its hand-over launcher. */
 #include "kernel-bridge/pool/kb_warm.h"
 
+#include "common/strv.h"
 #include "kernel-bridge/kb_launch_sandbox.h"
 
 #include "common/clock.h"
@@ -93,7 +94,7 @@ s_env(const kb_warm_t *w, const kb_kernelspec_t *spec)
     extra[n] = NULL;
     char **env = sb_policy_build_env(sb_sandbox_policy(w->box), environ,
                                      (const char *const *)extra);
-    kb_env_free(extra);
+    strv_free(extra);
     return env;
 }
 
@@ -175,7 +176,7 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
         char **henv =
             sb_policy_build_env(sb_sandbox_policy(w->box), NULL, NULL);
         spawned = sb_sandbox_spawn(w->box, holder, henv, -1, -1, err);
-        sb_policy_env_free(henv);
+        strv_free(henv);
         if (!spawned)
             spawned = kb_factory_fork(factory, w->box, sv[1], w->out_fd,
                                       w->conn_path, env, &w->kpid, err);
@@ -200,7 +201,7 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     sb_sandbox_set_stdin(w->box, -1);
     close(sv[1]);
     w->ctl = sv[0];
-    sb_policy_env_free(env);
+    strv_free(env);
     kb_conn_release(&conn);
     kb_kernelspec_release(&spec);
     return w;
@@ -209,7 +210,7 @@ fail:
         close(sv[0]);
     if (sv[1] >= 0)
         close(sv[1]);
-    sb_policy_env_free(env);
+    strv_free(env);
     kb_conn_release(&conn);
     kb_kernelspec_release(&spec);
     kb_warm_destroy(&w);
@@ -243,7 +244,7 @@ kb_warm_destroy(kb_warm_t **pw)
     sb_sandbox_destroy(&w->box);
     if (w->out_fd >= 0)
         close(w->out_fd);
-    kb_argv_free(w->argv);
+    strv_free(w->argv);
     free(w->conn_path);
     free(w->kernel_name);
     free(w);
