@@ -14,6 +14,7 @@
 
 #include "common/err.h"
 #include "common/strv.h"
+#include "kernel-bridge/kb_kernelspec.h"
 
 #include <stddef.h>
 
@@ -23,6 +24,10 @@ typedef struct kb_launcher_ops {
     const char *name; /* "plain" or "sandbox" */
     /* Host path of the private run dir (borrowed). */
     const char *(*run_dir)(void *self);
+    /* Optional (NULL = nothing to do): get ready to run the kernel of
+     * `spec` (its argv[0] resolved), e.g. show its runtime's files. Called
+     * before every spawn. */
+    int (*prepare)(void *self, const kb_kernelspec_t *spec, err_t *err);
     /* Start argv with exactly the environment envp; stdout and stderr of
      * the kernel go to out_fd. Returns 0 once the process runs. */
     int (*spawn)(void *self, char *const argv[], char *const envp[], int out_fd,

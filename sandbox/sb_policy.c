@@ -317,6 +317,15 @@ s_set_keep_workspace(void *p, const char *v, err_t *err)
 }
 
 static int
+s_set_seccomp_audit(void *p, const char *v, err_t *err)
+{
+    (void)v;
+    (void)err;
+    ((sb_policy_t *)p)->seccomp_audit = true;
+    return 0;
+}
+
+static int
 s_set_network(void *p, const char *v, err_t *err)
 {
     (void)p;
@@ -354,6 +363,11 @@ static const cliopt_t s_flags[] = {
      "/usr/share/doc:/opt/doc", "relative"},
     {"keep-workspace", "DIR", "copy /mnt/data to DIR when the sandbox ends",
      s_set_keep_workspace, "kept-workspace", ""},
+    {"seccomp-audit", NULL,
+     "let through, and report at the end, the system\n"
+     "calls the seccomp allow list lacks (for new\n"
+     "kernels and runtimes; a box of its own)",
+     s_set_seccomp_audit, NULL, NULL},
     {"network", NULL,
      "refused: a sandbox has loopback only; bring data\n"
      "in with --file",

@@ -2,6 +2,7 @@
 #include "agent/loop/ag_markdown.h"
 
 #include "agent/llm/ag_provider.h"
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -11,11 +12,14 @@
 #include "notebook-io/nb_notebook.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef JUPYTER_AGENT_VERSION
@@ -37,20 +41,28 @@ struct ag_kernel {
     const char *model;              /* --model (borrowed) or model_owned */
     char *model_owned;              /* owned spec set by %model, or NULL */
     nb_record_t *record;            /* owned: the session, for %export */
-    int execution_count;            /* of the last non-silent cell */
+    int execution_count;            /* of the last cell that stored
+                                       history (IPython's In[n] - 1) */
     json_t *info;                   /* owned kernel_info_reply content */
     /* The cell being executed (all reset per execute_request). */
     const kb_msg_t *cell;  /* borrowed execute_request; NULL between cells */
     bool cell_allow_stdin; /* the request allowed input() */
     bool cell_silent;      /* the request was silent */
+    int cell_count;        /* the number this cell shows: execution_count
+                              + 1, kept only if it stores history */
     bool cell_answered;    /* ag_kernel_answer was called */
     json_t *cell_error;    /* owned {ename, evalue, traceback} or NULL */
     json_t *cell_result;   /* owned text/plain of the execute_result */
     json_t *cell_payload;  /* owned reply payloads of a %%python cell */
+    json_t *cell_user_expressions; /* owned: the reply's user_expressions,
+                                      evaluated by the inner kernel */
     /* For the loop. */
     void *ask_state;          /* owned through ask_free */
     void (*ask_free)(void *); /* releases ask_state; may be NULL */
     json_t *history;          /* owned [[session, line, input, out]] */
+    int history_session;      /* this kernel's session number: one more
+                                 than the last in the history file */
+    char *history_path;       /* owned: the history file, or NULL */
 };
 
 /* How inner outputs are forwarded. */
@@ -60,8 +72,9 @@ typedef enum {
 } fwd_mode_t;
 
 typedef struct fwd {
-    ag_kernel_t *k;  /* the kernel */
-    fwd_mode_t mode; /* see above */
+    ag_kernel_t *k;   /* the kernel */
+    fwd_mode_t mode;  /* see above */
+    kb_output_t *out; /* the execution's output model (its inner count) */
 } fwd_t;
 
 /* ---- small helpers ---- */
@@ -89,11 +102,16 @@ s_first_line(const char *code, const char **rest)
     return len;
 }
 
-/* Is `code` a %%python cell? Then *body is the code after the first
- * line. */
+/* Is `code` a %%python cell (after blank lines)? Then *body is the code
+ * after the magic's line. */
 static bool
 s_python_cell(const char *code, const char **body)
 {
+    /* IPython drops leading blank lines before looking for a cell magic. */
+    for (const char *p = code;
+         *p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'; p++)
+        if (*p == '\n')
+            code = p + 1;
     size_t n = s_first_line(code, body);
     return n == strlen(AG_KERNEL_MAGIC_PYTHON) &&
            strncmp(code, AG_KERNEL_MAGIC_PYTHON, n) == 0;
@@ -244,6 +262,40 @@ s_set_cell_error(ag_kernel_t *k, json_t *content)
                       : json_array());
 }
 
+/* IPython's tracebacks name the cell "In[n]" by the inner kernel's count;
+ * the frontend numbered it `ours`. Rewrite every "In[inner]" in
+ * content.traceback. */
+static void
+s_renumber_traceback(json_t *content, int inner, int ours)
+{
+    json_t *tb = json_object_get(content, "traceback"), *line;
+    size_t i;
+    if (inner < 0 || inner == ours || !json_is_array(tb))
+        return;
+    /* IPython 8.5 writes "In [n]", later versions "In[n]". */
+    for (int form = 0; form < 2; form++) {
+        char from[32], to[32];
+        snprintf(from, sizeof from, form ? "In [%d]" : "In[%d]", inner);
+        snprintf(to, sizeof to, form ? "In [%d]" : "In[%d]", ours);
+        json_array_foreach(tb, i, line)
+        {
+            const char *s = json_string_value(line);
+            if (!s || !strstr(s, from))
+                continue;
+            buf_t b;
+            buf_init(&b, 0);
+            for (const char *hit; (hit = strstr(s, from));
+                 s = hit + strlen(from)) {
+                buf_append(&b, s, (size_t)(hit - s));
+                buf_puts(&b, to);
+            }
+            buf_puts(&b, s);
+            json_array_set_new(tb, i, json_string(buf_cstr(&b)));
+            buf_release(&b);
+        }
+    }
+}
+
 static void
 s_forward(const kb_msg_t *msg, void *arg)
 {
@@ -251,7 +303,8 @@ s_forward(const kb_msg_t *msg, void *arg)
     ag_kernel_t *k = f->k;
     static const char *const types[] = {
         "stream",       "display_data", "update_display_data",
-        "clear_output", "error",        "execute_result"};
+        "clear_output", "error",        "execute_result",
+        "comm_open",    "comm_msg",     "comm_close"};
     const char *type = kb_msg_type(msg);
     bool known = false;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
@@ -262,7 +315,7 @@ s_forward(const kb_msg_t *msg, void *arg)
     if (strcmp(type, "execute_result") == 0) {
         if (f->mode == FWD_CELL) {
             json_object_set_new(content, "execution_count",
-                                json_integer(k->execution_count));
+                                json_integer(k->cell_count));
             json_t *plain =
                 json_object_get(json_object_get(content, "data"), "text/plain");
             if (json_is_string(plain)) {
@@ -274,8 +327,11 @@ s_forward(const kb_msg_t *msg, void *arg)
             type = "display_data";
         }
     }
-    if (strcmp(type, "error") == 0 && f->mode == FWD_CELL)
+    if (strcmp(type, "error") == 0 && f->mode == FWD_CELL) {
+        s_renumber_traceback(content, kb_output_execution_count(f->out),
+                             k->cell_count);
         s_set_cell_error(k, content);
+    }
     kb_server_publish(k->server, k->cell, type, content, NULL);
 }
 
@@ -357,13 +413,15 @@ s_run_inner(ag_kernel_t *k, const char *code, fwd_mode_t mode, kb_output_t *out,
     if (mode == FWD_CELL) {
         xo.silent = s_bool(req, "silent", false);
         xo.store_history = s_bool(req, "store_history", true);
+        json_t *ue = json_object_get(req, "user_expressions");
+        xo.user_expressions = json_is_object(ue) ? ue : NULL;
     }
     /* We run one execution at a time, so the inner kernel never has a
      * queue worth aborting; but its abort window after an error (ipykernel
      * 6) would swallow our next cell. stop_on_error is applied to OUR
      * queue instead (kb_server_abort_queued). */
     xo.stop_on_error = false;
-    fwd_t f = {k, mode};
+    fwd_t f = {k, mode, out};
     kb_exec_hooks_t hooks = {.on_iopub = s_forward,
                              .on_input = s_on_input,
                              .should_stop = s_should_stop,
@@ -412,7 +470,7 @@ s_display(ag_kernel_t *k, const char *type, const char *markdown,
     free(md);
     if (strcmp(type, "execute_result") == 0)
         json_object_set_new(content, "execution_count",
-                            json_integer(k->execution_count));
+                            json_integer(k->cell_count));
     kb_server_publish(k->server, k->cell, type, content, NULL);
 }
 
@@ -514,14 +572,142 @@ ag_kernel_stop(ag_kernel_t *k)
 
 /* ---- execute_request ---- */
 
+/* The history file, like IPython's history.sqlite but under the Jupyter
+ * data dir: $JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else
+ * ~/.local/share/jupyter, + "/agent/history.jsonl". One JSON array
+ * [session, line, input, output] per line. New string or NULL. */
+static char *
+s_history_file(void)
+{
+    const char *data = getenv("JUPYTER_DATA_DIR");
+    const char *xdg = getenv("XDG_DATA_HOME");
+    const char *home = getenv("HOME");
+    if (data && *data)
+        return xasprintf("%s/agent/history.jsonl", data);
+    if (xdg && *xdg)
+        return xasprintf("%s/jupyter/agent/history.jsonl", xdg);
+    if (home && *home)
+        return xasprintf("%s/.local/share/jupyter/agent/history.jsonl", home);
+    return NULL;
+}
+
+/* Load the last HISTORY_MAX entries of earlier kernels; this kernel's
+ * session is one more than the last one found. Best effort. */
+static void
+s_history_load(ag_kernel_t *k)
+{
+    k->history_session = 1;
+    k->history_path = s_history_file();
+    FILE *f = k->history_path ? fopen(k->history_path, "r") : NULL;
+    if (!f)
+        return;
+    char *line = NULL;
+    size_t cap = 0;
+    size_t lines = 0;
+    while (getline(&line, &cap, f) > 0) {
+        json_t *e = json_loads(line, 0, NULL);
+        lines++;
+        if (json_is_array(e) && json_array_size(e) == 4 &&
+            json_is_integer(json_array_get(e, 0)) &&
+            json_is_integer(json_array_get(e, 1)) &&
+            json_is_string(json_array_get(e, 2))) {
+            json_int_t session = json_integer_value(json_array_get(e, 0));
+            if (session >= k->history_session && session < 1 << 30)
+                k->history_session = (int)session + 1;
+            if (json_array_size(k->history) >= HISTORY_MAX)
+                json_array_remove(k->history, 0);
+            json_array_append(k->history, e);
+        }
+        json_decref(e);
+    }
+    free(line);
+    fclose(f);
+    if (lines <= 2 * HISTORY_MAX)
+        return;
+    /* Keep the file bounded: rewrite it with what was kept. */
+    char *tmp = xasprintf("%s.tmp", k->history_path);
+    FILE *w = fopen(tmp, "w");
+    size_t i;
+    json_t *e;
+    json_array_foreach(k->history, i, e)
+    {
+        char *s = json_dumps(e, JSON_COMPACT);
+        if (w && s)
+            fprintf(w, "%s\n", s);
+        free(s);
+    }
+    if (w && fclose(w) == 0)
+        rename(tmp, k->history_path);
+    free(tmp);
+}
+
+/* mkdir -p for the parent directories of `path` (mode 0700). */
+static void
+s_mkdirs_for(const char *path)
+{
+    char *dir = xstrdup(path);
+    for (char *p = dir + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+                break;
+            *p = '/';
+        }
+    free(dir);
+}
+
 static void
 s_history_add(ag_kernel_t *k, const char *code)
 {
     if (json_array_size(k->history) >= HISTORY_MAX)
         json_array_remove(k->history, 0);
-    json_array_append_new(
-        k->history, json_pack("[i, i, s, O]", 1, k->execution_count, code,
-                              k->cell_result ? k->cell_result : json_null()));
+    json_t *e =
+        json_pack("[i, i, s, O]", k->history_session, k->execution_count, code,
+                  k->cell_result ? k->cell_result : json_null());
+    json_array_append(k->history, e);
+    char *s = k->history_path ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    if (!s)
+        return;
+    s_mkdirs_for(k->history_path);
+    int fd =
+        open(k->history_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    size_t n = strlen(s);
+    s[n] = '\n'; /* json_dumps's NUL becomes the line end */
+    if (fd < 0 || write(fd, s, n + 1) != (ssize_t)(n + 1))
+        log_warn("history: cannot append to %s: %s", k->history_path,
+                 strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    free(s);
+}
+
+/* user_expressions of a cell that did not run in the inner kernel (the
+ * agent answered it): the inner kernel evaluates them, as ipykernel would
+ * after any cell, in a silent execution that leaves no trace. */
+static void
+s_eval_user_expressions(ag_kernel_t *k, json_t *expressions)
+{
+    err_t err = {0};
+    ag_session_t *session = ag_kernel_session(k, &err);
+    if (!session) {
+        log_warn("user_expressions: %s", err.text);
+        return;
+    }
+    kb_exec_opts_t xo;
+    kb_exec_opts_init(&xo);
+    xo.silent = true;
+    xo.store_history = false;
+    xo.stop_on_error = false;
+    xo.user_expressions = expressions;
+    kb_output_t *out = kb_output_new(NULL, k->inner->max_output_bytes);
+    if (kb_kernel_execute(ag_session_kernel(session), "", &xo, INNER_REQUEST_MS,
+                          out, NULL, &err) == 0)
+        k->cell_user_expressions =
+            json_deep_copy(kb_output_user_expressions(out));
+    else
+        log_warn("user_expressions: %s", err.text);
+    kb_output_destroy(&out);
 }
 
 /* A plain cell: the agent answers it. */
@@ -542,6 +728,7 @@ s_run_python_cell(ag_kernel_t *k, const char *body)
     err_t err = {0};
     char start[40], end[40];
     kb_output_t *out = kb_output_new(NULL, k->inner->max_output_bytes);
+    kb_output_merge_streams(out, true); /* read as text, whole */
     clock_iso8601_now(start, sizeof start);
     int rc = s_run_inner(k, body, FWD_CELL, out, &err);
     clock_iso8601_now(end, sizeof end);
@@ -551,6 +738,8 @@ s_run_python_cell(ag_kernel_t *k, const char *body)
         json_decref(k->cell_payload);
         k->cell_payload = json_deep_copy(kb_output_payload(out));
     }
+    json_decref(k->cell_user_expressions);
+    k->cell_user_expressions = json_deep_copy(kb_output_user_expressions(out));
     /* The recorder keeps the outputs array itself (a reference). */
     nb_record_add_code(k->record, body, kb_output_outputs(out),
                        kb_output_execution_count(out), start, end);
@@ -689,14 +878,18 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     json_decref(k->cell_error);
     json_decref(k->cell_result);
     json_decref(k->cell_payload);
+    json_decref(k->cell_user_expressions);
     k->cell_error = k->cell_result = k->cell_payload = NULL;
-    if (!silent) {
-        k->execution_count++;
+    k->cell_user_expressions = NULL;
+    /* As ipykernel: execute_input shows the number this cell would get;
+     * only a cell that stores history keeps it (IPython's run_cell), so
+     * store_history=False leaves the next cell's number as it was. */
+    k->cell_count = k->execution_count + 1;
+    if (!silent)
         kb_server_publish(s, req, "execute_input",
                           json_pack("{s:s, s:i}", "code", code,
-                                    "execution_count", k->execution_count),
+                                    "execution_count", k->cell_count),
                           NULL);
-    }
 
     const char *body = NULL;
     char *magic_arg = NULL;
@@ -726,6 +919,12 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     } else {
         reply = json_pack("{s:s, s:[], s:{}}", "status", "ok", "payload",
                           "user_expressions");
+        json_t *ue = json_object_get(content, "user_expressions");
+        if (!k->cell_user_expressions && json_object_size(ue))
+            s_eval_user_expressions(k, ue);
+        if (k->cell_user_expressions)
+            json_object_set(reply, "user_expressions",
+                            k->cell_user_expressions);
         if (k->cell_payload)
             json_array_extend(json_object_get(reply, "payload"),
                               k->cell_payload);
@@ -734,6 +933,8 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
                 json_object_get(reply, "payload"),
                 json_pack("{s:s, s:b}", "source", "ask_exit", "keepkernel", 0));
     }
+    if (store_history)
+        k->execution_count = k->cell_count;
     json_object_set_new(reply, "execution_count",
                         json_integer(k->execution_count));
     int rc = kb_server_reply(s, ch, req, "execute_reply", reply, NULL);
@@ -918,13 +1119,67 @@ s_on_kernel_info(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
                            json_deep_copy(k->info), NULL);
 }
 
+/* The comms live in the Python side: its comm_info, when it runs (a
+ * frontend asks on connect; that alone starts no sandbox). */
 static int
 s_on_comm_info(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
 {
-    (void)arg;
-    return kb_server_reply(s, ch, req, "comm_info_reply",
-                           json_pack("{s:s, s:{}}", "status", "ok", "comms"),
-                           NULL);
+    ag_kernel_t *k = arg;
+    json_t *reply = k->session
+                        ? s_ask_inner(k, "comm_info_request",
+                                      json_deep_copy(kb_msg_content(req)))
+                        : NULL;
+    if (!json_is_object(json_object_get(reply, "comms"))) {
+        json_decref(reply);
+        reply = json_pack("{s:s, s:{}}", "status", "ok", "comms");
+    }
+    return kb_server_reply(s, ch, req, "comm_info_reply", reply, NULL);
+}
+
+/* What the Python side publishes while handling a frontend's comm
+ * message: forwarded under that message. */
+typedef struct comm_fwd {
+    ag_kernel_t *k;
+    const kb_msg_t *req; /* the frontend's comm message (borrowed) */
+} comm_fwd_t;
+
+static void
+s_forward_comm(const kb_msg_t *msg, void *arg)
+{
+    comm_fwd_t *f = arg;
+    const char *type = kb_msg_type(msg);
+    if (!strcmp(type, "status") || !strcmp(type, "execute_input"))
+        return;
+    kb_server_publish(f->k->server, f->req, type,
+                      json_deep_copy(kb_msg_content(msg)), NULL);
+}
+
+/* comm_open, comm_msg, comm_close from the frontend: to the Python side
+ * (ipywidgets in %%python cells), and what it answers back. Comm messages
+ * have no reply. Without a Python session, a comm_open is closed again,
+ * as ipykernel closes one for a target it does not know. */
+static int
+s_on_comm(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
+{
+    (void)ch;
+    ag_kernel_t *k = arg;
+    json_t *content = kb_msg_content(req);
+    const char *type = kb_msg_type(req);
+    if (!k->session) {
+        const char *id = s_str(content, "comm_id", "");
+        if (!strcmp(type, "comm_open"))
+            kb_server_publish(s, req, "comm_close",
+                              json_pack("{s:s, s:{}}", "comm_id", id, "data"),
+                              NULL);
+        return 0;
+    }
+    kb_client_t *c = kb_kernel_client(ag_session_kernel(k->session));
+    comm_fwd_t f = {k, req};
+    err_t err = {0};
+    if (kb_client_send_pump(c, type, json_deep_copy(content), s_forward_comm,
+                            &f, INNER_REQUEST_MS, &err))
+        log_warn("%s: %s", type, err.text);
+    return 0;
 }
 
 static json_t *
@@ -962,8 +1217,11 @@ s_on_history(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
                                                  : k->execution_count + 1;
         json_array_foreach(k->history, i, e)
         {
+            /* A range is of this kernel's session, as in IPython. */
             json_int_t line = json_integer_value(json_array_get(e, 1));
-            if (line >= start && line < stop)
+            if (json_integer_value(json_array_get(e, 0)) ==
+                    k->history_session &&
+                line >= start && line < stop)
                 json_array_append_new(hist, s_history_entry(e, output));
         }
     } else if (strcmp(type, "search") == 0) {
@@ -1041,6 +1299,7 @@ ag_kernel_new(const ag_kernel_opts_t *o, err_t *err)
     k->model = o->model;
     k->info = s_kernel_info(o);
     k->history = json_array();
+    s_history_load(k);
     k->record = nb_record_new();
     kb_server_on(server, "execute_request", s_on_execute, k);
     kb_server_on(server, "kernel_info_request", s_on_kernel_info, k);
@@ -1050,6 +1309,9 @@ ag_kernel_new(const ag_kernel_opts_t *o, err_t *err)
     kb_server_on(server, "is_complete_request", s_on_is_complete, k);
     kb_server_on(server, "history_request", s_on_history, k);
     kb_server_on(server, "comm_info_request", s_on_comm_info, k);
+    kb_server_on(server, "comm_open", s_on_comm, k);
+    kb_server_on(server, "comm_msg", s_on_comm, k);
+    kb_server_on(server, "comm_close", s_on_comm, k);
     return k;
 }
 
@@ -1100,6 +1362,8 @@ ag_kernel_destroy(ag_kernel_t **pk)
     json_decref(k->cell_error);
     json_decref(k->cell_result);
     json_decref(k->cell_payload);
+    json_decref(k->cell_user_expressions);
+    free(k->history_path);
     nb_record_destroy(&k->record);
     free(k->model_owned);
     free(k->expired_note);
