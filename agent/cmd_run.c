@@ -60,7 +60,13 @@ static const char s_usage[] =
     "                         Repeat -p for more; the last value of a name "
     "wins.\n"
     "      --max-output BYTES cap on stored output per cell (default 64M)\n"
-    "  -q, --quiet            no progress lines\n" AG_SESSION_FLAGS_HELP "\n"
+    "      --max-notebook-size BYTES\n"
+    "                         refuse a NOTEBOOK over this (default 256M);\n"
+    "                         it must be a regular file\n"
+    "  -q, --quiet            no progress lines\n" AG_SESSION_FLAGS_HELP;
+
+static const char s_usage_tail[] =
+    "\n"
     "The kernel's working directory is /mnt/data: files the notebook reads\n"
     "go in with --file. Progress goes to stderr, one line per cell.\n"
     "The output notebook is written once a cell has run, also after an\n"
@@ -243,6 +249,7 @@ ag_cmd_run(int argc, char **argv)
         {"timeout", required_argument, 0, 't'},
         {"allow-errors", no_argument, 0, 'a'},
         {"max-output", required_argument, 0, 'M'},
+        {"max-notebook-size", required_argument, 0, 'N'},
         {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
         AG_SESSION_LONGOPTS,
@@ -252,7 +259,7 @@ ag_cmd_run(int argc, char **argv)
     const char *out_arg = NULL, *kernel_arg = NULL;
     bool inplace = false, allow_errors = false, quiet = false;
     char **pnames = NULL, **pvalues = NULL, *out_path = NULL;
-    size_t nparams = 0;
+    size_t nparams = 0, max_nb_bytes = NB_NOTEBOOK_DEFAULT_MAX_BYTES;
     nb_notebook_t *nb = NULL;
     ag_session_t *session = NULL;
     json_t *params = NULL;
@@ -285,11 +292,16 @@ ag_cmd_run(int argc, char **argv)
             if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
                 goto fail;
             break;
+        case 'N':
+            if (ag_parse_bytes(optarg, &max_nb_bytes, &err))
+                goto fail;
+            break;
         case 'q':
             quiet = true;
             break;
         case 'h':
             fputs(s_usage, stdout);
+            fputs(s_usage_tail, stdout);
             status = 0;
             goto out;
         default:
@@ -314,7 +326,7 @@ ag_cmd_run(int argc, char **argv)
         goto fail;
     }
 
-    nb = nb_notebook_read_file(in_path, &err);
+    nb = nb_notebook_read_path(in_path, max_nb_bytes, &err);
     if (!nb)
         goto fail;
     out_path = inplace   ? xstrdup(in_path)

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -523,34 +524,170 @@ sb_files_list(int ws_fd, size_t max_entries)
     return w.list;
 }
 
-static int
-s_remove_at(int parent, const char *name, int depth)
+/* One level of the removal below: the directory's identity, so that
+ * climbing back through ".." can be checked. */
+struct s_level {
+    dev_t dev;
+    ino_t ino;
+};
+
+/* A directory we could not empty: never descend into it again. */
+struct s_stuck {
+    struct s_level *v;
+    size_t n;
+};
+
+static bool
+s_is_stuck(const struct s_stuck *st, dev_t dev, ino_t ino)
 {
-    if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR && errno != EPERM)
+    for (size_t i = 0; i < st->n; i++)
+        if (st->v[i].dev == dev && st->v[i].ino == ino)
+            return true;
+    return false;
+}
+
+/* Empty directory fd `top` without recursion and with two fds at most:
+ * walk down into the first non-empty subdirectory, remove what can be
+ * removed there, climb back up through ".." (checked against the
+ * identity recorded on the way down) and rescan. Depth costs 16 bytes of
+ * heap per level, never a file descriptor or stack. Returns 0 when the
+ * directory is empty, -1 otherwise. */
+static int
+s_empty_dir(int top)
+{
+    struct s_level *path = NULL;
+    size_t depth = 0, cap = 0;
+    struct s_stuck stuck = {0};
+    int cur = fcntl(top, F_DUPFD_CLOEXEC, 3);
+    int rc = 0;
+    if (cur < 0)
         return -1;
-    if (depth > 64)
-        return -1;
-    int fd =
-        openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -1;
+    for (;;) {
+        int scan = openat(cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
+        if (!d) {
+            if (scan >= 0)
+                close(scan);
+            rc = -1;
+            break;
+        }
+        int down = -1;
+        bool failed = false;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            const char *n = de->d_name;
+            if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+                continue;
+            if (unlinkat(cur, n, 0) == 0 || errno == ENOENT)
+                continue;
+            if (errno != EISDIR && errno != EPERM) {
+                failed = true;
+                continue;
+            }
+            if (unlinkat(cur, n, AT_REMOVEDIR) == 0 || errno == ENOENT)
+                continue;
+            struct stat st;
+            if ((errno != ENOTEMPTY && errno != EEXIST) ||
+                fstatat(cur, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                !S_ISDIR(st.st_mode) ||
+                s_is_stuck(&stuck, st.st_dev, st.st_ino)) {
+                failed = true;
+                continue;
+            }
+            down =
+                openat(cur, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (down < 0) {
+                /* Box code may have left it without search permission;
+                 * it is ours (the box's uid maps to ours or we are
+                 * root), so give it back and retry once. */
+                if (fchmodat(cur, n, 0700, 0) == 0)
+                    down =
+                        openat(cur, n,
+                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            }
+            if (down < 0) {
+                failed = true;
+                continue;
+            }
+            struct stat dst;
+            if (fstat(down, &dst) < 0 || dst.st_dev != st.st_dev ||
+                dst.st_ino != st.st_ino) {
+                close(down);
+                down = -1;
+                failed = true;
+                continue;
+            }
+            (void)fchmod(down, dst.st_mode | 0700);
+            break;
+        }
+        closedir(d);
+        if (down >= 0) {
+            struct stat here;
+            if (fstat(cur, &here) < 0) {
+                close(down);
+                rc = -1;
+                break;
+            }
+            if (depth == cap) {
+                cap = cap ? cap * 2 : 64;
+                path = xrealloc(path, cap * sizeof *path);
+            }
+            path[depth].dev = here.st_dev;
+            path[depth].ino = here.st_ino;
+            depth++;
+            close(cur);
+            cur = down;
+            continue;
+        }
+        if (failed) {
+            struct stat here;
+            if (depth == 0 || fstat(cur, &here) < 0) {
+                rc = -1;
+                if (depth == 0)
+                    break;
+            } else {
+                stuck.v = xrealloc(stuck.v, (stuck.n + 1) * sizeof *stuck.v);
+                stuck.v[stuck.n].dev = here.st_dev;
+                stuck.v[stuck.n].ino = here.st_ino;
+                stuck.n++;
+            }
+        }
+        if (depth == 0)
+            break;
+        /* Climb: ".." must be the directory we came down from (nothing
+         * runs in the box any more, but never trust that). */
+        int up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct stat ust;
+        depth--;
+        if (up < 0 || fstat(up, &ust) < 0 || ust.st_dev != path[depth].dev ||
+            ust.st_ino != path[depth].ino) {
+            if (up >= 0)
+                close(up);
+            rc = -1;
+            break;
+        }
+        close(cur);
+        cur = up;
     }
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-            s_remove_at(dirfd(d), de->d_name, depth + 1);
-    closedir(d);
-    return unlinkat(parent, name, AT_REMOVEDIR);
+    close(cur);
+    free(path);
+    free(stuck.v);
+    return rc;
 }
 
 int
 sb_files_remove_tree(const char *path)
 {
-    return s_remove_at(AT_FDCWD, path, 0);
+    if (unlinkat(AT_FDCWD, path, 0) == 0 || errno == ENOENT)
+        return 0;
+    if (errno != EISDIR && errno != EPERM)
+        return -1;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = s_empty_dir(fd);
+    close(fd);
+    if (rc == 0 && rmdir(path) < 0)
+        rc = -1;
+    return rc;
 }

@@ -64,7 +64,10 @@ int sb_files_copy_tree(int src_fd, int dest_fd, uint64_t max_total, uid_t owner,
  * (new reference), at most `max_entries`; unsafe entries are left out. */
 json_t *sb_files_list(int ws_fd, size_t max_entries);
 
-/* Remove `path` and everything below it without following symlinks. */
+/* Remove `path` and everything below it without following symlinks, at
+ * any depth: iterative, openat-based, two fds at most, ".." checked
+ * against the identity recorded on the way down. 0, or -1 when something
+ * could not be removed (what could be, was). */
 int sb_files_remove_tree(const char *path);
 
 #endif
