@@ -53,6 +53,38 @@ ag_strip_ansi(char *s)
     return s;
 }
 
+bool
+ag_image_type_ok(const char *mime, const unsigned char *d, size_t len)
+{
+    if (strcmp(mime, "image/png") == 0)
+        return len >= 8 && memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0;
+    if (strcmp(mime, "image/jpeg") == 0)
+        return len >= 3 && d[0] == 0xff && d[1] == 0xd8 && d[2] == 0xff;
+    if (strcmp(mime, "image/gif") == 0)
+        return len >= 6 &&
+               (memcmp(d, "GIF87a", 6) == 0 || memcmp(d, "GIF89a", 6) == 0);
+    if (strcmp(mime, "image/svg+xml") == 0) {
+        /* Skip a BOM, blanks, an XML declaration, comments and a doctype:
+         * the first element must be <svg. */
+        size_t i = len >= 3 && memcmp(d, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+        for (;;) {
+            while (i < len && (d[i] == ' ' || d[i] == '\t' || d[i] == '\r' ||
+                               d[i] == '\n'))
+                i++;
+            if (i + 1 < len && d[i] == '<' &&
+                (d[i + 1] == '?' || d[i + 1] == '!')) {
+                const void *gt = memchr(d + i, '>', len - i);
+                if (!gt)
+                    return false;
+                i = (size_t)((const unsigned char *)gt - d) + 1;
+                continue;
+            }
+            return i + 4 <= len && memcmp(d + i, "<svg", 4) == 0;
+        }
+    }
+    return false;
+}
+
 static void
 s_save_image(ag_render_t *r, const char *mime, const char *b64)
 {
@@ -60,6 +92,12 @@ s_save_image(ag_render_t *r, const char *mime, const char *b64)
     unsigned char *bin = ag_base64_decode(b64, &len);
     if (!bin) {
         fprintf(r->out, "[%s: invalid base64 data]\n", mime);
+        return;
+    }
+    if (!ag_image_type_ok(mime, bin, len)) {
+        fprintf(r->out, "[%s, %zu bytes: not a %s image; not saved]\n", mime,
+                len, mime + 6);
+        free(bin);
         return;
     }
     unsigned w = 0, h = 0;
@@ -72,16 +110,17 @@ s_save_image(ag_render_t *r, const char *mime, const char *b64)
         free(bin);
         return;
     }
-    mkdir(r->img_dir, 0755);
-    const char *ext = strcmp(mime, "image/jpeg") == 0 ? "jpg" : "png";
-    char *path = xasprintf("%s/out-%d.%s", r->img_dir, ++r->img_count, ext);
-    FILE *f = fopen(path, "wb");
-    if (f && fwrite(bin, 1, len, f) == len && fclose(f) == 0)
-        fprintf(r->out, "[%s%s saved to %s]\n", mime, dims, path);
+    const char *ext = strcmp(mime, "image/jpeg") == 0  ? "jpg"
+                      : strcmp(mime, "image/gif") == 0 ? "gif"
+                                                       : "png";
+    char name[64];
+    snprintf(name, sizeof name, "out-%d.%s", ++r->img_count, ext);
+    err_t err;
+    if (sb_outdir_write(r->img_dir, name, bin, len, &err) == 0)
+        fprintf(r->out, "[%s%s saved to %s/%s]\n", mime, dims,
+                sb_outdir_path(r->img_dir), name);
     else
-        fprintf(r->out, "[%s%s: cannot write %s: %s]\n", mime, dims, path,
-                strerror(errno));
-    free(path);
+        fprintf(r->out, "[%s%s: not saved: %s]\n", mime, dims, err.text);
     free(bin);
 }
 
@@ -97,7 +136,8 @@ s_put_text(FILE *f, const char *text)
 static void
 s_render_data(ag_render_t *r, json_t *data)
 {
-    static const char *const images[] = {"image/png", "image/jpeg"};
+    static const char *const images[] = {"image/png", "image/jpeg",
+                                         "image/gif"};
     for (size_t i = 0; i < sizeof images / sizeof images[0]; i++) {
         const char *b64 = json_string_value(json_object_get(data, images[i]));
         if (b64) {

@@ -6,21 +6,26 @@
 #define AGENT_AG_RENDER_H
 
 #include "common/err.h"
+#include "sandbox/sb_files.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 
 typedef struct ag_render {
-    FILE *out;           /* where text goes (stdout) */
-    FILE *err;           /* where stderr streams and tracebacks go */
-    const char *img_dir; /* save images here (created); NULL = don't */
-    int img_count;       /* images saved so far; names out-1.png, ... */
-    bool color;          /* keep ANSI colour codes in tracebacks */
+    FILE *out;            /* where text goes (stdout) */
+    FILE *err;            /* where stderr streams and tracebacks go */
+    sb_outdir_t *img_dir; /* borrowed: save images here (exec --out, with
+                             its caps); NULL = don't */
+    int img_count;        /* images saved so far; names out-1.png, ... */
+    bool color;           /* keep ANSI colour codes in tracebacks */
 } ag_render_t;
 
 /* Print one nbformat output dict (borrowed). */
 void ag_render_output(ag_render_t *r, json_t *output);
+/* Do `len` bytes start as an image of type `mime` must (PNG, JPEG and
+ * GIF signatures; an SVG document's root element)? */
+bool ag_image_type_ok(const char *mime, const unsigned char *data, size_t len);
 /* Width and height from a PNG's IHDR; 0 on success. */
 int ag_png_size(const unsigned char *png, size_t len, unsigned *w, unsigned *h);
 /* Decode base64 (newlines allowed) into a new buffer; NULL if invalid. */

@@ -674,9 +674,12 @@ static void
 r_destroy(void *self)
 {
     s_remote_t *r = self;
-    if (r->policy.keep_workspace_dir && r->ws_fd >= 0)
-        sb_files_copy_out(r->ws_fd, ".", r->policy.keep_workspace_dir,
-                          r->policy.workspace_bytes, NULL);
+    if (r->policy.keep_workspace_dir && r->ws_fd >= 0) {
+        sb_files_out_opts_t o;
+        sb_policy_out_opts(&r->policy, &o);
+        sb_files_copy_out(r->ws_fd, ".", r->policy.keep_workspace_dir, &o, NULL,
+                          NULL);
+    }
     close(r->sock); /* the server kills and removes the box */
     if (r->pidfd >= 0)
         close(r->pidfd);

@@ -99,6 +99,12 @@ ag_session_parse_flag(ag_session_opts_t *o, int opt, const char *value,
         s_push(&o->files, &o->nfiles, value);
         return 0;
     }
+    if (i == 21 || i == 22)
+        return sb_policy_parse_flag(&o->policy,
+                                    i == 21 ? "--force" : "--keep-exec", NULL,
+                                    err) > 0
+                   ? 0
+                   : -1;
     if (i == 20) {
         if (strcmp(value, "auto") == 0)
             o->warm = AG_WARM_AUTO;

@@ -58,6 +58,8 @@ typedef struct ag_session_opts {
         {"disk", required_argument, 0, AG_SESSION_OPT_BASE + 5},               \
         {"tmp", required_argument, 0, AG_SESSION_OPT_BASE + 6},                \
         {"keep-workspace", required_argument, 0, AG_SESSION_OPT_BASE + 7},     \
+        {"force", no_argument, 0, AG_SESSION_OPT_BASE + 21},                   \
+        {"keep-exec", no_argument, 0, AG_SESSION_OPT_BASE + 22},               \
         {"packages", required_argument, 0, AG_SESSION_OPT_BASE + 8},           \
         {"install", required_argument, 0, AG_SESSION_OPT_BASE + 9},            \
         {"trust", required_argument, 0, AG_SESSION_OPT_BASE + 10},             \
@@ -74,7 +76,13 @@ typedef struct ag_session_opts {
     "      --pids N           process/thread limit (default 128)\n"            \
     "      --disk SIZE        size of /mnt/data (default 512M)\n"              \
     "      --tmp SIZE         size of /tmp (default 256M)\n"                   \
-    "      --keep-workspace DIR  copy /mnt/data to DIR at the end\n"           \
+    "      --keep-workspace DIR  copy /mnt/data to DIR (new or empty) at the " \
+    "end;\n"                                                                   \
+    "                         never dot-files, links or exec bits; caps:\n"    \
+    "                         --disk bytes, 10000 entries, 16 levels\n"        \
+    "      --force            files out may go into an existing non-empty\n"   \
+    "                         directory (never overwriting a file there)\n"    \
+    "      --keep-exec        files out keep the exec bit set in the box\n"    \
     "      --warm MODE        auto: a warm kernel from 'jupyter-agent "        \
     "serve'\n"                                                                 \
     "                         when one runs, else a cold start (default);\n"   \

@@ -31,7 +31,9 @@ static const char s_usage[] =
     "                         0 = none); then interrupt, 5 s grace, kill\n"
     "      --json             print one JSON object: status, execution_count,\n"
     "                         outputs (nbformat), duration_ms\n"
-    "      --out DIR          save images as DIR/out-1.png, ...\n"
+    "      --out DIR          save images as DIR/out-1.png, ... (DIR new or\n"
+    "                         empty; each checked against its type; all\n"
+    "                         within --max-output and --disk)\n"
     "      --existing FILE    run in a kernel someone else started (its\n"
     "                         connection file); not sandboxed\n"
     "      --allow-unsigned   accept a connection file with an empty key\n"
@@ -118,7 +120,8 @@ ag_cmd_exec(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         AG_SESSION_LONGOPTS,
         {0, 0, 0, 0}};
-    const char *code_arg = NULL, *existing = NULL;
+    const char *code_arg = NULL, *existing = NULL, *out_dir = NULL;
+    sb_outdir_t *img_dir = NULL;
     bool json = false, allow_unsigned = false;
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
@@ -142,7 +145,7 @@ ag_cmd_exec(int argc, char **argv)
             json = true;
             break;
         case 'o':
-            ui.render.img_dir = optarg;
+            out_dir = optarg;
             break;
         case 'e':
             existing = optarg;
@@ -188,6 +191,21 @@ ag_cmd_exec(int argc, char **argv)
     }
     ui.json = json;
     ui.render.color = isatty(1) && isatty(2);
+    if (out_dir) {
+        /* Images count against --max-output and --disk, whichever is
+         * smaller, and the same entry cap as every copy-out. */
+        sb_files_out_opts_t oo;
+        sb_policy_out_opts(&sopts.policy, &oo);
+        if (sopts.max_output_bytes && sopts.max_output_bytes < oo.max_bytes)
+            oo.max_bytes = sopts.max_output_bytes;
+        img_dir = sb_outdir_open(out_dir, &oo, &err);
+        if (!img_dir) {
+            err_prefix(&err, "--out");
+            free(code);
+            goto usage_error;
+        }
+        ui.render.img_dir = img_dir;
+    }
 
     ag_session_t *session =
         existing ? ag_session_attach(existing, allow_unsigned, &err)
@@ -195,6 +213,7 @@ ag_cmd_exec(int argc, char **argv)
     if (!session) {
         fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
         free(code);
+        sb_outdir_destroy(&img_dir);
         ag_session_opts_release(&sopts);
         return err.code ? err.code : ERR_KERNEL;
     }
@@ -242,6 +261,7 @@ ag_cmd_exec(int argc, char **argv)
                 kb_output_bytes(out));
     kb_output_destroy(&out);
     ag_session_destroy(&session);
+    sb_outdir_destroy(&img_dir);
     ag_session_opts_release(&sopts);
     free(code);
     return status;

@@ -70,6 +70,14 @@ sb_policy_copy(sb_policy_t *dst, const sb_policy_t *src)
         src->keep_workspace_dir ? xstrdup(src->keep_workspace_dir) : NULL;
 }
 
+void
+sb_policy_out_opts(const sb_policy_t *p, sb_files_out_opts_t *o)
+{
+    sb_files_out_opts_init(o, p->workspace_bytes);
+    o->force = p->out_force;
+    o->keep_exec = p->out_keep_exec;
+}
+
 int
 sb_policy_parse_size(const char *s, uint64_t *out)
 {
@@ -241,9 +249,10 @@ sb_policy_parse_flag(sb_policy_t *p, const char *flag, const char *value,
                      err_t *err)
 {
     static const char *const names[] = {
-        "--memory", "--cpus", "--pids",           "--disk",
-        "--tmp",    "--shm",  "--nofile",         "--fsize",
-        "--env",    "--bind", "--keep-workspace", "--network"};
+        "--memory", "--cpus",     "--pids",           "--disk",
+        "--tmp",    "--shm",      "--nofile",         "--fsize",
+        "--env",    "--bind",     "--keep-workspace", "--network",
+        "--force",  "--keep-exec"};
     char name[32];
     const char *eq = strchr(flag, '=');
     size_t nlen = eq ? (size_t)(eq - flag) : strlen(flag);
@@ -257,6 +266,15 @@ sb_policy_parse_flag(sb_policy_t *p, const char *flag, const char *value,
             known = 1;
     if (!known)
         return 0;
+    if (strcmp(name, "--force") == 0 || strcmp(name, "--keep-exec") == 0) {
+        if (eq)
+            return err_set(err, ERR_USAGE, "%s takes no value", name);
+        if (name[2] == 'f')
+            p->out_force = true;
+        else
+            p->out_keep_exec = true;
+        return 1;
+    }
     if (strcmp(name, "--network") == 0)
         return err_set(err, ERR_USAGE,
                        "--network: sandboxes have no network (loopback only); "
@@ -354,8 +372,16 @@ sb_policy_flags_help(void)
            "                       TOKEN, SECRET, PASS, CREDENTIAL or "
            "AUTH)\n"
            "  --bind HOST[:INSIDE] extra read-only bind mount\n"
-           "  --keep-workspace DIR copy /mnt/data to DIR when the sandbox "
-           "ends\n"
+           "  --keep-workspace DIR copy /mnt/data to DIR (new or empty) when "
+           "the sandbox\n"
+           "                       ends: no dot-files, links or exec bits; "
+           "at most\n"
+           "                       --disk bytes, 10000 entries, 16 levels\n"
+           "  --force              ... or into an existing non-empty DIR "
+           "(never\n"
+           "                       overwriting a file there)\n"
+           "  --keep-exec          files made executable in the box stay "
+           "executable\n"
            "  SIZE is bytes or a number with K, M, G, T (binary): 512M, "
            "1.5G\n";
 }

@@ -14,6 +14,7 @@
 #define SANDBOX_SB_POLICY_H
 
 #include "common/err.h"
+#include "sandbox/sb_files.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -46,6 +47,10 @@ typedef struct sb_policy {
     sb_bind_t *binds;         /* owned; extra read-only bind mounts */
     size_t n_binds;           /* entries in binds */
     char *keep_workspace_dir; /* owned; copy /mnt/data here at the end */
+    bool out_force;           /* --force: files out may go into an existing
+                                 non-empty directory (never overwriting) */
+    bool out_keep_exec;       /* --keep-exec: files out keep the owner's
+                                 exec bit */
 } sb_policy_t;
 
 void sb_policy_init_default(sb_policy_t *p);
@@ -60,6 +65,9 @@ void sb_policy_copy(sb_policy_t *dst, const sb_policy_t *src);
  * the value is missing or malformed. */
 int sb_policy_parse_flag(sb_policy_t *p, const char *flag, const char *value,
                          err_t *err);
+/* The copy-out rules for this policy: bytes capped at the workspace size,
+ * default entry and depth caps, --force and --keep-exec. */
+void sb_policy_out_opts(const sb_policy_t *p, sb_files_out_opts_t *o);
 /* Help text for the policy flags (static, borrowed), one per line. */
 const char *sb_policy_flags_help(void);
 

@@ -1506,12 +1506,15 @@ sb_sandbox_finish(sb_sandbox_t *sb, err_t *err)
         sb_sandbox_kill(sb);
         sb_sandbox_wait(sb, -1, NULL);
     }
-    if (sb->policy.keep_workspace_dir && sb->ws_fd >= 0)
+    if (sb->policy.keep_workspace_dir && sb->ws_fd >= 0) {
+        sb_files_out_opts_t o;
+        sb_policy_out_opts(&sb->policy, &o);
         return sb_files_copy_out(sb->ws_fd, ".", sb->policy.keep_workspace_dir,
-                                 sb->policy.workspace_bytes, err) < 0
+                                 &o, NULL, err) < 0
                    ? err_prefix(err, "keeping the workspace in '%s'",
                                 sb->policy.keep_workspace_dir)
                    : 0;
+    }
     return 0;
 }
 
@@ -1590,11 +1593,15 @@ sb_sandbox_read_file(sb_sandbox_t *sb, const char *relpath, size_t max_bytes,
 
 int
 sb_sandbox_copy_out(sb_sandbox_t *sb, const char *rel_dir,
-                    const char *host_dest_dir, size_t max_total, err_t *err)
+                    const char *host_dest_dir, const sb_files_out_opts_t *o,
+                    size_t *n_copied, err_t *err)
 {
+    if (n_copied)
+        *n_copied = 0;
     if (sb->ws_fd < 0)
         return err_set(err, ERR_USAGE, "sandbox: no workspace yet");
-    return sb_files_copy_out(sb->ws_fd, rel_dir, host_dest_dir, max_total, err);
+    return sb_files_copy_out(sb->ws_fd, rel_dir, host_dest_dir, o, n_copied,
+                             err);
 }
 
 int

@@ -28,6 +28,7 @@
 #define SANDBOX_SB_SANDBOX_H
 
 #include "common/err.h"
+#include "sandbox/sb_files.h"
 #include "sandbox/sb_policy.h"
 
 #include <jansson.h>
@@ -137,8 +138,8 @@ int sb_sandbox_read_file(sb_sandbox_t *sb, const char *relpath,
                          size_t max_bytes, char **data, size_t *len,
                          err_t *err);
 int sb_sandbox_copy_out(sb_sandbox_t *sb, const char *rel_dir,
-                        const char *host_dest_dir, size_t max_total,
-                        err_t *err);
+                        const char *host_dest_dir, const sb_files_out_opts_t *o,
+                        size_t *n_copied, err_t *err);
 /* Regular files in /mnt/data: JSON [{"path","size"}] (new reference). */
 json_t *sb_sandbox_list_files(sb_sandbox_t *sb, size_t max_entries);
 
