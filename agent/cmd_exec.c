@@ -7,6 +7,7 @@
 #include "agent/ag_render.h"
 #include "agent/ag_session.h"
 #include "common/err.h"
+#include "common/escape.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
 
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 static const char s_usage[] =
@@ -66,13 +68,29 @@ s_on_iopub(const kb_msg_t *msg, void *arg)
 static char *
 s_on_input(const char *prompt, bool password, void *arg)
 {
-    (void)password;
     (void)arg;
-    fputs(prompt, stderr);
+    /* input(password=True), getpass(): no echo on a terminal, switched
+     * off before the prompt shows, so nothing typed after it echoes. */
+    struct termios old;
+    bool restore = false;
+    if (password && isatty(0) && tcgetattr(0, &old) == 0) {
+        struct termios quiet = old;
+        quiet.c_lflag &= ~(tcflag_t)(ECHO | ECHOE | ECHOK | ECHONL);
+        restore = tcsetattr(0, TCSAFLUSH, &quiet) == 0;
+    }
+    /* The prompt comes from the kernel: escaped (newlines kept), so it
+     * cannot retitle the terminal or write the clipboard. */
+    char *shown = esc_dup(prompt, ESC_KEEP_LINES);
+    fputs(shown, stderr);
+    free(shown);
     fflush(stderr);
     char *line = NULL;
     size_t cap = 0;
     ssize_t n = getline(&line, &cap, stdin);
+    if (restore) {
+        tcsetattr(0, TCSAFLUSH, &old);
+        fputc('\n', stderr);
+    }
     if (n <= 0) {
         free(line);
         return NULL;
@@ -252,13 +270,16 @@ ag_cmd_exec(int argc, char **argv)
             fclose(quiet.out);
         }
     } else if (rc) {
+        ag_render_end_lines(&ui.render);
         fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
     }
-    if (kb_output_truncated(out) && !json)
+    if (kb_output_truncated(out) && !json) {
+        ag_render_end_lines(&ui.render);
         fprintf(stderr,
                 "jupyter-agent exec: output was truncated at %zu "
                 "bytes; raise --max-output\n",
                 kb_output_bytes(out));
+    }
     kb_output_destroy(&out);
     ag_session_destroy(&session);
     sb_outdir_destroy(&img_dir);
