@@ -1,4 +1,4 @@
-# jupyter-agent: one binary, four layers, each a static library.
+# jupyter-agent: one binary, five layers, each a static library.
 #
 #   make            build build/jupyter-agent
 #   make test       install missing Debian packages, build, run every suite
@@ -35,8 +35,11 @@ else
 CFLAGS   += -fPIE
 endif
 
-LAYERS   := agent notebook-io kernel-bridge sandbox common
-lib_srcs  = $(filter-out agent/main.c,$(wildcard $(1)/*.c))
+# Link order: a layer may use only the layers after it (see docs/ARCHITECTURE.md).
+# Each layer's sources are its *.c files and those one folder down.
+LAYERS   := agent notebook-io packages kernel-bridge sandbox common
+MAIN_SRC := agent/cli/main.c
+lib_srcs  = $(filter-out $(MAIN_SRC),$(wildcard $(1)/*.c $(1)/*/*.c))
 lib_objs  = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1)))
 LIBS     := $(foreach l,$(LAYERS),$(BUILD)/lib$(l).a)
 
@@ -66,7 +69,7 @@ $(BUILD)/lib$(1).a: $(call lib_objs,$(1))
 endef
 $(foreach l,$(LAYERS),$(eval $(call lib_rule,$(l))))
 
-$(BIN): $(BUILD)/agent/main.o $(LIBS)
+$(BIN): $(BUILD)/agent/cli/main.o $(LIBS)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBS)

@@ -20,9 +20,9 @@
  */
 #include "bench/bench.h"
 #include "common/clock.h"
-#include "kernel-bridge/kb_factory.h"
 #include "kernel-bridge/kb_kernel.h"
-#include "kernel-bridge/kb_warm.h"
+#include "kernel-bridge/pool/kb_factory.h"
+#include "kernel-bridge/pool/kb_warm.h"
 
 #include <string.h>
 #include <unistd.h>

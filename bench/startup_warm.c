@@ -22,13 +22,14 @@
  * measures a hit, not a refill competing for the CPU; misses are reported.
  * The session is destroyed after each run, untimed.
  */
-#include "agent/ag_serve.h"
+#include "agent/cli/ag_cmd.h"
 #include "bench/bench.h"
 #include "common/clock.h"
-#include "kernel-bridge/kb_factory.h"
 #include "kernel-bridge/kb_kernel.h"
 #include "kernel-bridge/kb_launch_sandbox.h"
-#include "kernel-bridge/kb_pool.h"
+#include "kernel-bridge/pool/kb_factory.h"
+#include "kernel-bridge/pool/kb_pool.h"
+#include "kernel-bridge/pool/kb_serve.h"
 
 #include <signal.h>
 #include <string.h>
@@ -109,7 +110,7 @@ s_ready(kb_pool_t *pool)
         return st.ready;
     }
     err_t err;
-    json_t *r = ag_serve_request(s_sock, "stats", &err);
+    json_t *r = kb_serve_request(s_sock, "stats", &err);
     unsigned n = (unsigned)json_integer_value(json_object_get(r, "ready"));
     json_decref(r);
     usleep(50000);
@@ -184,7 +185,7 @@ main(int argc, char **argv)
             src.l = kb_pool_take(pool, NULL, NULL, &err);
         } else if (serve) {
             bool no_server;
-            src.l = ag_serve_take(s_sock, NULL, NULL, &no_server, &err);
+            src.l = kb_serve_take(s_sock, NULL, NULL, &no_server, &err);
         }
         if (!cold && !src.l)
             misses++; /* falls back to a cold start, as exec would */
@@ -225,7 +226,7 @@ out:
     kb_pool_destroy(&pool);
     kb_factory_destroy(&fac);
     if (server > 0) {
-        json_decref(ag_serve_request(s_sock, "stop", NULL));
+        json_decref(kb_serve_request(s_sock, "stop", NULL));
         waitpid(server, NULL, 0);
         rmdir(dir);
     }

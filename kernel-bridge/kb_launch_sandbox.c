@@ -2,7 +2,7 @@
 #include "kb_launch_sandbox.h"
 
 #include "common/xalloc.h"
-#include "kernel-bridge/kb_mpl_cache.h"
+#include "kernel-bridge/pool/kb_mpl_cache.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -1,6 +1,6 @@
 /* Fuzz ag_sse: any input, fed whole or in arbitrary pieces, must parse to
  * the same events without crashing. */
-#include "agent/ag_sse.h"
+#include "agent/llm/ag_sse.h"
 #include "common/buf.h"
 
 #include <stdint.h>

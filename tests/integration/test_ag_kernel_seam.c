@@ -10,7 +10,7 @@
  */
 #include "../tap.h"
 
-#include "agent/ag_kernel.h"
+#include "agent/kernel/ag_kernel.h"
 #include "kernel-bridge/kb_client.h"
 #include "kernel-bridge/kb_conn.h"
 

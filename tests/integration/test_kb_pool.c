@@ -8,8 +8,8 @@
 
 #include "common/clock.h"
 #include "kernel-bridge/kb_kernel.h"
-#include "kernel-bridge/kb_pool.h"
-#include "kernel-bridge/kb_warm.h"
+#include "kernel-bridge/pool/kb_pool.h"
+#include "kernel-bridge/pool/kb_warm.h"
 #include "sandbox/sb_files.h"
 
 #include <fcntl.h>

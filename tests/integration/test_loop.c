@@ -2,9 +2,9 @@
  * real sandboxed ipykernels: images reach the model in each provider's
  * format, the notebook records the session, bad tool calls are answered,
  * step limits, timeouts, kernel death, provider failure and Ctrl-C. */
-#include "agent/ag_loop.h"
-#include "agent/ag_session.h"
-#include "agent/ag_tools.h"
+#include "agent/loop/ag_loop.h"
+#include "agent/loop/ag_tools.h"
+#include "agent/session/ag_session.h"
 #include "common/buf.h"
 #include "common/xalloc.h"
 #include "notebook-io/nb_notebook.h"

@@ -7,11 +7,11 @@
  */
 #include "../tap.h"
 
-#include "agent/ag_packages.h"
-#include "agent/ag_session.h"
+#include "agent/loop/ag_packages.h"
+#include "agent/session/ag_session.h"
 #include "common/xalloc.h"
-#include "sandbox/sb_key.h"
-#include "sandbox/sb_manifest.h"
+#include "packages/pk_key.h"
+#include "packages/pk_manifest.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -105,18 +105,18 @@ main(void)
     int built = s_sh(cmd) == 0;
     free(cmd);
     err_t err = {0};
-    sb_pubkey_t pub;
-    sb_manifest_t *signed_m = NULL;
-    if (built && sb_key_generate(keyfile, "ops", &pub, &err) == 0) {
-        sb_seckey_t *sk = sb_seckey_load(keyfile, &err);
-        signed_m = sk ? sb_manifest_sign_dir(dir, sk, &err) : NULL;
-        sb_seckey_destroy(&sk);
+    pk_pubkey_t pub;
+    pk_manifest_t *signed_m = NULL;
+    if (built && pk_key_generate(keyfile, "ops", &pub, &err) == 0) {
+        pk_seckey_t *sk = pk_seckey_load(keyfile, &err);
+        signed_m = sk ? pk_manifest_sign_dir(dir, sk, &err) : NULL;
+        pk_seckey_destroy(&sk);
     }
     if (!signed_m) {
         printf("Bail out! cannot build and sign test wheels: %s\n", err.text);
         return 1;
     }
-    sb_manifest_destroy(&signed_m);
+    pk_manifest_destroy(&signed_m);
 
     ag_session_opts_t o;
     ag_session_opts_init(&o);

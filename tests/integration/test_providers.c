@@ -1,6 +1,6 @@
 /* Providers against the scripted fake LLM server (loopback only): wire
  * formats, streaming, retries, errors, recording and replay. */
-#include "agent/ag_provider.h"
+#include "agent/llm/ag_provider.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "tests/tap.h"

@@ -12,10 +12,11 @@
  */
 #include "../tap.h"
 
-#include "agent/ag_serve.h"
-#include "agent/ag_session.h"
+#include "agent/cli/ag_cmd.h"
+#include "agent/session/ag_session.h"
 #include "common/clock.h"
 #include "kernel-bridge/kb_kernel.h"
+#include "kernel-bridge/pool/kb_serve.h"
 #include "sandbox/sb_files.h"
 
 #include <errno.h>
@@ -71,7 +72,7 @@ static json_t *
 s_stats(void)
 {
     err_t err;
-    return ag_serve_request(s_sock, "stats", &err);
+    return kb_serve_request(s_sock, "stats", &err);
 }
 
 static long
@@ -278,7 +279,7 @@ main(void)
     pid_t kid = fork();
     if (kid == 0) {
         bool no_server;
-        kb_launcher_t *l = ag_serve_take(s_sock, NULL, NULL, &no_server, NULL);
+        kb_launcher_t *l = kb_serve_take(s_sock, NULL, NULL, &no_server, NULL);
         _exit(l ? 0 : 1);
     }
     int ws;
@@ -290,7 +291,7 @@ main(void)
 stop:
     ag_session_opts_release(&o);
     ag_session_opts_release(&o2);
-    json_t *reply = ag_serve_request(s_sock, "stop", &err);
+    json_t *reply = kb_serve_request(s_sock, "stop", &err);
     json_decref(reply);
     int status = -1;
     waitpid(server, &status, 0);

@@ -10,10 +10,10 @@
 #include "../tap.h"
 
 #include "common/clock.h"
-#include "kernel-bridge/kb_factory.h"
 #include "kernel-bridge/kb_kernel.h"
-#include "kernel-bridge/kb_pool.h"
-#include "kernel-bridge/kb_warm.h"
+#include "kernel-bridge/pool/kb_factory.h"
+#include "kernel-bridge/pool/kb_pool.h"
+#include "kernel-bridge/pool/kb_warm.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 /* ag_conv: the neutral transcript keeps what it is given, in order. */
-#include "agent/ag_conv.h"
+#include "agent/llm/ag_conv.h"
 #include "tests/tap.h"
 
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* Unit tests for ag_markdown: currency renders as currency in Jupyter. */
 #include "../tap.h"
 
-#include "agent/ag_markdown.h"
+#include "agent/loop/ag_markdown.h"
 
 #include <stdlib.h>
 

@@ -1,6 +1,6 @@
 /* ag_sse: the event-stream parser follows the WHATWG rules whatever the
  * chunking of its input. */
-#include "agent/ag_sse.h"
+#include "agent/llm/ag_sse.h"
 #include "common/buf.h"
 #include "tests/tap.h"
 

@@ -1,0 +1,765 @@
+/*
+ * jupyter-agent ask: one question to the model, answered by running Python
+ * in a fresh sandboxed kernel (or an existing one); the whole session is
+ * written as a notebook and the files the code saved in /mnt/data/out/ are
+ * copied next to it.
+ */
+#include "agent/cli/ag_cmd.h"
+#include "agent/loop/ag_loop.h"
+#include "agent/loop/ag_render.h"
+#include "agent/session/ag_session.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/escape.h"
+#include "common/xalloc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char s_usage[] =
+    "usage: jupyter-agent ask [options] \"QUESTION\"\n"
+    "\n"
+    "Answer QUESTION with an LLM that runs Python in a fresh sandboxed\n"
+    "kernel. The session is saved as a notebook (-o), and the files the code\n"
+    "saves in /mnt/data/out/ are copied to SESSION_files/ next to it.\n"
+    "QUESTION \"-\" reads it from standard input.\n"
+    "\n"
+    "options:\n"
+    "  -m, --model SPEC       openai:MODEL, anthropic:MODEL or replay:FILE\n"
+    "                         (default: $JUPYTER_AGENT_MODEL, else by which "
+    "of\n"
+    "                         OPENAI_API_KEY / ANTHROPIC_API_KEY is set)\n"
+    "  -o, --output PATH      the session notebook (default\n"
+    "                         session-YYYYmmdd-HHMMSS.ipynb)\n"
+    "      --max-steps N      model turns before giving up (default 20)\n"
+    "      --timeout S        wall-clock limit per cell (default 60; 0 = "
+    "none)\n"
+    "      --record FILE      also write the model's turns to FILE, to replay\n"
+    "                         later with --model replay:FILE\n"
+    "      --existing [FILE]  run in a kernel someone else started: its\n"
+    "                         connection file, or the newest kernel-*.json in\n"
+    "                         the Jupyter runtime dir. NOT sandboxed\n"
+    "      --allow-unsigned   accept a connection file with an empty key\n"
+    "      --kernel NAME      kernelspec to start (default python3)\n"
+    "      --max-output BYTES cap on stored output per cell (default 64M)\n"
+    "  -q, --quiet            print only the answer and the summary\n"
+    "\n"
+    "environment: OPENAI_API_KEY, OPENAI_BASE_URL (any compatible server),\n"
+    "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, JUPYTER_AGENT_MODEL. Keys never\n"
+    "reach the sandbox, the notebook or the recording.\n" AG_SESSION_FLAGS_HELP
+    "\n"
+    "exit status: 0 answered, 1 stopped at --max-steps without an answer,\n"
+    "2 usage, 3 kernel failure, 4 sandbox failure, 5 LLM provider failure,\n"
+    "7 cannot write the notebook, 130 interrupted (the notebook so far is\n"
+    "still written)\n";
+
+/* ---- Ctrl-C -------------------------------------------------------------- */
+
+static ag_loop_t *volatile s_loop;
+static volatile sig_atomic_t s_sigints;
+
+static void
+s_on_sigint(int sig)
+{
+    (void)sig;
+    if (s_sigints++ == 0) {
+        if (s_loop)
+            ag_loop_cancel(s_loop);
+        return;
+    }
+    static const char msg[] = "\njupyter-agent ask: interrupted again; "
+                              "quitting (the notebook holds the last step)\n";
+    ssize_t n = write(2, msg, sizeof msg - 1);
+    (void)n;
+    _exit(ERR_INTERRUPTED);
+}
+
+/* ---- the terminal UI ----------------------------------------------------- */
+
+typedef struct ask_ui {
+    bool color;          /* ANSI colours (stdout is a TTY, NO_COLOR unset) */
+    bool tty;            /* stdout is a TTY: live elapsed-time indicator */
+    bool quiet;          /* --quiet: answers only */
+    bool at_bol;         /* stdout is at the start of a line */
+    bool ticking;        /* the elapsed-time line is on screen */
+    bool after_tool;     /* a tool ran since the last assistant text */
+    int64_t last_tick_s; /* seconds shown by the indicator */
+    int cells;           /* cells shown so far */
+    ag_render_t render;  /* output rendering */
+    buf_t turn_text;     /* text of the turn being streamed (quiet mode) */
+} ask_ui_t;
+
+static const char *
+s_c(const ask_ui_t *ui, const char *code)
+{
+    return ui->color ? code : "";
+}
+
+static void
+s_clear_tick(ask_ui_t *ui)
+{
+    if (ui->ticking) {
+        fputs("\r\033[K", stdout);
+        fflush(stdout);
+        ui->ticking = false;
+    }
+}
+
+static void
+s_put(ask_ui_t *ui, const char *text, size_t len)
+{
+    if (!len)
+        return;
+    s_clear_tick(ui);
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    ui->at_bol = text[len - 1] == '\n';
+}
+
+static void
+s_newline(ask_ui_t *ui)
+{
+    if (!ui->at_bol)
+        s_put(ui, "\n", 1);
+}
+
+static void
+s_on_text(const char *text, size_t len, void *arg)
+{
+    ask_ui_t *ui = arg;
+    if (ui->quiet) {
+        buf_append(&ui->turn_text, text, len);
+        return;
+    }
+    if (ui->after_tool && len) {
+        s_newline(ui);
+        s_put(ui, "\n", 1);
+        ui->after_tool = false;
+    }
+    s_put(ui, text, len);
+}
+
+static void
+s_on_turn(const char *text, size_t ncalls, void *arg)
+{
+    ask_ui_t *ui = arg;
+    (void)text;
+    if (ui->quiet) {
+        if (ncalls == 0)
+            s_put(ui, ui->turn_text.data ? ui->turn_text.data : "",
+                  ui->turn_text.len);
+        buf_reset(&ui->turn_text);
+    }
+    s_newline(ui);
+}
+
+static void
+s_on_tool_start(const char *name, const char *code, void *arg)
+{
+    ask_ui_t *ui = arg;
+    ui->cells++;
+    if (ui->quiet)
+        return;
+    s_newline(ui);
+    putchar('\n');
+    ui->after_tool = true;
+    printf("%s── %s [%d] ──────────────────────────────────────────%s\n",
+           s_c(ui, "\033[1;36m"), name, ui->cells, s_c(ui, "\033[0m"));
+    const char *p = strcmp(code, "{}") == 0 ? "" : code;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        printf("%s│%s %.*s\n", s_c(ui, "\033[36m"), s_c(ui, "\033[0m"), (int)n,
+               p);
+        p += n + (nl ? 1 : 0);
+    }
+    fflush(stdout);
+    ui->at_bol = true;
+    ui->last_tick_s = 0;
+}
+
+static void
+s_on_output(json_t *output, void *arg)
+{
+    ask_ui_t *ui = arg;
+    if (ui->quiet)
+        return;
+    s_clear_tick(ui);
+    json_t *data = json_object_get(output, "data");
+    const char *mimes[] = {"image/png", "image/jpeg"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *b64 = json_string_value(json_object_get(data, mimes[i]));
+        if (!b64)
+            continue;
+        size_t len = 0;
+        unsigned char *bin = ag_base64_decode(b64, &len);
+        unsigned w = 0, h = 0;
+        if (bin && ag_png_size(bin, len, &w, &h) == 0)
+            printf("%s[image %ux%u: in the notebook]%s\n", s_c(ui, "\033[35m"),
+                   w, h, s_c(ui, "\033[0m"));
+        else
+            printf("%s[%s image: in the notebook]%s\n", s_c(ui, "\033[35m"),
+                   mimes[i], s_c(ui, "\033[0m"));
+        free(bin);
+        fflush(stdout);
+        ui->at_bol = true;
+        return;
+    }
+    ag_render_output(&ui->render, output);
+    const char *type =
+        json_string_value(json_object_get(output, "output_type"));
+    const char *text = json_string_value(json_object_get(output, "text"));
+    if (type && strcmp(type, "stream") == 0 && text && *text)
+        ui->at_bol = text[strlen(text) - 1] == '\n';
+    else
+        ui->at_bol = true;
+}
+
+static void
+s_on_wait(int64_t elapsed_ms, void *arg)
+{
+    ask_ui_t *ui = arg;
+    if (!ui->tty || ui->quiet || elapsed_ms < 2000 || !ui->at_bol)
+        return;
+    int64_t s = elapsed_ms / 1000;
+    if (s == ui->last_tick_s && ui->ticking)
+        return;
+    ui->last_tick_s = s;
+    printf("\r%s… running %lld s (Ctrl-C stops)%s\033[K", s_c(ui, "\033[2m"),
+           (long long)s, s_c(ui, "\033[0m"));
+    fflush(stdout);
+    ui->ticking = true;
+}
+
+static void
+s_on_tool_end(const char *name, const ag_tool_result_t *res, void *arg)
+{
+    ask_ui_t *ui = arg;
+    if (ui->quiet)
+        return;
+    s_clear_tick(ui);
+    s_newline(ui);
+    if (!res->cell_source && res->is_error) {
+        printf("%s%s: %s%s\n", s_c(ui, "\033[33m"), name, res->text,
+               s_c(ui, "\033[0m"));
+    } else if (strcmp(name, "python") != 0 && res->text) {
+        fputs(res->text, stdout);
+        s_newline(ui);
+    }
+    if (res->duration_ms >= 2000)
+        printf("%s(%.1f s)%s\n", s_c(ui, "\033[2m"), res->duration_ms / 1000.0,
+               s_c(ui, "\033[0m"));
+    if (res->status)
+        printf("%s[%s]%s\n", s_c(ui, "\033[33m"), res->status,
+               s_c(ui, "\033[0m"));
+    fflush(stdout);
+    ui->at_bol = true;
+}
+
+static void
+s_on_notice(const char *text, void *arg)
+{
+    ask_ui_t *ui = arg;
+    s_clear_tick(ui);
+    s_newline(ui);
+    fprintf(stderr, "%sjupyter-agent ask: %s%s\n", s_c(ui, "\033[33m"), text,
+            s_c(ui, "\033[0m"));
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* The newest kernel-*.json in the Jupyter runtime dir, or NULL + err. */
+static char *
+s_newest_connection_file(err_t *err)
+{
+    char *dir = NULL;
+    const char *env = getenv("JUPYTER_RUNTIME_DIR");
+    if (env && *env)
+        dir = xstrdup(env);
+    else if ((env = getenv("XDG_DATA_HOME")) && *env)
+        dir = xasprintf("%s/jupyter/runtime", env);
+    else
+        dir = xasprintf("%s/.local/share/jupyter/runtime",
+                        getenv("HOME") ? getenv("HOME") : "");
+    DIR *d = opendir(dir);
+    if (!d) {
+        err_set(err, ERR_USAGE,
+                "--existing: cannot read the Jupyter runtime dir %s: %s; pass "
+                "the kernel's connection file",
+                dir, strerror(errno));
+        free(dir);
+        return NULL;
+    }
+    char *best = NULL;
+    struct timespec best_t = {0, 0};
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t n = strlen(de->d_name);
+        if (strncmp(de->d_name, "kernel-", 7) != 0 || n < 12 ||
+            strcmp(de->d_name + n - 5, ".json") != 0)
+            continue;
+        char *path = xasprintf("%s/%s", dir, de->d_name);
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+            (!best || st.st_mtim.tv_sec > best_t.tv_sec ||
+             (st.st_mtim.tv_sec == best_t.tv_sec &&
+              st.st_mtim.tv_nsec > best_t.tv_nsec))) {
+            free(best);
+            best = path;
+            best_t = st.st_mtim;
+        } else {
+            free(path);
+        }
+    }
+    closedir(d);
+    if (!best)
+        err_set(err, ERR_USAGE,
+                "--existing: no kernel-*.json in %s; start a kernel (e.g. "
+                "jupyter console) or pass its connection file",
+                dir);
+    free(dir);
+    return best;
+}
+
+/* A connection file named on the command line: a path, or a name in the
+ * runtime dir as `jupyter console --existing` accepts. */
+static char *
+s_resolve_connection_file(const char *name, err_t *err)
+{
+    if (access(name, R_OK) == 0 || strchr(name, '/'))
+        return xstrdup(name);
+    const char *env = getenv("JUPYTER_RUNTIME_DIR");
+    char *p = env && *env
+                  ? xasprintf("%s/%s", env, name)
+                  : xasprintf("%s/.local/share/jupyter/runtime/%s",
+                              getenv("HOME") ? getenv("HOME") : "", name);
+    if (access(p, R_OK) == 0)
+        return p;
+    free(p);
+    err_set(err, ERR_USAGE, "--existing: no connection file %s", name);
+    return NULL;
+}
+
+static char *
+s_read_stdin(void)
+{
+    buf_t b;
+    buf_init(&b, 0);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+        buf_append(&b, chunk, n);
+    return buf_detach(&b, NULL);
+}
+
+/* "x.ipynb" -> "x_files". New string. */
+static char *
+s_files_dir(const char *nb)
+{
+    size_t n = strlen(nb);
+    if (n > 6 && strcmp(nb + n - 6, ".ipynb") == 0)
+        n -= 6;
+    return xasprintf("%.*s_files", (int)n, nb);
+}
+
+static void
+s_thousands(long long v, char *out, size_t size)
+{
+    char digits[32];
+    snprintf(digits, sizeof digits, "%lld", v < 0 ? -v : v);
+    size_t n = strlen(digits), o = 0;
+    if (v < 0 && o + 1 < size)
+        out[o++] = '-';
+    for (size_t i = 0; i < n && o + 2 < size; i++) {
+        if (i && (n - i) % 3 == 0)
+            out[o++] = ',';
+        out[o++] = digits[i];
+    }
+    out[o] = '\0';
+}
+
+static int
+s_by_path(const void *a, const void *b)
+{
+    const char *pa =
+        json_string_value(json_object_get(*(json_t *const *)a, "path"));
+    const char *pb =
+        json_string_value(json_object_get(*(json_t *const *)b, "path"));
+    return strcmp(pa ? pa : "", pb ? pb : "");
+}
+
+/* Copy /mnt/data/out/ to files_dir; prints what came out. */
+static void
+s_copy_out(ask_ui_t *ui, ag_session_t *session, const char *files_dir)
+{
+    sb_sandbox_t *box = session ? ag_session_sandbox(session) : NULL;
+    if (!box)
+        return;
+    json_t *all = sb_sandbox_list_files(box, 10000);
+    json_t *outs = json_array();
+    size_t i;
+    json_t *f;
+    json_array_foreach(all, i, f)
+    {
+        const char *p = json_string_value(json_object_get(f, "path"));
+        /* What copy-out takes: not dot-names (it names those it skips). */
+        if (p && strncmp(p, "out/", 4) == 0 && !strstr(p, "/."))
+            json_array_append(outs, f);
+    }
+    json_decref(all);
+    size_t n = json_array_size(outs);
+    json_t **sorted = xcalloc(n ? n : 1, sizeof *sorted);
+    for (i = 0; i < n; i++)
+        sorted[i] = json_array_get(outs, i);
+    qsort(sorted, n, sizeof *sorted, s_by_path);
+    json_t *ordered = json_array();
+    for (i = 0; i < n; i++)
+        json_array_append(ordered, sorted[i]);
+    free(sorted);
+    json_decref(outs);
+    outs = ordered;
+    if (json_array_size(outs) == 0) {
+        json_decref(outs);
+        return;
+    }
+    err_t cerr = {0};
+    sb_files_out_opts_t o;
+    sb_policy_out_opts(sb_sandbox_policy(box), &o);
+    size_t copied = 0;
+    int rc = sb_sandbox_copy_out(box, "out", files_dir, &o, &copied, &cerr);
+    if (copied) {
+        /* Names come from the box: escaped, so they cannot move the cursor,
+         * retitle the terminal, write the clipboard or forge a line. */
+        buf_t line;
+        buf_init(&line, 0);
+        json_array_foreach(outs, i, f)
+        {
+            char sz[32];
+            buf_puts(&line, i ? ", " : " ");
+            esc_append(&line, json_string_value(json_object_get(f, "path")) + 4,
+                       strlen(json_string_value(json_object_get(f, "path"))) -
+                           4,
+                       ESC_NAME);
+            buf_printf(&line, " (%s)",
+                       ag_tools_human_size(
+                           json_integer_value(json_object_get(f, "size")), sz,
+                           sizeof sz));
+        }
+        printf("%sfiles:%s    %s/ (%zu):%s\n", s_c(ui, "\033[1m"),
+               s_c(ui, "\033[0m"), files_dir, json_array_size(outs),
+               buf_cstr(&line));
+        buf_release(&line);
+    }
+    if (rc < 0)
+        fprintf(stderr, "jupyter-agent ask: copying files out: %s\n",
+                cerr.text);
+    json_decref(outs);
+}
+
+/* "--existing FILE.json" -> "--existing=FILE.json", so getopt can take an
+ * optional argument separated by a space. A new argv whose strings are all
+ * owned (free with s_free_args); *n gets its length. */
+static char **
+s_fix_existing(int argc, char **argv, int *n)
+{
+    char **v = xcalloc((size_t)argc + 1, sizeof *v);
+    *n = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        size_t nl = next ? strlen(next) : 0;
+        if (strcmp(argv[i], "--existing") == 0 && next && next[0] != '-' &&
+            nl > 5 && strcmp(next + nl - 5, ".json") == 0) {
+            v[(*n)++] = xasprintf("--existing=%s", next);
+            i++;
+            continue;
+        }
+        v[(*n)++] = xstrdup(argv[i]);
+    }
+    return v;
+}
+
+static void
+s_free_args(char **v)
+{
+    for (char **p = v; p && *p; p++)
+        free(*p);
+    free(v);
+}
+
+/* ---- the command --------------------------------------------------------- */
+
+static int
+s_exit_code(int rc, const err_t *err, const ag_loop_stats_t *st)
+{
+    if (rc == 0)
+        return st->answered ? 0 : ERR_USER_CODE;
+    switch (err->code) {
+    case ERR_INTERRUPTED:
+    case ERR_KERNEL:
+    case ERR_SANDBOX:
+    case ERR_IO:
+        return err->code;
+    default:
+        return ERR_PROVIDER; /* the model failed us (replay exhausted too) */
+    }
+}
+
+int
+ag_cmd_ask(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, 'm'},
+        {"output", required_argument, 0, 'o'},
+        {"max-steps", required_argument, 0, 'S'},
+        {"timeout", required_argument, 0, 't'},
+        {"record", required_argument, 0, 'r'},
+        {"existing", optional_argument, 0, 'e'},
+        {"allow-unsigned", no_argument, 0, 'U'},
+        {"kernel", required_argument, 0, 'k'},
+        {"max-output", required_argument, 0, 'M'},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        AG_SESSION_LONGOPTS,
+        {0, 0, 0, 0}};
+    const char *model = NULL, *output = NULL, *record = NULL;
+    const char *existing_arg = NULL;
+    bool existing = false, allow_unsigned = false, quiet = false;
+    int max_steps = AG_LOOP_MAX_STEPS;
+    ag_session_opts_t sopts;
+    ag_session_opts_init(&sopts);
+    err_t err = {0};
+    int status = 0, opt;
+    int nargs = 0;
+    char **args = s_fix_existing(argc, argv, &nargs);
+    char *question = NULL, *nb_path = NULL, *files_dir = NULL;
+    char *conn_file = NULL;
+    ag_provider_t *provider = NULL;
+    ag_session_t *session = NULL;
+    ag_loop_t *loop = NULL;
+    ask_ui_t ui = {.at_bol = true, .render = {.out = stdout, .err = stderr}};
+    buf_init(&ui.turn_text, 0);
+
+    optind = 1;
+    while ((opt = getopt_long(nargs, args, "m:o:qh", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'm':
+            model = optarg;
+            break;
+        case 'o':
+            output = optarg;
+            break;
+        case 'S': {
+            char *end = NULL;
+            long v = strtol(optarg, &end, 10);
+            if (!end || *end || v < 1 || v > 10000) {
+                err_set(&err, ERR_USAGE,
+                        "--max-steps '%s' is not a number from 1 to 10000",
+                        optarg);
+                goto usage_error;
+            }
+            max_steps = (int)v;
+            break;
+        }
+        case 't':
+            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
+                goto usage_error;
+            break;
+        case 'r':
+            record = optarg;
+            break;
+        case 'e':
+            existing = true;
+            existing_arg = optarg;
+            break;
+        case 'U':
+            allow_unsigned = true;
+            break;
+        case 'k':
+            sopts.kernel_name = optarg;
+            break;
+        case 'M':
+            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
+                goto usage_error;
+            break;
+        case 'q':
+            quiet = true;
+            break;
+        case 'h':
+            fputs(s_usage, stdout);
+            goto out;
+        default:
+            if (ag_session_parse_flag(&sopts, opt, optarg, &err) == 0)
+                break;
+            if (err.text[0] == '\0')
+                err_set(&err, ERR_USAGE, "see 'jupyter-agent ask --help'");
+            goto usage_error;
+        }
+    }
+    if (optind >= nargs) {
+        err_set(&err, ERR_USAGE,
+                "no question; usage: jupyter-agent ask \"QUESTION\" (see "
+                "--help)");
+        goto usage_error;
+    }
+    if (optind + 1 == nargs && strcmp(args[optind], "-") == 0) {
+        question = s_read_stdin();
+        size_t n = strlen(question);
+        while (n && strchr(" \t\r\n", question[n - 1]))
+            question[--n] = '\0';
+    } else {
+        buf_t q;
+        buf_init(&q, 0);
+        for (int i = optind; i < nargs; i++)
+            buf_printf(&q, "%s%s", i > optind ? " " : "", args[i]);
+        question = buf_detach(&q, NULL);
+    }
+    if (!question[strspn(question, " \t\r\n")]) {
+        err_set(&err, ERR_USAGE, "the question is empty");
+        goto usage_error;
+    }
+    if (existing && sopts.nfiles) {
+        err_set(&err, ERR_USAGE,
+                "--file copies into a sandbox; it does not work with "
+                "--existing (the kernel sees your files already)");
+        goto usage_error;
+    }
+
+    /* The provider first: a configuration mistake should not cost a
+     * sandbox start. */
+    provider = ag_provider_new(model, &err);
+    if (!provider) {
+        fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
+        status = ERR_USAGE; /* a bad --model or missing configuration */
+        goto out;
+    }
+    if (record && ag_provider_set_record(provider, record, &err) < 0)
+        goto usage_error;
+
+    if (output) {
+        nb_path = xstrdup(output);
+    } else {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        nb_path = xasprintf("session-%s.ipynb", stamp);
+    }
+    files_dir = s_files_dir(nb_path);
+
+    ui.tty = isatty(1);
+    const char *no_color = getenv("NO_COLOR");
+    ui.color = ui.tty && !(no_color && *no_color);
+    ui.render.color = ui.color && isatty(2);
+    ui.quiet = quiet;
+
+    if (existing) {
+        conn_file = existing_arg ? s_resolve_connection_file(existing_arg, &err)
+                                 : s_newest_connection_file(&err);
+        if (!conn_file)
+            goto usage_error;
+        session = ag_session_attach(conn_file, allow_unsigned, &err);
+    } else {
+        session = ag_session_start(&sopts, &err);
+    }
+    if (!session) {
+        fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
+        status = err.code ? err.code : ERR_KERNEL;
+        goto out;
+    }
+    ag_session_print_warnings(session, stderr);
+
+    ag_loop_opts_t lo = {.provider = &provider,
+                         .session = session,
+                         .timeout_ms = sopts.timeout_ms,
+                         .max_steps = max_steps,
+                         .autosave = nb_path};
+    lo.env.max_output_bytes = sopts.max_output_bytes;
+    loop = ag_loop_new(&lo, &err);
+    if (!loop) {
+        fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
+        status = err.code;
+        goto out;
+    }
+    s_loop = loop;
+    struct sigaction sa = {.sa_handler = s_on_sigint};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+
+    ag_loop_ui_t lui = {.on_text = s_on_text,
+                        .on_turn = s_on_turn,
+                        .on_tool_start = s_on_tool_start,
+                        .on_output = s_on_output,
+                        .on_wait = s_on_wait,
+                        .on_tool_end = s_on_tool_end,
+                        .on_notice = s_on_notice,
+                        .arg = &ui};
+    ag_loop_stats_t st = {0};
+    int64_t t0 = clock_mono_ms();
+    int rc = ag_loop_ask(loop, question, &lui, &st, &err);
+    s_clear_tick(&ui);
+    s_newline(&ui);
+
+    err_t serr = {0};
+    bool saved = ag_loop_save(loop, nb_path, &serr) == 0;
+    status = s_exit_code(rc, &err, &st);
+    if (rc < 0) {
+        if (err.code == ERR_INTERRUPTED)
+            fprintf(stderr, "jupyter-agent ask: interrupted\n");
+        else
+            fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
+    }
+    ag_usage_t u = ag_provider_usage(ag_loop_provider(loop));
+    char in[32], outk[32];
+    s_thousands(u.input_tokens, in, sizeof in);
+    s_thousands(u.output_tokens, outk, sizeof outk);
+    const char *how = st.answered        ? "done"
+                      : st.hit_max_steps ? "stopped at --max-steps"
+                      : rc < 0 && err.code == ERR_INTERRUPTED ? "interrupted"
+                                                              : "failed";
+    char tokens[96] = "";
+    if (u.input_tokens || u.output_tokens)
+        snprintf(tokens, sizeof tokens, " · %s tokens in, %s out", in, outk);
+    printf("\n%s── %s ── %d step%s · %d cell%s%s · %.1f s%s\n",
+           s_c(&ui, "\033[1m"), how, st.steps, st.steps == 1 ? "" : "s",
+           st.cells, st.cells == 1 ? "" : "s", tokens,
+           (clock_mono_ms() - t0) / 1000.0, s_c(&ui, "\033[0m"));
+    if (saved) {
+        printf("%snotebook:%s %s%s\n", s_c(&ui, "\033[1m"), s_c(&ui, "\033[0m"),
+               nb_path, rc < 0 ? " (the session so far)" : "");
+    } else {
+        fprintf(stderr, "jupyter-agent ask: %s\n", serr.text);
+        if (status == 0)
+            status = ERR_IO;
+    }
+    s_copy_out(&ui, session, files_dir);
+    fflush(stdout);
+    goto out;
+
+usage_error:
+    fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
+    status = ERR_USAGE;
+out:
+    s_loop = NULL;
+    signal(SIGINT, SIG_DFL);
+    ag_loop_destroy(&loop);
+    ag_provider_destroy(&provider);
+    ag_session_destroy(&session);
+    ag_session_opts_release(&sopts);
+    buf_release(&ui.turn_text);
+    free(question);
+    free(nb_path);
+    free(files_dir);
+    free(conn_file);
+    s_free_args(args);
+    return status;
+}

@@ -1,0 +1,294 @@
+/*
+ * jupyter-agent exec: run code in a fresh sandboxed kernel (or an existing
+ * one) and print its outputs like a console, or as one JSON object.
+ */
+#include "agent/cli/ag_cmd.h"
+#include "agent/cli/ag_interrupt.h"
+#include "agent/loop/ag_render.h"
+#include "agent/session/ag_session.h"
+#include "common/err.h"
+#include "common/escape.h"
+#include "common/xalloc.h"
+#include "kernel-bridge/kb_kernel.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+static const char s_usage[] =
+    "usage: jupyter-agent exec [options] [-c CODE | FILE | -]\n"
+    "\n"
+    "Run Python code in a fresh sandboxed kernel and print its outputs.\n"
+    "Code comes from -c, from FILE, or from standard input.\n"
+    "\n"
+    "options:\n"
+    "  -c, --code CODE        the code to run\n"
+    "      --kernel NAME      kernelspec to start (default python3)\n"
+    "      --timeout S        wall-clock limit for the execution (default 60;\n"
+    "                         0 = none); then interrupt, 5 s grace, kill\n"
+    "      --json             print one JSON object: status, execution_count,\n"
+    "                         outputs (nbformat), duration_ms\n"
+    "      --out DIR          save images as DIR/out-1.png, ... (DIR new or\n"
+    "                         empty; each checked against its type; all\n"
+    "                         within --max-output and --disk)\n"
+    "      --existing FILE    run in a kernel someone else started (its\n"
+    "                         connection file); not sandboxed\n"
+    "      --allow-unsigned   accept a connection file with an empty key\n"
+    "      --max-output BYTES cap on stored output (default "
+    "64M)\n" AG_SESSION_FLAGS_HELP "\n"
+    "exit status: 0 ok, 1 the code raised, 2 usage, 3 kernel failure,\n"
+    "4 sandbox failure, 6 timeout, 130 interrupted\n";
+
+typedef struct exec_ui {
+    ag_render_t render; /* console rendering state */
+    bool json;          /* --json: print nothing until the end */
+} exec_ui_t;
+
+static void
+s_on_iopub(const kb_msg_t *msg, void *arg)
+{
+    exec_ui_t *ui = arg;
+    if (ui->json)
+        return;
+    const char *type = kb_msg_type(msg);
+    if (strcmp(type, "stream") && strcmp(type, "display_data") &&
+        strcmp(type, "execute_result") && strcmp(type, "error"))
+        return;
+    json_t *output = json_deep_copy(kb_msg_content(msg));
+    json_object_set_new(output, "output_type", json_string(type));
+    ag_render_output(&ui->render, output);
+    json_decref(output);
+}
+
+static char *
+s_on_input(const char *prompt, bool password, void *arg)
+{
+    (void)arg;
+    /* input(password=True), getpass(): no echo on a terminal, switched
+     * off before the prompt shows, so nothing typed after it echoes. */
+    struct termios old;
+    bool restore = false;
+    if (password && isatty(0) && tcgetattr(0, &old) == 0) {
+        struct termios quiet = old;
+        quiet.c_lflag &= ~(tcflag_t)(ECHO | ECHOE | ECHOK | ECHONL);
+        restore = tcsetattr(0, TCSAFLUSH, &quiet) == 0;
+    }
+    /* The prompt comes from the kernel: escaped (newlines kept), so it
+     * cannot retitle the terminal or write the clipboard. */
+    char *shown = esc_dup(prompt, ESC_KEEP_LINES);
+    fputs(shown, stderr);
+    free(shown);
+    fflush(stderr);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    if (restore) {
+        tcsetattr(0, TCSAFLUSH, &old);
+        fputc('\n', stderr);
+    }
+    if (n <= 0) {
+        free(line);
+        return NULL;
+    }
+    if (line[n - 1] == '\n')
+        line[n - 1] = '\0';
+    return line;
+}
+
+static char *
+s_read_all(FILE *f)
+{
+    size_t len = 0, cap = 4096;
+    char *buf = xmalloc(cap);
+    size_t n;
+    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 2)
+            buf = xrealloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+static int
+s_exit_code(int rc, const err_t *err, kb_output_t *out)
+{
+    if (rc == 0)
+        return strcmp(kb_output_status(out), "ok") == 0 ? 0 : ERR_USER_CODE;
+    return err->code;
+}
+
+int
+ag_cmd_exec(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"code", required_argument, 0, 'c'},
+        {"kernel", required_argument, 0, 'k'},
+        {"timeout", required_argument, 0, 't'},
+        {"json", no_argument, 0, 'j'},
+        {"out", required_argument, 0, 'o'},
+        {"existing", required_argument, 0, 'e'},
+        {"allow-unsigned", no_argument, 0, 'U'},
+        {"max-output", required_argument, 0, 'M'},
+        {"help", no_argument, 0, 'h'},
+        AG_SESSION_LONGOPTS,
+        {0, 0, 0, 0}};
+    const char *code_arg = NULL, *existing = NULL, *out_dir = NULL;
+    sb_outdir_t *img_dir = NULL;
+    bool json = false, allow_unsigned = false;
+    ag_session_opts_t sopts;
+    ag_session_opts_init(&sopts);
+    exec_ui_t ui = {.render = {.out = stdout, .err = stderr}};
+    err_t err = {0};
+    int opt;
+
+    while ((opt = getopt_long(argc, argv, "+c:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            code_arg = optarg;
+            break;
+        case 'k':
+            sopts.kernel_name = optarg;
+            break;
+        case 't':
+            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
+                goto usage_error;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'o':
+            out_dir = optarg;
+            break;
+        case 'e':
+            existing = optarg;
+            break;
+        case 'U':
+            allow_unsigned = true;
+            break;
+        case 'M':
+            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
+                goto usage_error;
+            break;
+        case 'h':
+            fputs(s_usage, stdout);
+            return 0;
+        default:
+            if (ag_session_parse_flag(&sopts, opt, optarg, &err) == 0)
+                break;
+            if (err.text[0] == '\0')
+                err_set(&err, ERR_USAGE, "see 'jupyter-agent exec --help'");
+            goto usage_error;
+        }
+    }
+
+    char *code = NULL;
+    bool code_from_stdin = false;
+    if (code_arg) {
+        code = xstrdup(code_arg);
+    } else if (optind < argc && strcmp(argv[optind], "-") != 0) {
+        FILE *f = fopen(argv[optind], "r");
+        if (!f) {
+            err_set(&err, ERR_USAGE, "cannot read %s: %s", argv[optind],
+                    strerror(errno));
+            goto usage_error;
+        }
+        code = s_read_all(f);
+        fclose(f);
+    } else {
+        if (isatty(0))
+            fprintf(stderr, "(reading code from standard input; end with "
+                            "Ctrl-D)\n");
+        code = s_read_all(stdin);
+        code_from_stdin = true;
+    }
+    ui.json = json;
+    ui.render.color = isatty(1) && isatty(2);
+    if (out_dir) {
+        /* Images count against --max-output and --disk, whichever is
+         * smaller, and the same entry cap as every copy-out. */
+        sb_files_out_opts_t oo;
+        sb_policy_out_opts(&sopts.policy, &oo);
+        if (sopts.max_output_bytes && sopts.max_output_bytes < oo.max_bytes)
+            oo.max_bytes = sopts.max_output_bytes;
+        img_dir = sb_outdir_open(out_dir, &oo, &err);
+        if (!img_dir) {
+            err_prefix(&err, "--out");
+            free(code);
+            goto usage_error;
+        }
+        ui.render.img_dir = img_dir;
+    }
+
+    ag_session_t *session =
+        existing ? ag_session_attach(existing, allow_unsigned, &err)
+                 : ag_session_start(&sopts, &err);
+    if (!session) {
+        fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
+        free(code);
+        sb_outdir_destroy(&img_dir);
+        ag_session_opts_release(&sopts);
+        return err.code ? err.code : ERR_KERNEL;
+    }
+    ag_session_print_warnings(session, stderr);
+
+    ag_interrupt_install();
+
+    kb_exec_opts_t xopts;
+    kb_exec_opts_init(&xopts);
+    xopts.allow_stdin = !code_from_stdin;
+    kb_exec_hooks_t hooks = {.on_iopub = s_on_iopub,
+                             .on_input = s_on_input,
+                             .should_stop = ag_interrupt_should_stop,
+                             .arg = &ui};
+    kb_output_t *out = kb_output_new(NULL, sopts.max_output_bytes);
+    int rc = kb_kernel_execute(ag_session_kernel(session), code, &xopts,
+                               sopts.timeout_ms, out, &hooks, &err);
+    int status = s_exit_code(rc, &err, out);
+
+    if (json) {
+        json_t *obj = kb_output_to_json(out);
+        if (rc && !json_object_get(obj, "error"))
+            json_object_set_new(obj, "error", json_string(err.text));
+        json_dumpf(obj, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
+        fputc('\n', stdout);
+        json_decref(obj);
+        /* Save images even in JSON mode when asked. */
+        if (ui.render.img_dir) {
+            ag_render_t quiet = ui.render;
+            quiet.out = quiet.err = fopen("/dev/null", "w");
+            size_t i;
+            json_t *o;
+            json_array_foreach(kb_output_outputs(out), i,
+                               o) if (json_object_get(o, "data"))
+                ag_render_output(&quiet, o);
+            fclose(quiet.out);
+        }
+    } else if (rc) {
+        ag_render_end_lines(&ui.render);
+        fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
+    }
+    if (kb_output_truncated(out) && !json) {
+        ag_render_end_lines(&ui.render);
+        fprintf(stderr,
+                "jupyter-agent exec: output was truncated at %zu "
+                "bytes; raise --max-output\n",
+                kb_output_bytes(out));
+    }
+    kb_output_destroy(&out);
+    ag_session_destroy(&session);
+    sb_outdir_destroy(&img_dir);
+    ag_session_opts_release(&sopts);
+    free(code);
+    return status;
+
+usage_error:
+    fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
+    ag_session_opts_release(&sopts);
+    return ERR_USAGE;
+}

@@ -1,0 +1,414 @@
+/*
+ * jupyter-agent run: execute a notebook top to bottom in a fresh sandboxed
+ * kernel, storing outputs as nbclient does, with papermill-style
+ * parameters, and write the result (always, once the kernel started).
+ */
+#include "agent/cli/ag_cmd.h"
+#include "agent/cli/ag_interrupt.h"
+#include "agent/session/ag_session.h"
+#include "common/err.h"
+#include "common/xalloc.h"
+#include "kernel-bridge/kb_kernel.h"
+#include "kernel-bridge/kb_kernelspec.h"
+#include "notebook-io/nb_notebook.h"
+#include "notebook-io/nb_run.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char s_usage[] =
+    "usage: jupyter-agent run NOTEBOOK.ipynb [options]\n"
+    "\n"
+    "Execute every code cell of a notebook, in order, in a fresh sandboxed\n"
+    "kernel, and write the notebook with its outputs (as nbclient and\n"
+    "papermill store them) to NOTEBOOK.out.ipynb or -o OUT.\n"
+    "Cells that are empty or tagged skip-execution are not run; a cell\n"
+    "tagged raises-exception may raise without stopping the run.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output OUT       where to write (default: NOTEBOOK.out.ipynb)\n"
+    "      --inplace          write the result over NOTEBOOK itself\n"
+    "      --kernel NAME      kernelspec to start (default: the notebook's\n"
+    "                         metadata.kernelspec.name, else python3)\n"
+    "      --timeout S        wall-clock limit per cell (default 60; 0 = "
+    "none);\n"
+    "                         then interrupt, 5 s grace, kill; the run "
+    "stops\n"
+    "      --allow-errors     record errors and keep going (exit 0)\n"
+    "  -p, --parameters NAME VALUE\n"
+    "                         set a parameter, as papermill does: a cell\n"
+    "                         tagged injected-parameters is put after the\n"
+    "                         cell tagged parameters (or at the top), holding\n"
+    "                         '# Parameters' and one 'NAME = VALUE' line "
+    "each.\n"
+    "                         VALUE becomes True/False/None when written so,\n"
+    "                         an int or float when Python's int()/float()\n"
+    "                         accept it (e.g. 3, -1_000, 2.5, 1e-3, nan),\n"
+    "                         else a str: \"...\" with backslashes, quotes,\n"
+    "                         control and non-ASCII characters escaped\n"
+    "                         (\\\\ \\\" \\n \\xNN \\uNNNN), so any text "
+    "arrives\n"
+    "                         exactly. Quote it for the shell: -p name "
+    "'O'\\''Brien'.\n"
+    "                         Repeat -p for more; the last value of a name "
+    "wins.\n"
+    "      --max-output BYTES cap on stored output per cell (default 64M)\n"
+    "      --max-notebook-size BYTES\n"
+    "                         refuse a NOTEBOOK over this (default 256M);\n"
+    "                         it must be a regular file\n"
+    "  -q, --quiet            no progress lines\n" AG_SESSION_FLAGS_HELP;
+
+static const char s_usage_tail[] =
+    "\n"
+    "The kernel's working directory is /mnt/data: files the notebook reads\n"
+    "go in with --file. Progress goes to stderr, one line per cell.\n"
+    "The output notebook is written once a cell has run, also after an\n"
+    "error, a timeout, the kernel's death or Ctrl-C, with what happened\n"
+    "recorded in the cell and under metadata.jupyter_agent.run; code cells\n"
+    "after the one where the run stopped are left empty, never stale.\n"
+    "\n"
+    "exit status: 0 ok, 1 a cell raised (without --allow-errors), 2 usage\n"
+    "(bad flags, unreadable notebook, unknown kernel, output not writable),\n"
+    "3 the kernel died or failed to start, 4 sandbox failure, 6 a cell timed\n"
+    "out, 7 the output could not be written, 130 interrupted (Ctrl-C)\n";
+
+/* Progress lines on stderr. */
+typedef struct run_ui {
+    nb_notebook_t *nb; /* borrowed; for the cells' first lines */
+    bool tty;          /* stderr is a terminal: redraw the line in place */
+    bool quiet;        /* -q */
+} run_ui_t;
+
+/* The first non-blank line of `src`, cut to fit a progress line. */
+static void
+s_first_line(const char *src, char *out, size_t size)
+{
+    const char *p = src ? src : "";
+    while (*p == '\n' || *p == ' ' || *p == '\t' || *p == '\r')
+        p++;
+    size_t n = strcspn(p, "\r\n");
+    if (n >= size - 4) {
+        n = size - 4;
+        while (n > 0 && ((unsigned char)p[n] & 0xc0) == 0x80)
+            n--; /* never cut inside a UTF-8 sequence */
+        snprintf(out, size, "%.*s...", (int)n, p);
+    } else {
+        snprintf(out, size, "%.*s", (int)n, p);
+    }
+}
+
+static void
+s_on_cell(const nb_run_event_t *ev, void *arg)
+{
+    run_ui_t *ui = arg;
+    if (ui->quiet)
+        return;
+    char line[48];
+    s_first_line(nb_cell_source(nb_notebook_cell(ui->nb, ev->cell)), line,
+                 sizeof line);
+    if (!ev->done) {
+        if (ui->tty)
+            fprintf(stderr, "\r\033[K[%zu/%zu] cell %zu running  %s",
+                    ev->ordinal, ev->total, ev->cell + 1, line);
+        return;
+    }
+    fprintf(stderr, "%s[%zu/%zu] cell %zu %s %.1f s  %s\n",
+            ui->tty ? "\r\033[K" : "", ev->ordinal, ev->total, ev->cell + 1,
+            ev->status, ev->duration_ms / 1000.0, line);
+}
+
+/* NOTEBOOK.ipynb -> NOTEBOOK.out.ipynb; other names get ".out.ipynb". */
+static char *
+s_default_output(const char *in)
+{
+    size_t n = strlen(in);
+    if (n > 6 && strcmp(in + n - 6, ".ipynb") == 0)
+        return xasprintf("%.*s.out.ipynb", (int)(n - 6), in);
+    return xasprintf("%s.out.ipynb", in);
+}
+
+/* Can we write `out` (atomically: a temporary file in its directory, then
+ * rename)? Refuses to overwrite `in` unless `inplace`. */
+static int
+s_check_output(const char *in, const char *out, bool inplace, err_t *err)
+{
+    struct stat si, so;
+    bool exists = stat(out, &so) == 0;
+    if (exists && S_ISDIR(so.st_mode))
+        return err_set(err, ERR_USAGE, "output %s is a directory", out);
+    if (!inplace && exists && stat(in, &si) == 0 && si.st_dev == so.st_dev &&
+        si.st_ino == so.st_ino)
+        return err_set(err, ERR_USAGE,
+                       "output %s is the input notebook; pass --inplace to "
+                       "overwrite it, or -o another path",
+                       out);
+    /* The writer needs a new file next to `out`: try making one. */
+    char *copy = xstrdup(out);
+    const char *dir = dirname(copy);
+    char *probe = xasprintf("%s/.jupyter-agent-run-XXXXXX", dir);
+    int rc = 0, fd = mkstemp(probe);
+    if (fd < 0) {
+        rc = err_set(err, ERR_USAGE,
+                     "cannot write %s: cannot create files in %s (%s); "
+                     "choose another -o",
+                     out, dir, strerror(errno));
+    } else {
+        close(fd);
+        unlink(probe);
+    }
+    free(probe);
+    if (rc == 0 && exists && access(out, W_OK) != 0)
+        rc = err_set(err, ERR_USAGE, "cannot write %s: %s; choose another -o",
+                     out, strerror(errno));
+    free(copy);
+    return rc;
+}
+
+/* --kernel, else metadata.kernelspec.name, else python3. Borrowed. */
+static const char *
+s_kernel_name(const char *flag, nb_notebook_t *nb)
+{
+    if (flag)
+        return flag;
+    const char *name = json_string_value(json_object_get(
+        json_object_get(nb_notebook_metadata(nb), "kernelspec"), "name"));
+    return name && *name ? name : "python3";
+}
+
+/* Pull every "-p NAME VALUE" / "--parameters NAME VALUE" out of argv (up
+ * to "--"), leaving the rest for getopt. Returns the new argc, or -1 with
+ * err set when a -p lacks its two words. */
+static int
+s_take_params(int argc, char **argv, char ***names, char ***values, size_t *n,
+              err_t *err)
+{
+    int w = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            while (i < argc)
+                argv[w++] = argv[i++];
+            break;
+        }
+        if (strcmp(argv[i], "-p") && strcmp(argv[i], "--parameters")) {
+            argv[w++] = argv[i];
+            continue;
+        }
+        if (i + 2 >= argc)
+            return err_set(err, ERR_USAGE, "%s needs two words: NAME VALUE",
+                           argv[i]);
+        *names = xrealloc(*names, (*n + 1) * sizeof **names);
+        *values = xrealloc(*values, (*n + 1) * sizeof **values);
+        (*names)[*n] = argv[i + 1];
+        (*values)[*n] = argv[i + 2];
+        (*n)++;
+        i += 2;
+    }
+    argv[w] = NULL;
+    return w;
+}
+
+/* metadata.jupyter_agent.run, keeping whatever else jupyter_agent holds. */
+static void
+s_record_run(nb_notebook_t *nb, const nb_run_result_t *res,
+             ag_session_t *session, const char *kernel, json_t *params,
+             const ag_session_opts_t *sopts, bool allow_errors)
+{
+    json_t *md = nb_notebook_metadata(nb);
+    json_t *ja = json_object_get(md, "jupyter_agent");
+    if (!json_is_object(ja)) {
+        ja = json_object();
+        json_object_set_new(md, "jupyter_agent", ja);
+    }
+    json_t *run = nb_run_result_json(res);
+    json_object_set_new(run, "kernel", json_string(kernel));
+    json_object_set_new(run, "sandbox", ag_session_policy_json(session));
+    json_object_set_new(run, "parameters",
+                        params ? json_incref(params) : json_object());
+    json_object_set_new(run, "timeout_s",
+                        sopts->timeout_ms > 0
+                            ? json_real(sopts->timeout_ms / 1000.0)
+                            : json_null());
+    json_object_set_new(run, "allow_errors", json_boolean(allow_errors));
+    json_object_set_new(ja, "run", run);
+}
+
+int
+ag_cmd_run(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"output", required_argument, 0, 'o'},
+        {"inplace", no_argument, 0, 'I'},
+        {"kernel", required_argument, 0, 'k'},
+        {"timeout", required_argument, 0, 't'},
+        {"allow-errors", no_argument, 0, 'a'},
+        {"max-output", required_argument, 0, 'M'},
+        {"max-notebook-size", required_argument, 0, 'N'},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        AG_SESSION_LONGOPTS,
+        {0, 0, 0, 0}};
+    ag_session_opts_t sopts;
+    ag_session_opts_init(&sopts);
+    const char *out_arg = NULL, *kernel_arg = NULL;
+    bool inplace = false, allow_errors = false, quiet = false;
+    char **pnames = NULL, **pvalues = NULL, *out_path = NULL;
+    size_t nparams = 0, max_nb_bytes = NB_NOTEBOOK_DEFAULT_MAX_BYTES;
+    nb_notebook_t *nb = NULL;
+    ag_session_t *session = NULL;
+    json_t *params = NULL;
+    err_t err = {0};
+    int status = ERR_USAGE, opt;
+
+    argc = s_take_params(argc, argv, &pnames, &pvalues, &nparams, &err);
+    if (argc < 0)
+        goto fail;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'o':
+            out_arg = optarg;
+            break;
+        case 'I':
+            inplace = true;
+            break;
+        case 'k':
+            kernel_arg = optarg;
+            break;
+        case 't':
+            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
+                goto fail;
+            break;
+        case 'a':
+            allow_errors = true;
+            break;
+        case 'M':
+            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
+                goto fail;
+            break;
+        case 'N':
+            if (ag_parse_bytes(optarg, &max_nb_bytes, &err))
+                goto fail;
+            break;
+        case 'q':
+            quiet = true;
+            break;
+        case 'h':
+            fputs(s_usage, stdout);
+            fputs(s_usage_tail, stdout);
+            status = 0;
+            goto out;
+        default:
+            if (ag_session_parse_flag(&sopts, opt, optarg, &err) == 0)
+                break;
+            if (err.text[0] == '\0')
+                err_set(&err, ERR_USAGE, "see 'jupyter-agent run --help'");
+            goto fail;
+        }
+    }
+    if (optind != argc - 1) {
+        err_set(&err, ERR_USAGE,
+                optind >= argc ? "which notebook? see 'jupyter-agent run "
+                                 "--help'"
+                               : "one notebook at a time (got '%s' too)",
+                argv[argc - 1]);
+        goto fail;
+    }
+    const char *in_path = argv[optind];
+    if (inplace && out_arg) {
+        err_set(&err, ERR_USAGE, "--inplace and -o exclude each other");
+        goto fail;
+    }
+
+    nb = nb_notebook_read_path(in_path, max_nb_bytes, &err);
+    if (!nb)
+        goto fail;
+    out_path = inplace   ? xstrdup(in_path)
+               : out_arg ? xstrdup(out_arg)
+                         : s_default_output(in_path);
+    if (s_check_output(in_path, out_path, inplace, &err))
+        goto fail;
+    if (nparams && nb_run_inject_parameters(nb, (const char *const *)pnames,
+                                            (const char *const *)pvalues,
+                                            nparams, &params, &err) < 0)
+        goto fail;
+
+    const char *kernel = s_kernel_name(kernel_arg, nb);
+    kb_kernelspec_t ks;
+    if (kb_kernelspec_find(kernel, &ks, &err)) {
+        err_prefix(&err, "kernel");
+        goto fail;
+    }
+    kb_kernelspec_release(&ks);
+    sopts.kernel_name = kernel;
+
+    ag_interrupt_install();
+    session = ag_session_start(&sopts, &err);
+    if (!session) {
+        if (!err.code)
+            err.code = ERR_KERNEL;
+        if (ag_interrupt_pressed())
+            err_set(&err, ERR_INTERRUPTED,
+                    "interrupted while the kernel started; nothing written");
+        goto fail;
+    }
+    ag_session_print_warnings(session, stderr);
+
+    run_ui_t ui = {.nb = nb, .tty = isatty(2), .quiet = quiet};
+    nb_run_opts_t ropts;
+    nb_run_opts_init(&ropts);
+    ropts.timeout_ms = sopts.timeout_ms;
+    ropts.allow_errors = allow_errors;
+    ropts.max_output_bytes = sopts.max_output_bytes;
+    ropts.on_cell = s_on_cell;
+    ropts.arg = &ui;
+    ropts.hooks.should_stop = ag_interrupt_should_stop;
+    nb_run_result_t res;
+    err_t rerr = {0};
+    nb_run_notebook(nb, ag_session_kernel(session), &ropts, &res, &rerr);
+    if (res.code == ERR_INTERRUPTED && res.executed == 0) {
+        /* Nothing ran: writing would only clear outputs (--inplace!). */
+        err_set(&err, ERR_INTERRUPTED,
+                "interrupted before the first cell ran; nothing written");
+        goto fail;
+    }
+    s_record_run(nb, &res, session, kernel, params, &sopts, allow_errors);
+
+    if (nb_notebook_write_file(nb, out_path, &err)) {
+        if (res.code)
+            fprintf(stderr, "jupyter-agent run: %s\n", rerr.text);
+        status = ERR_IO;
+        goto fail;
+    }
+    status = res.code;
+    if (res.code)
+        fprintf(stderr, "jupyter-agent run: %s; wrote %s\n", rerr.text,
+                out_path);
+    else if (!quiet)
+        fprintf(stderr,
+                "jupyter-agent run: %zu of %zu code cells executed (%zu "
+                "raised), %.1f s; wrote %s\n",
+                res.executed, res.total, res.errors, res.duration_ms / 1000.0,
+                out_path);
+    goto out;
+
+fail:
+    fprintf(stderr, "jupyter-agent run: %s\n", err.text);
+    if (err.code && status != ERR_IO)
+        status = err.code;
+out:
+    ag_session_destroy(&session);
+    nb_notebook_destroy(&nb);
+    json_decref(params);
+    free(pnames);
+    free(pvalues);
+    free(out_path);
+    ag_session_opts_release(&sopts);
+    return status;
+}

@@ -1,0 +1,309 @@
+/*
+ * jupyter-agent sandbox: run a command in the sandbox the kernels use.
+ *
+ * Stdio passes through; the exit status is the command's (128 + signal
+ * when killed). Also the tool the security tests drive.
+ */
+#include "agent/cli/ag_cmd.h"
+#include "common/err.h"
+#include "common/xalloc.h"
+#include "sandbox/sb_policy.h"
+#include "sandbox/sb_sandbox.h"
+#include "sandbox/sb_seccomp.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define PROG "jupyter-agent sandbox"
+
+static void
+s_help(FILE *out)
+{
+    fprintf(out,
+            "usage: jupyter-agent sandbox [OPTIONS] -- CMD [ARGS...]\n"
+            "\n"
+            "Run CMD in the sandbox that jupyter-agent runs kernels in: its "
+            "own user, pid,\n"
+            "network (loopback only), mount, IPC and UTS namespaces; a "
+            "read-only /usr;\n"
+            "a private /tmp, $HOME (" SB_HOME_PATH ") and /mnt/data (the "
+            "working directory);\n"
+            "uid 1000 without capabilities; a seccomp filter; cgroup limits. "
+            "Stdio passes\n"
+            "through; the environment is only PATH, HOME, LANG=C.UTF-8 and "
+            "TERM (plus --env).\n"
+            "\n"
+            "options:\n"
+            "  --file F[:NAME]      copy host file F to /mnt/data/NAME "
+            "(default: its name)\n"
+            "  --timeout S          kill everything after S seconds (exit "
+            "status 6)\n"
+            "  --quiet              do not print warnings about limits not "
+            "enforced\n"
+            "  --print-policy       print the policy as JSON and exit\n"
+            "  --seccomp-table      print the system-call deny table as JSON "
+            "and exit\n"
+            "  -h, --help           this text\n"
+            "\n%s"
+            "\n"
+            "CMD without '/' is looked up in /usr/local/bin, /usr/bin, /bin, "
+            "/usr/sbin, /sbin;\n"
+            "a relative path with '/' is taken relative to /mnt/data.\n"
+            "\n"
+            "exit status: CMD's status; 128+N when it was killed by signal N "
+            "(137 with a\n"
+            "message when out of memory); 6 on --timeout; 4 when the sandbox "
+            "could not be\n"
+            "set up; 2 on usage errors.\n",
+            sb_policy_flags_help());
+}
+
+/* argv[0] for inside the box, new string, or NULL if not found. */
+static char *
+s_resolve(const char *cmd)
+{
+    if (cmd[0] == '/')
+        return xstrdup(cmd);
+    if (strchr(cmd, '/'))
+        return xasprintf(SB_WORKSPACE_PATH "/%s", cmd);
+    static const char *const dirs[] = {"/usr/local/bin", "/usr/bin", "/bin",
+                                       "/usr/sbin", "/sbin"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char *path = xasprintf("%s/%s", dirs[i], cmd);
+        if (access(path, X_OK) == 0)
+            return path;
+        free(path);
+    }
+    return NULL;
+}
+
+static int64_t
+s_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int
+s_print_json(json_t *j)
+{
+    char *s = json_dumps(j, JSON_INDENT(2));
+    json_decref(j);
+    if (!s)
+        return ERR_IO;
+    puts(s);
+    free(s);
+    return 0;
+}
+
+int
+ag_cmd_sandbox(int argc, char **argv)
+{
+    sb_policy_t pol;
+    sb_policy_init_default(&pol);
+    err_t err;
+    err_clear(&err);
+    int rc = ERR_USAGE, cmd_at = -1, sfd = -1;
+    double timeout_s = 0;
+    bool quiet = false;
+    char **files = NULL;
+    size_t n_files = 0;
+    char *prog = NULL;
+    char **env = NULL;
+    sb_sandbox_t *sb = NULL;
+    sigset_t sigs, old_mask;
+    sigemptyset(&sigs);
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--") == 0) {
+            cmd_at = i + 1;
+            break;
+        }
+        if (a[0] != '-') {
+            cmd_at = i;
+            break;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            s_help(stdout);
+            rc = 0;
+            goto out;
+        }
+        if (strcmp(a, "--print-policy") == 0) {
+            rc = s_print_json(sb_policy_to_json(&pol));
+            goto out;
+        }
+        if (strcmp(a, "--seccomp-table") == 0) {
+            rc = s_print_json(sb_seccomp_table_json());
+            goto out;
+        }
+        if (strcmp(a, "--quiet") == 0) {
+            quiet = true;
+            continue;
+        }
+        if (strcmp(a, "--file") == 0 || strcmp(a, "--timeout") == 0) {
+            if (!next) {
+                fprintf(stderr, PROG ": %s needs a value\n", a);
+                goto out;
+            }
+            i++;
+            if (strcmp(a, "--file") == 0) {
+                files = xrealloc(files, (n_files + 1) * sizeof *files);
+                files[n_files++] = argv[i];
+            } else {
+                char *end = NULL;
+                timeout_s = strtod(next, &end);
+                if (end == next || *end || !(timeout_s > 0) ||
+                    timeout_s > 31536000) {
+                    fprintf(stderr,
+                            PROG ": --timeout: '%s' is not a number of "
+                                 "seconds\n",
+                            next);
+                    goto out;
+                }
+            }
+            continue;
+        }
+        int used = sb_policy_parse_flag(&pol, a, next, &err);
+        if (used < 0) {
+            fprintf(stderr, "jupyter-agent: %s\n", err.text);
+            goto out;
+        }
+        if (used == 0) {
+            fprintf(stderr, PROG ": unknown option '%s'; see --help\n", a);
+            goto out;
+        }
+        i += used - 1;
+    }
+    if (cmd_at < 0 || cmd_at >= argc) {
+        fprintf(stderr, PROG ": no command given; usage: " PROG
+                             " [OPTIONS] -- CMD [ARGS...]\n");
+        goto out;
+    }
+    prog = s_resolve(argv[cmd_at]);
+    if (!prog) {
+        fprintf(stderr,
+                PROG ": command '%s' not found in /usr/local/bin, /usr/bin, "
+                     "/bin, /usr/sbin or /sbin (only /usr is visible inside)\n",
+                argv[cmd_at]);
+        rc = ERR_USAGE;
+        goto out;
+    }
+
+    sb = sb_sandbox_new(&pol, &err);
+    if (!sb) {
+        fprintf(stderr, "jupyter-agent: %s\n", err.text);
+        rc = err.code;
+        goto out;
+    }
+    for (size_t i = 0; i < n_files; i++) {
+        char *spec = xstrdup(files[i]);
+        char *colon = strrchr(spec, ':');
+        const char *name = NULL;
+        if (colon && colon[1] && !strchr(colon + 1, '/')) {
+            *colon = '\0';
+            name = colon + 1;
+        }
+        int r = sb_sandbox_add_file(sb, spec, name, &err);
+        free(spec);
+        if (r < 0) {
+            fprintf(stderr, "jupyter-agent: %s\n", err.text);
+            rc = err.code;
+            goto out;
+        }
+    }
+    if (!quiet && sb_sandbox_warnings(sb))
+        fprintf(stderr, PROG ": warning: %s\n", sb_sandbox_warnings(sb));
+
+    /* Signals for the box arrive through a signalfd and are forwarded. */
+    int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
+        sigaddset(&sigs, fwd[i]);
+    sigprocmask(SIG_BLOCK, &sigs, &old_mask);
+    sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+
+    sb_sandbox_set_stdin(sb, STDIN_FILENO);
+    argv[cmd_at] = prog;
+    env = sb_policy_build_env(&pol, environ, NULL);
+    if (sb_sandbox_spawn(sb, argv + cmd_at, env, STDOUT_FILENO, STDERR_FILENO,
+                         &err) < 0) {
+        fprintf(stderr, "jupyter-agent: %s\n", err.text);
+        rc = err.code ? err.code : ERR_SANDBOX;
+        goto out;
+    }
+
+    int64_t deadline =
+        timeout_s > 0 ? s_now_ms() + (int64_t)ceil(timeout_s * 1000) : -1;
+    bool timed_out = false;
+    sb_exit_t ex;
+    for (;;) {
+        struct pollfd pf[2] = {{.fd = sb_sandbox_pidfd(sb), .events = POLLIN},
+                               {.fd = sfd, .events = POLLIN}};
+        int wait_ms = -1;
+        if (deadline >= 0) {
+            int64_t left = deadline - s_now_ms();
+            wait_ms = left > 0 ? (int)(left > 1000000 ? 1000000 : left) : 0;
+        }
+        int pr = poll(pf, sfd >= 0 ? 2 : 1, wait_ms);
+        if (pr < 0 && errno != EINTR)
+            break;
+        if (pr > 0 && (pf[0].revents & POLLIN))
+            break;
+        if (pr > 0 && sfd >= 0 && (pf[1].revents & POLLIN)) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
+                sb_sandbox_signal(sb, (int)si.ssi_signo);
+        }
+        if (deadline >= 0 && s_now_ms() >= deadline) {
+            timed_out = true;
+            sb_sandbox_kill(sb);
+            break;
+        }
+    }
+    if (sb_sandbox_wait(sb, -1, &ex) != 0) {
+        fprintf(stderr, PROG ": waiting for the sandbox: %s\n",
+                strerror(errno));
+        rc = ERR_SANDBOX;
+        goto out;
+    }
+    char how[160];
+    if (timed_out) {
+        fprintf(stderr,
+                PROG ": timed out after %g s; killed everything in "
+                     "the sandbox\n",
+                timeout_s);
+        rc = ERR_TIMEOUT;
+    } else {
+        rc = sb_exit_status(&ex);
+        if (ex.kind == SB_OOM_KILLED ||
+            (ex.kind == SB_SIGNALED && ex.signal != SIGINT &&
+             ex.signal != SIGPIPE))
+            fprintf(stderr, PROG ": %s %s\n", argv[cmd_at],
+                    sb_exit_describe(&ex, &pol, how, sizeof how));
+    }
+    if (sb_sandbox_finish(sb, &err) < 0)
+        fprintf(stderr, "jupyter-agent: %s\n", err.text);
+out:
+    sb_sandbox_destroy(&sb);
+    if (sfd >= 0) {
+        close(sfd);
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    }
+    sb_policy_env_free(env);
+    free(prog);
+    free(files);
+    sb_policy_release(&pol);
+    return rc;
+}

@@ -1,0 +1,1109 @@
+#include "agent/kernel/ag_kernel.h"
+#include "agent/loop/ag_markdown.h"
+
+#include "agent/llm/ag_provider.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "kernel-bridge/kb_conn.h"
+#include "kernel-bridge/kb_kernel.h"
+#include "kernel-bridge/kb_server.h"
+#include "notebook-io/nb_notebook.h"
+
+#include <fnmatch.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef JUPYTER_AGENT_VERSION
+#define JUPYTER_AGENT_VERSION "0.1.0"
+#endif
+
+#define INNER_REQUEST_MS 10000 /* complete / inspect / is_complete */
+#define HISTORY_MAX 10000      /* entries kept for history_request */
+
+struct ag_kernel {
+    kb_server_t *server;            /* owned */
+    const ag_session_opts_t *inner; /* borrowed; how to start the session */
+    ag_session_t *session;          /* owned; NULL until used or after death */
+    int64_t session_started_ms;     /* CLOCK_MONOTONIC, when it started */
+    int64_t session_used_ms;        /* ... when a cell last used it */
+    char *expired_note;             /* owned: why the last session was
+                                       stopped, told at the next cell */
+    const char *model;              /* --model (borrowed) or model_owned */
+    char *model_owned;              /* owned spec set by %model, or NULL */
+    nb_record_t *record;            /* owned: the session, for %export */
+    int execution_count;            /* of the last non-silent cell */
+    json_t *info;                   /* owned kernel_info_reply content */
+    /* The cell being executed (all reset per execute_request). */
+    const kb_msg_t *cell;  /* borrowed execute_request; NULL between cells */
+    bool cell_allow_stdin; /* the request allowed input() */
+    bool cell_silent;      /* the request was silent */
+    bool cell_answered;    /* ag_kernel_answer was called */
+    json_t *cell_error;    /* owned {ename, evalue, traceback} or NULL */
+    json_t *cell_result;   /* owned text/plain of the execute_result */
+    json_t *cell_payload;  /* owned reply payloads of a %%python cell */
+    /* For the loop. */
+    void *ask_state;          /* owned through ask_free */
+    void (*ask_free)(void *); /* releases ask_state; may be NULL */
+    json_t *history;          /* owned [[session, line, input, out]] */
+};
+
+/* How inner outputs are forwarded. */
+typedef enum {
+    FWD_CELL, /* a %%python cell: execute_result keeps its role */
+    FWD_TOOL  /* the agent's code: execute_result becomes display_data */
+} fwd_mode_t;
+
+typedef struct fwd {
+    ag_kernel_t *k;  /* the kernel */
+    fwd_mode_t mode; /* see above */
+} fwd_t;
+
+/* ---- small helpers ---- */
+
+static bool
+s_blank(const char *s)
+{
+    for (; *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n')
+            return false;
+    return true;
+}
+
+/* Length of the first line of `code` without trailing blanks, and where
+ * the rest begins (after the newline; at the NUL when there is none). */
+static size_t
+s_first_line(const char *code, const char **rest)
+{
+    const char *nl = strchr(code, '\n');
+    size_t len = nl ? (size_t)(nl - code) : strlen(code);
+    *rest = nl ? nl + 1 : code + len;
+    while (len && (code[len - 1] == ' ' || code[len - 1] == '\t' ||
+                   code[len - 1] == '\r'))
+        len--;
+    return len;
+}
+
+/* Is `code` a %%python cell? Then *body is the code after the first
+ * line. */
+static bool
+s_python_cell(const char *code, const char **body)
+{
+    size_t n = s_first_line(code, body);
+    return n == strlen(AG_KERNEL_MAGIC_PYTHON) &&
+           strncmp(code, AG_KERNEL_MAGIC_PYTHON, n) == 0;
+}
+
+static bool
+s_reset_cell(const char *code)
+{
+    while (*code == ' ' || *code == '\t' || *code == '\r' || *code == '\n')
+        code++;
+    size_t n = strlen(AG_KERNEL_MAGIC_RESET);
+    return strncmp(code, AG_KERNEL_MAGIC_RESET, n) == 0 && s_blank(code + n);
+}
+
+/* A cell that is only exit or quit (as IPython has them): the frontend is
+ * asked to leave, as IPython kernels do, instead of asking the model. */
+static bool
+s_exit_cell(const char *code)
+{
+    static const char *const words[] = {"exit", "quit", "exit()", "quit()"};
+    while (*code == ' ' || *code == '\t' || *code == '\r' || *code == '\n')
+        code++;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        size_t n = strlen(words[i]);
+        if (strncmp(code, words[i], n) == 0 && s_blank(code + n))
+            return true;
+    }
+    return false;
+}
+
+/* Unicode code points in the first `bytes` bytes of UTF-8 text. */
+static long
+s_codepoints(const char *s, size_t bytes)
+{
+    long n = 0;
+    for (size_t i = 0; i < bytes; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80)
+            n++;
+    return n;
+}
+
+/* Byte offset of code point `cp` in UTF-8 `s` (clamped to its end). */
+static size_t
+s_byte_offset(const char *s, long cp)
+{
+    size_t i = 0;
+    for (long n = 0; s[i]; i++) {
+        if (((unsigned char)s[i] & 0xC0) != 0x80 && n++ == cp)
+            return i;
+    }
+    return i;
+}
+
+static const char *
+s_str(json_t *obj, const char *key, const char *dflt)
+{
+    const char *v = json_string_value(json_object_get(obj, key));
+    return v ? v : dflt;
+}
+
+static bool
+s_bool(json_t *obj, const char *key, bool dflt)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_boolean(v) ? json_is_true(v) : dflt;
+}
+
+/* ---- the inner session ---- */
+
+static void
+s_drop_session(ag_kernel_t *k)
+{
+    ag_session_destroy(&k->session);
+}
+
+/* Stop a session that was idle too long or lived too long (the policy's
+ * --idle-timeout / --max-lifetime), freeing its sandbox; the next cell that
+ * needs Python starts a fresh one and is told why its state is gone. */
+static void
+s_expire_session(ag_kernel_t *k)
+{
+    if (!k->session)
+        return;
+    int64_t now = clock_mono_ms();
+    int idle = k->inner->idle_timeout_ms, life = k->inner->max_lifetime_ms;
+    const char *why = NULL;
+    int limit = 0;
+    if (idle > 0 && now - k->session_used_ms >= idle)
+        why = "idle", limit = idle;
+    else if (life > 0 && now - k->session_started_ms >= life)
+        why = "running", limit = life;
+    if (!why)
+        return;
+    s_drop_session(k);
+    free(k->expired_note);
+    k->expired_note = xasprintf(
+        "jupyter-agent: the Python session was stopped after %g s %s "
+        "(--%s %g); a fresh one starts now: its variables and the files in "
+        "/mnt/data are gone\n",
+        limit / 1000.0, why,
+        strcmp(why, "idle") == 0 ? "idle-timeout" : "max-lifetime",
+        limit / 1000.0);
+}
+
+ag_session_t *
+ag_kernel_session(ag_kernel_t *k, err_t *err)
+{
+    s_expire_session(k);
+    if (k->session) {
+        k->session_used_ms = clock_mono_ms();
+        return k->session;
+    }
+    if (k->expired_note && k->cell) {
+        kb_server_stream(k->server, k->cell, "stderr", k->expired_note);
+        free(k->expired_note);
+        k->expired_note = NULL;
+    }
+    k->session = ag_session_start(k->inner, err);
+    if (!k->session) {
+        if (err && !err->text[0])
+            err_set(err, ERR_SANDBOX,
+                    "the sandboxed Python session could not be started");
+        return NULL;
+    }
+    k->session_started_ms = k->session_used_ms = clock_mono_ms();
+    ag_session_print_warnings(k->session, stderr);
+    kb_kernel_t *inner = ag_session_kernel(k->session);
+    const kb_kernelspec_t *spec = kb_kernel_spec(inner);
+    if (kb_kernel_info(inner))
+        nb_record_set_kernel(k->record, kb_kernel_info(inner),
+                             spec ? spec->name : "python3",
+                             spec ? spec->display_name : "Python 3");
+    return k->session;
+}
+
+nb_record_t *
+ag_kernel_record(ag_kernel_t *k)
+{
+    return k->record;
+}
+
+/* ---- forwarding the inner kernel's outputs (kb_exec_hooks) ---- */
+
+static void
+s_set_cell_error(ag_kernel_t *k, json_t *content)
+{
+    json_decref(k->cell_error);
+    k->cell_error =
+        json_pack("{s:s, s:s, s:O}", "ename", s_str(content, "ename", "Error"),
+                  "evalue", s_str(content, "evalue", ""), "traceback",
+                  json_is_array(json_object_get(content, "traceback"))
+                      ? json_object_get(content, "traceback")
+                      : json_array());
+}
+
+static void
+s_forward(const kb_msg_t *msg, void *arg)
+{
+    fwd_t *f = arg;
+    ag_kernel_t *k = f->k;
+    static const char *const types[] = {
+        "stream",       "display_data", "update_display_data",
+        "clear_output", "error",        "execute_result"};
+    const char *type = kb_msg_type(msg);
+    bool known = false;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        known = known || strcmp(type, types[i]) == 0;
+    if (!known)
+        return;
+    json_t *content = json_deep_copy(kb_msg_content(msg));
+    if (strcmp(type, "execute_result") == 0) {
+        if (f->mode == FWD_CELL) {
+            json_object_set_new(content, "execution_count",
+                                json_integer(k->execution_count));
+            json_t *plain =
+                json_object_get(json_object_get(content, "data"), "text/plain");
+            if (json_is_string(plain)) {
+                json_decref(k->cell_result);
+                k->cell_result = json_incref(plain);
+            }
+        } else {
+            json_object_del(content, "execution_count");
+            type = "display_data";
+        }
+    }
+    if (strcmp(type, "error") == 0 && f->mode == FWD_CELL)
+        s_set_cell_error(k, content);
+    kb_server_publish(k->server, k->cell, type, content, NULL);
+}
+
+static bool
+s_should_stop(void *arg)
+{
+    fwd_t *f = arg;
+    return ag_kernel_should_stop(f->k);
+}
+
+static char *
+s_on_input(const char *prompt, bool password, void *arg)
+{
+    fwd_t *f = arg;
+    ag_kernel_t *k = f->k;
+    err_t err = {0};
+    char *value = ag_kernel_input(k, prompt, password, &err);
+    if (!value && err.code == ERR_INTERRUPTED && k->session) {
+        /* Interrupt the inner input() before it sees our empty answer, so
+         * it raises KeyboardInterrupt as a local input() would. Only by
+         * signal: a message would need the client we are inside of. */
+        kb_kernel_t *inner = ag_session_kernel(k->session);
+        const kb_kernelspec_t *spec = kb_kernel_spec(inner);
+        if (spec && (!spec->interrupt_mode ||
+                     strcmp(spec->interrupt_mode, "message") != 0)) {
+            err_t ierr;
+            kb_kernel_interrupt(inner, &ierr);
+        }
+    }
+    return value;
+}
+
+/* The last error output in `out`, borrowed, or NULL. */
+static json_t *
+s_last_error(kb_output_t *out)
+{
+    json_t *outputs = kb_output_outputs(out), *found = NULL, *o;
+    size_t i;
+    json_array_foreach(outputs, i, o) if (strcmp(s_str(o, "output_type", ""),
+                                                 "error") == 0) found = o;
+    return found;
+}
+
+static const char *
+s_ename(int code)
+{
+    switch (code) {
+    case ERR_INTERRUPTED:
+        return "KeyboardInterrupt";
+    case ERR_TIMEOUT:
+        return "TimeoutError";
+    case ERR_KERNEL:
+        return "DeadKernelError";
+    case ERR_SANDBOX:
+        return "SandboxError";
+    case ERR_PROVIDER:
+        return "ProviderError";
+    case ERR_USAGE:
+        return "UsageError";
+    default:
+        return "AgentError";
+    }
+}
+
+/* Run code in the inner kernel, forwarding as `mode` says. */
+static int
+s_run_inner(ag_kernel_t *k, const char *code, fwd_mode_t mode, kb_output_t *out,
+            err_t *err)
+{
+    ag_session_t *session = ag_kernel_session(k, err);
+    if (!session)
+        return -1;
+    if (ag_kernel_should_stop(k)) /* interrupted while the session started */
+        return err_set(err, ERR_INTERRUPTED, "interrupted before it ran");
+    json_t *req = k->cell ? kb_msg_content(k->cell) : NULL;
+    kb_exec_opts_t xo;
+    kb_exec_opts_init(&xo);
+    xo.allow_stdin = k->cell_allow_stdin;
+    if (mode == FWD_CELL) {
+        xo.silent = s_bool(req, "silent", false);
+        xo.store_history = s_bool(req, "store_history", true);
+    }
+    /* We run one execution at a time, so the inner kernel never has a
+     * queue worth aborting; but its abort window after an error (ipykernel
+     * 6) would swallow our next cell. stop_on_error is applied to OUR
+     * queue instead (kb_server_abort_queued). */
+    xo.stop_on_error = false;
+    fwd_t f = {k, mode};
+    kb_exec_hooks_t hooks = {.on_iopub = s_forward,
+                             .on_input = s_on_input,
+                             .should_stop = s_should_stop,
+                             .arg = &f};
+    int rc = kb_kernel_execute(ag_session_kernel(session), code, &xo,
+                               k->inner->timeout_ms, out, &hooks, err);
+    if (rc && err && err->code == ERR_KERNEL) {
+        err_prefix(err, "the Python session died");
+        size_t used = strlen(err->text);
+        snprintf(err->text + used, sizeof err->text - used,
+                 "; a fresh session starts with the next cell (its variables "
+                 "are gone)");
+        s_drop_session(k);
+    }
+    return rc;
+}
+
+int
+ag_kernel_run_python(ag_kernel_t *k, const char *code, kb_output_t *out,
+                     err_t *err)
+{
+    return s_run_inner(k, code, FWD_TOOL, out, err);
+}
+
+/* ---- services for ag_kernel_ask ---- */
+
+const char *
+ag_kernel_model(const ag_kernel_t *k)
+{
+    return k->model;
+}
+
+void
+ag_kernel_stream(ag_kernel_t *k, const char *name, const char *text)
+{
+    kb_server_stream(k->server, k->cell, name, text);
+}
+
+static void
+s_display(ag_kernel_t *k, const char *type, const char *markdown,
+          const char *plain)
+{
+    char *md = ag_markdown_escape_currency(markdown);
+    json_t *content = json_pack("{s:{s:s, s:s}, s:{}}", "data", "text/markdown",
+                                md, "text/plain", plain, "metadata");
+    free(md);
+    if (strcmp(type, "execute_result") == 0)
+        json_object_set_new(content, "execution_count",
+                            json_integer(k->execution_count));
+    kb_server_publish(k->server, k->cell, type, content, NULL);
+}
+
+void
+ag_kernel_show_code(ag_kernel_t *k, const char *code)
+{
+    /* A fence longer than any backtick run in the code keeps it intact. */
+    int longest = 0, run = 0;
+    for (const char *p = code; *p; p++) {
+        run = *p == '`' ? run + 1 : 0;
+        if (run > longest)
+            longest = run;
+    }
+    int fence = longest >= 3 ? longest + 1 : 3;
+    size_t len = strlen(code);
+    bool nl = len && code[len - 1] == '\n';
+    char *md = xasprintf(
+        "%.*spython\n%s%s%.*s\n", fence, "````````````````````````````````",
+        code, nl ? "" : "\n", fence, "````````````````````````````````");
+    s_display(k, "display_data", md, code);
+    free(md);
+}
+
+void
+ag_kernel_display_markdown(ag_kernel_t *k, const char *markdown)
+{
+    s_display(k, "display_data", markdown, markdown);
+}
+
+void
+ag_kernel_answer(ag_kernel_t *k, const char *markdown)
+{
+    if (k->cell_answered || k->cell_silent)
+        return;
+    k->cell_answered = true;
+    s_display(k, "execute_result", markdown, markdown);
+    json_decref(k->cell_result);
+    k->cell_result = json_string(markdown);
+}
+
+void
+ag_kernel_error(ag_kernel_t *k, const char *ename, const char *evalue)
+{
+    json_t *content = json_pack("{s:s, s:s, s:[s]}", "ename", ename, "evalue",
+                                evalue, "traceback", evalue);
+    s_set_cell_error(k, content);
+    kb_server_publish(k->server, k->cell, "error", content, NULL);
+}
+
+bool
+ag_kernel_should_stop(ag_kernel_t *k)
+{
+    return (kb_server_events(k->server) &
+            (KB_SERVER_INTERRUPT | KB_SERVER_SHUTDOWN)) != 0;
+}
+
+const atomic_int *
+ag_kernel_cancel_flag(ag_kernel_t *k)
+{
+    return kb_server_cancel_flag(k->server);
+}
+
+char *
+ag_kernel_input(ag_kernel_t *k, const char *prompt, bool password, err_t *err)
+{
+    if (!k->cell || !k->cell_allow_stdin) {
+        err_set(err, ERR_USAGE, "this frontend does not accept input");
+        return NULL;
+    }
+    return kb_server_input(k->server, k->cell, prompt, password, 0, err);
+}
+
+void *
+ag_kernel_ask_state(ag_kernel_t *k)
+{
+    return k->ask_state;
+}
+
+void
+ag_kernel_set_ask_state(ag_kernel_t *k, void *state, void (*free_fn)(void *))
+{
+    if (k->ask_free && k->ask_state && k->ask_state != state)
+        k->ask_free(k->ask_state);
+    k->ask_state = state;
+    k->ask_free = free_fn;
+}
+
+void
+ag_kernel_interrupt(ag_kernel_t *k)
+{
+    kb_server_raise(k->server, KB_SERVER_INTERRUPT);
+}
+
+void
+ag_kernel_stop(ag_kernel_t *k)
+{
+    kb_server_stop(k->server);
+}
+
+/* ---- execute_request ---- */
+
+static void
+s_history_add(ag_kernel_t *k, const char *code)
+{
+    if (json_array_size(k->history) >= HISTORY_MAX)
+        json_array_remove(k->history, 0);
+    json_array_append_new(
+        k->history, json_pack("[i, i, s, O]", 1, k->execution_count, code,
+                              k->cell_result ? k->cell_result : json_null()));
+}
+
+/* A plain cell: the agent answers it. */
+static void
+s_run_ask(ag_kernel_t *k, const char *code)
+{
+    err_t err = {0};
+    if (ag_kernel_ask(k, code, &err) != 0 && !k->cell_error) {
+        if (!err.text[0])
+            err_set(&err, ERR_PROVIDER, "the agent could not answer");
+        ag_kernel_error(k, s_ename(err.code), err.text);
+    }
+}
+
+static void
+s_run_python_cell(ag_kernel_t *k, const char *body)
+{
+    err_t err = {0};
+    char start[40], end[40];
+    kb_output_t *out = kb_output_new(NULL, k->inner->max_output_bytes);
+    clock_iso8601_now(start, sizeof start);
+    int rc = s_run_inner(k, body, FWD_CELL, out, &err);
+    clock_iso8601_now(end, sizeof end);
+    /* Pager pages (print?), set_next_input ... reach the frontend as the
+     * inner kernel sent them. */
+    if (json_array_size(kb_output_payload(out))) {
+        json_decref(k->cell_payload);
+        k->cell_payload = json_deep_copy(kb_output_payload(out));
+    }
+    /* The recorder keeps the outputs array itself (a reference). */
+    nb_record_add_code(k->record, body, kb_output_outputs(out),
+                       kb_output_execution_count(out), start, end);
+    if (rc == 0) {
+        if (!k->cell_error && strcmp(kb_output_status(out), "ok") != 0) {
+            json_t *e = s_last_error(out);
+            if (e)
+                s_set_cell_error(k, e);
+            else
+                ag_kernel_error(k, "ExecutionAborted",
+                                "the Python session did not run this cell");
+        }
+    } else if (!k->cell_error) {
+        ag_kernel_error(k, s_ename(err.code), err.text);
+    } else if (err.code != ERR_INTERRUPTED) {
+        /* Its own error came through; say what else happened. */
+        char *note = xasprintf("jupyter-agent: %s\n", err.text);
+        kb_server_stream(k->server, k->cell, "stderr", note);
+        free(note);
+    }
+    kb_output_destroy(&out);
+}
+
+static void
+s_run_reset(ag_kernel_t *k)
+{
+    err_t err = {0};
+    s_drop_session(k);
+    ag_kernel_set_ask_state(k, NULL, NULL);
+    if (!ag_kernel_session(k, &err)) {
+        ag_kernel_error(k, s_ename(err.code), err.text);
+        return;
+    }
+    kb_server_stream(k->server, k->cell, "stdout",
+                     "Started a fresh Python session; variables, files in "
+                     "/mnt/data and the agent's conversation were cleared.\n");
+}
+
+/* A one-line magic cell "%name ARG": true, with the trimmed argument in
+ * *arg (caller frees), when the cell is exactly that. */
+static bool
+s_line_magic(const char *code, const char *name, char **arg)
+{
+    while (*code == ' ' || *code == '\t' || *code == '\r' || *code == '\n')
+        code++;
+    size_t n = strlen(name);
+    if (strncmp(code, name, n) != 0 ||
+        (code[n] && code[n] != ' ' && code[n] != '\t' && code[n] != '\n' &&
+         code[n] != '\r'))
+        return false;
+    const char *a = code + n;
+    while (*a == ' ' || *a == '\t')
+        a++;
+    size_t len = strcspn(a, "\r\n");
+    if (!s_blank(a + len))
+        return false; /* more lines follow: not a line magic */
+    while (len && (a[len - 1] == ' ' || a[len - 1] == '\t'))
+        len--;
+    *arg = xstrndup(a, len);
+    return true;
+}
+
+/* %export PATH.ipynb: the whole session so far as a notebook. */
+static void
+s_run_export(ag_kernel_t *k, const char *path)
+{
+    err_t err = {0};
+    if (!*path) {
+        ag_kernel_error(k, "UsageError",
+                        "%export needs a file name, e.g. %export "
+                        "report.ipynb");
+        return;
+    }
+    if (nb_record_save(k->record, path, &err) != 0) {
+        ag_kernel_error(k, s_ename(err.code), err.text);
+        return;
+    }
+    char *msg =
+        xasprintf("Wrote the session (%zu cells) to %s\n",
+                  nb_notebook_ncells(nb_record_notebook(k->record)), path);
+    kb_server_stream(k->server, k->cell, "stdout", msg);
+    free(msg);
+}
+
+/* %model [SPEC]: show, or switch, the model; the conversation carries on
+ * (the loop picks the new model up at its next turn). */
+static void
+s_run_model(ag_kernel_t *k, const char *spec)
+{
+    if (!*spec) {
+        char *msg = xasprintf(
+            "model: %s\n",
+            k->model ? k->model
+                     : "chosen from the environment (JUPYTER_AGENT_MODEL, "
+                       "OPENAI_API_KEY, ANTHROPIC_API_KEY)");
+        kb_server_stream(k->server, k->cell, "stdout", msg);
+        free(msg);
+        return;
+    }
+    err_t err = {0};
+    ag_provider_t *p = ag_provider_new(spec, &err); /* checks it can work */
+    if (!p) {
+        ag_kernel_error(k, s_ename(err.code), err.text);
+        return;
+    }
+    ag_provider_destroy(&p);
+    free(k->model_owned);
+    k->model_owned = xstrdup(spec);
+    k->model = k->model_owned;
+    char *msg =
+        xasprintf("Model set to %s; the conversation continues.\n", spec);
+    kb_server_stream(k->server, k->cell, "stdout", msg);
+    free(msg);
+}
+
+static int
+s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
+{
+    ag_kernel_t *k = arg;
+    json_t *content = kb_msg_content(req);
+    const char *code = s_str(content, "code", NULL);
+    if (!code)
+        return kb_server_reply(
+            s, ch, req, "execute_reply",
+            json_pack("{s:s, s:s, s:s, s:[s], s:i}", "status", "error", "ename",
+                      "ProtocolError", "evalue", "execute_request without code",
+                      "traceback", "execute_request without code",
+                      "execution_count", k->execution_count),
+            NULL);
+    bool silent = s_bool(content, "silent", false);
+    bool store_history = s_bool(content, "store_history", true) && !silent;
+    k->cell = req;
+    k->cell_silent = silent;
+    k->cell_allow_stdin = s_bool(content, "allow_stdin", true);
+    k->cell_answered = false;
+    json_decref(k->cell_error);
+    json_decref(k->cell_result);
+    json_decref(k->cell_payload);
+    k->cell_error = k->cell_result = k->cell_payload = NULL;
+    if (!silent) {
+        k->execution_count++;
+        kb_server_publish(s, req, "execute_input",
+                          json_pack("{s:s, s:i}", "code", code,
+                                    "execution_count", k->execution_count),
+                          NULL);
+    }
+
+    const char *body = NULL;
+    char *magic_arg = NULL;
+    bool exiting = false;
+    if (s_python_cell(code, &body))
+        s_run_python_cell(k, body);
+    else if (s_reset_cell(code))
+        s_run_reset(k);
+    else if (s_line_magic(code, AG_KERNEL_MAGIC_EXPORT, &magic_arg))
+        s_run_export(k, magic_arg);
+    else if (s_line_magic(code, AG_KERNEL_MAGIC_MODEL, &magic_arg))
+        s_run_model(k, magic_arg);
+    else if (s_exit_cell(code))
+        exiting = true;
+    else if (!s_blank(code))
+        s_run_ask(k, code);
+    free(magic_arg);
+
+    /* Abort what was queued behind a failed cell before the client can
+     * see the failure, so nothing it sends afterwards is aborted. */
+    if (k->cell_error && s_bool(content, "stop_on_error", true))
+        kb_server_abort_queued(s);
+    json_t *reply;
+    if (k->cell_error) {
+        reply = json_deep_copy(k->cell_error);
+        json_object_set_new(reply, "status", json_string("error"));
+    } else {
+        reply = json_pack("{s:s, s:[], s:{}}", "status", "ok", "payload",
+                          "user_expressions");
+        if (k->cell_payload)
+            json_array_extend(json_object_get(reply, "payload"),
+                              k->cell_payload);
+        if (exiting) /* jupyter console leaves; Lab and Notebook ignore it */
+            json_array_append_new(
+                json_object_get(reply, "payload"),
+                json_pack("{s:s, s:b}", "source", "ask_exit", "keepkernel", 0));
+    }
+    json_object_set_new(reply, "execution_count",
+                        json_integer(k->execution_count));
+    int rc = kb_server_reply(s, ch, req, "execute_reply", reply, NULL);
+    if (k->session) /* a cell just used it: idle time starts now */
+        k->session_used_ms = clock_mono_ms();
+    if (store_history)
+        s_history_add(k, code);
+    k->cell = NULL;
+    return rc;
+}
+
+/* ---- complete / inspect / is_complete ---- */
+
+/* Forward a request to the inner kernel and return its reply content (new
+ * reference), or NULL. */
+static json_t *
+s_ask_inner(ag_kernel_t *k, const char *msg_type, json_t *content)
+{
+    err_t err = {0};
+    ag_session_t *session = ag_kernel_session(k, &err);
+    if (!session) {
+        log_warn("%s: %s", msg_type, err.text);
+        json_decref(content);
+        return NULL;
+    }
+    kb_client_t *c = kb_kernel_client(ag_session_kernel(session));
+    kb_msg_t *reply = kb_client_request(c, KB_SHELL, msg_type, content,
+                                        INNER_REQUEST_MS, &err);
+    if (!reply) {
+        log_warn("%s: %s", msg_type, err.text);
+        return NULL;
+    }
+    json_t *out = json_incref(kb_msg_content(reply));
+    kb_msg_destroy(&reply);
+    return out;
+}
+
+/* Completions of the magic we know, for text at the start of a cell. */
+static json_t *
+s_complete_magic(const char *code, long cursor)
+{
+    static const char *const magics[] = {
+        AG_KERNEL_MAGIC_PYTHON, AG_KERNEL_MAGIC_RESET, AG_KERNEL_MAGIC_EXPORT,
+        AG_KERNEL_MAGIC_MODEL};
+    size_t end = s_byte_offset(code, cursor);
+    json_t *matches = json_array();
+    /* Only a first line that is a magic prefix up to the cursor. */
+    if (end > 0 && code[0] == '%' && !memchr(code, '\n', end))
+        for (size_t i = 0; i < sizeof magics / sizeof magics[0]; i++)
+            if (strncmp(magics[i], code, end) == 0)
+                json_array_append_new(matches, json_string(magics[i]));
+    json_int_t start = json_array_size(matches) ? 0 : (json_int_t)cursor;
+    return json_pack("{s:s, s:o, s:I, s:I, s:{}}", "status", "ok", "matches",
+                     matches, "cursor_start", start, "cursor_end",
+                     (json_int_t)cursor, "metadata");
+}
+
+static long
+s_cursor(json_t *content, const char *code)
+{
+    json_t *c = json_object_get(content, "cursor_pos");
+    long total = s_codepoints(code, strlen(code));
+    if (!json_is_integer(c))
+        return total;
+    long v = (long)json_integer_value(c);
+    return v < 0 ? 0 : v > total ? total : v;
+}
+
+static int
+s_on_complete(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
+{
+    ag_kernel_t *k = arg;
+    json_t *content = kb_msg_content(req);
+    const char *code = s_str(content, "code", "");
+    long cursor = s_cursor(content, code);
+    const char *body = NULL;
+    long offset = s_python_cell(code, &body)
+                      ? s_codepoints(code, (size_t)(body - code))
+                      : -1;
+    json_t *reply = NULL;
+    if (offset >= 0 && cursor >= offset && body > code && body[-1] == '\n') {
+        reply = s_ask_inner(k, "complete_request",
+                            json_pack("{s:s, s:I}", "code", body, "cursor_pos",
+                                      (json_int_t)(cursor - offset)));
+        if (reply && strcmp(s_str(reply, "status", ""), "ok") == 0) {
+            for (int i = 0; i < 2; i++) {
+                const char *key = i ? "cursor_end" : "cursor_start";
+                json_t *v = json_object_get(reply, key);
+                json_object_set_new(
+                    reply, key,
+                    json_integer((json_is_integer(v) ? json_integer_value(v)
+                                                     : cursor - offset) +
+                                 offset));
+            }
+        } else {
+            json_decref(reply);
+            reply = NULL;
+        }
+    }
+    if (!reply)
+        reply = s_complete_magic(code, cursor);
+    return kb_server_reply(s, ch, req, "complete_reply", reply, NULL);
+}
+
+static const char s_magic_help[] =
+    "jupyter-agent cells\n"
+    "\n"
+    "  <a request in plain language>  the agent answers it, running Python\n"
+    "                                 in the session when it needs to\n"
+    "  %%python                       the rest of the cell runs as Python in\n"
+    "  <code>                         the session, exactly as written\n"
+    "  %reset                         start a fresh Python session and\n"
+    "                                 conversation\n"
+    "  %export PATH.ipynb             write the whole session so far as a\n"
+    "                                 notebook\n"
+    "  %model [PROVIDER:MODEL]        show or switch the model; the\n"
+    "                                 conversation continues\n";
+
+static int
+s_on_inspect(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
+{
+    ag_kernel_t *k = arg;
+    json_t *content = kb_msg_content(req);
+    const char *code = s_str(content, "code", "");
+    long cursor = s_cursor(content, code);
+    const char *body = NULL;
+    json_t *reply = NULL;
+    if (s_python_cell(code, &body)) {
+        long offset = s_codepoints(code, (size_t)(body - code));
+        if (cursor >= offset && body[-1] == '\n') {
+            json_t *level = json_object_get(content, "detail_level");
+            reply = s_ask_inner(
+                k, "inspect_request",
+                json_pack("{s:s, s:I, s:I}", "code", body, "cursor_pos",
+                          (json_int_t)(cursor - offset), "detail_level",
+                          json_is_integer(level) ? json_integer_value(level)
+                                                 : 0));
+        }
+    }
+    if (!reply) {
+        bool magic = code[0] == '%';
+        reply = magic ? json_pack("{s:s, s:b, s:{s:s}, s:{}}", "status", "ok",
+                                  "found", 1, "data", "text/plain",
+                                  s_magic_help, "metadata")
+                      : json_pack("{s:s, s:b, s:{}, s:{}}", "status", "ok",
+                                  "found", 0, "data", "metadata");
+    }
+    return kb_server_reply(s, ch, req, "inspect_reply", reply, NULL);
+}
+
+static int
+s_on_is_complete(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
+                 void *arg)
+{
+    ag_kernel_t *k = arg;
+    const char *code = s_str(kb_msg_content(req), "code", "");
+    const char *body = NULL;
+    json_t *reply = NULL;
+    if (s_python_cell(code, &body)) {
+        if (*body == '\0' && !strchr(code, '\n'))
+            reply = json_pack("{s:s, s:s}", "status", "incomplete", "indent",
+                              ""); /* just the magic line: keep typing */
+        else
+            reply = s_ask_inner(k, "is_complete_request",
+                                json_pack("{s:s}", "code", body));
+        if (!reply)
+            reply = json_pack("{s:s}", "status", "unknown");
+    } else {
+        reply = json_pack("{s:s}", "status", "complete");
+    }
+    return kb_server_reply(s, ch, req, "is_complete_reply", reply, NULL);
+}
+
+/* ---- kernel_info, history, comm_info ---- */
+
+static int
+s_on_kernel_info(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
+                 void *arg)
+{
+    ag_kernel_t *k = arg;
+    return kb_server_reply(s, ch, req, "kernel_info_reply",
+                           json_deep_copy(k->info), NULL);
+}
+
+static int
+s_on_comm_info(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
+{
+    (void)arg;
+    return kb_server_reply(s, ch, req, "comm_info_reply",
+                           json_pack("{s:s, s:{}}", "status", "ok", "comms"),
+                           NULL);
+}
+
+static json_t *
+s_history_entry(json_t *e, bool output)
+{
+    json_t *input = json_array_get(e, 2);
+    json_t *third = output ? json_pack("[O, O]", input, json_array_get(e, 3))
+                           : json_incref(input);
+    return json_pack("[O, O, o]", json_array_get(e, 0), json_array_get(e, 1),
+                     third);
+}
+
+static int
+s_on_history(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
+{
+    ag_kernel_t *k = arg;
+    json_t *c = kb_msg_content(req);
+    const char *type = s_str(c, "hist_access_type", "tail");
+    bool output = s_bool(c, "output", false);
+    json_t *nv = json_object_get(c, "n");
+    size_t total = json_array_size(k->history);
+    size_t n = json_is_integer(nv) && json_integer_value(nv) >= 0
+                   ? (size_t)json_integer_value(nv)
+                   : total;
+    json_t *hist = json_array(), *e;
+    size_t i;
+    if (strcmp(type, "tail") == 0) {
+        for (i = total > n ? total - n : 0; i < total; i++)
+            json_array_append_new(
+                hist, s_history_entry(json_array_get(k->history, i), output));
+    } else if (strcmp(type, "range") == 0) {
+        json_int_t start = json_integer_value(json_object_get(c, "start"));
+        json_t *stopv = json_object_get(c, "stop");
+        json_int_t stop = json_is_integer(stopv) ? json_integer_value(stopv)
+                                                 : k->execution_count + 1;
+        json_array_foreach(k->history, i, e)
+        {
+            json_int_t line = json_integer_value(json_array_get(e, 1));
+            if (line >= start && line < stop)
+                json_array_append_new(hist, s_history_entry(e, output));
+        }
+    } else if (strcmp(type, "search") == 0) {
+        const char *pattern = s_str(c, "pattern", "*");
+        bool unique = s_bool(c, "unique", false);
+        /* Newest first, so `unique` keeps the latest and `n` the last n. */
+        for (i = total; i-- > 0 && json_array_size(hist) < n;) {
+            e = json_array_get(k->history, i);
+            const char *src = json_string_value(json_array_get(e, 2));
+            if (fnmatch(pattern, src, 0) != 0)
+                continue;
+            bool dup = false;
+            for (size_t j = 0; unique && j < json_array_size(hist) && !dup;
+                 j++) {
+                json_t *h = json_array_get(json_array_get(hist, j), 2);
+                dup = json_equal(output ? json_array_get(h, 0) : h,
+                                 json_array_get(e, 2));
+            }
+            if (!dup)
+                json_array_insert_new(hist, 0, s_history_entry(e, output));
+        }
+    }
+    return kb_server_reply(
+        s, ch, req, "history_reply",
+        json_pack("{s:s, s:o}", "status", "ok", "history", hist), NULL);
+}
+
+static json_t *
+s_kernel_info(const ag_kernel_opts_t *o)
+{
+    const char *sandbox =
+        o->inner && o->inner->no_sandbox
+            ? "WARNING: --no-sandbox: Python runs as a plain process with "
+              "your user's full access to files and network.\n"
+            : "Python runs in a sandbox: no network, /mnt/data for files.\n";
+    char *banner = xasprintf(
+        "jupyter-agent %s: ask in plain language, and the agent answers, "
+        "running Python when it needs to.\n"
+        "Start a cell with %%%%python to run Python yourself; %%reset starts "
+        "a fresh session.\n%s",
+        JUPYTER_AGENT_VERSION, sandbox);
+    json_t *info = json_pack(
+        "{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s}, s:s, s:b, "
+        "s:[{s:s, s:s}]}",
+        "status", "ok", "protocol_version", KB_PROTOCOL_VERSION,
+        "implementation", "jupyter-agent", "implementation_version",
+        JUPYTER_AGENT_VERSION, "language_info", "name", AG_KERNEL_LANGUAGE,
+        "version", "", "mimetype", "text/markdown", "file_extension", ".md",
+        "pygments_lexer", "markdown", "codemirror_mode", "markdown", "banner",
+        banner, "debugger", 0, "help_links", "text", "Python documentation",
+        "url", "https://docs.python.org/3/");
+    free(banner);
+    return info;
+}
+
+/* ---- life cycle ---- */
+
+ag_kernel_t *
+ag_kernel_new(const ag_kernel_opts_t *o, err_t *err)
+{
+    kb_conn_t conn;
+    if (kb_conn_load(&conn, o->connection_file, err))
+        return NULL;
+    kb_server_opts_t sopts = {.allow_unsigned = o->allow_unsigned,
+                              .username = "jupyter-agent"};
+    kb_server_t *server = kb_server_new(&conn, &sopts, err);
+    kb_conn_release(&conn);
+    if (!server)
+        return NULL;
+    ag_kernel_t *k = xcalloc(1, sizeof *k);
+    k->server = server;
+    k->inner = o->inner;
+    k->model = o->model;
+    k->info = s_kernel_info(o);
+    k->history = json_array();
+    k->record = nb_record_new();
+    kb_server_on(server, "execute_request", s_on_execute, k);
+    kb_server_on(server, "kernel_info_request", s_on_kernel_info, k);
+    kb_server_on_control(server, "kernel_info_request", s_on_kernel_info, k);
+    kb_server_on(server, "complete_request", s_on_complete, k);
+    kb_server_on(server, "inspect_request", s_on_inspect, k);
+    kb_server_on(server, "is_complete_request", s_on_is_complete, k);
+    kb_server_on(server, "history_request", s_on_history, k);
+    kb_server_on(server, "comm_info_request", s_on_comm_info, k);
+    return k;
+}
+
+/* The pid of the process that started us, from JPY_PARENT_PID (set by
+ * jupyter_client unless the kernel is "independent"), or 0. */
+static pid_t
+s_parent_pid(void)
+{
+    const char *v = getenv("JPY_PARENT_PID");
+    char *end = NULL;
+    long pid = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end || pid <= 1 || pid != (long)getppid())
+        return 0;
+    return (pid_t)pid;
+}
+
+int
+ag_kernel_run(ag_kernel_t *k)
+{
+    pid_t parent = s_parent_pid();
+    /* Frontends take "starting" as the first sign of life. */
+    kb_server_status(k->server, NULL, "starting");
+    while (!(kb_server_serve_once(k->server, 200) & KB_SERVER_SHUTDOWN)) {
+        s_expire_session(k); /* frees an idle sandbox between cells */
+        /* Like ipykernel's ParentPoller: the manager died without shutting
+         * us down (killed, crashed), so nobody can reach us any more. */
+        if (parent && getppid() != parent) {
+            log_warn("the process that started this kernel (pid %ld) is "
+                     "gone; shutting down",
+                     (long)parent);
+            kb_server_stop(k->server);
+        }
+    }
+    return 0;
+}
+
+void
+ag_kernel_destroy(ag_kernel_t **pk)
+{
+    if (!pk || !*pk)
+        return;
+    ag_kernel_t *k = *pk;
+    s_drop_session(k);
+    ag_kernel_set_ask_state(k, NULL, NULL);
+    kb_server_destroy(&k->server);
+    json_decref(k->info);
+    json_decref(k->history);
+    json_decref(k->cell_error);
+    json_decref(k->cell_result);
+    json_decref(k->cell_payload);
+    nb_record_destroy(&k->record);
+    free(k->model_owned);
+    free(k->expired_note);
+    free(k);
+    *pk = NULL;
+}

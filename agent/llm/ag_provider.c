@@ -1,0 +1,1042 @@
+#include "agent/llm/ag_provider.h"
+
+#include "agent/llm/ag_provider_impl.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_OPENAI_BASE "https://api.openai.com/v1"
+#define S_ANTHROPIC_BASE "https://api.anthropic.com"
+#define S_RETRY_AFTER_CAP_MS 60000L
+#define S_BACKOFF_CAP_MS 30000L
+
+/* ---- small helpers ---------------------------------------------------- */
+
+const char *
+ag_json_str(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+json_t *
+ag_provider_tool_spec(const json_t *tool, size_t index, const char *who,
+                      const char *schema_key, err_t *err)
+{
+    const char *name = ag_json_str(tool, "name");
+    const json_t *params = json_object_get(tool, "parameters");
+    if (!name) {
+        err_set(err, ERR_USAGE, "%s: tool %zu has no \"name\"", who, index);
+        return NULL;
+    }
+    json_t *o = json_pack("{s:s}", "name", name);
+    if (ag_json_str(tool, "description"))
+        json_object_set_new(o, "description",
+                            json_string(ag_json_str(tool, "description")));
+    json_object_set_new(
+        o, schema_key,
+        params ? json_deep_copy(params)
+               : json_pack("{s:s, s:{}}", "type", "object", "properties"));
+    return o;
+}
+
+int64_t
+ag_json_int(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
+}
+
+void
+ag_request_release(ag_request_t *r)
+{
+    free(r->url);
+    free(r->body);
+    for (size_t i = 0; i < sizeof r->headers / sizeof r->headers[0]; i++) {
+        if (r->headers[i]) {
+            /* Header lines may hold the key: wipe before freeing. */
+            memset(r->headers[i], 0, strlen(r->headers[i]));
+            free(r->headers[i]);
+        }
+    }
+    memset(r, 0, sizeof *r);
+}
+
+void
+ag_turn_release(ag_turn_t *t)
+{
+    if (!t)
+        return;
+    free((void *)t->text);
+    for (size_t i = 0; i < t->ncalls; i++) {
+        free((void *)t->calls[i].id);
+        free((void *)t->calls[i].name);
+        free((void *)t->calls[i].arguments);
+    }
+    free((void *)t->calls);
+    memset(t, 0, sizeof *t);
+}
+
+static const char *
+s_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static long
+s_env_long(const char *name, long dflt, long min)
+{
+    const char *v = s_env(name);
+    if (!v)
+        return dflt;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end || n < min) {
+        log_warn("%s=%s is not a number >= %ld; using %ld", name, v, min, dflt);
+        return dflt;
+    }
+    return n;
+}
+
+/* Replace every occurrence of the key in `text` by "[redacted]". */
+static void
+s_redact(const ag_provider_t *p, char *text, size_t size)
+{
+    if (!p || !p->key || strlen(p->key) < 4)
+        return;
+    size_t klen = strlen(p->key);
+    char *hit;
+    while ((hit = strstr(text, p->key))) {
+        static const char r[] = "[redacted]";
+        size_t rest = strlen(hit + klen);
+        size_t rlen = sizeof r - 1;
+        if ((size_t)(hit - text) + rlen + rest + 1 > size)
+            rest = size - 1 - (size_t)(hit - text) - rlen;
+        memmove(hit + rlen, hit + klen, rest);
+        memcpy(hit, r, rlen);
+        hit[rlen + rest] = '\0';
+    }
+}
+
+/* Copy at most `max` bytes of s into out, replacing control bytes and
+ * stopping at a character boundary; "…" marks a cut. */
+static void
+s_snippet(const char *s, size_t len, size_t max, char *out, size_t size)
+{
+    size_t o = 0;
+    size_t n = len < max ? len : max;
+    while (n > 0 && n < len && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    for (size_t i = 0; i < n && o + 4 < size; i++) {
+        unsigned char c = (unsigned char)s[i];
+        out[o++] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
+    }
+    if (n < len && o + 4 < size) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+}
+
+/* ---- construction ----------------------------------------------------- */
+
+static int
+s_load_replay(ag_provider_t *p, const char *path, err_t *err)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    size_t lineno = 0;
+    int rc = -1;
+    if (!f)
+        return err_set(err, ERR_IO, "replay: cannot open %s: %s", path,
+                       strerror(errno));
+    p->replay = json_array();
+    while ((n = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        json_error_t je;
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0)
+            continue;
+        json_t *j = json_loadb(line, (size_t)n, 0, &je);
+        if (!json_is_object(j)) {
+            json_decref(j);
+            err_set(err, ERR_USAGE,
+                    "replay: %s line %zu is not a JSON object (%s); is this "
+                    "a recording made with --record?",
+                    path, lineno, je.text);
+            goto out;
+        }
+        if (lineno == 1) {
+            const char *model = ag_json_str(j, "model");
+            if (ag_json_int(j, "jupyter_agent_replay") != 1) {
+                json_decref(j);
+                err_set(err, ERR_USAGE,
+                        "replay: %s does not start with the header "
+                        "{\"jupyter_agent_replay\": 1, ...}; is this a "
+                        "recording made with --record?",
+                        path);
+                goto out;
+            }
+            free(p->spec);
+            p->spec = xasprintf("%s", model ? model : "replay");
+            json_decref(j);
+            continue;
+        }
+        json_array_append_new(p->replay, j);
+    }
+    if (lineno == 0) {
+        err_set(err, ERR_USAGE, "replay: %s is empty", path);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+ag_provider_t *
+ag_provider_new(const char *spec, err_t *err)
+{
+    char *owned = NULL;
+    ag_provider_t *p = NULL;
+    if (!spec || !*spec)
+        spec = s_env("JUPYTER_AGENT_MODEL");
+    if (!spec) {
+        if (s_env("OPENAI_API_KEY") || s_env("OPENAI_BASE_URL"))
+            spec = "openai:gpt-4o";
+        else if (s_env("ANTHROPIC_API_KEY"))
+            spec = "anthropic:claude-sonnet-4-5";
+        else {
+            err_set(err, ERR_USAGE,
+                    "no model provider configured: set OPENAI_API_KEY (and "
+                    "optionally OPENAI_BASE_URL) or ANTHROPIC_API_KEY, and "
+                    "choose a model with --model or JUPYTER_AGENT_MODEL "
+                    "(e.g. openai:gpt-4o, anthropic:claude-sonnet-4-5, "
+                    "replay:FILE)");
+            return NULL;
+        }
+    }
+    const char *colon = strchr(spec, ':');
+    const char *kind;
+    const char *rest;
+    if (colon && (strncmp(spec, "openai:", 7) == 0 ||
+                  strncmp(spec, "anthropic:", 10) == 0 ||
+                  strncmp(spec, "replay:", 7) == 0)) {
+        owned = xstrndup(spec, (size_t)(colon - spec));
+        kind = owned;
+        rest = colon + 1;
+    } else {
+        /* A bare model name (Ollama names like "llama3.1:8b" included). */
+        kind = strncmp(spec, "claude", 6) == 0 ? "anthropic" : "openai";
+        rest = spec;
+    }
+    if (!*rest) {
+        err_set(err, ERR_USAGE,
+                "model '%s' names no model; use e.g. openai:gpt-4o, "
+                "anthropic:claude-sonnet-4-5 or replay:FILE",
+                spec);
+        goto fail;
+    }
+
+    p = xcalloc(1, sizeof *p);
+    p->stream = s_env_long("JUPYTER_AGENT_STREAM", 1, 0) != 0;
+    p->max_tries = (int)s_env_long("JUPYTER_AGENT_MAX_TRIES", 4, 1);
+    p->retry_base_ms = s_env_long("JUPYTER_AGENT_RETRY_BASE_MS", 1000, 0);
+    p->read_timeout_s = s_env_long("JUPYTER_AGENT_READ_TIMEOUT", 300, 1);
+    p->rng = (uint64_t)clock_mono_us() ^ ((uint64_t)getpid() << 32) ^
+             0x9E3779B97F4A7C15ull;
+
+    if (strcmp(kind, "replay") == 0) {
+        p->replay_path = xstrdup(rest);
+        p->model = xstrdup(rest);
+        p->spec = xasprintf("replay:%s", rest);
+        if (s_load_replay(p, rest, err) < 0)
+            goto fail;
+    } else {
+        const ag_provider_ops_t *ops =
+            strcmp(kind, "anthropic") == 0 ? &ag_anthropic_ops : &ag_openai_ops;
+        const char *dflt =
+            ops == &ag_openai_ops ? S_OPENAI_BASE : S_ANTHROPIC_BASE;
+        const char *base = s_env(ops->base_env);
+        const char *key = s_env(ops->key_env);
+        p->ops = ops;
+        p->model = xstrdup(rest);
+        p->spec = xasprintf("%s:%s", ops->name, rest);
+        p->base_url = xstrdup(base ? base : dflt);
+        size_t bl = strlen(p->base_url);
+        while (bl > 0 && p->base_url[bl - 1] == '/')
+            p->base_url[--bl] = '\0';
+        if (strncmp(p->base_url, "http://", 7) != 0 &&
+            strncmp(p->base_url, "https://", 8) != 0) {
+            err_set(err, ERR_USAGE,
+                    "%s: %s must start with http:// or https:// (got '%s')",
+                    ops->name, ops->base_env, p->base_url);
+            goto fail;
+        }
+        if (key)
+            p->key = xstrdup(key);
+        else if (!base) {
+            err_set(err, ERR_USAGE,
+                    "%s: %s is not set; export it, or point %s at a local "
+                    "server that needs no key",
+                    ops->name, ops->key_env, ops->base_env);
+            goto fail;
+        }
+        p->max_tokens = ops == &ag_anthropic_ops ? 8192 : 0;
+    }
+    free(owned);
+    return p;
+fail:
+    free(owned);
+    ag_provider_destroy(&p);
+    return NULL;
+}
+
+void
+ag_provider_destroy(ag_provider_t **pp)
+{
+    if (!pp || !*pp)
+        return;
+    ag_provider_t *p = *pp;
+    if (p->record)
+        fclose(p->record);
+    if (p->key) {
+        memset(p->key, 0, strlen(p->key));
+        free(p->key);
+    }
+    ag_http_destroy(&p->http);
+    json_decref(p->replay);
+    free(p->replay_path);
+    free(p->spec);
+    free(p->model);
+    free(p->base_url);
+    free(p);
+    *pp = NULL;
+}
+
+ag_usage_t
+ag_provider_usage(const ag_provider_t *p)
+{
+    return p->total;
+}
+
+const char *
+ag_provider_name(const ag_provider_t *p)
+{
+    return p->ops ? p->ops->name : "replay";
+}
+
+const char *
+ag_provider_model(const ag_provider_t *p)
+{
+    return p->spec;
+}
+
+void
+ag_provider_set_cancel(ag_provider_t *p, const atomic_int *flag)
+{
+    p->cancel = flag;
+}
+
+void
+ag_provider_set_stream(ag_provider_t *p, int stream)
+{
+    p->stream = stream ? 1 : 0;
+}
+
+void
+ag_provider_set_max_tokens(ag_provider_t *p, long max_tokens)
+{
+    p->max_tokens = max_tokens > 0 ? max_tokens : 0;
+}
+
+void
+ag_provider_set_retry(ag_provider_t *p, int max_tries, long base_ms)
+{
+    p->max_tries = max_tries >= 1 ? max_tries : 1;
+    p->retry_base_ms = base_ms >= 0 ? base_ms : 0;
+}
+
+int
+ag_provider_set_record(ag_provider_t *p, const char *path, err_t *err)
+{
+    if (p->record) {
+        fclose(p->record);
+        p->record = NULL;
+    }
+    if (!path)
+        return 0;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return err_set(err, ERR_IO, "record: cannot create %s: %s", path,
+                       strerror(errno));
+    json_t *h =
+        json_pack("{s:i, s:s}", "jupyter_agent_replay", 1, "model", p->spec);
+    char *line = json_dumps(h, JSON_COMPACT);
+    json_decref(h);
+    int bad = fprintf(f, "%s\n", line) < 0 || fflush(f) != 0;
+    free(line);
+    if (bad) {
+        fclose(f);
+        return err_set(err, ERR_IO, "record: cannot write %s: %s", path,
+                       strerror(errno));
+    }
+    p->record = f;
+    return 0;
+}
+
+/* ---- turn assembly (shared by the wire formats) ----------------------- */
+
+static void
+s_state_init(ag_turn_state_t *st, ag_provider_t *p, const ag_stream_cb_t *cb)
+{
+    memset(st, 0, sizeof *st);
+    st->p = p;
+    st->cb = cb;
+    buf_init(&st->text, 0);
+    buf_init(&st->raw, 0);
+}
+
+static void
+s_state_release(ag_turn_state_t *st)
+{
+    buf_release(&st->text);
+    buf_release(&st->raw);
+    for (size_t i = 0; i < st->ncalls; i++) {
+        buf_release(&st->calls[i].id);
+        buf_release(&st->calls[i].name);
+        buf_release(&st->calls[i].args);
+    }
+    free(st->calls);
+    ag_sse_destroy(&st->sse);
+    st->calls = NULL;
+    st->ncalls = 0;
+}
+
+void
+ag_ts_text(ag_turn_state_t *st, const char *s, size_t len)
+{
+    if (!len)
+        return;
+    buf_append(&st->text, s, len);
+    st->delivered = 1;
+    if (st->cb && st->cb->on_text_delta)
+        st->cb->on_text_delta(s, len, st->cb->arg);
+}
+
+static ag_call_acc_t *
+s_call_slot(ag_turn_state_t *st, size_t index, err_t *err)
+{
+    if (index >= AG_MAX_CALL_INDEX) {
+        err_set(err, ERR_PROVIDER,
+                "%s: the server sent tool call index %zu (at most %d are "
+                "supported)",
+                st->p->ops ? st->p->ops->name : "replay", index,
+                AG_MAX_CALL_INDEX);
+        return NULL;
+    }
+    if (index >= st->ncalls) {
+        st->calls = xrealloc(st->calls, (index + 1) * sizeof *st->calls);
+        for (size_t i = st->ncalls; i <= index; i++) {
+            memset(&st->calls[i], 0, sizeof st->calls[i]);
+            buf_init(&st->calls[i].id, 0);
+            buf_init(&st->calls[i].name, 0);
+            buf_init(&st->calls[i].args, 0);
+        }
+        st->ncalls = index + 1;
+    }
+    ag_call_acc_t *c = &st->calls[index];
+    c->started = 1;
+    return c;
+}
+
+int
+ag_ts_call(ag_turn_state_t *st, size_t index, const char *id, const char *name,
+           err_t *err)
+{
+    ag_call_acc_t *c = s_call_slot(st, index, err);
+    if (!c)
+        return -1;
+    if (id && *id && c->id.len == 0)
+        buf_puts(&c->id, id);
+    if (name && *name && c->name.len == 0) {
+        buf_puts(&c->name, name);
+        st->delivered = 1;
+        if (st->cb && st->cb->on_tool_call_start)
+            st->cb->on_tool_call_start(name, st->cb->arg);
+    }
+    return 0;
+}
+
+int
+ag_ts_call_args(ag_turn_state_t *st, size_t index, const char *frag, size_t len,
+                err_t *err)
+{
+    ag_call_acc_t *c = s_call_slot(st, index, err);
+    if (!c)
+        return -1;
+    buf_append(&c->args, frag, len);
+    return 0;
+}
+
+void
+ag_ts_stop(ag_turn_state_t *st, enum ag_stop stop)
+{
+    st->stop = stop;
+    st->stop_seen = 1;
+}
+
+int
+ag_ts_server_error(ag_turn_state_t *st, const char *type, const char *message,
+                   err_t *err)
+{
+    static const char *const transient[] = {
+        "overloaded_error", "api_error",    "rate_limit_error",
+        "server_error",     "overloaded",   "rate_limit_exceeded",
+        "internal_error",   "timeout_error"};
+    const char *name = st->p->ops ? st->p->ops->name : "replay";
+    st->server_error = 1;
+    st->retryable = 0;
+    for (size_t i = 0; type && i < sizeof transient / sizeof *transient; i++)
+        if (strcmp(type, transient[i]) == 0)
+            st->retryable = !st->delivered;
+    char msg[400];
+    s_snippet(message ? message : "", message ? strlen(message) : 0, 300, msg,
+              sizeof msg);
+    snprintf(st->srv_type, sizeof st->srv_type, "%s", type ? type : "error");
+    snprintf(st->srv_msg, sizeof st->srv_msg, "%s", msg);
+    if (st->delivered)
+        return err_set(err, ERR_PROVIDER,
+                       "%s: the server reported %s in the middle of the "
+                       "reply (partial reply discarded): %s",
+                       name, type ? type : "an error", msg);
+    return err_set(err, ERR_PROVIDER, "%s: the server reported %s: %s", name,
+                   type ? type : "an error", msg);
+}
+
+int
+ag_ts_malformed(ag_turn_state_t *st, const char *where, const char *data,
+                size_t len, const char *why, err_t *err)
+{
+    char snip[200];
+    s_snippet(data, len, 120, snip, sizeof snip);
+    return err_set(err, ERR_PROVIDER,
+                   "%s: the server sent malformed JSON %s (%s): '%s'",
+                   st->p->ops ? st->p->ops->name : "replay", where, why, snip);
+}
+
+/* Move the assembled turn into `out`. */
+static void
+s_state_to_turn(ag_turn_state_t *st, ag_turn_t *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < st->ncalls; i++)
+        n += st->calls[i].started && st->calls[i].name.len > 0;
+    ag_tool_call_t *v = n ? xcalloc(n, sizeof *v) : NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < st->ncalls; i++) {
+        ag_call_acc_t *c = &st->calls[i];
+        if (!c->started || c->name.len == 0)
+            continue;
+        v[k].id =
+            c->id.len ? buf_detach(&c->id, NULL) : xasprintf("call_%zu", k);
+        v[k].name = buf_detach(&c->name, NULL);
+        v[k].arguments =
+            c->args.len ? buf_detach(&c->args, NULL) : xstrdup("{}");
+        k++;
+    }
+    out->text = buf_detach(&st->text, NULL);
+    out->calls = v;
+    out->ncalls = n;
+    out->stop = st->stop_seen ? st->stop : (n ? AG_STOP_TOOL_USE : AG_STOP_END);
+    out->usage = st->usage;
+    out->usage.turns = 1;
+}
+
+/* ---- the HTTP turn with retries --------------------------------------- */
+
+static int
+s_on_sse(const char *type, const char *data, size_t len, const char *id,
+         void *arg)
+{
+    (void)id;
+    ag_turn_state_t *st = arg;
+    if (st->done)
+        return 0;
+    return st->p->ops->on_event(st, type, data, len, &st->err) < 0 ? 1 : 0;
+}
+
+static int
+s_sink(const char *data, size_t len, void *arg)
+{
+    ag_turn_state_t *st = arg;
+    if (!st->sse && !st->json_body) {
+        /* First bytes: a server that ignores "stream" sends plain JSON. */
+        size_t i = 0;
+        while (i < len && (data[i] == ' ' || data[i] == '\n' ||
+                           data[i] == '\r' || data[i] == '\t'))
+            i++;
+        if (i < len && data[i] == '{')
+            st->json_body = 1;
+        else
+            st->sse = ag_sse_new(s_on_sse, st, 0);
+    }
+    if (st->json_body)
+        return buf_append(&st->raw, data, len) < 0;
+    return ag_sse_feed(st->sse, data, len, &st->err) < 0 ? 1 : 0;
+}
+
+/* The server's own message from an error body, else a snippet of it. */
+static void
+s_server_message(const ag_http_resp_t *r, char *out, size_t size)
+{
+    json_t *j =
+        json_loadb(r->body.data ? r->body.data : "", r->body.len, 0, NULL);
+    const char *m = NULL;
+    if (j) {
+        const json_t *e = json_object_get(j, "error");
+        m = json_is_string(e) ? json_string_value(e)
+                              : ag_json_str(e, "message");
+        if (!m)
+            m = ag_json_str(j, "message");
+        if (!m)
+            m = ag_json_str(j, "detail");
+    }
+    if (m)
+        s_snippet(m, strlen(m), 400, out, size);
+    else if (r->body.len)
+        s_snippet(buf_cstr(&r->body), r->body.len, 200, out, size);
+    else
+        snprintf(out, size, "(empty response body)");
+    json_decref(j);
+}
+
+/* URL without any "user:password@" part, for messages. */
+static void
+s_safe_url(const char *url, char *out, size_t size)
+{
+    const char *scheme = strstr(url, "://");
+    const char *host = scheme ? scheme + 3 : url;
+    const char *at = strchr(host, '@');
+    const char *slash = strchr(host, '/');
+    if (at && (!slash || at < slash))
+        snprintf(out, size, "%.*s%s", (int)(host - url), url, at + 1);
+    else
+        snprintf(out, size, "%s", url);
+}
+
+enum s_outcome { S_DONE = 0, S_RETRY = 1, S_FAIL = -1 };
+
+/* What a retryable failure was, for the final message. */
+typedef struct s_last {
+    char what[640]; /* "rate limited (HTTP 429)" */
+    char msg[480];  /* the server's or curl's last message */
+    long wait_ms;   /* server-requested wait, -1 when none */
+} s_last_t;
+
+static enum s_outcome
+s_judge(ag_provider_t *p, const char *url, ag_turn_state_t *st,
+        ag_http_resp_t *r, s_last_t *last, err_t *err)
+{
+    const char *name = p->ops->name;
+    char surl[400];
+    char msg[480];
+    s_safe_url(url, surl, sizeof surl);
+    last->wait_ms = -1;
+
+    switch (r->how) {
+    case AG_HTTP_INTERRUPTED:
+        err_set(err, ERR_INTERRUPTED, "%s: interrupted", name);
+        return S_FAIL;
+    case AG_HTTP_ABORTED:
+        if (st->server_error && st->retryable) {
+            snprintf(last->what, sizeof last->what, "the server reported %s",
+                     st->srv_type);
+            snprintf(last->msg, sizeof last->msg, "%s", st->srv_msg);
+            return S_RETRY;
+        }
+        if (err)
+            *err = st->err;
+        return S_FAIL;
+    case AG_HTTP_TOO_LARGE:
+        err_set(err, ERR_PROVIDER,
+                "%s: the response from %s was too large (over %zu bytes); "
+                "aborted",
+                name, surl, r->received);
+        return S_FAIL;
+    case AG_HTTP_CONNECT:
+        snprintf(last->what, sizeof last->what, "could not reach %.400s", surl);
+        snprintf(last->msg, sizeof last->msg, "%s", r->detail);
+        return S_RETRY;
+    case AG_HTTP_TIMEOUT:
+    case AG_HTTP_CUT:
+        if (st->delivered) {
+            err_set(err, ERR_PROVIDER,
+                    "%s: the response stream was cut off mid-message after "
+                    "%zu bytes (%s); the partial reply was discarded, try "
+                    "again",
+                    name, r->received, r->detail);
+            return S_FAIL;
+        }
+        snprintf(last->what, sizeof last->what, "%s",
+                 r->how == AG_HTTP_TIMEOUT
+                     ? "timed out"
+                     : "the connection dropped before the reply completed");
+        snprintf(last->msg, sizeof last->msg, "%s", r->detail);
+        return S_RETRY;
+    case AG_HTTP_OK:
+        break;
+    }
+
+    long s = r->status;
+    if (s >= 200 && s < 300) {
+        if (p->stream && !st->json_body) {
+            int pending = st->sse ? ag_sse_finish(st->sse) : 0;
+            int complete = st->done || st->stop_seen;
+            if (complete)
+                return S_DONE;
+            if (st->delivered) {
+                err_set(err, ERR_PROVIDER,
+                        "%s: the response stream was cut off mid-message "
+                        "(the server closed it after %zu bytes without "
+                        "finishing%s); the partial reply was discarded, try "
+                        "again",
+                        name, r->received, pending ? ", inside an event" : "");
+                return S_FAIL;
+            }
+            snprintf(last->what, sizeof last->what,
+                     "the response stream ended before the reply");
+            snprintf(last->msg, sizeof last->msg, "%zu bytes received",
+                     r->received);
+            return S_RETRY;
+        }
+        const buf_t *b = st->json_body ? &st->raw : &r->body;
+        json_error_t je;
+        json_t *j = json_loadb(b->data ? b->data : "", b->len, 0, &je);
+        if (!json_is_object(j)) {
+            char why[200];
+            snprintf(why, sizeof why, "line %d column %d: %s", je.line,
+                     je.column, j ? "not an object" : je.text);
+            json_decref(j);
+            ag_ts_malformed(st, "in the response body", buf_cstr(b), b->len,
+                            why, err);
+            return S_FAIL;
+        }
+        int rc = p->ops->on_body(st, j, err);
+        json_decref(j);
+        if (rc < 0) {
+            if (st->server_error && st->retryable) {
+                snprintf(last->what, sizeof last->what,
+                         "the server reported %s", st->srv_type);
+                snprintf(last->msg, sizeof last->msg, "%s", st->srv_msg);
+                return S_RETRY;
+            }
+            return S_FAIL;
+        }
+        return S_DONE;
+    }
+
+    s_server_message(r, msg, sizeof msg);
+    last->wait_ms = r->retry_after_ms;
+    if (s == 429 || s == 500 || s == 502 || s == 503 || s == 504 || s == 529) {
+        snprintf(last->what, sizeof last->what, "%s (HTTP %ld)",
+                 s == 429   ? "rate limited"
+                 : s == 529 ? "overloaded"
+                            : "server error",
+                 s);
+        snprintf(last->msg, sizeof last->msg, "%s", msg);
+        return S_RETRY;
+    }
+    if (s == 401) {
+        err_set(err, ERR_PROVIDER,
+                "%s: authentication failed (HTTP 401): check %s", name,
+                p->ops->key_env);
+        return S_FAIL;
+    }
+    if (s == 403) {
+        err_set(err, ERR_PROVIDER,
+                "%s: permission denied (HTTP 403): check %s and your access "
+                "to model '%s'; server said: %s",
+                name, p->ops->key_env, p->model, msg);
+        return S_FAIL;
+    }
+    if (s == 404) {
+        err_set(err, ERR_PROVIDER,
+                "%s: not found (HTTP 404) at %s: %s (check the model name "
+                "'%s' and %s)",
+                name, surl, msg, p->model, p->ops->base_env);
+        return S_FAIL;
+    }
+    if (s >= 400 && s < 500) {
+        err_set(err, ERR_PROVIDER,
+                "%s: the server rejected the request (HTTP %ld): %s", name, s,
+                msg);
+        return S_FAIL;
+    }
+    err_set(err, ERR_PROVIDER, "%s: unexpected HTTP %ld from %s: %s", name, s,
+            surl, msg);
+    return S_FAIL;
+}
+
+static uint64_t
+s_rand(ag_provider_t *p)
+{
+    /* xorshift64*: jitter only, not security. */
+    p->rng ^= p->rng >> 12;
+    p->rng ^= p->rng << 25;
+    p->rng ^= p->rng >> 27;
+    return p->rng * 2685821657736338717ull;
+}
+
+/* Sleep `ms`, waking early when cancelled. Returns -1 when cancelled. */
+static int
+s_sleep(const ag_provider_t *p, long ms)
+{
+    int64_t end = clock_mono_ms() + ms;
+    for (;;) {
+        if (p->cancel && atomic_load(p->cancel))
+            return -1;
+        int64_t left = end - clock_mono_ms();
+        if (left <= 0)
+            return 0;
+        if (left > 50)
+            left = 50;
+        struct timespec ts = {0, (long)left * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static long
+s_backoff_ms(ag_provider_t *p, int try, long wait_ms)
+{
+    if (wait_ms >= 0)
+        return wait_ms < S_RETRY_AFTER_CAP_MS ? wait_ms : S_RETRY_AFTER_CAP_MS;
+    long d = p->retry_base_ms;
+    for (int i = 1; i < try && d < S_BACKOFF_CAP_MS; i++)
+        d *= 2;
+    if (d > S_BACKOFF_CAP_MS)
+        d = S_BACKOFF_CAP_MS;
+    /* "Equal jitter": half fixed, half random. */
+    return d / 2 + (long)(s_rand(p) % (uint64_t)(d / 2 + 1));
+}
+
+static int
+s_http_turn(ag_provider_t *p, const ag_conv_t *conv, const json_t *tools,
+            const ag_stream_cb_t *cb, ag_turn_t *out, err_t *err)
+{
+    ag_request_t req = {0};
+    ag_http_resp_t resp;
+    ag_turn_state_t st;
+    s_last_t last = {"", "", -1};
+    int rc = -1;
+    ag_http_resp_init(&resp);
+    s_state_init(&st, p, cb);
+    if (!p->http && !(p->http = ag_http_new())) {
+        err_set(err, ERR_PROVIDER, "%s: cannot initialise libcurl",
+                p->ops->name);
+        goto out;
+    }
+    if (p->ops->request(p, conv, tools, &req, err) < 0)
+        goto out;
+    ag_http_opts_t opts = {.read_timeout_s = p->read_timeout_s,
+                           .cancel = p->cancel};
+    for (int try = 1;; try++) {
+        s_state_release(&st);
+        s_state_init(&st, p, cb);
+        p->total.requests++;
+        log_debug("%s: POST %s (try %d of %d)", p->ops->name, req.url, try,
+                  p->max_tries);
+        ag_http_post(p->http, &opts, req.url, (const char *const *)req.headers,
+                     req.body, p->stream ? s_sink : NULL, &st, &resp);
+        enum s_outcome o = s_judge(p, req.url, &st, &resp, &last, err);
+        if (o == S_DONE) {
+            s_state_to_turn(&st, out);
+            rc = 0;
+            break;
+        }
+        if (o == S_FAIL)
+            break;
+        if (try >= p->max_tries) {
+            err_set(err, ERR_PROVIDER, "%s: %s after %d tr%s; last message: %s",
+                    p->ops->name, last.what, try, try == 1 ? "y" : "ies",
+                    last.msg);
+            break;
+        }
+        long wait = s_backoff_ms(p, try, last.wait_ms);
+        log_info("%s: %s; retrying in %ld ms (try %d of %d)", p->ops->name,
+                 last.what, wait, try + 1, p->max_tries);
+        if (s_sleep(p, wait) < 0) {
+            err_set(err, ERR_INTERRUPTED, "%s: interrupted", p->ops->name);
+            break;
+        }
+    }
+out:
+    s_state_release(&st);
+    ag_http_resp_release(&resp);
+    ag_request_release(&req);
+    return rc;
+}
+
+/* ---- replay ------------------------------------------------------------ */
+
+static enum ag_stop
+s_stop_from_name(const char *s)
+{
+    if (!s || strcmp(s, "end") == 0)
+        return AG_STOP_END;
+    if (strcmp(s, "tool_use") == 0)
+        return AG_STOP_TOOL_USE;
+    if (strcmp(s, "max_tokens") == 0)
+        return AG_STOP_MAX_TOKENS;
+    return AG_STOP_OTHER;
+}
+
+static const char *
+s_stop_name(enum ag_stop s)
+{
+    switch (s) {
+    case AG_STOP_END:
+        return "end";
+    case AG_STOP_TOOL_USE:
+        return "tool_use";
+    case AG_STOP_MAX_TOKENS:
+        return "max_tokens";
+    case AG_STOP_OTHER:
+        break;
+    }
+    return "other";
+}
+
+static int
+s_replay_turn(ag_provider_t *p, const ag_stream_cb_t *cb, ag_turn_t *out,
+              err_t *err)
+{
+    size_t n = json_array_size(p->replay);
+    if (p->replay_pos >= n)
+        return err_set(err, ERR_USAGE,
+                       "replay: %s holds %zu recorded turn%s and the "
+                       "conversation asked for turn %zu; the session went "
+                       "further than the recording",
+                       p->replay_path, n, n == 1 ? "" : "s", p->replay_pos + 1);
+    const json_t *t = json_array_get(p->replay, p->replay_pos);
+    size_t lineno = p->replay_pos + 2;
+    const json_t *calls = json_object_get(t, "tool_calls");
+    const json_t *usage = json_object_get(t, "usage");
+    const char *text = ag_json_str(t, "text");
+    ag_turn_state_t st;
+    int rc = -1;
+    s_state_init(&st, p, cb);
+    if ((json_object_get(t, "text") && !text) ||
+        (calls && !json_is_array(calls))) {
+        err_set(err, ERR_USAGE,
+                "replay: %s line %zu: \"text\" must be a string and "
+                "\"tool_calls\" an array",
+                p->replay_path, lineno);
+        goto out;
+    }
+    if (text)
+        ag_ts_text(&st, text, strlen(text));
+    size_t i;
+    const json_t *c;
+    json_array_foreach(calls, i, c)
+    {
+        const char *id = ag_json_str(c, "id");
+        const char *name = ag_json_str(c, "name");
+        const json_t *a = json_object_get(c, "arguments");
+        if (!name || !*name ||
+            (a && !json_is_string(a) && !json_is_object(a))) {
+            err_set(err, ERR_USAGE,
+                    "replay: %s line %zu: tool call %zu needs a \"name\" and "
+                    "string \"arguments\"",
+                    p->replay_path, lineno, i);
+            goto out;
+        }
+        if (ag_ts_call(&st, i, id, name, err) < 0)
+            goto out;
+        char *args = json_is_object(a) ? json_dumps(a, JSON_COMPACT) : NULL;
+        const char *s = args ? args : json_string_value(a);
+        if (s)
+            ag_ts_call_args(&st, i, s, strlen(s), err);
+        free(args);
+    }
+    st.usage.input_tokens = ag_json_int(usage, "input_tokens");
+    st.usage.output_tokens = ag_json_int(usage, "output_tokens");
+    if (ag_json_str(t, "stop_reason"))
+        ag_ts_stop(&st, s_stop_from_name(ag_json_str(t, "stop_reason")));
+    s_state_to_turn(&st, out);
+    p->replay_pos++;
+    rc = 0;
+out:
+    s_state_release(&st);
+    return rc;
+}
+
+/* ---- the turn ---------------------------------------------------------- */
+
+static int
+s_record(ag_provider_t *p, const ag_turn_t *t, err_t *err)
+{
+    json_t *calls = json_array();
+    for (size_t i = 0; i < t->ncalls; i++)
+        json_array_append_new(calls,
+                              json_pack("{s:s, s:s, s:s}", "id", t->calls[i].id,
+                                        "name", t->calls[i].name, "arguments",
+                                        t->calls[i].arguments));
+    json_t *j =
+        json_pack("{s:s, s:o, s:s, s:{s:I, s:I}}", "text", t->text,
+                  "tool_calls", calls, "stop_reason", s_stop_name(t->stop),
+                  "usage", "input_tokens", (json_int_t)t->usage.input_tokens,
+                  "output_tokens", (json_int_t)t->usage.output_tokens);
+    char *line = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    int bad =
+        !line || fprintf(p->record, "%s\n", line) < 0 || fflush(p->record) != 0;
+    free(line);
+    if (bad)
+        return err_set(err, ERR_IO, "record: cannot append a turn: %s",
+                       strerror(errno));
+    return 0;
+}
+
+int
+ag_provider_turn(ag_provider_t *p, const ag_conv_t *conv, const json_t *tools,
+                 const ag_stream_cb_t *cb, ag_turn_t *out, err_t *err)
+{
+    int rc;
+    memset(out, 0, sizeof *out);
+    if (tools && !json_is_array(tools))
+        return err_set(err, ERR_USAGE,
+                       "%s: tools must be a JSON array of {name, "
+                       "description, parameters}",
+                       ag_provider_name(p));
+    if (p->cancel && atomic_load(p->cancel))
+        return err_set(err, ERR_INTERRUPTED, "%s: interrupted",
+                       ag_provider_name(p));
+    if (p->ops)
+        rc = s_http_turn(p, conv, tools, cb, out, err);
+    else
+        rc = s_replay_turn(p, cb, out, err);
+    if (rc == 0 && p->record && s_record(p, out, err) < 0) {
+        ag_turn_release(out);
+        rc = -1;
+    }
+    if (rc < 0) {
+        if (err)
+            s_redact(p, err->text, sizeof err->text);
+        return -1;
+    }
+    p->total.input_tokens += out->usage.input_tokens;
+    p->total.output_tokens += out->usage.output_tokens;
+    p->total.turns++;
+    return 0;
+}

@@ -1,0 +1,88 @@
+/*
+ * kb_serve: a long-running process that keeps a pool of warm sandboxed
+ * kernels (kernel-bridge/pool/kb_pool.h) between commands, and the client side
+ * that exec/run/ask use to take one.
+ *
+ * Transport: a unix SOCK_SEQPACKET socket, mode 0600 in a 0700 directory
+ * ($JUPYTER_AGENT_SERVE_SOCKET, else $XDG_RUNTIME_DIR/jupyter-agent/
+ * serve.sock, else ~/.cache/jupyter-agent/serve.sock). The server accepts
+ * only peers with its own uid (SO_PEERCRED). One JSON object per message;
+ * file descriptors travel with SCM_RIGHTS.
+ *
+ *   client                                  server
+ *   {"op":"take","kernel":K,"policy":P} ->  <- {"ok":true,"run_dir","uid",
+ *                                              "gid","pid","warnings"}
+ *                                              + [pidfd, workspace dir fd]
+ *                                           <- {"ok":false,"miss":true,...}
+ *   {"op":"spawn","argv","env"} + [out] ->  <- {"ok":true} + [pidfd]
+ *   {"op":"reap"}                       ->  <- {"ok":true,"done":B,"why":S}
+ *   {"op":"kill"}                       ->  <- {"ok":true}
+ *   {"op":"stats"}                      ->  <- {"ok":true, pool counters}
+ *   {"op":"stop"}                       ->  <- {"ok":true}, server exits
+ *   hang-up                                 box killed and removed
+ *
+ * The server owns every sandbox (their run dirs, cgroups, PDEATHSIG); a
+ * connection owns at most one taken kernel, destroyed when it hangs up, so
+ * a client that crashes leaks nothing. The client attaches to the kernel
+ * through the connection file it writes into the box's run dir, signals
+ * it through the pidfd it was given, and reaches /mnt/data through the
+ * workspace dir fd (files in with --file, out with --keep-workspace).
+ */
+#ifndef KERNEL_BRIDGE_POOL_KB_SERVE_H
+#define KERNEL_BRIDGE_POOL_KB_SERVE_H
+
+#include "common/err.h"
+#include "kernel-bridge/kb_launcher.h"
+#include "sandbox/sb_policy.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct kb_serve_opts {
+    const char *socket_path;   /* NULL = kb_serve_default_path() */
+    const char *kernel_name;   /* NULL = "python3" */
+    const sb_policy_t *policy; /* borrowed; NULL = default */
+    unsigned pool_size;        /* 0 = 4 */
+    const char *preload;       /* warm-up code, or NULL */
+    bool factory; /* fork kernels from one preloaded factory process
+                     (kb_factory.h: shared pages) instead of starting a
+                     fresh interpreter per kernel */
+    /* Called once the socket listens (e.g. to print it); may be NULL. */
+    void (*on_listening)(const char *path, void *arg);
+    void *arg;
+} kb_serve_opts_t;
+
+/* The socket path the server and clients agree on (new string). */
+char *kb_serve_default_path(void);
+
+/* Run the server until SIGINT/SIGTERM or a "stop" request; then every box
+ * is killed and the socket removed. Returns 0 or -1 with err set. */
+int kb_serve_run(const kb_serve_opts_t *o, err_t *err);
+
+/* Client: take a warm kernel for `kernel_name` under `policy` (borrowed;
+ * keep_workspace_dir, if set, is honoured by the client at the end).
+ * Returns a launcher for kb_kernel_start() (caller owns it), or NULL with:
+ *   *no_server = true   nothing listens at the socket (err ERR_USAGE);
+ *   *no_server = false  the server had nothing matching ready (a miss,
+ *                       err ERR_KERNEL) or failed.
+ * `socket_path` NULL = kb_serve_default_path(). */
+kb_launcher_t *kb_serve_take(const char *socket_path, const char *kernel_name,
+                             const sb_policy_t *policy, bool *no_server,
+                             err_t *err);
+/* For a launcher from kb_serve_take: "/proc/self/fd/N" of the box's
+ * /mnt/data (borrowed), the dir fd itself, and the server's warnings
+ * about the box ("" if none). NULL / -1 for other launchers. */
+const char *kb_serve_launcher_workspace(kb_launcher_t *l);
+int kb_serve_launcher_workspace_fd(kb_launcher_t *l);
+const char *kb_serve_launcher_warnings(kb_launcher_t *l);
+/* Copy host file `host_path` to /mnt/data/`name` of the live box (created
+ * fresh, owned by the box user, at most the policy's workspace size). */
+int kb_serve_launcher_add_file(kb_launcher_t *l, const char *host_path,
+                               const char *name, err_t *err);
+
+/* One request to the server outside a session ("stats", "stop"): the
+ * reply (new reference) or NULL with err set. */
+json_t *kb_serve_request(const char *socket_path, const char *op, err_t *err);
+
+#endif
