@@ -3,7 +3,7 @@
  * common/escape.h) and to the model (control sequences stripped,
  * ag_strip_ansi): each hostile sequence a terminal would act on.
  */
-#include "agent/ag_render.h"
+#include "agent/loop/ag_render.h"
 #include "common/escape.h"
 #include "tests/tap.h"
 
