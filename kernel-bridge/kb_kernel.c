@@ -124,7 +124,10 @@ s_launch(kb_kernel_t *k, err_t *err)
     kb_conn_init(&conn);
     k->dead = false;
     const char *run_dir = k->launcher->ops->run_dir(k->launcher->self);
-    prefix = xasprintf("%s/kernel", run_dir);
+    const char *sock_dir = k->launcher->ops->sock_dir
+                               ? k->launcher->ops->sock_dir(k->launcher->self)
+                               : run_dir;
+    prefix = xasprintf("%s/kernel", sock_dir);
     conn_path = xasprintf("%s/kernel.json", run_dir);
     if (kb_conn_init_ipc(&conn, prefix, err))
         goto out;
@@ -133,7 +136,15 @@ s_launch(kb_kernel_t *k, err_t *err)
     if (kb_conn_save(&conn, conn_path, err) ||
         k->launcher->ops->adopt_file(k->launcher->self, conn_path, err))
         goto out;
-    argv = kb_kernelspec_expand_argv(&k->spec, conn_path);
+    /* A sandboxed kernel reads (and rewrites) its copy in the socket dir,
+     * put there by adopt_file. */
+    if (k->launcher->ops->sock_dir) {
+        char *inside = xasprintf("%s/kernel.json", sock_dir);
+        argv = kb_kernelspec_expand_argv(&k->spec, inside);
+        free(inside);
+    } else {
+        argv = kb_kernelspec_expand_argv(&k->spec, conn_path);
+    }
     env = s_build_env(k);
     if (k->out_fd < 0)
         k->out_fd = s_make_out_fd();

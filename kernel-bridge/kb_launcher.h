@@ -22,6 +22,10 @@ typedef struct kb_launcher_ops {
     const char *name; /* "plain" or "sandbox" */
     /* Host path of the private run dir (borrowed). */
     const char *(*run_dir)(void *self);
+    /* Where the kernel's ipc:// sockets go (borrowed); NULL: run_dir. The
+     * sandbox's run dir is read-only inside, its socket dir a small
+     * tmpfs. */
+    const char *(*sock_dir)(void *self);
     /* Start argv with exactly the environment envp; stdout and stderr of
      * the kernel go to out_fd. Returns 0 once the process runs. */
     int (*spawn)(void *self, char *const argv[], char *const envp[], int out_fd,

@@ -5,7 +5,7 @@
  * cgroup namespaces; a read-only root built on tmpfs with /usr and a few
  * /etc entries bound read-only; fresh /proc (hidepid) and minimal /dev;
  * size-limited tmpfs at /tmp, $HOME, /dev/shm and /mnt/data (the
- * workspace); the run dir bound read-write at the same absolute path as on
+ * workspace); the run dir bound read-only at the same absolute path as on
  * the host; cgroup limits; uid 1000 with no capabilities, NO_NEW_PRIVS,
  * rlimits, and the seccomp filter of sb_seccomp.h applied last.
  *
@@ -63,9 +63,29 @@ void sb_sandbox_destroy(sb_sandbox_t **p);
 const sb_policy_t *sb_sandbox_policy(const sb_sandbox_t *sb);
 /* Host path of the private run dir (mode 0700, owned by the sandbox
  * user). INVARIANT: the same absolute path inside is this directory,
- * bind-mounted read-write, so ipc:// socket paths work on both sides.
- * Short enough for unix socket names (< 60 bytes). Borrowed. */
+ * bind-mounted read-only (files the host hands the box: a connection
+ * file, wheels). Sockets go to sb_sandbox_sock_dir().
+ * Short enough for unix socket names (< 60 bytes). Read-only inside:
+ * the box cannot write host storage through it. Borrowed. */
 const char *sb_sandbox_run_dir(const sb_sandbox_t *sb);
+/* The socket dir: the one place inside where the box may create files
+ * besides its own tmpfs mounts (/tmp, $HOME, /dev/shm, /mnt/data); put
+ * ipc:// sockets here (e.g. the connection file's "ip" prefix). Inside,
+ * a tmpfs of SB_SOCK_DIR_BYTES and SB_SOCK_DIR_INODES, mode 0700, owned
+ * by the box's user; on the host, the same path is a symlink to it
+ * (through /proc/<pid>/fd of this process), valid once spawn returned,
+ * for any process of the same user. Short (< 60 bytes). Borrowed. */
+const char *sb_sandbox_sock_dir(const sb_sandbox_t *sb);
+#define SB_SOCK_DIR_BYTES (4u << 20)
+#define SB_SOCK_DIR_INODES 256
+/* Copy host file `host_path` (regular, at most SB_SOCK_DIR_BYTES / 4) to
+ * <sock dir>/NAME, mode 0600, owned by the box's user, in every box
+ * spawned from now on, as it reads at that spawn: a file the program must
+ * be able to rewrite (ipykernel rewrites its connection file) or a cache
+ * in a directory it must be able to write. A NAME given again replaces
+ * the earlier file. */
+int sb_sandbox_add_box_file(sb_sandbox_t *sb, const char *host_path,
+                            const char *name, err_t *err);
 /* Host uid and gid the sandboxed program runs as (uid 1000 inside). Files
  * the caller puts in the run dir for the program (a connection file) must
  * be readable by it: chown them to these or make them 0644. */
