@@ -672,8 +672,8 @@ sb_outdir_copy(sb_outdir_t *od, int ws_fd, const char *rel_dir,
         if (rc < 0 && err) {
             char first[sizeof err->text];
             snprintf(first, sizeof first, "%s", err->text);
-            err_set(err, err->code, "%s; skipped %d unsafe entr%s before: %s%s", first,
-                    w.n_refused, w.n_refused == 1 ? "y" : "ies",
+            err_set(err, err->code, "%s; skipped %d unsafe entr%s before: %s%s",
+                    first, w.n_refused, w.n_refused == 1 ? "y" : "ies",
                     buf_cstr(&w.refused), w.n_refused > 8 ? ", ..." : "");
         } else if (rc == 0)
             rc = err_set(err, ERR_IO,
