@@ -1,6 +1,7 @@
 #include "kb_kernel.h"
 
 #include "common/clock.h"
+#include "common/escape.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -103,9 +104,12 @@ s_fail_with_stderr(kb_kernel_t *k, err_t *err)
             break;
         }
     if (*start && err) {
+        /* Printed by us: escaped (the kernel's own lines stay lines). */
+        char *shown = esc_dup(start, ESC_KEEP_LINES);
         size_t used = strlen(err->text);
         snprintf(err->text + used, sizeof err->text - used,
-                 "\nkernel output:\n%s", start);
+                 "\nkernel output:\n%s", shown);
+        free(shown);
     }
     free(tail);
     return -1;

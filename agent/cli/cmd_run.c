@@ -7,6 +7,7 @@
 #include "agent/cli/ag_interrupt.h"
 #include "agent/session/ag_session.h"
 #include "common/err.h"
+#include "common/escape.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
 #include "kernel-bridge/kb_kernelspec.h"
@@ -110,18 +111,22 @@ s_on_cell(const nb_run_event_t *ev, void *arg)
     run_ui_t *ui = arg;
     if (ui->quiet)
         return;
-    char line[48];
-    s_first_line(nb_cell_source(nb_notebook_cell(ui->nb, ev->cell)), line,
-                 sizeof line);
+    char cut[48];
+    s_first_line(nb_cell_source(nb_notebook_cell(ui->nb, ev->cell)), cut,
+                 sizeof cut);
+    /* The notebook's text, on our progress line: escaped. */
+    char *line = esc_dup(cut, ESC_KEEP_LINES);
     if (!ev->done) {
         if (ui->tty)
             fprintf(stderr, "\r\033[K[%zu/%zu] cell %zu running  %s",
                     ev->ordinal, ev->total, ev->cell + 1, line);
+        free(line);
         return;
     }
     fprintf(stderr, "%s[%zu/%zu] cell %zu %s %.1f s  %s\n",
             ui->tty ? "\r\033[K" : "", ev->ordinal, ev->total, ev->cell + 1,
             ev->status, ev->duration_ms / 1000.0, line);
+    free(line);
 }
 
 /* NOTEBOOK.ipynb -> NOTEBOOK.out.ipynb; other names get ".out.ipynb". */

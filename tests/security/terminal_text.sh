@@ -76,7 +76,27 @@ rc=$?
     grep -qF 'x\e]0;pwned\x07\e[2J\nfiles: fake' "$T/err"
 ok $? "run: a notebook's kernelspec name is escaped in the error (exit $rc)"
 
-# 4. Our status lines never continue a line the kernel left open.
+# 4. run's progress lines (a cell's first line) and its final error (the
+# exception's name and message, from the kernel) carry notebook text.
+$PY - "$T/nb2.ipynb" <<'PY'
+import json, sys
+def code(src):
+    return {"cell_type": "code", "id": "c%d" % len(src), "metadata": {},
+            "execution_count": None, "outputs": [], "source": src}
+nb = {"cells": [code("x = 1  # \x1b]0;pwned\x07\x1b[2J"),
+                code("raise ValueError('\x1b]52;c;cHduZWQ=\x07\\nfiles: fake')")],
+      "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+json.dump(nb, open(sys.argv[1], "w"))
+PY
+timeout -k 5 180 "$BIN" run --warm cold "$T/nb2.ipynb" -o "$T/o2.ipynb" >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" = 1 ] && ! grep -q "$ESC" "$T/err" && ! grep -q "$BEL" "$T/err" &&
+    grep -qF 'x = 1  # \e]0;pwned\x07' "$T/err" &&
+    grep -qF 'ValueError: \e]52;c;cHduZWQ=\x07\nfiles: fake' "$T/err" &&
+    ! grep -q '^files: fake' "$T/err"
+ok $? "run: a cell's first line and the exception it raised are escaped on our lines (exit $rc)"
+
+# 5. Our status lines never continue a line the kernel left open.
 timeout -k 5 180 "$BIN" exec --warm cold --timeout 2 -c \
     'import sys, time; sys.stdout.write("partial"); sys.stdout.flush(); time.sleep(60)' \
     >"$T/both" 2>&1
