@@ -17,7 +17,7 @@ CC       ?= cc
 PREFIX   ?= /usr/local
 PYTHON   ?= /usr/bin/python3
 
-PKGS     := libzmq jansson libsodium libcurl libseccomp zlib
+PKGS     := libzmq jansson libsodium libcurl libseccomp zlib libarchive libpng
 WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wwrite-strings -Wformat=2 -Wvla -Werror
 HARDEN   := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
@@ -40,7 +40,12 @@ endif
 LAYERS   := agent notebook-io packages kernel-bridge sandbox common
 MAIN_SRC := agent/cli/main.c
 lib_srcs  = $(filter-out $(MAIN_SRC),$(wildcard $(1)/*.c $(1)/*/*.c))
-lib_objs  = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1)))
+# Python that runs in kernels lives in *.py files next to the C that owns
+# it; each is built into its layer as `const char NAME_py[]` (tools/embed).
+py_srcs   = $(wildcard $(1)/*.py $(1)/*/*.py)
+lib_objs  = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1))) \
+            $(patsubst %.py,$(BUILD)/%.py.o,$(call py_srcs,$(1))) \
+            $(if $(filter sandbox,$(1)),$(BUILD)/sandbox/sb_drop.so.o)
 LIBS     := $(foreach l,$(LAYERS),$(BUILD)/lib$(l).a)
 
 BIN      := $(BUILD)/jupyter-agent
@@ -59,6 +64,27 @@ all: $(BIN) $(TEST_BINS) $(FUZZ_BINS) $(BENCH_BINS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.py.c: %.py tools/embed
+	@mkdir -p $(dir $@)
+	sh tools/embed $(notdir $(basename $<))_py $< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/%.py.o: $(BUILD)/%.py.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# The privilege drop as a shared object the kernel factory loads with
+# ctypes (sandbox/sb_drop.h), built into libsandbox. No sanitizer: it is
+# loaded into Python, not into us.
+$(BUILD)/sandbox/sb_drop.so: sandbox/sb_drop.c sandbox/sb_drop.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -std=c17 -O2 $(WARN) -fPIC -shared -Wl,-z,relro,-z,now \
+	    $< -o $@
+
+$(BUILD)/sandbox/sb_drop.so.c: $(BUILD)/sandbox/sb_drop.so tools/embed
+	sh tools/embed sb_drop_so $< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/sandbox/sb_drop.so.o: $(BUILD)/sandbox/sb_drop.so.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 define lib_rule

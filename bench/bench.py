@@ -401,6 +401,14 @@ def cmd_summary():
             print("  %-40s %9.2f µs %11.2f µs %11.1fx" % (
                 "  the same, user time only", r["ours"]["user_per_msg_us"],
                 r["jc"]["user_per_msg_us"], r["ratio_user"]))
+        elif b == "archive" and "hash_ratio" in r:
+            print("  %-40s %6.0f MiB/s %8.0f MiB/s %11.2fx  >= 0.8x: %s" % (
+                "archive verify vs sha256sum", r["verify_mib_s"],
+                r["sha256sum_mib_s"], r["hash_ratio"],
+                verdict(r["hash_ratio"] >= 0.8)))
+            print("  %-40s %9.2f s %12.2f s %+9.2f s" % (
+                "archive rerun vs run (demo)", r["rerun_s"], r["run_s"],
+                r["rerun_overhead_s"]))
         elif b == "startup":
             if "ratio_ready" in r:
                 print("  %-40s %9.1f ms %11.1f ms %11.2fx" % (

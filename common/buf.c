@@ -2,6 +2,7 @@
 
 #include "xalloc.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,16 @@ buf_reset(buf_t *b)
         b->data[0] = '\0';
 }
 
+/* The invariants stated in buf.h. */
+static void
+s_check(const buf_t *b)
+{
+    assert(b->data ? b->len < b->alloc && b->data[b->len] == '\0'
+                   : b->len == 0 && b->alloc == 0);
+    assert(b->max == 0 || b->len <= b->max);
+    (void)b;
+}
+
 static void
 s_reserve(buf_t *b, size_t need)
 {
@@ -45,6 +56,7 @@ s_reserve(buf_t *b, size_t need)
 int
 buf_append(buf_t *b, const void *data, size_t len)
 {
+    s_check(b);
     if (b->max && (len > b->max || b->len > b->max - len))
         return -1;
     s_reserve(b, b->len + len);
@@ -52,6 +64,7 @@ buf_append(buf_t *b, const void *data, size_t len)
         memcpy(b->data + b->len, data, len);
     b->len += len;
     b->data[b->len] = '\0';
+    s_check(b);
     return 0;
 }
 

@@ -23,6 +23,7 @@ enum err_code {
     ERR_TIMEOUT = 6,      /* an execution exceeded its time limit */
     ERR_IO = 7,           /* reading/writing a file of ours failed */
     ERR_VERIFY = 8,       /* a signature or hash did not verify */
+    ERR_DIFFERS = 9,      /* archive rerun: outputs were not reproduced */
     ERR_INTERRUPTED = 130 /* the user pressed Ctrl-C (128 + SIGINT) */
 };
 

@@ -7,6 +7,7 @@
 #include "common/xalloc.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -265,6 +266,9 @@ out:
 int
 kb_conn_save(const kb_conn_t *c, const char *path, err_t *err)
 {
+    /* A filled struct (kb_conn.h): tcp or ipc, ip and key set. */
+    assert(c->ip && c->key &&
+           (!strcmp(c->transport, "tcp") || !strcmp(c->transport, "ipc")));
     json_t *root = NULL;
     char *text = NULL;
     int rc = -1;

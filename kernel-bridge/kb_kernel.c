@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "common/escape.h"
 #include "common/log.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -55,7 +56,7 @@ s_build_env(kb_kernel_t *k)
     }
     extra[n] = NULL;
     char **env = k->launcher->ops->build_env(k->launcher->self, extra);
-    kb_env_free(extra);
+    strv_free(extra);
     return env;
 }
 
@@ -181,8 +182,8 @@ out:
         k->launcher->ops->reap(k->launcher->self, 2000, why, sizeof why);
         k->dead = true;
     }
-    kb_env_free(env);
-    kb_argv_free(argv);
+    strv_free(env);
+    strv_free(argv);
     kb_conn_release(&conn);
     free(conn_path);
     free(prefix);

@@ -6,6 +6,8 @@
 
 #include "common/buf.h"
 #include "common/escape.h"
+#include "common/jpaths.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 
 #include <ctype.h>
@@ -33,16 +35,9 @@ kb_kernelspec_dirs(void)
         }
         free(copy);
     }
-    const char *data = getenv("JUPYTER_DATA_DIR");
-    const char *xdg = getenv("XDG_DATA_HOME");
-    const char *home = getenv("HOME");
-    char *user = NULL;
-    if (data && *data)
-        user = xasprintf("%s/kernels", data);
-    else if (xdg && *xdg)
-        user = xasprintf("%s/jupyter/kernels", xdg);
-    else if (home && *home)
-        user = xasprintf("%s/.local/share/jupyter/kernels", home);
+    char *data = jpaths_data_dir();
+    char *user = data ? xasprintf("%s/kernels", data) : NULL;
+    free(data);
     if (user) {
         json_array_append_new(dirs, json_string(user));
         free(user);
@@ -126,23 +121,13 @@ kb_kernelspec_list(void)
 }
 
 void
-kb_argv_free(char **argv)
-{
-    if (!argv)
-        return;
-    for (char **p = argv; *p; p++)
-        free(*p);
-    free(argv);
-}
-
-void
 kb_kernelspec_release(kb_kernelspec_t *ks)
 {
     if (!ks)
         return;
     free(ks->name);
     free(ks->resource_dir);
-    kb_argv_free(ks->argv);
+    strv_free(ks->argv);
     free(ks->display_name);
     free(ks->language);
     free(ks->interrupt_mode);

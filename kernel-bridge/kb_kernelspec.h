@@ -19,6 +19,7 @@
 #define KERNEL_BRIDGE_KB_KERNELSPEC_H
 
 #include "common/err.h"
+#include "common/strv.h"
 
 #include <jansson.h>
 
@@ -56,12 +57,11 @@ json_t *kb_kernelspec_dirs(void);
 /* A new NULL-terminated copy of ks->argv with every "{connection_file}" and
  * "{resource_dir}" replaced (anywhere in an element, every occurrence).
  * Other "{...}" are kept as written (jupyter_client does the same). Free
- * with kb_argv_free(). */
+ * with strv_free(). */
 char **kb_kernelspec_expand_argv(const kb_kernelspec_t *ks,
                                  const char *connection_file);
 
 /* Free a NULL-terminated argv array (NULL is fine). */
-void kb_argv_free(char **argv);
 
 /* Free everything and zero the struct. NULL is fine. */
 void kb_kernelspec_release(kb_kernelspec_t *ks);

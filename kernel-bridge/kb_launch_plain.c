@@ -2,6 +2,7 @@
  * with --no-sandbox; it isolates nothing. */
 #include "kb_launcher.h"
 
+#include "common/strv.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -198,14 +199,6 @@ s_adopt_file(void *self, const char *path, err_t *err)
     if (chmod(path, 0600) != 0)
         return err_set(err, ERR_IO, "chmod %s: %s", path, strerror(errno));
     return 0;
-}
-
-void
-kb_env_free(char **env)
-{
-    for (char **p = env; p && *p; p++)
-        free(*p);
-    free(env);
 }
 
 static const kb_launcher_ops_t s_ops = {

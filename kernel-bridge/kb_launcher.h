@@ -13,6 +13,7 @@
 #define KERNEL_BRIDGE_KB_LAUNCHER_H
 
 #include "common/err.h"
+#include "common/strv.h"
 
 #include <stddef.h>
 
@@ -43,7 +44,7 @@ typedef struct kb_launcher_ops {
     int (*reap)(void *self, int timeout_ms, char *why, size_t why_len);
     /* The complete environment for the kernel: the launcher's own rules
      * (which host variables may pass; never secrets) plus `extra` ("K=V",
-     * later entries win). New NULL-terminated array; kb_env_free() it. */
+     * later entries win). New NULL-terminated array; strv_free() it. */
     char **(*build_env)(void *self, char *const extra[]);
     /* Make a file the caller wrote into the run dir (the connection file)
      * readable by the kernel's user, and by nobody else. */
@@ -59,7 +60,6 @@ struct kb_launcher {
 };
 
 /* Release an environment array from build_env. */
-void kb_env_free(char **env);
 
 /* A plain child process in its own session, killed if we die. Its
  * environment keeps only harmless host variables (PATH, HOME, LANG, LC_*,

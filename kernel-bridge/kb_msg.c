@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "common/xalloc.h"
 
+#include <assert.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,24 +107,28 @@ kb_msg_destroy(kb_msg_t **pmsg)
 json_t *
 kb_msg_header(const kb_msg_t *msg)
 {
+    assert(json_is_object(msg->header)); /* kb_msg.h: never NULL */
     return msg->header;
 }
 
 json_t *
 kb_msg_parent_header(const kb_msg_t *msg)
 {
+    assert(json_is_object(msg->parent_header)); /* kb_msg.h: never NULL */
     return msg->parent_header;
 }
 
 json_t *
 kb_msg_metadata(const kb_msg_t *msg)
 {
+    assert(json_is_object(msg->metadata)); /* kb_msg.h: never NULL */
     return msg->metadata;
 }
 
 json_t *
 kb_msg_content(const kb_msg_t *msg)
 {
+    assert(json_is_object(msg->content)); /* kb_msg.h: never NULL */
     return msg->content;
 }
 

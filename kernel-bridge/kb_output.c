@@ -15,6 +15,7 @@
 #include "kernel-bridge/kb_output.h"
 
 #include "common/buf.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 
 #include <stdio.h>
@@ -240,19 +241,6 @@ s_tail_append(kb_output_t *o, json_t *last, const char *text, size_t len)
     buf_append(o->tail, text, len);
 }
 
-/* Length of the longest prefix of s[0..len) that is at most `max` bytes and
- * does not split a UTF-8 sequence. */
-static size_t
-s_utf8_prefix(const char *s, size_t len, size_t max)
-{
-    if (len <= max)
-        return len;
-    size_t n = max;
-    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-        n--;
-    return n;
-}
-
 /* Cap reached: stop storing and append the marker once. */
 static void
 s_truncate(kb_output_t *o)
@@ -450,7 +438,7 @@ s_on_stream(kb_output_t *o, json_t *content)
     if (s_over(o, cost)) {
         size_t room = s_room(o);
         size_t fixed = cost - len;
-        keep = room > fixed ? s_utf8_prefix(s, len, room - fixed) : 0;
+        keep = room > fixed ? utf8_cut(s, len, room - fixed) : 0;
         cut = true;
     }
     if (keep > 0 || (!cut && len == 0 && !last)) {

@@ -2,16 +2,17 @@
 
 #include "common/buf.h"
 #include "common/fileio.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 #include "notebook-io/nb_json.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sodium.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,35 +26,6 @@ struct nb_notebook {
 };
 
 /* ---- cells ------------------------------------------------------------ */
-
-/* Length of the valid UTF-8 sequence at u[0..n), or 0 if invalid. */
-static size_t
-s_utf8_seq(const unsigned char *u, size_t n)
-{
-    unsigned cp;
-    size_t len;
-    if (u[0] < 0x80)
-        return 1;
-    if (u[0] >= 0xc2 && u[0] <= 0xdf)
-        len = 2, cp = u[0] & 0x1f;
-    else if (u[0] >= 0xe0 && u[0] <= 0xef)
-        len = 3, cp = u[0] & 0x0f;
-    else if (u[0] >= 0xf0 && u[0] <= 0xf4)
-        len = 4, cp = u[0] & 0x07;
-    else
-        return 0;
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((u[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (u[i] & 0x3f);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return len;
-}
 
 /* A JSON string of `s`, with each invalid UTF-8 byte replaced by U+FFFD.
  * New reference. */
@@ -71,7 +43,7 @@ s_string_utf8(const char *s)
     buf_init(&b, 0);
     n = strlen(s);
     for (size_t i = 0; i < n;) {
-        size_t len = s_utf8_seq((const unsigned char *)s + i, n - i);
+        size_t len = utf8_seq_len((const unsigned char *)s + i, n - i);
         if (len) {
             buf_append(&b, s + i, len);
             i += len;
@@ -88,23 +60,11 @@ s_string_utf8(const char *s)
 void
 nb_cell_id_new(char out[NB_CELL_ID_SIZE])
 {
-    static const char hex[] = "0123456789abcdef";
-    static unsigned long counter;
     unsigned char r[4];
-    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
-        /* No entropy source: uniqueness, not secrecy, is what ids need. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        unsigned long x = (unsigned long)ts.tv_nsec ^
-                          ((unsigned long)getpid() << 16) ^
-                          (++counter * 2654435761u);
-        memcpy(r, &x, sizeof r);
-    }
-    for (int i = 0; i < 4; i++) {
-        out[2 * i] = hex[r[i] >> 4];
-        out[2 * i + 1] = hex[r[i] & 15];
-    }
-    out[8] = '\0';
+    if (sodium_init() < 0)
+        abort(); /* no entropy source: nothing safe can run */
+    randombytes_buf(r, sizeof r);
+    sodium_bin2hex(out, NB_CELL_ID_SIZE, r, sizeof r);
 }
 
 int
@@ -819,4 +779,13 @@ nb_notebook_validate(const nb_notebook_t *nb, err_t *err)
 out:
     json_decref(seen);
     return rc;
+}
+
+char *
+nb_path_sibling(const char *path, const char *suffix)
+{
+    size_t n = strlen(path);
+    if (n > 6 && strcmp(path + n - 6, ".ipynb") == 0)
+        n -= 6;
+    return xasprintf("%.*s%s", (int)n, path, suffix);
 }

@@ -106,6 +106,10 @@ json_t *nb_cell_new_code(const char *source);
 json_t *nb_cell_new_markdown(const char *source);
 json_t *nb_cell_new_raw(const char *source);
 
+/* A file next to notebook `path`, named after it: `path` without a final
+ * ".ipynb", then `suffix` ("x.ipynb", "_files" -> "x_files"). New string. */
+char *nb_path_sibling(const char *path, const char *suffix);
+
 /* Fill `out` with a fresh random cell id: 8 lowercase hex digits. */
 void nb_cell_id_new(char out[NB_CELL_ID_SIZE]);
 /* Does `id` match nbformat's ^[a-zA-Z0-9-_]+$ with 1 to 64 characters? */

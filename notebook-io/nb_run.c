@@ -3,6 +3,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/escape.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_msg.h"
 #include "kernel-bridge/kb_output.h"
@@ -22,46 +23,6 @@
 
 /* --- UTF-8 ------------------------------------------------------------- */
 
-/* Decode the code point at s[*i] (len bytes in all) and advance *i. An
- * invalid or truncated sequence yields -1 - byte (the byte, as
- * surrogateescape sees it) and advances by one. */
-static long
-s_utf8_next(const unsigned char *s, size_t len, size_t *i)
-{
-    unsigned char c = s[*i];
-    size_t n;
-    long cp;
-
-    if (c < 0x80) {
-        (*i)++;
-        return c;
-    }
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4, cp = c & 0x07;
-    else
-        goto bad;
-    if (*i + n > len)
-        goto bad;
-    for (size_t k = 1; k < n; k++) {
-        if ((s[*i + k] & 0xc0) != 0x80)
-            goto bad;
-        cp = (cp << 6) | (s[*i + k] & 0x3f);
-    }
-    /* overlong forms, surrogates, beyond U+10FFFF */
-    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-        goto bad;
-    *i += n;
-    return cp;
-bad:
-    (*i)++;
-    return -1 - (long)c;
-}
-
 /* Python's str.isspace() for one code point. */
 static bool
 s_py_space(long cp)
@@ -78,7 +39,7 @@ nb_run_source_blank(const char *source)
     const unsigned char *s = (const unsigned char *)(source ? source : "");
     size_t len = strlen((const char *)s), i = 0;
     while (i < len)
-        if (!s_py_space(s_utf8_next(s, len, &i)))
+        if (!s_py_space(utf8_decode(s, len, &i)))
             return false;
     return true;
 }
@@ -489,7 +450,7 @@ s_py_strip(const char *s, size_t *begin, size_t *end)
     size_t len = strlen(s), i = 0, b = len, e = 0;
     while (i < len) {
         size_t at = i;
-        if (!s_py_space(s_utf8_next(u, len, &i))) {
+        if (!s_py_space(utf8_decode(u, len, &i))) {
             if (b == len)
                 b = at;
             e = i;
@@ -597,7 +558,7 @@ s_py_str(const char *value)
     buf_init(&b, 0);
     buf_append(&b, "\"", 1);
     while (i < len) {
-        long cp = s_utf8_next(u, len, &i);
+        long cp = utf8_decode(u, len, &i);
         if (cp < 0)
             cp = 0xdc00 + (-1 - cp); /* surrogateescape */
         if (cp >= 0x10000)

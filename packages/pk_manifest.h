@@ -39,6 +39,8 @@
 #include "packages/pk_key.h"
 #include "packages/pk_trust.h"
 
+#include <stdbool.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -135,6 +137,18 @@ pk_manifest_t *pk_manifest_load_verified(const char *dir,
 int pk_manifest_resolve(const pk_manifest_t *m, const char *requirement,
                         const pk_manifest_entry_t **out, size_t max,
                         err_t *err);
+
+/* The highest version (PEP 440 order) of project `norm` (PEP 503
+ * normalized) that satisfies `specifier` (PEP 440, e.g. ">=1.0,<2"; NULL
+ * or "" for any), borrowed from the manifest; NULL if none. *listed (may
+ * be NULL) says whether the project is in the manifest at all. This and
+ * pk_manifest_resolve are the only places releases are chosen. */
+const char *pk_manifest_best(const pk_manifest_t *m, const char *norm,
+                             const char *specifier, bool *listed);
+
+/* "a 1.0, b 2.0 and 3 more" over the distinct releases (of project
+ * `only` when non-NULL; "nothing" when none), for messages. New string. */
+char *pk_manifest_available(const pk_manifest_t *m, const char *only);
 
 /* A pip requirements file pinning `entries` (e.g. from resolve): one line
  * "name==version --hash=sha256:HEX [--hash=...]" per name/version, every

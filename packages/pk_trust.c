@@ -4,6 +4,7 @@
 #include "packages/pk_trust.h"
 
 #include "common/buf.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 
 #include <dirent.h>
@@ -164,8 +165,7 @@ pk_trust_add_dir(pk_trust_t *t, const char *dir, err_t *err)
         if (e->d_name[0] == '.' || len < 5 ||
             strcmp(e->d_name + len - 4, ".pub") != 0)
             continue;
-        names = xrealloc(names, (n + 1) * sizeof *names);
-        names[n++] = xstrdup(e->d_name);
+        strv_push(&names, &n, xstrdup(e->d_name));
     }
     if (n)
         qsort(names, n, sizeof *names, s_cmp_str);
@@ -178,9 +178,7 @@ pk_trust_add_dir(pk_trust_t *t, const char *dir, err_t *err)
     }
     rc = 0;
 out:
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
+    strv_free(names);
     closedir(d);
     return rc;
 }

@@ -1,5 +1,6 @@
 #include "packages/pk_wheel.h"
 
+#include "common/strv.h"
 #include "common/xalloc.h"
 
 #include <ctype.h>
@@ -331,14 +332,6 @@ pk_wheel_metadata_mem(const void *data, size_t size, const char *dist_prefix,
 
 /* --- METADATA headers ----------------------------------------------------- */
 
-static void
-s_push(char ***v, size_t *n, char *s)
-{
-    *v = xrealloc(*v, (*n + 2) * sizeof **v);
-    (*v)[(*n)++] = s;
-    (*v)[*n] = NULL;
-}
-
 static char *
 s_trim(const char *s, size_t n)
 {
@@ -377,19 +370,11 @@ pk_wheel_requires_dist(const char *metadata)
                 value = joined;
                 q = e2 ? e2 + 1 : q + l2;
             }
-            s_push(&v, &n, value);
+            strv_push(&v, &n, value);
             p = q;
             continue;
         }
         p = eol ? eol + 1 : p + l;
     }
     return v;
-}
-
-void
-pk_wheel_strv_free(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
 }

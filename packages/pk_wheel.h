@@ -18,6 +18,7 @@
 #define PACKAGES_PK_WHEEL_H
 
 #include "common/err.h"
+#include "common/strv.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -62,8 +63,7 @@ uint32_t pk_wheel_crc32(const void *data, size_t len);
 /* The values of every `Requires-Dist:` header of METADATA text (headers end
  * at the first empty line; folded continuation lines are joined). Returns
  * a new NULL-terminated array of new strings (free with
- * pk_wheel_strv_free), possibly empty. */
+ * strv_free), possibly empty. */
 char **pk_wheel_requires_dist(const char *metadata);
-void pk_wheel_strv_free(char **v);
 
 #endif

@@ -3,11 +3,13 @@
  */
 #include "sandbox/sb_policy.h"
 
+#include "common/size.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +41,7 @@ sb_policy_release(sb_policy_t *p)
 {
     if (!p)
         return;
-    for (size_t i = 0; i < p->n_env_allow; i++)
-        free(p->env_allow[i]);
-    free(p->env_allow);
+    strv_free(p->env_allow);
     for (size_t i = 0; i < p->n_binds; i++) {
         free(p->binds[i].host);
         free(p->binds[i].inside);
@@ -51,9 +51,22 @@ sb_policy_release(sb_policy_t *p)
     memset(p, 0, sizeof *p);
 }
 
+/* The invariants stated in sb_policy.h. */
+static void
+s_check(const sb_policy_t *p)
+{
+    assert(p->memory_bytes > 0 && p->workspace_bytes > 0 && p->tmp_bytes > 0 &&
+           p->shm_bytes > 0);
+    assert(p->cpus > 0 && p->pids >= 1 && !p->network);
+    assert(p->env_allow && !p->env_allow[p->n_env_allow]);
+    assert(p->n_binds == 0 || p->binds);
+    (void)p;
+}
+
 void
 sb_policy_copy(sb_policy_t *dst, const sb_policy_t *src)
 {
+    s_check(src);
     *dst = *src;
     dst->env_allow = xcalloc(src->n_env_allow + 1, sizeof(char *));
     for (size_t i = 0; i < src->n_env_allow; i++)
@@ -68,67 +81,6 @@ sb_policy_copy(sb_policy_t *dst, const sb_policy_t *src)
     }
     dst->keep_workspace_dir =
         src->keep_workspace_dir ? xstrdup(src->keep_workspace_dir) : NULL;
-}
-
-void
-sb_policy_out_opts(const sb_policy_t *p, sb_files_out_opts_t *o)
-{
-    sb_files_out_opts_init(o, p->workspace_bytes);
-    o->force = p->out_force;
-    o->keep_exec = p->out_keep_exec;
-}
-
-int
-sb_policy_parse_size(const char *s, uint64_t *out)
-{
-    if (!s || !*s)
-        return -1;
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v >= 0) || isinf(v) || isnan(v) ||
-        !isdigit((unsigned char)s[0]))
-        return -1;
-    uint64_t mult = 1;
-    const char *u = end;
-    switch (toupper((unsigned char)*u)) {
-    case '\0':
-        break;
-    case 'B':
-        u++;
-        break;
-    case 'K':
-        mult = KIB;
-        u++;
-        break;
-    case 'M':
-        mult = MIB;
-        u++;
-        break;
-    case 'G':
-        mult = GIB;
-        u++;
-        break;
-    case 'T':
-        mult = TIB;
-        u++;
-        break;
-    default:
-        return -1;
-    }
-    if (mult > 1) { /* accept K, KB, KiB (all binary) */
-        if (*u == 'i' || *u == 'I')
-            u++;
-        if (*u == 'b' || *u == 'B')
-            u++;
-    }
-    if (*u != '\0')
-        return -1;
-    double bytes = v * (double)mult;
-    if (bytes >= 18446744073709551615.0 || bytes < 1.0)
-        return -1;
-    *out = (uint64_t)bytes;
-    return 0;
 }
 
 const char *
@@ -172,10 +124,7 @@ sb_policy_allow_env(sb_policy_t *p, const char *name, err_t *err)
                        "--env: '%s' is not a variable name (letters, digits "
                        "and '_'; the value is taken from the environment)",
                        name ? name : "");
-    p->env_allow =
-        xrealloc(p->env_allow, (p->n_env_allow + 2) * sizeof(char *));
-    p->env_allow[p->n_env_allow++] = xstrdup(name);
-    p->env_allow[p->n_env_allow] = NULL;
+    strv_push(&p->env_allow, &p->n_env_allow, xstrdup(name));
     return 0;
 }
 
@@ -234,156 +183,237 @@ sb_policy_add_bind(sb_policy_t *p, const char *host, const char *inside,
     return 0;
 }
 
+/* A size flag: `value` parsed by the one size parser, at least `min`. */
 static int
-s_size_flag(const char *flag, const char *value, uint64_t *out, err_t *err)
+s_size(const char *flag, const char *value, uint64_t min, uint64_t *out,
+       err_t *err)
 {
-    if (sb_policy_parse_size(value, out) < 0)
+    uint64_t n = 0;
+    if (size_parse(value, &n) < 0)
         return err_set(err, ERR_USAGE,
-                       "%s: '%s' is not a size; use e.g. 512M or 2G", flag,
+                       "--%s: '%s' is not a size; use e.g. 512M or 2G", flag,
                        value);
+    if (n == 0)
+        return err_set(err, ERR_USAGE,
+                       "--%s: a size of 0 leaves no room; give a size such "
+                       "as 64M",
+                       flag);
+    if (n < min) {
+        char b[32];
+        return err_set(err, ERR_USAGE, "--%s: %s is too small; use at least %s",
+                       flag, value, sb_policy_format_bytes(min, b, sizeof b));
+    }
+    *out = n;
     return 0;
+}
+
+/* A whole-number flag between `lo` and 2^22. */
+static int
+s_count(const char *flag, const char *value, uint64_t lo, uint64_t *out,
+        err_t *err)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(value, &end, 10);
+    if (errno || end == value || *end || !isdigit((unsigned char)value[0]) ||
+        v < lo || v > (1ULL << 22))
+        return err_set(err, ERR_USAGE,
+                       "--%s: '%s' is not a whole number between %llu and "
+                       "4194304",
+                       flag, value, (unsigned long long)lo);
+    *out = v;
+    return 0;
+}
+
+static int
+s_set_memory(void *p, const char *v, err_t *err)
+{
+    return s_size("memory", v, 16 * MIB, &((sb_policy_t *)p)->memory_bytes,
+                  err);
+}
+
+static int
+s_set_disk(void *p, const char *v, err_t *err)
+{
+    return s_size("disk", v, 1, &((sb_policy_t *)p)->workspace_bytes, err);
+}
+
+static int
+s_set_tmp(void *p, const char *v, err_t *err)
+{
+    return s_size("tmp", v, 1, &((sb_policy_t *)p)->tmp_bytes, err);
+}
+
+static int
+s_set_shm(void *p, const char *v, err_t *err)
+{
+    return s_size("shm", v, 1, &((sb_policy_t *)p)->shm_bytes, err);
+}
+
+static int
+s_set_fsize(void *p, const char *v, err_t *err)
+{
+    return s_size("fsize", v, 1, &((sb_policy_t *)p)->fsize_bytes, err);
+}
+
+static int
+s_set_cpus(void *p, const char *v, err_t *err)
+{
+    char *end = NULL;
+    errno = 0;
+    double c = strtod(v, &end);
+    if (errno || end == v || *end || !(c >= 0.01) || c > 1024)
+        return err_set(err, ERR_USAGE,
+                       "--cpus: '%s' is not a CPU count between 0.01 and "
+                       "1024 (e.g. 1.5)",
+                       v);
+    ((sb_policy_t *)p)->cpus = c;
+    return 0;
+}
+
+static int
+s_set_pids(void *p, const char *v, err_t *err)
+{
+    uint64_t n = 0;
+    if (s_count("pids", v, 4, &n, err) < 0)
+        return -1;
+    ((sb_policy_t *)p)->pids = (unsigned)n;
+    return 0;
+}
+
+static int
+s_set_nofile(void *p, const char *v, err_t *err)
+{
+    return s_count("nofile", v, 16, &((sb_policy_t *)p)->nofile, err);
+}
+
+static int
+s_set_env(void *p, const char *v, err_t *err)
+{
+    return sb_policy_allow_env(p, v, err);
+}
+
+static int
+s_set_bind(void *p, const char *v, err_t *err)
+{
+    char *copy = xstrdup(v);
+    char *colon = strchr(copy, ':');
+    if (colon)
+        *colon = '\0';
+    int r = sb_policy_add_bind(p, copy, colon ? colon + 1 : NULL, err);
+    free(copy);
+    return r;
+}
+
+static int
+s_set_keep_workspace(void *p, const char *v, err_t *err)
+{
+    sb_policy_t *pol = p;
+    if (!*v)
+        return err_set(err, ERR_USAGE, "--keep-workspace needs a directory");
+    free(pol->keep_workspace_dir);
+    pol->keep_workspace_dir = xstrdup(v);
+    return 0;
+}
+
+static int
+s_set_force(void *p, const char *v, err_t *err)
+{
+    (void)v;
+    (void)err;
+    ((sb_policy_t *)p)->out_force = true;
+    return 0;
+}
+
+static int
+s_set_keep_exec(void *p, const char *v, err_t *err)
+{
+    (void)v;
+    (void)err;
+    ((sb_policy_t *)p)->out_keep_exec = true;
+    return 0;
+}
+
+static int
+s_set_network(void *p, const char *v, err_t *err)
+{
+    (void)p;
+    (void)v;
+    return err_set(err, ERR_USAGE,
+                   "--network: sandboxes have no network (loopback only); "
+                   "bring data in with --file instead");
+}
+
+/* The policy flags. To add one: a row here (name, placeholder, help, a
+ * setter that keeps the invariants in sb_policy.h, a value it accepts and
+ * one it refuses); every command that starts a sandbox then accepts it,
+ * lists it in --help, and tests/unit/test_policy_flags checks both. */
+static const cliopt_t s_flags[] = {
+    {"memory", "SIZE", "memory incl. files in tmpfs (default 2G; no swap)",
+     s_set_memory, "1G", "lots"},
+    {"cpus", "N", "CPU quota, fractional allowed (default 1)", s_set_cpus,
+     "1.5", "0"},
+    {"pids", "N", "processes and threads (default 128)", s_set_pids, "64", "1"},
+    {"disk", "SIZE", "size of /mnt/data (default 512M)", s_set_disk, "1G", "0"},
+    {"tmp", "SIZE", "size of /tmp and of $HOME (default 256M)", s_set_tmp,
+     "128M", "-1M"},
+    {"shm", "SIZE", "size of /dev/shm (default 64M)", s_set_shm, "32M", "2X"},
+    {"nofile", "N", "open files per process (default 4096)", s_set_nofile,
+     "1024", "8"},
+    {"fsize", "SIZE",
+     "largest file a process may write (default: the\n"
+     "largest of --disk, --tmp and --shm)",
+     s_set_fsize, "100M", "0"},
+    {"env", "NAME",
+     "pass NAME from this environment (never names\n"
+     "with KEY, TOKEN, SECRET, PASS, CREDENTIAL or AUTH)",
+     s_set_env, "MY_SETTING", "A=B"},
+    {"bind", "HOST[:INSIDE]", "extra read-only bind mount", s_set_bind,
+     "/usr/share/doc:/opt/doc", "relative"},
+    {"keep-workspace", "DIR",
+     "copy /mnt/data to DIR (new or empty) when the\n"
+     "sandbox ends: no dot-files, links or exec bits; at\n"
+     "most --disk bytes, 10000 entries, 16 levels",
+     s_set_keep_workspace, "kept-workspace", ""},
+    {"force", NULL,
+     "files out (--keep-workspace, ask's SESSION_files,\n"
+     "exec --out) may go into an existing non-empty\n"
+     "directory; nothing there is overwritten",
+     s_set_force, "", NULL},
+    {"keep-exec", NULL,
+     "files out keep an exec bit set in the box (0755;\n"
+     "never setuid or setgid)",
+     s_set_keep_exec, "", NULL},
+    {"network", NULL,
+     "refused: a sandbox has loopback only; bring data\n"
+     "in with --file",
+     s_set_network, NULL, ""},
+};
+
+void
+sb_policy_out_opts(const sb_policy_t *p, sb_files_out_opts_t *o)
+{
+    sb_files_out_opts_init(o, p->workspace_bytes);
+    o->force = p->out_force;
+    o->keep_exec = p->out_keep_exec;
+}
+
+cliopt_group_t
+sb_policy_flags(sb_policy_t *p)
+{
+    return CLIOPT_GROUP("sandbox limits (SIZE: bytes, or a number with K, M, "
+                        "G, T; binary)",
+                        s_flags, p);
 }
 
 int
 sb_policy_parse_flag(sb_policy_t *p, const char *flag, const char *value,
                      err_t *err)
 {
-    static const char *const names[] = {
-        "--memory", "--cpus",     "--pids",           "--disk",
-        "--tmp",    "--shm",      "--nofile",         "--fsize",
-        "--env",    "--bind",     "--keep-workspace", "--network",
-        "--force",  "--keep-exec"};
-    char name[32];
-    const char *eq = strchr(flag, '=');
-    size_t nlen = eq ? (size_t)(eq - flag) : strlen(flag);
-    if (nlen >= sizeof name)
-        return 0;
-    memcpy(name, flag, nlen);
-    name[nlen] = '\0';
-    int known = 0;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(name, names[i]) == 0)
-            known = 1;
-    if (!known)
-        return 0;
-    if (strcmp(name, "--force") == 0 || strcmp(name, "--keep-exec") == 0) {
-        if (eq)
-            return err_set(err, ERR_USAGE, "%s takes no value", name);
-        if (name[2] == 'f')
-            p->out_force = true;
-        else
-            p->out_keep_exec = true;
-        return 1;
-    }
-    if (strcmp(name, "--network") == 0)
-        return err_set(err, ERR_USAGE,
-                       "--network: sandboxes have no network (loopback only); "
-                       "bring data in with --file instead");
-    int used = eq ? 1 : 2;
-    if (eq)
-        value = eq + 1;
-    if (!value)
-        return err_set(err, ERR_USAGE, "%s needs a value", name);
-
-    uint64_t n = 0;
-    if (strcmp(name, "--memory") == 0) {
-        if (s_size_flag(name, value, &n, err) < 0)
-            return -1;
-        if (n < 16 * MIB)
-            return err_set(err, ERR_USAGE,
-                           "--memory: %s is too small; use at least 16M",
-                           value);
-        p->memory_bytes = n;
-    } else if (strcmp(name, "--disk") == 0) {
-        if (s_size_flag(name, value, &p->workspace_bytes, err) < 0)
-            return -1;
-    } else if (strcmp(name, "--tmp") == 0) {
-        if (s_size_flag(name, value, &p->tmp_bytes, err) < 0)
-            return -1;
-    } else if (strcmp(name, "--shm") == 0) {
-        if (s_size_flag(name, value, &p->shm_bytes, err) < 0)
-            return -1;
-    } else if (strcmp(name, "--fsize") == 0) {
-        if (s_size_flag(name, value, &p->fsize_bytes, err) < 0)
-            return -1;
-    } else if (strcmp(name, "--cpus") == 0) {
-        char *end = NULL;
-        errno = 0;
-        double c = strtod(value, &end);
-        if (errno || end == value || *end || !(c >= 0.01) || c > 1024)
-            return err_set(err, ERR_USAGE,
-                           "--cpus: '%s' is not a CPU count between 0.01 and "
-                           "1024 (e.g. 1.5)",
-                           value);
-        p->cpus = c;
-    } else if (strcmp(name, "--pids") == 0 || strcmp(name, "--nofile") == 0) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long v = strtoull(value, &end, 10);
-        unsigned long long lo = strcmp(name, "--pids") == 0 ? 4 : 16;
-        if (errno || end == value || *end || value[0] == '-' || v < lo ||
-            v > (1ULL << 22))
-            return err_set(err, ERR_USAGE,
-                           "%s: '%s' is not a whole number between %llu and "
-                           "4194304",
-                           name, value, lo);
-        if (strcmp(name, "--pids") == 0)
-            p->pids = (unsigned)v;
-        else
-            p->nofile = v;
-    } else if (strcmp(name, "--env") == 0) {
-        if (sb_policy_allow_env(p, value, err) < 0)
-            return -1;
-    } else if (strcmp(name, "--bind") == 0) {
-        char *copy = xstrdup(value);
-        char *colon = strchr(copy, ':');
-        if (colon)
-            *colon = '\0';
-        int r = sb_policy_add_bind(p, copy, colon ? colon + 1 : NULL, err);
-        free(copy);
-        if (r < 0)
-            return -1;
-    } else if (strcmp(name, "--keep-workspace") == 0) {
-        if (!*value)
-            return err_set(err, ERR_USAGE,
-                           "--keep-workspace needs a directory");
-        free(p->keep_workspace_dir);
-        p->keep_workspace_dir = xstrdup(value);
-    }
+    cliopt_group_t g = sb_policy_flags(p);
+    int used = cliopt_apply(&g, flag, value, err);
+    s_check(p);
     return used;
-}
-
-const char *
-sb_policy_flags_help(void)
-{
-    return "sandbox limits:\n"
-           "  --memory SIZE        memory incl. files in tmpfs (default 2G; "
-           "no swap)\n"
-           "  --cpus N             CPU quota, fractional allowed (default 1)\n"
-           "  --pids N             processes and threads (default 128)\n"
-           "  --disk SIZE          size of /mnt/data (default 512M)\n"
-           "  --tmp SIZE           size of /tmp and of $HOME (default 256M)\n"
-           "  --shm SIZE           size of /dev/shm (default 64M)\n"
-           "  --nofile N           open files per process (default 4096)\n"
-           "  --fsize SIZE         largest file a process may write "
-           "(default: --disk)\n"
-           "  --env NAME           pass NAME from this environment (never "
-           "names with KEY,\n"
-           "                       TOKEN, SECRET, PASS, CREDENTIAL or "
-           "AUTH)\n"
-           "  --bind HOST[:INSIDE] extra read-only bind mount\n"
-           "  --keep-workspace DIR copy /mnt/data to DIR (new or empty) when "
-           "the sandbox\n"
-           "                       ends: no dot-files, links or exec bits; "
-           "at most\n"
-           "                       --disk bytes, 10000 entries, 16 levels\n"
-           "  --force              ... or into an existing non-empty DIR "
-           "(never\n"
-           "                       overwriting a file there)\n"
-           "  --keep-exec          files made executable in the box stay "
-           "executable\n"
-           "  SIZE is bytes or a number with K, M, G, T (binary): 512M, "
-           "1.5G\n";
 }
 
 bool
@@ -454,14 +484,6 @@ sb_policy_build_env(const sb_policy_t *p, char *const host_env[],
     return env;
 }
 
-void
-sb_policy_env_free(char **env)
-{
-    for (size_t i = 0; env && env[i]; i++)
-        free(env[i]);
-    free(env);
-}
-
 uint64_t
 sb_policy_fsize(const sb_policy_t *p)
 {
@@ -478,6 +500,7 @@ sb_policy_fsize(const sb_policy_t *p)
 json_t *
 sb_policy_to_json(const sb_policy_t *p)
 {
+    s_check(p);
     json_t *env = json_array();
     for (size_t i = 0; i < p->n_env_allow; i++)
         json_array_append_new(env, json_string(p->env_allow[i]));

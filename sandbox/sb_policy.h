@@ -1,7 +1,8 @@
 /*
  * sb_policy: the limits and mounts of one sandbox, shared by every
- * subcommand through the same flags (--memory, --cpus, --pids, --disk,
- * --tmp, --shm, --nofile, --fsize, --env, --bind, --keep-workspace).
+ * subcommand through the same flags (sb_policy_flags(): --memory, --cpus,
+ * --pids, --disk, --tmp, --shm, --nofile, --fsize, --env, --bind,
+ * --keep-workspace, and --network, which is refused).
  *
  * Callers embed an sb_policy_t, pair sb_policy_init_default() with
  * sb_policy_release(), and may change fields directly; every string and
@@ -13,7 +14,9 @@
 #ifndef SANDBOX_SB_POLICY_H
 #define SANDBOX_SB_POLICY_H
 
+#include "common/cliopt.h"
 #include "common/err.h"
+#include "common/strv.h"
 #include "sandbox/sb_files.h"
 
 #include <jansson.h>
@@ -58,21 +61,22 @@ void sb_policy_release(sb_policy_t *p);
 /* Deep copy of `src` into `dst` (uninitialised); never fails. */
 void sb_policy_copy(sb_policy_t *dst, const sb_policy_t *src);
 
-/* Parse one policy flag. `flag` may carry its value inline ("--memory=2G"),
- * else the value is `value` (the next argv entry, or NULL at the end).
- * Returns the number of argv entries consumed (1 or 2), 0 when `flag` is
- * not a policy flag (nothing changed), or -1 with ERR_USAGE in `err` when
- * the value is missing or malformed. */
+/* The policy flags (--memory, --cpus, ... --network) as one table whose
+ * rows change `p`; every command that starts a sandbox passes this group
+ * to getopt_long through common/cliopt.h, and --help prints its rows.
+ * Sizes go through common/size.h; each size flag refuses 0. */
+cliopt_group_t sb_policy_flags(sb_policy_t *p);
+
+/* Parse one policy flag outside getopt. `flag` may carry its value inline
+ * ("--memory=2G"), else the value is `value` (the next argv entry, or NULL
+ * at the end). Returns the number of argv entries consumed (1 or 2), 0
+ * when `flag` is not a policy flag (nothing changed), or -1 with ERR_USAGE
+ * in `err` when the value is missing or malformed. */
 int sb_policy_parse_flag(sb_policy_t *p, const char *flag, const char *value,
                          err_t *err);
 /* The copy-out rules for this policy: bytes capped at the workspace size,
  * default entry and depth caps, --force and --keep-exec. */
 void sb_policy_out_opts(const sb_policy_t *p, sb_files_out_opts_t *o);
-/* Help text for the policy flags (static, borrowed), one per line. */
-const char *sb_policy_flags_help(void);
-
-/* "2G", "512M", "1.5GiB", "4096" (bytes) -> bytes; -1 on a bad size. */
-int sb_policy_parse_size(const char *s, uint64_t *out);
 /* "2 GiB", "512 MiB", "1.5 GiB", "300 bytes" into buf; returns buf. */
 const char *sb_policy_format_bytes(uint64_t n, char *buf, size_t size);
 
@@ -87,10 +91,9 @@ int sb_policy_add_bind(sb_policy_t *p, const char *host, const char *inside,
  * found in `host_env`, then `extra` ("NAME=value" entries, may be NULL).
  * Names that look like secrets (containing KEY, TOKEN, SECRET, PASS,
  * CREDENTIAL or AUTH) are never passed from `host_env`, even if allowed.
- * Returns a new NULL-terminated array; free with sb_policy_env_free(). */
+ * Returns a new NULL-terminated array; free with strv_free(). */
 char **sb_policy_build_env(const sb_policy_t *p, char *const host_env[],
                            const char *const extra[]);
-void sb_policy_env_free(char **env);
 /* True if `name` looks like it holds a secret (see above). */
 bool sb_policy_env_name_is_secret(const char *name);
 

@@ -29,6 +29,7 @@
 #include "common/buf.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_cgroup.h"
+#include "sandbox/sb_drop.h"
 #include "sandbox/sb_files.h"
 #include "sandbox/sb_seccomp.h"
 
@@ -104,7 +105,8 @@ enum s_msg_type {
     MSG_ERROR = 4,      /* pid 1: step `text` failed with `errnum` */
     MSG_RUNNING = 5,    /* pid 1: the program was exec'ed */
     MSG_STATUS = 6,     /* pid 1: the program's wait status */
-    MSG_SOCKDIR = 7     /* pid 1: here is the socket dir's fd (SCM_RIGHTS) */
+    MSG_NEST_PIDFD = 7, /* nesting helper: a pidfd (SCM_RIGHTS) */
+    MSG_SOCKDIR = 8     /* pid 1: here is the socket dir's fd (SCM_RIGHTS) */
 };
 
 struct s_msg {
@@ -163,6 +165,8 @@ struct s_child {
     const char *hostname;             /* inside */
     struct rlimit rl_nofile, rl_fsize, rl_nproc, rl_data; /* limits */
     bool limit_data; /* no memory cgroup: use RLIMIT_DATA */
+    /* nested box (sb_sandbox_nest_in): pid 1 writes its own one-uid maps */
+    bool map_self;
 };
 
 struct s_staged {
@@ -184,7 +188,7 @@ struct sb_sandbox {
                                    on the host a symlink to it through
                                    /proc/<our pid>/fd/<sock_fd> */
     int sock_fd;                /* owned: the box's socket dir, or -1 */
-    struct s_staged *box_files; /* owned: read-only binds into sock_dir */
+    struct s_staged *box_files; /* owned: copied into sock_dir at spawn */
     size_t n_box_files;         /* entries in box_files */
     int lock_fd;                /* owned: top_dir, flock'ed while we live */
     char id[48];                /* "<pid>-<XXXXXX>", names the cgroup */
@@ -202,6 +206,10 @@ struct sb_sandbox {
     bool finished;              /* sb_sandbox_finish ran */
     long oom_base;              /* cgroup OOM kills before this box started */
     sb_exit_t exit;             /* valid when state == ST_REAPED */
+    /* borrowed: the box to nest in (sb_sandbox_nest_in), or NULL */
+    const sb_sandbox_t *nest;
+    /* the program's seccomp filter lets setns() through */
+    bool allow_setns;
 };
 
 /* ====================================================================
@@ -489,27 +497,6 @@ s_lo_up(void)
     return rc;
 }
 
-/* Drop every capability but `keep` (a bit, e.g. CAP_KILL, or 0): bounding
- * set, ambient, then the effective/permitted/inheritable sets. */
-static int
-s_drop_caps(int keep)
-{
-    for (int cap = 0; cap <= 63; cap++)
-        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0 &&
-            prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-            return -1;
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
-        errno != EINVAL)
-        return -1;
-    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
-    struct __user_cap_data_struct data[2];
-    memset(data, 0, sizeof data);
-    if (keep) {
-        data[0].effective = data[0].permitted = 1u << keep;
-    }
-    return (int)syscall(SYS_capset, &hdr, data);
-}
-
 /* Close every fd except 0-2 and those in keep[] (n <= 8). */
 static void
 s_close_others(const int *keep, int n)
@@ -602,29 +589,8 @@ s_program(const struct s_child *c, int ep)
         step = "set resource limits";
         goto fail;
     }
-    for (int cap = 0; cap <= 63; cap++)
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) {
-            step = "drop the capability bounding set";
-            goto fail;
-        }
-    if (syscall(SYS_setresgid, SB_SANDBOX_UID, SB_SANDBOX_UID, SB_SANDBOX_UID) <
-        0) {
-        step = "setresgid 1000";
+    if (sb_drop_to_user(SB_SANDBOX_UID, &step) < 0)
         goto fail;
-    }
-    if (syscall(SYS_setresuid, SB_SANDBOX_UID, SB_SANDBOX_UID, SB_SANDBOX_UID) <
-        0) {
-        step = "setresuid 1000";
-        goto fail;
-    }
-    if (s_drop_caps(0) < 0) {
-        step = "drop capabilities";
-        goto fail;
-    }
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-        step = "set no_new_privs";
-        goto fail;
-    }
     /* After the last credential change, which clears it. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
         step = "set the parent-death signal";
@@ -659,6 +625,103 @@ fail:
     _exit(127);
 }
 
+/* A nested box's pid 1 maps its one user itself: uid and gid 1000 inside
+ * to its own ids (1000 in the outer box), as an unprivileged owner of a
+ * user namespace may; only the outer namespace's members could write the
+ * maps from outside. */
+static int
+s_map_self(void)
+{
+    static const char *const files[] = {
+        "/proc/self/setgroups", "/proc/self/uid_map", "/proc/self/gid_map"};
+    static const char *const text[] = {"deny", "1000 1000 1\n",
+                                       "1000 1000 1\n"};
+    /* The helper's uid change made us undumpable, which gives our /proc
+     * files to root: dumpable just for these writes (nothing that could
+     * ptrace us sees us yet; init turns it off again below anyway). */
+    if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+        return -1;
+    int rc = 0;
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        int fd = open(files[i], O_WRONLY | O_CLOEXEC);
+        if (fd < 0) {
+            rc = -1;
+            break;
+        }
+        ssize_t n = write(fd, text[i], strlen(text[i]));
+        int e = errno;
+        close(fd);
+        errno = e;
+        if (n != (ssize_t)strlen(text[i]))
+            rc = -1;
+    }
+    int e = errno;
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    errno = e;
+    return rc;
+}
+
+__attribute__((noreturn)) static void s_init(const struct s_child *c);
+
+/* The nesting helpers (sb_sandbox_nest_in): children of the launcher,
+ * single-threaded, raw calls only. The first joins the user and pid
+ * namespaces of the outer box's pid 1, becomes uid/gid 1000 there and
+ * starts the second as the launcher's child (CLONE_PARENT), then exits.
+ * The second is born inside the outer pid namespace (a pid namespace can
+ * only be made from inside its parent), sends its own pidfd, clones the
+ * box (again the launcher's child: it reaps and watches it as any box)
+ * and sends the box's pidfd. The box's user namespace is then owned by
+ * the outer box's uid 1000, which is what lets that box's unprivileged
+ * program setns() into it. Reports on `rep`. */
+__attribute__((noreturn)) static void
+s_nest_helper(const int nsfd[2], const struct s_clone_args *ca,
+              const struct s_child *c, int rep)
+{
+    bool was_root = geteuid() == 0;
+    const char *step = "join the outer box's user and pid namespaces";
+    if (setns(nsfd[0], CLONE_NEWUSER) < 0 || setns(nsfd[1], CLONE_NEWPID) < 0)
+        goto fail;
+    step = "drop supplementary groups in the outer box";
+    if (syscall(SYS_setgroups, 0, NULL) < 0 && was_root)
+        goto fail;
+    step = "become uid 1000 in the outer box";
+    if (syscall(SYS_setresgid, SB_SANDBOX_UID, SB_SANDBOX_UID, SB_SANDBOX_UID) <
+            0 ||
+        syscall(SYS_setresuid, SB_SANDBOX_UID, SB_SANDBOX_UID, SB_SANDBOX_UID) <
+            0)
+        goto fail;
+    step = "start the nesting helper";
+    struct s_clone_args a;
+    memset(&a, 0, sizeof a);
+    a.flags = CLONE_PARENT;
+    long h2 = syscall(SYS_clone3, &a, sizeof a);
+    if (h2 < 0)
+        goto fail;
+    if (h2 > 0)
+        _exit(0);
+    step = "open the nesting helper's pidfd";
+    int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    if (self < 0)
+        goto fail;
+    s_send(rep, MSG_NEST_PIDFD, 0, 0, 0, NULL, NULL, self);
+    step = "creating namespaces nested in the outer box (clone3)";
+    int boxfd = -1;
+    a = *ca;
+    a.flags |= CLONE_PARENT | CLONE_PIDFD;
+    a.pidfd = (uint64_t)(uintptr_t)&boxfd;
+    a.exit_signal = 0; /* CLONE_PARENT: the launcher's SIGCHLD */
+    long pid = syscall(SYS_clone3, &a, sizeof a);
+    if (pid == 0)
+        s_init(c); /* never returns */
+    if (pid < 0)
+        goto fail;
+    s_send(rep, MSG_NEST_PIDFD, 0, 0, 0, NULL, NULL, boxfd);
+    _exit(0);
+fail:
+    s_send(rep, MSG_ERROR, ERR_SANDBOX, errno, 0, step, NULL, -1);
+    _exit(1);
+}
+
 /* pid 1: set up the box, run the program, reap, forward. */
 __attribute__((noreturn)) static void
 s_init(const struct s_child *c)
@@ -668,6 +731,8 @@ s_init(const struct s_child *c)
     s_close_others(keep, 4);
     if (s_recv(c->ctl, &m, NULL) != MSG_GO)
         _exit(125);
+    if (c->map_self && s_map_self() < 0)
+        s_die(c, "map uid and gid 1000 in the nested box", NULL);
     if (c->root_mode) {
         if (syscall(SYS_setgroups, 0, NULL) < 0)
             s_die(c, "drop supplementary groups", NULL);
@@ -751,7 +816,7 @@ s_init(const struct s_child *c)
         close(devnull);
     /* Init keeps CAP_KILL (in the box's user namespace only) so it can
      * forward signals to the program, which runs as another uid. */
-    if (s_drop_caps(CAP_KILL) < 0 ||
+    if (sb_drop_caps(CAP_KILL) < 0 ||
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
         sb_seccomp_install(c->seccomp) < 0)
         s_die(c, "restrict init", NULL);
@@ -1194,6 +1259,18 @@ sb_sandbox_pidfd(const sb_sandbox_t *sb)
 }
 
 void
+sb_sandbox_nest_in(sb_sandbox_t *sb, const sb_sandbox_t *outer)
+{
+    sb->nest = outer;
+}
+
+void
+sb_sandbox_allow_setns(sb_sandbox_t *sb)
+{
+    sb->allow_setns = true;
+}
+
+void
 sb_sandbox_set_stdin(sb_sandbox_t *sb, int fd)
 {
     sb->stdin_fd = fd;
@@ -1359,6 +1436,117 @@ s_reap(sb_sandbox_t *sb, bool block)
     return 1;
 }
 
+pid_t
+sb_sandbox_program_pid(const sb_sandbox_t *sb)
+{
+    if (sb->state != ST_RUNNING || sb->pid <= 0)
+        return -1;
+    char path[64], text[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)sb->pid,
+             (int)sb->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    text[n > 0 ? n : 0] = '\0';
+    long pid = strtol(text, NULL, 10);
+    return pid > 0 ? (pid_t)pid : -1;
+}
+
+pid_t
+sb_pidfd_pid(int pidfd)
+{
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    text[n > 0 ? n : 0] = '\0';
+    const char *p = strstr(text, "\nPid:");
+    return p ? (pid_t)strtol(p + 6, NULL, 10) : -1;
+}
+
+/* clone3 `ca` nested in the box `outer` (see
+ * s_nest_helper). Returns the box's host pid with *pidfd set, or -1 with
+ * err set. */
+static long
+s_clone_nested(const sb_sandbox_t *outer, const struct s_clone_args *ca,
+               const struct s_child *c, int *pidfd, err_t *err)
+{
+    int sp[2], fds[2] = {-1, -1}, n = 0, nsfd[2] = {-1, -1};
+    long pid = -1;
+    /* The outer box's namespaces, from its program: its init is not
+     * dumpable, so only a privileged launcher could open init's. */
+    pid_t prog = sb_sandbox_program_pid(outer);
+    const char *ns[2] = {"user", "pid"};
+    for (int i = 0; i < 2; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)prog, ns[i]);
+        nsfd[i] = prog > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        if (nsfd[i] < 0) {
+            err_set(err, ERR_SANDBOX,
+                    "sandbox: opening the outer box's %s namespace: %s", ns[i],
+                    prog > 0 ? strerror(errno) : "its program is gone");
+            if (i)
+                close(nsfd[0]);
+            return -1;
+        }
+    }
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+        close(nsfd[0]);
+        close(nsfd[1]);
+        return err_set(err, ERR_SANDBOX, "sandbox: socketpair: %s",
+                       strerror(errno));
+    }
+    long h1 = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+    if (h1 == 0) {
+        close(sp[0]);
+        s_nest_helper(nsfd, ca, c, sp[1]);
+    }
+    close(sp[1]);
+    close(nsfd[0]);
+    close(nsfd[1]);
+    struct s_msg m = {0};
+    while (h1 > 0 && n < 2) {
+        int t = s_recv(sp[0], &m, &fds[n]);
+        if (t != MSG_NEST_PIDFD || fds[n] < 0)
+            break;
+        n++;
+    }
+    if (h1 > 0)
+        waitpid((pid_t)h1, NULL, 0);
+    if (fds[0] >= 0) { /* the second helper, also our child */
+        siginfo_t si;
+        waitid((idtype_t)P_PIDFD, (id_t)fds[0], &si, WEXITED);
+        close(fds[0]);
+    }
+    if (n == 2)
+        pid = sb_pidfd_pid(fds[1]);
+    if (pid > 0) {
+        *pidfd = fds[1];
+    } else {
+        if (fds[1] >= 0) {
+            syscall(SYS_pidfd_send_signal, fds[1], SIGKILL, NULL, 0);
+            siginfo_t si;
+            waitid((idtype_t)P_PIDFD, (id_t)fds[1], &si, WEXITED);
+            close(fds[1]);
+        }
+        if (m.type == MSG_ERROR)
+            err_set(err, ERR_SANDBOX, "sandbox: %s: %s", m.text,
+                    strerror(m.errnum));
+        else
+            err_set(err, ERR_SANDBOX,
+                    "sandbox: creating a box nested in another failed%s",
+                    h1 < 0 ? " (fork)" : "");
+        pid = -1;
+    }
+    close(sp[0]);
+    return pid;
+}
+
 static void
 s_abort_spawn(sb_sandbox_t *sb)
 {
@@ -1442,8 +1630,10 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     int rc = -1, sv[2] = {-1, -1};
     struct s_plan plan = {0};
     sb_seccomp_prog_t prog;
-    if (sb_seccomp_build(&prog, err) < 0)
+    if (sb_seccomp_build_allowing(&prog, sb->allow_setns ? "setns" : NULL,
+                                  err) < 0)
         return -1;
+    bool nested = sb->nest != NULL;
     /* A new box after the last one ended: carry its workspace over. */
     int old_ws = sb->ws_fd;
     sb->ws_fd = -1;
@@ -1465,7 +1655,8 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     struct s_child c = {
         .ctl = sv[1],
         .stdio = {sb->stdin_fd, stdout_fd, stderr_fd},
-        .root_mode = sb->root_mode,
+        .root_mode = sb->root_mode && !nested,
+        .map_self = nested,
         .plan = &plan,
         .seccomp = &prog,
         .argv = argv,
@@ -1484,9 +1675,12 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
     ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
     ca.exit_signal = SIGCHLD;
-    long pid = syscall(SYS_clone3, &ca, sizeof ca);
+    long pid = nested ? s_clone_nested(sb->nest, &ca, &c, &pidfd, err)
+                      : syscall(SYS_clone3, &ca, sizeof ca);
     if (pid == 0)
         s_init(&c); /* never returns */
+    if (pid < 0 && nested)
+        goto out;
     if (pid < 0) {
         err_set(err, ERR_SANDBOX,
                 "sandbox: creating namespaces (clone3 with new user, pid, "
@@ -1505,7 +1699,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     sv[0] = -1;
     sb->state = ST_RUNNING;
     if (sb_cgroup_enter(sb->cg, sb->pid, err) < 0 ||
-        s_write_maps(sb, err) < 0) {
+        (!nested && s_write_maps(sb, err) < 0)) {
         s_abort_spawn(sb);
         goto out;
     }

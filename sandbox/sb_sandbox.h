@@ -112,6 +112,31 @@ int sb_sandbox_add_file(sb_sandbox_t *sb, const char *host_path,
  * is borrowed (dup'ed into the box at spawn). */
 void sb_sandbox_set_stdin(sb_sandbox_t *sb, int fd);
 
+/* Nesting, for the kernel factory (kernel-bridge/pool/kb_factory.h):
+ * create this box's namespaces inside those of `outer` (a running box):
+ * its user namespace a child of outer's and owned by outer's program user,
+ * its pid namespace a child of outer's. Outer's program, uid 1000 with no
+ * capability, may then setns() into this box (the owner of a user
+ * namespace may; nothing else of the outer box is shared), and everything
+ * in this box ends when outer's pid namespace ends. Inside, only uid and
+ * gid 1000 are mapped (to outer's 1000: the same host ids as a box of a
+ * root launcher), as in a box started without root. NULL undoes it. Set
+ * before spawn; `outer` is borrowed and must run while this box spawns. */
+void sb_sandbox_nest_in(sb_sandbox_t *sb, const sb_sandbox_t *outer);
+/* The program's seccomp filter lets setns() through (everything else in
+ * sb_seccomp.h stays denied): the kernel factory's box needs it to enter
+ * the boxes nested in it. Before spawn. */
+void sb_sandbox_allow_setns(sb_sandbox_t *sb);
+
+/* Host pid of the box's program (the child of its init), or -1 when none
+ * runs. Unlike init, the program may be dumpable: its /proc/PID/ns files
+ * are the box's namespaces, open to its owner. */
+pid_t sb_sandbox_program_pid(const sb_sandbox_t *sb);
+/* The pid, in our pid namespace, of the process a pidfd refers to (from
+ * /proc/self/fdinfo: also for pidfds made in another pid namespace and
+ * passed to us), or -1. */
+pid_t sb_pidfd_pid(int pidfd);
+
 /* Start `argv` (argv[0] an absolute path inside the box) with exactly
  * `envp` (build it with sb_policy_build_env(); never pass environ).
  * stdout_fd/stderr_fd are borrowed; -1 means /dev/null. Returns 0 once

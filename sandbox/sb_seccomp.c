@@ -240,9 +240,10 @@ s_add(scmp_filter_ctx ctx, const struct s_rule *r, int nr)
     return -EINVAL;
 }
 
-/* A filter context with the table loaded; NULL on failure. */
+/* A filter context with the table loaded, except the rows for the system
+ * call `allow` (NULL: none); NULL on failure. */
 static scmp_filter_ctx
-s_ctx_new(int *n_skipped, err_t *err)
+s_ctx_new(int *n_skipped, const char *allow, err_t *err)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     if (!ctx) {
@@ -261,6 +262,8 @@ s_ctx_new(int *n_skipped, err_t *err)
     }
     *n_skipped = 0;
     for (size_t i = 0; i < sizeof s_rules / sizeof s_rules[0]; i++) {
+        if (allow && strcmp(s_rules[i].name, allow) == 0)
+            continue;
         int nr = seccomp_syscall_resolve_name(s_rules[i].name);
         if (nr == __NR_SCMP_ERROR || nr < 0) {
             (*n_skipped)++; /* not a system call on this architecture */
@@ -280,10 +283,17 @@ s_ctx_new(int *n_skipped, err_t *err)
 int
 sb_seccomp_build(sb_seccomp_prog_t *out, err_t *err)
 {
+    return sb_seccomp_build_allowing(out, NULL, err);
+}
+
+int
+sb_seccomp_build_allowing(sb_seccomp_prog_t *out, const char *syscall_name,
+                          err_t *err)
+{
     int rc = -1, fd = -1;
     memset(out, 0, sizeof *out);
     int skipped = 0;
-    scmp_filter_ctx ctx = s_ctx_new(&skipped, err);
+    scmp_filter_ctx ctx = s_ctx_new(&skipped, syscall_name, err);
     if (!ctx)
         return -1;
     fd = memfd_create("ja-seccomp", MFD_CLOEXEC);
@@ -342,7 +352,7 @@ int
 sb_seccomp_export_pfc(int fd, err_t *err)
 {
     int skipped = 0;
-    scmp_filter_ctx ctx = s_ctx_new(&skipped, err);
+    scmp_filter_ctx ctx = s_ctx_new(&skipped, NULL, err);
     if (!ctx)
         return -1;
     int rc = seccomp_export_pfc(ctx, fd);

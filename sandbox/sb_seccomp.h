@@ -37,6 +37,11 @@ typedef struct sb_seccomp_prog {
 
 /* Compile the deny table for the native architecture. */
 int sb_seccomp_build(sb_seccomp_prog_t *out, err_t *err);
+/* The same filter without the rows for one system call (the kernel
+ * factory's box lets its unprivileged program call "setns" to enter the
+ * boxes nested in it; everything else stays denied). */
+int sb_seccomp_build_allowing(sb_seccomp_prog_t *out, const char *syscall_name,
+                              err_t *err);
 void sb_seccomp_prog_release(sb_seccomp_prog_t *prog);
 
 /* Install `prog` on the calling thread. Async-signal-safe (raw prctl);

@@ -7,12 +7,16 @@
 #include "agent/cli/ag_cmd.h"
 #include "agent/loop/ag_loop.h"
 #include "agent/loop/ag_render.h"
+#include "agent/session/ag_archive.h"
 #include "agent/session/ag_session.h"
 #include "common/buf.h"
+#include "common/cliopt.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/escape.h"
+#include "common/jpaths.h"
 #include "common/xalloc.h"
+#include "notebook-io/nb_notebook.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -50,12 +54,16 @@ static const char s_usage[] =
     "                         the Jupyter runtime dir. NOT sandboxed\n"
     "      --allow-unsigned   accept a connection file with an empty key\n"
     "      --kernel NAME      kernelspec to start (default python3)\n"
-    "      --max-output BYTES cap on stored output per cell (default 64M)\n"
     "  -q, --quiet            print only the answer and the summary\n"
+    "      --archive ZIP      also pack a report archive of the session\n"
+    "                         ('jupyter-agent archive --help'); with\n"
+    "      --archive-key KEY  it is signed\n"
     "\n"
     "environment: OPENAI_API_KEY, OPENAI_BASE_URL (any compatible server),\n"
     "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, JUPYTER_AGENT_MODEL. Keys never\n"
-    "reach the sandbox, the notebook or the recording.\n" AG_SESSION_FLAGS_HELP
+    "reach the sandbox, the notebook or the recording.\n";
+
+static const char s_usage_tail[] =
     "\n"
     "exit status: 0 answered, 1 stopped at --max-steps without an answer,\n"
     "2 usage, 3 kernel failure, 4 sandbox failure, 5 LLM provider failure,\n"
@@ -277,19 +285,19 @@ s_on_notice(const char *text, void *arg)
 
 /* ---- helpers ------------------------------------------------------------- */
 
+#define NO_RUNTIME_DIR                                                         \
+    "no Jupyter runtime dir (neither JUPYTER_RUNTIME_DIR nor a home "          \
+    "directory is known); pass the kernel's connection file"
+
 /* The newest kernel-*.json in the Jupyter runtime dir, or NULL + err. */
 static char *
 s_newest_connection_file(err_t *err)
 {
-    char *dir = NULL;
-    const char *env = getenv("JUPYTER_RUNTIME_DIR");
-    if (env && *env)
-        dir = xstrdup(env);
-    else if ((env = getenv("XDG_DATA_HOME")) && *env)
-        dir = xasprintf("%s/jupyter/runtime", env);
-    else
-        dir = xasprintf("%s/.local/share/jupyter/runtime",
-                        getenv("HOME") ? getenv("HOME") : "");
+    char *dir = jpaths_runtime_dir();
+    if (!dir) {
+        err_set(err, ERR_USAGE, "--existing: " NO_RUNTIME_DIR);
+        return NULL;
+    }
     DIR *d = opendir(dir);
     if (!d) {
         err_set(err, ERR_USAGE,
@@ -337,12 +345,10 @@ s_resolve_connection_file(const char *name, err_t *err)
 {
     if (access(name, R_OK) == 0 || strchr(name, '/'))
         return xstrdup(name);
-    const char *env = getenv("JUPYTER_RUNTIME_DIR");
-    char *p = env && *env
-                  ? xasprintf("%s/%s", env, name)
-                  : xasprintf("%s/.local/share/jupyter/runtime/%s",
-                              getenv("HOME") ? getenv("HOME") : "", name);
-    if (access(p, R_OK) == 0)
+    char *dir = jpaths_runtime_dir();
+    char *p = dir ? xasprintf("%s/%s", dir, name) : NULL;
+    free(dir);
+    if (p && access(p, R_OK) == 0)
         return p;
     free(p);
     err_set(err, ERR_USAGE, "--existing: no connection file %s", name);
@@ -359,16 +365,6 @@ s_read_stdin(void)
     while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
         buf_append(&b, chunk, n);
     return buf_detach(&b, NULL);
-}
-
-/* "x.ipynb" -> "x_files". New string. */
-static char *
-s_files_dir(const char *nb)
-{
-    size_t n = strlen(nb);
-    if (n > 6 && strcmp(nb + n - 6, ".ipynb") == 0)
-        n -= 6;
-    return xasprintf("%.*s_files", (int)n, nb);
 }
 
 static void
@@ -465,34 +461,11 @@ s_copy_out(ask_ui_t *ui, ag_session_t *session, const char *files_dir)
     json_decref(outs);
 }
 
-/* "--existing FILE.json" -> "--existing=FILE.json", so getopt can take an
- * optional argument separated by a space. A new argv whose strings are all
- * owned (free with s_free_args); *n gets its length. */
-static char **
-s_fix_existing(int argc, char **argv, int *n)
+static bool
+s_ends_with(const char *s, const char *suffix)
 {
-    char **v = xcalloc((size_t)argc + 1, sizeof *v);
-    *n = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t nl = next ? strlen(next) : 0;
-        if (strcmp(argv[i], "--existing") == 0 && next && next[0] != '-' &&
-            nl > 5 && strcmp(next + nl - 5, ".json") == 0) {
-            v[(*n)++] = xasprintf("--existing=%s", next);
-            i++;
-            continue;
-        }
-        v[(*n)++] = xstrdup(argv[i]);
-    }
-    return v;
-}
-
-static void
-s_free_args(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && strcmp(s + n - k, suffix) == 0;
 }
 
 /* ---- the command --------------------------------------------------------- */
@@ -513,10 +486,65 @@ s_exit_code(int rc, const err_t *err, const ag_loop_stats_t *st)
     }
 }
 
-int
-ag_cmd_ask(int argc, char **argv)
+/* What the command line asked for. */
+typedef struct ask_args {
+    const char *model;        /* --model, or NULL for the environment's */
+    const char *output;       /* -o, or NULL for session-STAMP.ipynb */
+    const char *record;       /* --record FILE, or NULL */
+    const char *existing_arg; /* --existing's connection file, or NULL */
+    const char *archive;      /* --archive ZIP, or NULL */
+    const char *archive_key;  /* --archive-key KEY, or NULL: unsigned */
+    bool existing;            /* --existing given (with or without FILE) */
+    bool allow_unsigned;      /* --allow-unsigned */
+    bool quiet;               /* -q */
+    int max_steps;            /* --max-steps */
+    ag_session_opts_t sopts;  /* the session's and sandbox's flags */
+    char *question;           /* owned; never empty once parsed */
+} ask_args_t;
+
+static int
+s_parse_max_steps(const char *v, int *out, err_t *err)
 {
-    static const struct option longopts[] = {
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (!end || *end || n < 1 || n > 10000)
+        return err_set(err, ERR_USAGE,
+                       "--max-steps '%s' is not a number from 1 to 10000", v);
+    *out = (int)n;
+    return 0;
+}
+
+/* The question: the words after the options, or stdin for "-". */
+static int
+s_take_question(int argc, char **argv, int first, ask_args_t *a, err_t *err)
+{
+    if (first >= argc)
+        return err_set(err, ERR_USAGE,
+                       "no question; usage: jupyter-agent ask \"QUESTION\" "
+                       "(see --help)");
+    if (first + 1 == argc && strcmp(argv[first], "-") == 0) {
+        a->question = s_read_stdin();
+        size_t n = strlen(a->question);
+        while (n && strchr(" \t\r\n", a->question[n - 1]))
+            a->question[--n] = '\0';
+    } else {
+        buf_t q;
+        buf_init(&q, 0);
+        for (int i = first; i < argc; i++)
+            buf_printf(&q, "%s%s", i > first ? " " : "", argv[i]);
+        a->question = buf_detach(&q, NULL);
+    }
+    if (!a->question[strspn(a->question, " \t\r\n")])
+        return err_set(err, ERR_USAGE, "the question is empty");
+    return 0;
+}
+
+/* Parse argv into `a` (initialised). 0: go on; 1: --help was printed;
+ * -1: a usage error in err. */
+static int
+s_parse_args(int argc, char **argv, ask_args_t *a, err_t *err)
+{
+    static const struct option own[] = {
         {"model", required_argument, 0, 'm'},
         {"output", required_argument, 0, 'o'},
         {"max-steps", required_argument, 0, 'S'},
@@ -525,152 +553,245 @@ ag_cmd_ask(int argc, char **argv)
         {"existing", optional_argument, 0, 'e'},
         {"allow-unsigned", no_argument, 0, 'U'},
         {"kernel", required_argument, 0, 'k'},
-        {"max-output", required_argument, 0, 'M'},
         {"quiet", no_argument, 0, 'q'},
+        {"archive", required_argument, 0, 'A'},
+        {"archive-key", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
-        AG_SESSION_LONGOPTS,
         {0, 0, 0, 0}};
-    const char *model = NULL, *output = NULL, *record = NULL;
-    const char *existing_arg = NULL;
-    bool existing = false, allow_unsigned = false, quiet = false;
-    int max_steps = AG_LOOP_MAX_STEPS;
-    ag_session_opts_t sopts;
-    ag_session_opts_init(&sopts);
+    cliopt_group_t groups[AG_SESSION_NGROUPS];
+    ag_session_flags(&a->sopts, groups);
+    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
+    int rc = 0, opt;
+    optind = 1;
+    while (rc == 0 &&
+           (opt = getopt_long(argc, argv, "m:o:qh", longopts, NULL)) != -1) {
+        int used =
+            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, err);
+        if (used != 0) {
+            rc = used < 0 ? -1 : 0;
+            continue;
+        }
+        switch (opt) {
+        case 'm':
+            a->model = optarg;
+            break;
+        case 'o':
+            a->output = optarg;
+            break;
+        case 'S':
+            rc = s_parse_max_steps(optarg, &a->max_steps, err);
+            break;
+        case 't':
+            rc = ag_parse_seconds(optarg, &a->sopts.timeout_ms, err);
+            break;
+        case 'r':
+            a->record = optarg;
+            break;
+        case 'e':
+            /* "--existing FILE.json" too: the optional value may be the
+             * next word when it names a connection file. */
+            if (!optarg && optind < argc && argv[optind][0] != '-' &&
+                s_ends_with(argv[optind], ".json"))
+                optarg = argv[optind++];
+            a->existing = true;
+            a->existing_arg = optarg;
+            break;
+        case 'U':
+            a->allow_unsigned = true;
+            break;
+        case 'k':
+            a->sopts.kernel_name = optarg;
+            break;
+        case 'q':
+            a->quiet = true;
+            break;
+        case 'A':
+            a->archive = optarg;
+            break;
+        case 'K':
+            a->archive_key = optarg;
+            break;
+        case 'h':
+            fputs(s_usage, stdout);
+            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
+            fputs(s_usage_tail, stdout);
+            rc = 1;
+            break;
+        default:
+            rc = err_set(err, ERR_USAGE, "see 'jupyter-agent ask --help'");
+        }
+    }
+    free(longopts);
+    if (rc == 0)
+        rc = s_take_question(argc, argv, optind, a, err);
+    if (rc == 0 && a->existing && a->sopts.nfiles)
+        rc = err_set(err, ERR_USAGE,
+                     "--file copies into a sandbox; it does not work with "
+                     "--existing (the kernel sees your files already)");
+    return rc;
+}
+
+/* -o, else session-YYYYmmdd-HHMMSS.ipynb in the current directory. */
+static char *
+s_notebook_path(const char *output)
+{
+    if (output)
+        return xstrdup(output);
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    return xasprintf("session-%s.ipynb", stamp);
+}
+
+/* A kernel to work in: attached (--existing) or a new sandboxed one. */
+static ag_session_t *
+s_open_session(const ask_args_t *a, err_t *err)
+{
+    if (!a->existing)
+        return ag_session_start(&a->sopts, err);
+    char *conn = a->existing_arg
+                     ? s_resolve_connection_file(a->existing_arg, err)
+                     : s_newest_connection_file(err);
+    if (!conn) {
+        err->code = ERR_USAGE;
+        return NULL;
+    }
+    ag_session_t *s = ag_session_attach(conn, a->allow_unsigned, err);
+    free(conn);
+    return s;
+}
+
+/* The closing line: how it ended, steps, cells, tokens, time. */
+static void
+s_print_summary(ask_ui_t *ui, ag_loop_t *loop, const ag_loop_stats_t *st,
+                int rc, const err_t *err, int64_t t0)
+{
+    ag_usage_t u = ag_provider_usage(ag_loop_provider(loop));
+    char in[32], outk[32];
+    s_thousands(u.input_tokens, in, sizeof in);
+    s_thousands(u.output_tokens, outk, sizeof outk);
+    const char *how = st->answered        ? "done"
+                      : st->hit_max_steps ? "stopped at --max-steps"
+                      : rc < 0 && err->code == ERR_INTERRUPTED ? "interrupted"
+                                                               : "failed";
+    char tokens[96] = "";
+    if (u.input_tokens || u.output_tokens)
+        snprintf(tokens, sizeof tokens, " · %s tokens in, %s out", in, outk);
+    printf("\n%s── %s ── %d step%s · %d cell%s%s · %.1f s%s\n",
+           s_c(ui, "\033[1m"), how, st->steps, st->steps == 1 ? "" : "s",
+           st->cells, st->cells == 1 ? "" : "s", tokens,
+           (clock_mono_ms() - t0) / 1000.0, s_c(ui, "\033[0m"));
+}
+
+/* --archive: pack (and with --archive-key sign) the saved session. */
+static int
+s_archive(ask_ui_t *ui, const ask_args_t *a, ag_session_t *session,
+          const char *nb_path, int status)
+{
+    err_t aerr = {0};
+    if (ag_archive_session(session, nb_path, a->archive, a->archive_key,
+                           &aerr) == 0) {
+        printf("%sarchive:%s  %s%s\n", s_c(ui, "\033[1m"), s_c(ui, "\033[0m"),
+               a->archive,
+               a->archive_key ? "" : " (not signed: no --archive-key)");
+        return status;
+    }
+    fprintf(stderr, "jupyter-agent ask: --archive: %s\n", aerr.text);
+    return status == 0 ? (aerr.code ? aerr.code : ERR_IO) : status;
+}
+
+/* Ask the question in `loop`, then save the notebook (and pack the
+ * archive) and copy the files out, also after a failure or Ctrl-C.
+ * Returns the exit status. */
+static int
+s_ask_and_save(ask_ui_t *ui, const ask_args_t *a, ag_loop_t *loop,
+               ag_session_t *session, const char *nb_path)
+{
+    const char *question = a->question;
     err_t err = {0};
-    int status = 0, opt;
-    int nargs = 0;
-    char **args = s_fix_existing(argc, argv, &nargs);
-    char *question = NULL, *nb_path = NULL, *files_dir = NULL;
-    char *conn_file = NULL;
+    ag_loop_ui_t lui = {.on_text = s_on_text,
+                        .on_turn = s_on_turn,
+                        .on_tool_start = s_on_tool_start,
+                        .on_output = s_on_output,
+                        .on_wait = s_on_wait,
+                        .on_tool_end = s_on_tool_end,
+                        .on_notice = s_on_notice,
+                        .arg = ui};
+    ag_loop_stats_t st = {0};
+    int64_t t0 = clock_mono_ms();
+    int rc = ag_loop_ask(loop, question, &lui, &st, &err);
+    s_clear_tick(ui);
+    s_newline(ui);
+
+    err_t serr = {0};
+    bool saved = ag_loop_save(loop, nb_path, &serr) == 0;
+    int status = s_exit_code(rc, &err, &st);
+    if (rc < 0) {
+        if (err.code == ERR_INTERRUPTED)
+            fprintf(stderr, "jupyter-agent ask: interrupted\n");
+        else
+            fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
+    }
+    s_print_summary(ui, loop, &st, rc, &err, t0);
+    if (saved) {
+        printf("%snotebook:%s %s%s\n", s_c(ui, "\033[1m"), s_c(ui, "\033[0m"),
+               nb_path, rc < 0 ? " (the session so far)" : "");
+    } else {
+        fprintf(stderr, "jupyter-agent ask: %s\n", serr.text);
+        if (status == 0)
+            status = ERR_IO;
+    }
+    char *files_dir = nb_path_sibling(nb_path, "_files");
+    s_copy_out(ui, session, files_dir);
+    free(files_dir);
+    /* After the copy-out: the archive holds SESSION_files/ as outputs/. */
+    if (saved && a->archive)
+        status = s_archive(ui, a, session, nb_path, status);
+    fflush(stdout);
+    return status;
+}
+
+int
+ag_cmd_ask(int argc, char **argv)
+{
+    ask_args_t a = {.max_steps = AG_LOOP_MAX_STEPS};
+    ag_session_opts_init(&a.sopts);
+    err_t err = {0};
+    int status = 0;
+    char *nb_path = NULL;
     ag_provider_t *provider = NULL;
     ag_session_t *session = NULL;
     ag_loop_t *loop = NULL;
     ask_ui_t ui = {.at_bol = true, .render = {.out = stdout, .err = stderr}};
     buf_init(&ui.turn_text, 0);
 
-    optind = 1;
-    while ((opt = getopt_long(nargs, args, "m:o:qh", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'm':
-            model = optarg;
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case 'S': {
-            char *end = NULL;
-            long v = strtol(optarg, &end, 10);
-            if (!end || *end || v < 1 || v > 10000) {
-                err_set(&err, ERR_USAGE,
-                        "--max-steps '%s' is not a number from 1 to 10000",
-                        optarg);
-                goto usage_error;
-            }
-            max_steps = (int)v;
-            break;
-        }
-        case 't':
-            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
-                goto usage_error;
-            break;
-        case 'r':
-            record = optarg;
-            break;
-        case 'e':
-            existing = true;
-            existing_arg = optarg;
-            break;
-        case 'U':
-            allow_unsigned = true;
-            break;
-        case 'k':
-            sopts.kernel_name = optarg;
-            break;
-        case 'M':
-            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
-                goto usage_error;
-            break;
-        case 'q':
-            quiet = true;
-            break;
-        case 'h':
-            fputs(s_usage, stdout);
-            goto out;
-        default:
-            if (ag_session_parse_flag(&sopts, opt, optarg, &err) == 0)
-                break;
-            if (err.text[0] == '\0')
-                err_set(&err, ERR_USAGE, "see 'jupyter-agent ask --help'");
-            goto usage_error;
-        }
-    }
-    if (optind >= nargs) {
-        err_set(&err, ERR_USAGE,
-                "no question; usage: jupyter-agent ask \"QUESTION\" (see "
-                "--help)");
-        goto usage_error;
-    }
-    if (optind + 1 == nargs && strcmp(args[optind], "-") == 0) {
-        question = s_read_stdin();
-        size_t n = strlen(question);
-        while (n && strchr(" \t\r\n", question[n - 1]))
-            question[--n] = '\0';
-    } else {
-        buf_t q;
-        buf_init(&q, 0);
-        for (int i = optind; i < nargs; i++)
-            buf_printf(&q, "%s%s", i > optind ? " " : "", args[i]);
-        question = buf_detach(&q, NULL);
-    }
-    if (!question[strspn(question, " \t\r\n")]) {
-        err_set(&err, ERR_USAGE, "the question is empty");
-        goto usage_error;
-    }
-    if (existing && sopts.nfiles) {
-        err_set(&err, ERR_USAGE,
-                "--file copies into a sandbox; it does not work with "
-                "--existing (the kernel sees your files already)");
-        goto usage_error;
-    }
-
-    /* The provider first: a configuration mistake should not cost a
-     * sandbox start. */
-    provider = ag_provider_new(model, &err);
-    if (!provider) {
-        fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
-        status = ERR_USAGE; /* a bad --model or missing configuration */
+    int parsed = s_parse_args(argc, argv, &a, &err);
+    if (parsed != 0) {
+        status = parsed > 0 ? 0 : ERR_USAGE;
+        if (parsed < 0)
+            fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
         goto out;
     }
-    if (record && ag_provider_set_record(provider, record, &err) < 0)
-        goto usage_error;
-
-    if (output) {
-        nb_path = xstrdup(output);
-    } else {
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        char stamp[32];
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        nb_path = xasprintf("session-%s.ipynb", stamp);
+    /* The provider first: a configuration mistake should not cost a
+     * sandbox start. */
+    provider = ag_provider_new(a.model, &err);
+    if (!provider ||
+        (a.record && ag_provider_set_record(provider, a.record, &err) < 0)) {
+        fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
+        status = ERR_USAGE; /* a bad --model, --record or configuration */
+        goto out;
     }
-    files_dir = s_files_dir(nb_path);
+    nb_path = s_notebook_path(a.output);
 
     ui.tty = isatty(1);
     const char *no_color = getenv("NO_COLOR");
     ui.color = ui.tty && !(no_color && *no_color);
     ui.render.color = ui.color && isatty(2);
-    ui.quiet = quiet;
+    ui.quiet = a.quiet;
 
-    if (existing) {
-        conn_file = existing_arg ? s_resolve_connection_file(existing_arg, &err)
-                                 : s_newest_connection_file(&err);
-        if (!conn_file)
-            goto usage_error;
-        session = ag_session_attach(conn_file, allow_unsigned, &err);
-    } else {
-        session = ag_session_start(&sopts, &err);
-    }
+    session = s_open_session(&a, &err);
     if (!session) {
         fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
         status = err.code ? err.code : ERR_KERNEL;
@@ -680,10 +801,10 @@ ag_cmd_ask(int argc, char **argv)
 
     ag_loop_opts_t lo = {.provider = &provider,
                          .session = session,
-                         .timeout_ms = sopts.timeout_ms,
-                         .max_steps = max_steps,
+                         .timeout_ms = a.sopts.timeout_ms,
+                         .max_steps = a.max_steps,
                          .autosave = nb_path};
-    lo.env.max_output_bytes = sopts.max_output_bytes;
+    lo.env.max_output_bytes = a.sopts.max_output_bytes;
     loop = ag_loop_new(&lo, &err);
     if (!loop) {
         fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
@@ -694,72 +815,17 @@ ag_cmd_ask(int argc, char **argv)
     struct sigaction sa = {.sa_handler = s_on_sigint};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    status = s_ask_and_save(&ui, &a, loop, session, nb_path);
 
-    ag_loop_ui_t lui = {.on_text = s_on_text,
-                        .on_turn = s_on_turn,
-                        .on_tool_start = s_on_tool_start,
-                        .on_output = s_on_output,
-                        .on_wait = s_on_wait,
-                        .on_tool_end = s_on_tool_end,
-                        .on_notice = s_on_notice,
-                        .arg = &ui};
-    ag_loop_stats_t st = {0};
-    int64_t t0 = clock_mono_ms();
-    int rc = ag_loop_ask(loop, question, &lui, &st, &err);
-    s_clear_tick(&ui);
-    s_newline(&ui);
-
-    err_t serr = {0};
-    bool saved = ag_loop_save(loop, nb_path, &serr) == 0;
-    status = s_exit_code(rc, &err, &st);
-    if (rc < 0) {
-        if (err.code == ERR_INTERRUPTED)
-            fprintf(stderr, "jupyter-agent ask: interrupted\n");
-        else
-            fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
-    }
-    ag_usage_t u = ag_provider_usage(ag_loop_provider(loop));
-    char in[32], outk[32];
-    s_thousands(u.input_tokens, in, sizeof in);
-    s_thousands(u.output_tokens, outk, sizeof outk);
-    const char *how = st.answered        ? "done"
-                      : st.hit_max_steps ? "stopped at --max-steps"
-                      : rc < 0 && err.code == ERR_INTERRUPTED ? "interrupted"
-                                                              : "failed";
-    char tokens[96] = "";
-    if (u.input_tokens || u.output_tokens)
-        snprintf(tokens, sizeof tokens, " · %s tokens in, %s out", in, outk);
-    printf("\n%s── %s ── %d step%s · %d cell%s%s · %.1f s%s\n",
-           s_c(&ui, "\033[1m"), how, st.steps, st.steps == 1 ? "" : "s",
-           st.cells, st.cells == 1 ? "" : "s", tokens,
-           (clock_mono_ms() - t0) / 1000.0, s_c(&ui, "\033[0m"));
-    if (saved) {
-        printf("%snotebook:%s %s%s\n", s_c(&ui, "\033[1m"), s_c(&ui, "\033[0m"),
-               nb_path, rc < 0 ? " (the session so far)" : "");
-    } else {
-        fprintf(stderr, "jupyter-agent ask: %s\n", serr.text);
-        if (status == 0)
-            status = ERR_IO;
-    }
-    s_copy_out(&ui, session, files_dir);
-    fflush(stdout);
-    goto out;
-
-usage_error:
-    fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
-    status = ERR_USAGE;
 out:
     s_loop = NULL;
     signal(SIGINT, SIG_DFL);
     ag_loop_destroy(&loop);
     ag_provider_destroy(&provider);
     ag_session_destroy(&session);
-    ag_session_opts_release(&sopts);
+    ag_session_opts_release(&a.sopts);
     buf_release(&ui.turn_text);
-    free(question);
+    free(a.question);
     free(nb_path);
-    free(files_dir);
-    free(conn_file);
-    s_free_args(args);
     return status;
 }

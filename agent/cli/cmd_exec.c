@@ -6,6 +6,7 @@
 #include "agent/cli/ag_interrupt.h"
 #include "agent/loop/ag_render.h"
 #include "agent/session/ag_session.h"
+#include "common/cliopt.h"
 #include "common/err.h"
 #include "common/escape.h"
 #include "common/xalloc.h"
@@ -38,10 +39,10 @@ static const char s_usage[] =
     "                         within --max-output and --disk)\n"
     "      --existing FILE    run in a kernel someone else started (its\n"
     "                         connection file); not sandboxed\n"
-    "      --allow-unsigned   accept a connection file with an empty key\n"
-    "      --max-output BYTES cap on stored output (default "
-    "64M)\n" AG_SESSION_FLAGS_HELP "\n"
-    "exit status: 0 ok, 1 the code raised, 2 usage, 3 kernel failure,\n"
+    "      --allow-unsigned   accept a connection file with an empty key\n";
+
+static const char s_usage_tail[] =
+    "\nexit status: 0 ok, 1 the code raised, 2 usage, 3 kernel failure,\n"
     "4 sandbox failure, 6 timeout, 130 interrupted\n";
 
 typedef struct exec_ui {
@@ -126,18 +127,15 @@ s_exit_code(int rc, const err_t *err, kb_output_t *out)
 int
 ag_cmd_exec(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"code", required_argument, 0, 'c'},
-        {"kernel", required_argument, 0, 'k'},
-        {"timeout", required_argument, 0, 't'},
-        {"json", no_argument, 0, 'j'},
-        {"out", required_argument, 0, 'o'},
-        {"existing", required_argument, 0, 'e'},
-        {"allow-unsigned", no_argument, 0, 'U'},
-        {"max-output", required_argument, 0, 'M'},
-        {"help", no_argument, 0, 'h'},
-        AG_SESSION_LONGOPTS,
-        {0, 0, 0, 0}};
+    static const struct option own[] = {{"code", required_argument, 0, 'c'},
+                                        {"kernel", required_argument, 0, 'k'},
+                                        {"timeout", required_argument, 0, 't'},
+                                        {"json", no_argument, 0, 'j'},
+                                        {"out", required_argument, 0, 'o'},
+                                        {"existing", required_argument, 0, 'e'},
+                                        {"allow-unsigned", no_argument, 0, 'U'},
+                                        {"help", no_argument, 0, 'h'},
+                                        {0, 0, 0, 0}};
     const char *code_arg = NULL, *existing = NULL, *out_dir = NULL;
     sb_outdir_t *img_dir = NULL;
     bool json = false, allow_unsigned = false;
@@ -146,8 +144,17 @@ ag_cmd_exec(int argc, char **argv)
     exec_ui_t ui = {.render = {.out = stdout, .err = stderr}};
     err_t err = {0};
     int opt;
+    cliopt_group_t groups[AG_SESSION_NGROUPS];
+    ag_session_flags(&sopts, groups);
+    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
 
     while ((opt = getopt_long(argc, argv, "+c:h", longopts, NULL)) != -1) {
+        int used =
+            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, &err);
+        if (used < 0)
+            goto usage_error;
+        if (used > 0)
+            continue;
         switch (opt) {
         case 'c':
             code_arg = optarg;
@@ -171,21 +178,20 @@ ag_cmd_exec(int argc, char **argv)
         case 'U':
             allow_unsigned = true;
             break;
-        case 'M':
-            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
-                goto usage_error;
-            break;
         case 'h':
             fputs(s_usage, stdout);
+            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
+            fputs(s_usage_tail, stdout);
+            free(longopts);
+            ag_session_opts_release(&sopts);
             return 0;
         default:
-            if (ag_session_parse_flag(&sopts, opt, optarg, &err) == 0)
-                break;
-            if (err.text[0] == '\0')
-                err_set(&err, ERR_USAGE, "see 'jupyter-agent exec --help'");
+            err_set(&err, ERR_USAGE, "see 'jupyter-agent exec --help'");
             goto usage_error;
         }
     }
+    free(longopts);
+    longopts = NULL;
 
     char *code = NULL;
     bool code_from_stdin = false;
@@ -289,6 +295,7 @@ ag_cmd_exec(int argc, char **argv)
 
 usage_error:
     fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
+    free(longopts);
     ag_session_opts_release(&sopts);
     return ERR_USAGE;
 }

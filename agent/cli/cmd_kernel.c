@@ -5,13 +5,16 @@
  */
 #include "agent/cli/ag_cmd.h"
 #include "agent/kernel/ag_kernel.h"
+#include "agent/kernel/ag_loop_kernel.h"
 #include "agent/session/ag_session.h"
+#include "common/cliopt.h"
 #include "common/err.h"
 #include "common/log.h"
 
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char s_usage[] =
@@ -34,9 +37,8 @@ static const char s_usage[] =
     "      --kernel NAME           kernelspec of the inner session (python3)\n"
     "      --timeout S             limit per Python execution (default 60;\n"
     "                              0 = none)\n"
-    "      --max-output BYTES      cap on one execution's output (64M)\n"
     "      --allow-unsigned        serve a connection file with an empty "
-    "key\n" AG_SESSION_FLAGS_HELP;
+    "key\n";
 
 static ag_kernel_t *volatile s_kernel;
 
@@ -55,23 +57,30 @@ s_on_signal(int sig)
 int
 ag_cmd_kernel(int argc, char **argv)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"connection-file", required_argument, 0, 'f'},
         {"model", required_argument, 0, 'm'},
         {"kernel", required_argument, 0, 'k'},
         {"timeout", required_argument, 0, 't'},
-        {"max-output", required_argument, 0, 'M'},
         {"allow-unsigned", no_argument, 0, 'U'},
         {"help", no_argument, 0, 'h'},
-        AG_SESSION_LONGOPTS,
         {0, 0, 0, 0}};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
-    ag_kernel_opts_t kopts = {.inner = &sopts};
+    ag_kernel_opts_t kopts = {.inner = &sopts, .ask = ag_loop_kernel_ask};
     err_t err = {0};
     int opt, status = 0;
+    cliopt_group_t groups[AG_SESSION_NGROUPS];
+    ag_session_flags(&sopts, groups);
+    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
 
     while ((opt = getopt_long(argc, argv, "+f:h", longopts, NULL)) != -1) {
+        int used =
+            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, &err);
+        if (used < 0)
+            goto usage_error;
+        if (used > 0)
+            continue;
         switch (opt) {
         case 'f':
             kopts.connection_file = optarg;
@@ -86,25 +95,22 @@ ag_cmd_kernel(int argc, char **argv)
             if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
                 goto usage_error;
             break;
-        case 'M':
-            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
-                goto usage_error;
-            break;
         case 'U':
             kopts.allow_unsigned = true;
             break;
         case 'h':
             fputs(s_usage, stdout);
+            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
+            free(longopts);
             ag_session_opts_release(&sopts);
             return 0;
         default:
-            if (ag_session_parse_flag(&sopts, opt, optarg, &err) == 0)
-                break;
-            if (err.text[0] == '\0')
-                err_set(&err, ERR_USAGE, "see 'jupyter-agent kernel --help'");
+            err_set(&err, ERR_USAGE, "see 'jupyter-agent kernel --help'");
             goto usage_error;
         }
     }
+    free(longopts);
+    longopts = NULL;
     /* Frontends append their own extra arguments (`jupyter run` passes
      * its file names, which ipykernel would run at start-up); a kernel
      * that refused to start over them would leave the frontend hanging. */
@@ -139,6 +145,7 @@ ag_cmd_kernel(int argc, char **argv)
 
 usage_error:
     fprintf(stderr, "jupyter-agent kernel: %s\n", err.text);
+    free(longopts);
     ag_session_opts_release(&sopts);
     return ERR_USAGE;
 }

@@ -9,6 +9,7 @@
 #include "agent/cli/ag_cmd.h"
 #include "agent/kernel/ag_kernel.h"
 #include "common/err.h"
+#include "common/jpaths.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernelspec.h"
 
@@ -24,7 +25,7 @@
 #include <zlib.h>
 
 #ifndef JUPYTER_AGENT_VERSION
-#define JUPYTER_AGENT_VERSION "0.1.0"
+#include "common/version.h"
 #endif
 
 static const char s_usage[] =
@@ -95,8 +96,8 @@ s_glyph(int x, int y, int size)
     return rows[gy / cell][gx / cell] == '#';
 }
 
-/* An RGBA logo: an orange rounded badge with a white "A", as a PNG with
- * stored (uncompressed) deflate blocks, which any decoder accepts. */
+/* An RGBA logo: an orange rounded badge with a white "A", as a PNG whose
+ * image data zlib compresses. */
 static int
 s_write_logo(const char *path, int size, err_t *err)
 {
@@ -119,30 +120,14 @@ s_write_logo(const char *path, int size, err_t *err)
             px[3] = 255;
         }
     }
-    /* zlib stream: header, stored blocks of <= 65535 bytes, adler32. */
-    size_t nblocks = (raw_len + 65534) / 65535;
-    size_t z_len = 2 + raw_len + 5 * nblocks + 4;
-    uint8_t *z = xmalloc(z_len), *q = z;
-    *q++ = 0x78;
-    *q++ = 0x01;
-    uint32_t a = 1, b = 0;
-    for (size_t off = 0; off < raw_len;) {
-        size_t n = raw_len - off > 65535 ? 65535 : raw_len - off;
-        *q++ = off + n == raw_len ? 1 : 0;
-        *q++ = (uint8_t)n;
-        *q++ = (uint8_t)(n >> 8);
-        *q++ = (uint8_t)~n;
-        *q++ = (uint8_t)(~n >> 8);
-        memcpy(q, raw + off, n);
-        for (size_t i = 0; i < n; i++) {
-            a = (a + raw[off + i]) % 65521;
-            b = (b + a) % 65521;
-        }
-        q += n;
-        off += n;
+    /* The IDAT payload is one zlib stream of the filtered rows. */
+    uLongf z_len = compressBound((uLong)raw_len);
+    uint8_t *z = xmalloc(z_len);
+    if (compress2(z, &z_len, raw, (uLong)raw_len, Z_BEST_COMPRESSION) != Z_OK) {
+        free(raw);
+        free(z);
+        return err_set(err, ERR_IO, "cannot compress the logo for %s", path);
     }
-    s_put32(q, (b << 16) | a);
-    q += 4;
 
     uint8_t ihdr[13];
     s_put32(ihdr, (uint32_t)size);
@@ -156,7 +141,7 @@ s_write_logo(const char *path, int size, err_t *err)
     FILE *f = fopen(path, "wb");
     if (!f || fwrite("\x89PNG\r\n\x1a\n", 1, 8, f) != 8 ||
         s_chunk(f, "IHDR", ihdr, sizeof ihdr) ||
-        s_chunk(f, "IDAT", z, (uint32_t)(q - z)) || s_chunk(f, "IEND", NULL, 0))
+        s_chunk(f, "IDAT", z, (uint32_t)z_len) || s_chunk(f, "IEND", NULL, 0))
         rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
     if (f && fclose(f) != 0 && rc == 0)
         rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
@@ -172,14 +157,10 @@ enum where { W_DEFAULT, W_USER, W_SYSWIDE, W_PREFIX, W_SYSPREFIX };
 static char *
 s_user_dir(void)
 {
-    const char *v = getenv("JUPYTER_DATA_DIR");
-    if (v && *v)
-        return xasprintf("%s/kernels", v);
-    v = getenv("XDG_DATA_HOME");
-    if (v && *v)
-        return xasprintf("%s/jupyter/kernels", v);
-    v = getenv("HOME");
-    return xasprintf("%s/.local/share/jupyter/kernels", v && *v ? v : "/");
+    char *data = jpaths_data_dir();
+    char *dir = data ? xasprintf("%s/kernels", data) : NULL;
+    free(data);
+    return dir;
 }
 
 /* The kernels directory for `w` (new string). */
@@ -431,6 +412,14 @@ ag_cmd_kernelspec(int argc, char **argv)
         return ERR_USAGE;
     }
     char *dir = install || nwhere ? s_kernels_dir(where, prefix) : NULL;
+    if ((install || nwhere) && !dir) {
+        fprintf(stderr,
+                "jupyter-agent kernelspec %s: no Jupyter data dir (neither "
+                "JUPYTER_DATA_DIR nor a home directory is known); set "
+                "JUPYTER_DATA_DIR or pass --prefix\n",
+                action);
+        return ERR_USAGE;
+    }
     int rc = install
                  ? s_install(dir, name, display, argv + rest, argc - rest, &err)
                  : s_uninstall(dir, name, &err);

@@ -5,9 +5,13 @@
  */
 #include "agent/cli/ag_cmd.h"
 #include "agent/cli/ag_interrupt.h"
+#include "agent/session/ag_archive.h"
 #include "agent/session/ag_session.h"
+#include "common/cliopt.h"
 #include "common/err.h"
 #include "common/escape.h"
+#include "common/size.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
 #include "kernel-bridge/kb_kernelspec.h"
@@ -24,6 +28,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static const char s_usage_archive[] =
+    "\nreport archive:\n"
+    "      --archive ZIP      also pack a report archive of the result\n"
+    "                         (see 'jupyter-agent archive --help')\n"
+    "      --archive-key KEY  sign that archive with KEY\n";
+
 static const char s_usage[] =
     "usage: jupyter-agent run NOTEBOOK.ipynb [options]\n"
     "\n"
@@ -35,6 +45,7 @@ static const char s_usage[] =
     "\n"
     "options:\n"
     "  -o, --output OUT       where to write (default: NOTEBOOK.out.ipynb)\n"
+
     "      --inplace          write the result over NOTEBOOK itself\n"
     "      --kernel NAME      kernelspec to start (default: the notebook's\n"
     "                         metadata.kernelspec.name, else python3)\n"
@@ -60,11 +71,10 @@ static const char s_usage[] =
     "'O'\\''Brien'.\n"
     "                         Repeat -p for more; the last value of a name "
     "wins.\n"
-    "      --max-output BYTES cap on stored output per cell (default 64M)\n"
     "      --max-notebook-size BYTES\n"
     "                         refuse a NOTEBOOK over this (default 256M);\n"
     "                         it must be a regular file\n"
-    "  -q, --quiet            no progress lines\n" AG_SESSION_FLAGS_HELP;
+    "  -q, --quiet            no progress lines\n";
 
 static const char s_usage_tail[] =
     "\n"
@@ -96,9 +106,7 @@ s_first_line(const char *src, char *out, size_t size)
         p++;
     size_t n = strcspn(p, "\r\n");
     if (n >= size - 4) {
-        n = size - 4;
-        while (n > 0 && ((unsigned char)p[n] & 0xc0) == 0x80)
-            n--; /* never cut inside a UTF-8 sequence */
+        n = utf8_char_start(p, size - 4); /* never inside a character */
         snprintf(out, size, "%.*s...", (int)n, p);
     } else {
         snprintf(out, size, "%.*s", (int)n, p);
@@ -127,16 +135,6 @@ s_on_cell(const nb_run_event_t *ev, void *arg)
             ui->tty ? "\r\033[K" : "", ev->ordinal, ev->total, ev->cell + 1,
             ev->status, ev->duration_ms / 1000.0, line);
     free(line);
-}
-
-/* NOTEBOOK.ipynb -> NOTEBOOK.out.ipynb; other names get ".out.ipynb". */
-static char *
-s_default_output(const char *in)
-{
-    size_t n = strlen(in);
-    if (n > 6 && strcmp(in + n - 6, ".ipynb") == 0)
-        return xasprintf("%.*s.out.ipynb", (int)(n - 6), in);
-    return xasprintf("%s.out.ipynb", in);
 }
 
 /* Can we write `out` (atomically: a temporary file in its directory, then
@@ -187,38 +185,6 @@ s_kernel_name(const char *flag, nb_notebook_t *nb)
     return name && *name ? name : "python3";
 }
 
-/* Pull every "-p NAME VALUE" / "--parameters NAME VALUE" out of argv (up
- * to "--"), leaving the rest for getopt. Returns the new argc, or -1 with
- * err set when a -p lacks its two words. */
-static int
-s_take_params(int argc, char **argv, char ***names, char ***values, size_t *n,
-              err_t *err)
-{
-    int w = 1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) {
-            while (i < argc)
-                argv[w++] = argv[i++];
-            break;
-        }
-        if (strcmp(argv[i], "-p") && strcmp(argv[i], "--parameters")) {
-            argv[w++] = argv[i];
-            continue;
-        }
-        if (i + 2 >= argc)
-            return err_set(err, ERR_USAGE, "%s needs two words: NAME VALUE",
-                           argv[i]);
-        *names = xrealloc(*names, (*n + 1) * sizeof **names);
-        *values = xrealloc(*values, (*n + 1) * sizeof **values);
-        (*names)[*n] = argv[i + 1];
-        (*values)[*n] = argv[i + 2];
-        (*n)++;
-        i += 2;
-    }
-    argv[w] = NULL;
-    return w;
-}
-
 /* metadata.jupyter_agent.run, keeping whatever else jupyter_agent holds. */
 static void
 s_record_run(nb_notebook_t *nb, const nb_run_result_t *res,
@@ -242,26 +208,29 @@ s_record_run(nb_notebook_t *nb, const nb_run_result_t *res,
                             : json_null());
     json_object_set_new(run, "allow_errors", json_boolean(allow_errors));
     json_object_set_new(ja, "run", run);
+    json_object_set_new(ja, "inputs", ag_session_inputs_json(session));
 }
 
 int
 ag_cmd_run(int argc, char **argv)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"output", required_argument, 0, 'o'},
         {"inplace", no_argument, 0, 'I'},
         {"kernel", required_argument, 0, 'k'},
         {"timeout", required_argument, 0, 't'},
         {"allow-errors", no_argument, 0, 'a'},
-        {"max-output", required_argument, 0, 'M'},
         {"max-notebook-size", required_argument, 0, 'N'},
+        {"parameters", required_argument, 0, 'p'},
         {"quiet", no_argument, 0, 'q'},
+        {"archive", required_argument, 0, 'A'},
+        {"archive-key", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
-        AG_SESSION_LONGOPTS,
         {0, 0, 0, 0}};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
-    const char *out_arg = NULL, *kernel_arg = NULL;
+    const char *out_arg = NULL, *kernel_arg = NULL, *archive = NULL;
+    const char *archive_key = NULL;
     bool inplace = false, allow_errors = false, quiet = false;
     char **pnames = NULL, **pvalues = NULL, *out_path = NULL;
     size_t nparams = 0, max_nb_bytes = NB_NOTEBOOK_DEFAULT_MAX_BYTES;
@@ -271,17 +240,30 @@ ag_cmd_run(int argc, char **argv)
     err_t err = {0};
     int status = ERR_USAGE, opt;
 
-    argc = s_take_params(argc, argv, &pnames, &pvalues, &nparams, &err);
-    if (argc < 0)
-        goto fail;
+    cliopt_group_t groups[AG_SESSION_NGROUPS];
+    ag_session_flags(&sopts, groups);
+    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
+
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "o:p:qh", longopts, NULL)) != -1) {
+        int used =
+            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, &err);
+        if (used < 0)
+            goto fail;
+        if (used > 0)
+            continue;
         switch (opt) {
         case 'o':
             out_arg = optarg;
             break;
         case 'I':
             inplace = true;
+            break;
+        case 'A':
+            archive = optarg;
+            break;
+        case 'K':
+            archive_key = optarg;
             break;
         case 'k':
             kernel_arg = optarg;
@@ -293,27 +275,43 @@ ag_cmd_run(int argc, char **argv)
         case 'a':
             allow_errors = true;
             break;
-        case 'M':
-            if (ag_parse_bytes(optarg, &sopts.max_output_bytes, &err))
+        case 'p':
+            /* -p NAME VALUE: getopt gives NAME; VALUE is the next word,
+             * whatever it looks like (it may start with '-'). */
+            if (optind >= argc) {
+                err_set(&err, ERR_USAGE, "-p %s needs two words: NAME VALUE",
+                        optarg);
                 goto fail;
+            }
+            pnames = xrealloc(pnames, (nparams + 1) * sizeof *pnames);
+            pvalues = xrealloc(pvalues, (nparams + 1) * sizeof *pvalues);
+            pnames[nparams] = optarg;
+            pvalues[nparams++] = argv[optind++];
             break;
-        case 'N':
-            if (ag_parse_bytes(optarg, &max_nb_bytes, &err))
+        case 'N': {
+            uint64_t n = 0;
+            if (size_parse(optarg, &n) < 0 || n == 0 || n > SIZE_MAX - 1) {
+                err_set(&err, ERR_USAGE,
+                        "--max-notebook-size: '%s' is not a size (e.g. "
+                        "512M, 1G)",
+                        optarg);
                 goto fail;
+            }
+            max_nb_bytes = (size_t)n;
             break;
+        }
         case 'q':
             quiet = true;
             break;
         case 'h':
             fputs(s_usage, stdout);
+            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
+            fputs(s_usage_archive, stdout);
             fputs(s_usage_tail, stdout);
             status = 0;
             goto out;
         default:
-            if (ag_session_parse_flag(&sopts, opt, optarg, &err) == 0)
-                break;
-            if (err.text[0] == '\0')
-                err_set(&err, ERR_USAGE, "see 'jupyter-agent run --help'");
+            err_set(&err, ERR_USAGE, "see 'jupyter-agent run --help'");
             goto fail;
         }
     }
@@ -336,7 +334,7 @@ ag_cmd_run(int argc, char **argv)
         goto fail;
     out_path = inplace   ? xstrdup(in_path)
                : out_arg ? xstrdup(out_arg)
-                         : s_default_output(in_path);
+                         : nb_path_sibling(in_path, ".out.ipynb");
     if (s_check_output(in_path, out_path, inplace, &err))
         goto fail;
     if (nparams && nb_run_inject_parameters(nb, (const char *const *)pnames,
@@ -392,6 +390,18 @@ ag_cmd_run(int argc, char **argv)
         goto fail;
     }
     status = res.code;
+    if (archive) {
+        err_t aerr = {0};
+        if (ag_archive_session(session, out_path, archive, archive_key,
+                               &aerr) != 0) {
+            fprintf(stderr, "jupyter-agent run: --archive: %s\n", aerr.text);
+            if (status == 0)
+                status = aerr.code ? aerr.code : ERR_IO;
+        } else if (!quiet) {
+            fprintf(stderr, "jupyter-agent run: archived to %s%s\n", archive,
+                    archive_key ? "" : " (not signed: no --archive-key)");
+        }
+    }
     if (res.code)
         fprintf(stderr, "jupyter-agent run: %s; wrote %s\n", rerr.text,
                 out_path);
@@ -414,6 +424,7 @@ out:
     free(pnames);
     free(pvalues);
     free(out_path);
+    free(longopts);
     ag_session_opts_release(&sopts);
     return status;
 }

@@ -5,13 +5,16 @@
  * when killed). Also the tool the security tests drive.
  */
 #include "agent/cli/ag_cmd.h"
+#include "common/cliopt.h"
 #include "common/err.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
 #include "sandbox/sb_seccomp.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,45 +30,45 @@ extern char **environ;
 #define PROG "jupyter-agent sandbox"
 
 static void
-s_help(FILE *out)
+s_help(FILE *out, const cliopt_group_t *policy)
 {
-    fprintf(out,
-            "usage: jupyter-agent sandbox [OPTIONS] -- CMD [ARGS...]\n"
-            "\n"
-            "Run CMD in the sandbox that jupyter-agent runs kernels in: its "
-            "own user, pid,\n"
-            "network (loopback only), mount, IPC and UTS namespaces; a "
-            "read-only /usr;\n"
-            "a private /tmp, $HOME (" SB_HOME_PATH ") and /mnt/data (the "
-            "working directory);\n"
-            "uid 1000 without capabilities; a seccomp filter; cgroup limits. "
-            "Stdio passes\n"
-            "through; the environment is only PATH, HOME, LANG=C.UTF-8 and "
-            "TERM (plus --env).\n"
-            "\n"
-            "options:\n"
-            "  --file F[:NAME]      copy host file F to /mnt/data/NAME "
-            "(default: its name)\n"
-            "  --timeout S          kill everything after S seconds (exit "
-            "status 6)\n"
-            "  --quiet              do not print warnings about limits not "
-            "enforced\n"
-            "  --print-policy       print the policy as JSON and exit\n"
-            "  --seccomp-table      print the system-call deny table as JSON "
-            "and exit\n"
-            "  -h, --help           this text\n"
-            "\n%s"
-            "\n"
-            "CMD without '/' is looked up in /usr/local/bin, /usr/bin, /bin, "
-            "/usr/sbin, /sbin;\n"
-            "a relative path with '/' is taken relative to /mnt/data.\n"
-            "\n"
-            "exit status: CMD's status; 128+N when it was killed by signal N "
-            "(137 with a\n"
-            "message when out of memory); 6 on --timeout; 4 when the sandbox "
-            "could not be\n"
-            "set up; 2 on usage errors.\n",
-            sb_policy_flags_help());
+    fputs("usage: jupyter-agent sandbox [OPTIONS] -- CMD [ARGS...]\n"
+          "\n"
+          "Run CMD in the sandbox that jupyter-agent runs kernels in: its "
+          "own user, pid,\n"
+          "network (loopback only), mount, IPC and UTS namespaces; a "
+          "read-only /usr;\n"
+          "a private /tmp, $HOME (" SB_HOME_PATH ") and /mnt/data (the "
+          "working directory);\n"
+          "uid 1000 without capabilities; a seccomp filter; cgroup limits. "
+          "Stdio passes\n"
+          "through; the environment is only PATH, HOME, LANG=C.UTF-8 and "
+          "TERM (plus --env).\n"
+          "\n"
+          "options:\n"
+          "  --file F[:NAME]      copy host file F to /mnt/data/NAME "
+          "(default: its name)\n"
+          "  --timeout S          kill everything after S seconds (exit "
+          "status 6)\n"
+          "  --quiet              do not print warnings about limits not "
+          "enforced\n"
+          "  --print-policy       print the policy as JSON and exit\n"
+          "  --seccomp-table      print the system-call deny table as JSON "
+          "and exit\n"
+          "  -h, --help           this text\n",
+          out);
+    cliopt_help(out, policy, 1);
+    fputs("\n"
+          "CMD without '/' is looked up in /usr/local/bin, /usr/bin, /bin, "
+          "/usr/sbin, /sbin;\n"
+          "a relative path with '/' is taken relative to /mnt/data.\n"
+          "\n"
+          "exit status: CMD's status; 128+N when it was killed by signal N "
+          "(137 with a\n"
+          "message when out of memory); 6 on --timeout; 4 when the sandbox "
+          "could not be\n"
+          "set up; 2 on usage errors.\n",
+          out);
 }
 
 /* argv[0] for inside the box, new string, or NULL if not found. */
@@ -125,68 +128,62 @@ ag_cmd_sandbox(int argc, char **argv)
     sigset_t sigs, old_mask;
     sigemptyset(&sigs);
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--") == 0) {
-            cmd_at = i + 1;
-            break;
+    static const struct option own[] = {{"file", required_argument, 0, 'f'},
+                                        {"timeout", required_argument, 0, 't'},
+                                        {"quiet", no_argument, 0, 'q'},
+                                        {"print-policy", no_argument, 0, 'P'},
+                                        {"seccomp-table", no_argument, 0, 'S'},
+                                        {"help", no_argument, 0, 'h'},
+                                        {0, 0, 0, 0}};
+    cliopt_group_t policy = sb_policy_flags(&pol);
+    struct option *longopts = cliopt_longopts(own, &policy, 1);
+    int opt;
+    optind = 1;
+    /* '+': options end at CMD, whose own flags are not ours. */
+    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        int used = cliopt_dispatch(&policy, 1, opt, optarg, &err);
+        if (used < 0) {
+            fprintf(stderr, PROG ": %s\n", err.text);
+            goto out;
         }
-        if (a[0] != '-') {
-            cmd_at = i;
-            break;
-        }
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            s_help(stdout);
+        if (used > 0)
+            continue;
+        switch (opt) {
+        case 'h':
+            s_help(stdout, &policy);
             rc = 0;
             goto out;
-        }
-        if (strcmp(a, "--print-policy") == 0) {
+        case 'P':
             rc = s_print_json(sb_policy_to_json(&pol));
             goto out;
-        }
-        if (strcmp(a, "--seccomp-table") == 0) {
+        case 'S':
             rc = s_print_json(sb_seccomp_table_json());
             goto out;
-        }
-        if (strcmp(a, "--quiet") == 0) {
+        case 'q':
             quiet = true;
-            continue;
-        }
-        if (strcmp(a, "--file") == 0 || strcmp(a, "--timeout") == 0) {
-            if (!next) {
-                fprintf(stderr, PROG ": %s needs a value\n", a);
+            break;
+        case 'f':
+            files = xrealloc(files, (n_files + 1) * sizeof *files);
+            files[n_files++] = optarg;
+            break;
+        case 't': {
+            char *end = NULL;
+            timeout_s = strtod(optarg, &end);
+            if (end == optarg || *end || !(timeout_s > 0) ||
+                timeout_s > 31536000) {
+                fprintf(stderr,
+                        PROG ": --timeout: '%s' is not a number of seconds\n",
+                        optarg);
                 goto out;
             }
-            i++;
-            if (strcmp(a, "--file") == 0) {
-                files = xrealloc(files, (n_files + 1) * sizeof *files);
-                files[n_files++] = argv[i];
-            } else {
-                char *end = NULL;
-                timeout_s = strtod(next, &end);
-                if (end == next || *end || !(timeout_s > 0) ||
-                    timeout_s > 31536000) {
-                    fprintf(stderr,
-                            PROG ": --timeout: '%s' is not a number of "
-                                 "seconds\n",
-                            next);
-                    goto out;
-                }
-            }
-            continue;
+            break;
         }
-        int used = sb_policy_parse_flag(&pol, a, next, &err);
-        if (used < 0) {
-            fprintf(stderr, "jupyter-agent: %s\n", err.text);
+        default:
+            fprintf(stderr, PROG ": see '" PROG " --help'\n");
             goto out;
         }
-        if (used == 0) {
-            fprintf(stderr, PROG ": unknown option '%s'; see --help\n", a);
-            goto out;
-        }
-        i += used - 1;
     }
+    cmd_at = optind;
     if (cmd_at < 0 || cmd_at >= argc) {
         fprintf(stderr, PROG ": no command given; usage: " PROG
                              " [OPTIONS] -- CMD [ARGS...]\n");
@@ -301,9 +298,10 @@ out:
         close(sfd);
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
     }
-    sb_policy_env_free(env);
+    strv_free(env);
     free(prog);
     free(files);
+    free(longopts);
     sb_policy_release(&pol);
     return rc;
 }

@@ -4,6 +4,7 @@
  * when a server answers, and starts a cold kernel otherwise.
  */
 #include "agent/cli/ag_cmd.h"
+#include "common/cliopt.h"
 #include "common/err.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/pool/kb_serve.h"
@@ -42,7 +43,8 @@ static const char s_usage[] =
     "      --status           print the running server's counters as JSON\n"
     "      --stop             ask the running server to exit\n"
     "\n"
-    "policy flags (the pool's sandbox; a session must ask for the same):\n";
+    "The pool's sandbox is set by the policy flags below; a session gets a\n"
+    "warm kernel only when it asks for the same policy.\n";
 
 static void
 s_listening(const char *path, void *arg)
@@ -55,40 +57,31 @@ s_listening(const char *path, void *arg)
 int
 ag_cmd_serve(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"pool", required_argument, 0, 'p'},
-        {"preload", required_argument, 0, 'P'},
-        {"kernel", required_argument, 0, 'k'},
-        {"socket", required_argument, 0, 's'},
-        {"status", no_argument, 0, 'S'},
-        {"stop", no_argument, 0, 'X'},
-        {"factory", no_argument, 0, 'F'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option own[] = {{"pool", required_argument, 0, 'p'},
+                                        {"preload", required_argument, 0, 'P'},
+                                        {"kernel", required_argument, 0, 'k'},
+                                        {"socket", required_argument, 0, 's'},
+                                        {"status", no_argument, 0, 'S'},
+                                        {"stop", no_argument, 0, 'X'},
+                                        {"factory", no_argument, 0, 'F'},
+                                        {"help", no_argument, 0, 'h'},
+                                        {0, 0, 0, 0}};
     kb_serve_opts_t o = {0};
     sb_policy_t policy;
     sb_policy_init_default(&policy);
     err_t err = {0};
     const char *query = NULL;
     int status = 0;
-    /* Policy flags first (shared with sandbox and exec); getopt sees the
-     * rest. */
-    char **rest = xcalloc((size_t)argc + 1, sizeof *rest);
-    int nrest = 0;
-    rest[nrest++] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        int used = sb_policy_parse_flag(
-            &policy, argv[i], i + 1 < argc ? argv[i + 1] : NULL, &err);
+    cliopt_group_t groups[] = {sb_policy_flags(&policy)};
+    struct option *longopts = cliopt_longopts(own, groups, 1);
+    optind = 1;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int used = cliopt_dispatch(groups, 1, opt, optarg, &err);
         if (used < 0)
             goto usage_error;
         if (used > 0)
-            i += used - 1;
-        else
-            rest[nrest++] = argv[i];
-    }
-    optind = 1;
-    int opt;
-    while ((opt = getopt_long(nrest, rest, "h", longopts, NULL)) != -1) {
+            continue;
         switch (opt) {
         case 'p': {
             char *end;
@@ -121,21 +114,21 @@ ag_cmd_serve(int argc, char **argv)
             break;
         case 'h':
             fputs(s_usage, stdout);
-            fputs(sb_policy_flags_help(), stdout);
+            cliopt_help(stdout, groups, 1);
             sb_policy_release(&policy);
-            free(rest);
+            free(longopts);
             return 0;
         default:
             err_set(&err, ERR_USAGE, "see 'jupyter-agent serve --help'");
             goto usage_error;
         }
     }
-    if (optind < nrest) {
-        err_set(&err, ERR_USAGE, "unexpected argument '%s'", rest[optind]);
+    if (optind < argc) {
+        err_set(&err, ERR_USAGE, "unexpected argument '%s'", argv[optind]);
         goto usage_error;
     }
-    free(rest);
-    rest = NULL;
+    free(longopts);
+    longopts = NULL;
     if (query) {
         json_t *reply = kb_serve_request(o.socket_path, query, &err);
         if (!reply) {
@@ -168,7 +161,7 @@ ag_cmd_serve(int argc, char **argv)
 
 usage_error:
     fprintf(stderr, "jupyter-agent serve: %s\n", err.text);
-    free(rest);
+    free(longopts);
     sb_policy_release(&policy);
     return ERR_USAGE;
 }

@@ -5,13 +5,10 @@
 #include "agent/cli/ag_cmd.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/version.h"
 
 #include <stdio.h>
 #include <string.h>
-
-#ifndef JUPYTER_AGENT_VERSION
-#define JUPYTER_AGENT_VERSION "0.1.0"
-#endif
 
 struct subcommand {
     const char *name;
@@ -29,6 +26,7 @@ static const struct subcommand s_commands[] = {
     {"manifest", ag_cmd_manifest, "manifest keygen|sign|verify"},
     {"sandbox", ag_cmd_sandbox, "sandbox [POLICY FLAGS] -- CMD [ARGS]"},
     {"serve", ag_cmd_serve, "serve [--pool N] [--factory] [--preload CODE]"},
+    {"archive", ag_cmd_archive, "archive pack|verify|rerun|show REPORT.zip"},
 };
 
 static void
@@ -49,6 +47,7 @@ s_usage(FILE *out)
             "  6    timeout: an execution exceeded its limit\n"
             "  7    I/O failure writing or reading our own files\n"
             "  8    verification failure: signature or hash mismatch\n"
+            "  9    archive rerun: outputs were not reproduced\n"
             "  130  interrupted (Ctrl-C); partial results were still saved\n");
 }
 

@@ -10,6 +10,7 @@
 #include "kernel-bridge/kb_server.h"
 #include "notebook-io/nb_notebook.h"
 
+#include <assert.h>
 #include <fnmatch.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@
 #include <unistd.h>
 
 #ifndef JUPYTER_AGENT_VERSION
-#define JUPYTER_AGENT_VERSION "0.1.0"
+#include "common/version.h"
 #endif
 
 #define INNER_REQUEST_MS 10000 /* complete / inspect / is_complete */
@@ -27,6 +28,7 @@
 struct ag_kernel {
     kb_server_t *server;            /* owned */
     const ag_session_opts_t *inner; /* borrowed; how to start the session */
+    ag_kernel_ask_fn ask;           /* what a plain cell does; never NULL */
     ag_session_t *session;          /* owned; NULL until used or after death */
     int64_t session_started_ms;     /* CLOCK_MONOTONIC, when it started */
     int64_t session_used_ms;        /* ... when a cell last used it */
@@ -391,7 +393,7 @@ ag_kernel_run_python(ag_kernel_t *k, const char *code, kb_output_t *out,
     return s_run_inner(k, code, FWD_TOOL, out, err);
 }
 
-/* ---- services for ag_kernel_ask ---- */
+/* ---- services for opts->ask ---- */
 
 const char *
 ag_kernel_model(const ag_kernel_t *k)
@@ -532,7 +534,7 @@ static void
 s_run_ask(ag_kernel_t *k, const char *code)
 {
     err_t err = {0};
-    if (ag_kernel_ask(k, code, &err) != 0 && !k->cell_error) {
+    if (k->ask(k, code, &err) != 0 && !k->cell_error) {
         if (!err.text[0])
             err_set(&err, ERR_PROVIDER, "the agent could not answer");
         ag_kernel_error(k, s_ename(err.code), err.text);
@@ -1027,6 +1029,7 @@ s_kernel_info(const ag_kernel_opts_t *o)
 ag_kernel_t *
 ag_kernel_new(const ag_kernel_opts_t *o, err_t *err)
 {
+    assert(o->ask != NULL);
     kb_conn_t conn;
     if (kb_conn_load(&conn, o->connection_file, err))
         return NULL;
@@ -1039,6 +1042,7 @@ ag_kernel_new(const ag_kernel_opts_t *o, err_t *err)
     ag_kernel_t *k = xcalloc(1, sizeof *k);
     k->server = server;
     k->inner = o->inner;
+    k->ask = o->ask;
     k->model = o->model;
     k->info = s_kernel_info(o);
     k->history = json_array();

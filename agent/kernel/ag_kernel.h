@@ -8,7 +8,7 @@
  *                       input() and errors are forwarded verbatim
  *   %reset              a fresh inner Python session (and a fresh
  *                       conversation for the agent)
- *   anything else       a request to the agent: ag_kernel_ask()
+ *   anything else       a request to the agent: opts->ask()
  *
  * The inner session starts on first use and dies with this process.
  * language_info says "markdown", so frontends highlight and export cells as
@@ -38,8 +38,14 @@
 
 typedef struct ag_kernel ag_kernel_t;
 
+/* What a plain (non-magic) cell does; see "The interface" below. */
+typedef int (*ag_kernel_ask_fn)(ag_kernel_t *k, const char *request,
+                                err_t *err);
+
 typedef struct ag_kernel_opts {
     const char *connection_file;    /* path; required */
+    ag_kernel_ask_fn ask;           /* required: the tool loop
+                                       (ag_loop_kernel_ask), or a test's */
     const ag_session_opts_t *inner; /* borrowed: how to start the inner
                                        session (policy flags, timeout) */
     const char *model;              /* --model, borrowed; NULL = env */
@@ -57,12 +63,12 @@ void ag_kernel_stop(ag_kernel_t *k);
 /* Shuts the inner session down and closes every socket. NULL is fine. */
 void ag_kernel_destroy(ag_kernel_t **k);
 
-/* ---- The seam: what a plain (non-magic) cell does ----------------------
+/* ---- The interface: what a plain (non-magic) cell does -----------------
  *
- * Implemented in agent/kernel/ag_kernel_ask.c by the tool loop. Called on the
- * shell thread once per plain cell, with the cell's text. It talks to the
- * user only through the ag_kernel_* services below, which publish with the
- * current execute_request as parent:
+ * opts->ask, normally ag_loop_kernel_ask (agent/kernel/ag_loop_kernel.h),
+ * is called on the shell thread once per plain cell, with the cell's text. It
+ * talks to the user only through the ag_kernel_* services below, which publish
+ * with the current execute_request as parent:
  *   - assistant text as it streams:          ag_kernel_stream(k, "stdout", t)
  *   - each code cell before it runs:          ag_kernel_show_code(k, code)
  *   - run it (outputs forwarded to the user): ag_kernel_run_python(k, ...)
@@ -76,9 +82,8 @@ void ag_kernel_destroy(ag_kernel_t **k);
  * publishes err as an error output (unless ag_kernel_error was already
  * called) and replies status "error". The kernel keeps serving either
  * way. */
-int ag_kernel_ask(ag_kernel_t *k, const char *request, err_t *err);
 
-/* ---- Services for ag_kernel_ask (shell thread, during a cell) ---------- */
+/* ---- Services for opts->ask (shell thread, during a cell) -------------- */
 
 /* The whole session as a notebook (borrowed): every request, the agent's
  * cells and %%python cells, in order. The loop records into it; %export
@@ -122,7 +127,7 @@ const atomic_int *ag_kernel_cancel_flag(ag_kernel_t *k);
  * ERR_INTERRUPTED). */
 char *ag_kernel_input(ag_kernel_t *k, const char *prompt, bool password,
                       err_t *err);
-/* State owned by ag_kernel_ask across cells (e.g. the conversation):
+/* State owned by opts->ask across cells (e.g. the conversation):
  * `free_fn` releases it on %reset, on replacement and at exit. */
 void *ag_kernel_ask_state(ag_kernel_t *k);
 void ag_kernel_set_ask_state(ag_kernel_t *k, void *state,

@@ -2,13 +2,11 @@
 
 #include "common/xalloc.h"
 
-#include <ctype.h>
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #define S_ERR_BODY_MAX (64u * 1024)
 #define S_POLL_MS 100
@@ -20,6 +18,7 @@ struct ag_http {
 
 /* State of one transfer, shared by the curl callbacks. */
 typedef struct s_xfer {
+    CURL *easy;                 /* borrowed; the transfer's handle */
     const ag_http_opts_t *opts; /* borrowed */
     ag_http_resp_t *resp;       /* borrowed */
     ag_http_sink_fn sink;       /* optional */
@@ -86,66 +85,33 @@ s_cancelled(const s_xfer_t *x)
     return x->opts->cancel && atomic_load(x->opts->cancel);
 }
 
-/* Trim spaces and CR/LF around a header value into out. */
+/* Status, content type and retry delay of the response, from what libcurl
+ * parsed: CURLINFO_RETRY_AFTER reads both forms of Retry-After (seconds
+ * and HTTP-date); the non-standard retry-after-ms (OpenAI, Anthropic) is
+ * finer and wins when present. */
 static void
-s_header_value(const char *v, size_t n, char *out, size_t size)
+s_response_info(CURL *e, ag_http_resp_t *r)
 {
-    while (n && (*v == ' ' || *v == '\t')) {
-        v++;
-        n--;
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
+    const char *ct = NULL;
+    if (curl_easy_getinfo(e, CURLINFO_CONTENT_TYPE, &ct) == CURLE_OK && ct)
+        snprintf(r->content_type, sizeof r->content_type, "%s", ct);
+    struct curl_header *h = NULL;
+    r->retry_after_ms = -1;
+    if (curl_easy_header(e, "retry-after-ms", 0, CURLH_HEADER, -1, &h) ==
+        CURLHE_OK) {
+        char *end = NULL;
+        double ms = strtod(h->value, &end);
+        if (end != h->value && ms >= 0 && ms < 1e9)
+            r->retry_after_ms = (long)ms;
     }
-    while (n && isspace((unsigned char)v[n - 1]))
-        n--;
-    if (n >= size)
-        n = size - 1;
-    memcpy(out, v, n);
-    out[n] = '\0';
-}
-
-static int
-s_is_header(const char *line, size_t n, const char *name, const char **val,
-            size_t *vlen)
-{
-    size_t k = strlen(name);
-    if (n <= k || line[k] != ':' || strncasecmp(line, name, k) != 0)
-        return 0;
-    *val = line + k + 1;
-    *vlen = n - k - 1;
-    return 1;
-}
-
-static size_t
-s_on_header(char *data, size_t size, size_t nmemb, void *arg)
-{
-    s_xfer_t *x = arg;
-    size_t n = size * nmemb;
-    const char *v;
-    size_t vlen;
-    char tmp[128];
-    if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
-        /* A new status line (after 100-continue or a redirect). */
-        const char *sp = memchr(data, ' ', n);
-        x->resp->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-        x->resp->retry_after_ms = -1;
-        x->resp->content_type[0] = '\0';
-    } else if (s_is_header(data, n, "retry-after-ms", &v, &vlen)) {
-        s_header_value(v, vlen, tmp, sizeof tmp);
-        char *end;
-        double ms = strtod(tmp, &end);
-        if (end != tmp && ms >= 0)
-            x->resp->retry_after_ms = (long)ms;
-    } else if (s_is_header(data, n, "retry-after", &v, &vlen)) {
-        /* retry-after-ms wins when both are present. */
-        s_header_value(v, vlen, tmp, sizeof tmp);
-        char *end;
-        long s = strtol(tmp, &end, 10);
-        if (end != tmp && *end == '\0' && s >= 0 && x->resp->retry_after_ms < 0)
-            x->resp->retry_after_ms = s * 1000;
-    } else if (s_is_header(data, n, "content-type", &v, &vlen)) {
-        s_header_value(v, vlen, x->resp->content_type,
-                       sizeof x->resp->content_type);
-    }
-    return n;
+    curl_off_t secs = 0;
+    if (r->retry_after_ms < 0 &&
+        curl_easy_header(e, "retry-after", 0, CURLH_HEADER, -1, &h) ==
+            CURLHE_OK &&
+        curl_easy_getinfo(e, CURLINFO_RETRY_AFTER, &secs) == CURLE_OK &&
+        secs >= 0 && secs < 1000000)
+        r->retry_after_ms = (long)secs * 1000;
 }
 
 static size_t
@@ -163,6 +129,8 @@ s_on_body(char *data, size_t size, size_t nmemb, void *arg)
         return 0;
     }
     r->received += n;
+    if (!r->status) /* the headers are complete once the body starts */
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &r->status);
     int ok2xx = r->status >= 200 && r->status < 300;
     if (ok2xx && x->sink) {
         if (x->sink(data, n, x->arg)) {
@@ -233,7 +201,8 @@ ag_http_post(ag_http_t *h, const ag_http_opts_t *opts, const char *url,
         opts = &defaults;
     buf_release(&resp->body);
     ag_http_resp_init(resp);
-    s_xfer_t x = {.opts = opts, .resp = resp, .sink = sink, .arg = arg};
+    s_xfer_t x = {
+        .easy = h->easy, .opts = opts, .resp = resp, .sink = sink, .arg = arg};
     x.max =
         opts->max_response_bytes ? opts->max_response_bytes : 32u * 1024 * 1024;
     char errbuf[CURL_ERROR_SIZE] = "";
@@ -268,8 +237,6 @@ ag_http_post(ag_http_t *h, const ag_http_opts_t *opts, const char *url,
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
                      opts->read_timeout_s ? opts->read_timeout_s : 300L);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, s_on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, &x);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, s_on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &x);
     curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
@@ -311,8 +278,10 @@ ag_http_post(ag_http_t *h, const ag_http_opts_t *opts, const char *url,
         }
     }
 done:
-    if (added)
+    if (added) {
+        s_response_info(e, resp);
         curl_multi_remove_handle(h->multi, e);
+    }
     curl_slist_free_all(hl);
     /* The error buffer lives on this stack frame: detach it. */
     curl_easy_setopt(h->easy, CURLOPT_ERRORBUFFER, NULL);

@@ -1,20 +1,18 @@
 #include "agent/llm/ag_provider.h"
 
 #include "agent/llm/ag_provider_impl.h"
-#include "common/clock.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 
+#include <curl/curl.h>
 #include <errno.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #define S_OPENAI_BASE "https://api.openai.com/v1"
 #define S_ANTHROPIC_BASE "https://api.anthropic.com"
-#define S_RETRY_AFTER_CAP_MS 60000L
-#define S_BACKOFF_CAP_MS 30000L
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -126,13 +124,11 @@ s_redact(const ag_provider_t *p, char *text, size_t size)
 
 /* Copy at most `max` bytes of s into out, replacing control bytes and
  * stopping at a character boundary; "…" marks a cut. */
-static void
-s_snippet(const char *s, size_t len, size_t max, char *out, size_t size)
+void
+ag_snippet(const char *s, size_t len, size_t max, char *out, size_t size)
 {
     size_t o = 0;
-    size_t n = len < max ? len : max;
-    while (n > 0 && n < len && ((unsigned char)s[n] & 0xC0) == 0x80)
-        n--;
+    size_t n = utf8_cut(s, len, max);
     for (size_t i = 0; i < n && o + 4 < size; i++) {
         unsigned char c = (unsigned char)s[i];
         out[o++] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
@@ -204,6 +200,57 @@ out:
     return rc;
 }
 
+/* `url` parsed by libcurl (the parser that will send the request), or
+ * NULL when it does not parse. */
+static CURLU *
+s_parse_url(const char *url)
+{
+    CURLU *u = curl_url();
+    if (u && curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
+        curl_url_cleanup(u), u = NULL;
+    return u;
+}
+
+/* URL without its user, password and login options, for messages. The
+ * parse is libcurl's, so an '@' in the query or fragment is not taken
+ * for the end of credentials. */
+void
+ag_safe_url(const char *url, char *out, size_t size)
+{
+    CURLU *u = s_parse_url(url);
+    char *clean = NULL;
+    if (u) {
+        curl_url_set(u, CURLUPART_USER, NULL, 0);
+        curl_url_set(u, CURLUPART_PASSWORD, NULL, 0);
+        curl_url_set(u, CURLUPART_OPTIONS, NULL, 0);
+        curl_url_get(u, CURLUPART_URL, &clean, 0);
+    }
+    snprintf(out, size, "%s", clean ? clean : "(a URL that does not parse)");
+    curl_free(clean);
+    curl_url_cleanup(u);
+}
+
+/* The base URL must be an http or https URL libcurl can parse. */
+static int
+s_check_base_url(const ag_provider_ops_t *ops, const char *url, err_t *err)
+{
+    CURLU *u = s_parse_url(url);
+    char *scheme = NULL;
+    if (u)
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+    int good =
+        scheme && (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0);
+    curl_free(scheme);
+    curl_url_cleanup(u);
+    if (good)
+        return 0;
+    char safe[400];
+    ag_safe_url(url, safe, sizeof safe); /* never echo a password */
+    return err_set(err, ERR_USAGE,
+                   "%s: %s must start with http:// or https:// (got '%s')",
+                   ops->name, ops->base_env, safe);
+}
+
 ag_provider_t *
 ag_provider_new(const char *spec, err_t *err)
 {
@@ -248,13 +295,15 @@ ag_provider_new(const char *spec, err_t *err)
         goto fail;
     }
 
+    if (sodium_init() < 0) { /* randombytes_uniform() jitters retries */
+        err_set(err, ERR_PROVIDER, "cannot initialise libsodium");
+        goto fail;
+    }
     p = xcalloc(1, sizeof *p);
     p->stream = s_env_long("JUPYTER_AGENT_STREAM", 1, 0) != 0;
     p->max_tries = (int)s_env_long("JUPYTER_AGENT_MAX_TRIES", 4, 1);
     p->retry_base_ms = s_env_long("JUPYTER_AGENT_RETRY_BASE_MS", 1000, 0);
     p->read_timeout_s = s_env_long("JUPYTER_AGENT_READ_TIMEOUT", 300, 1);
-    p->rng = (uint64_t)clock_mono_us() ^ ((uint64_t)getpid() << 32) ^
-             0x9E3779B97F4A7C15ull;
 
     if (strcmp(kind, "replay") == 0) {
         p->replay_path = xstrdup(rest);
@@ -276,13 +325,8 @@ ag_provider_new(const char *spec, err_t *err)
         size_t bl = strlen(p->base_url);
         while (bl > 0 && p->base_url[bl - 1] == '/')
             p->base_url[--bl] = '\0';
-        if (strncmp(p->base_url, "http://", 7) != 0 &&
-            strncmp(p->base_url, "https://", 8) != 0) {
-            err_set(err, ERR_USAGE,
-                    "%s: %s must start with http:// or https:// (got '%s')",
-                    ops->name, ops->base_env, p->base_url);
+        if (s_check_base_url(ops, p->base_url, err))
             goto fail;
-        }
         if (key)
             p->key = xstrdup(key);
         else if (!base) {
@@ -397,8 +441,8 @@ ag_provider_set_record(ag_provider_t *p, const char *path, err_t *err)
 
 /* ---- turn assembly (shared by the wire formats) ----------------------- */
 
-static void
-s_state_init(ag_turn_state_t *st, ag_provider_t *p, const ag_stream_cb_t *cb)
+void
+ag_ts_init(ag_turn_state_t *st, ag_provider_t *p, const ag_stream_cb_t *cb)
 {
     memset(st, 0, sizeof *st);
     st->p = p;
@@ -407,8 +451,8 @@ s_state_init(ag_turn_state_t *st, ag_provider_t *p, const ag_stream_cb_t *cb)
     buf_init(&st->raw, 0);
 }
 
-static void
-s_state_release(ag_turn_state_t *st)
+void
+ag_ts_release(ag_turn_state_t *st)
 {
     buf_release(&st->text);
     buf_release(&st->raw);
@@ -511,8 +555,8 @@ ag_ts_server_error(ag_turn_state_t *st, const char *type, const char *message,
         if (strcmp(type, transient[i]) == 0)
             st->retryable = !st->delivered;
     char msg[400];
-    s_snippet(message ? message : "", message ? strlen(message) : 0, 300, msg,
-              sizeof msg);
+    ag_snippet(message ? message : "", message ? strlen(message) : 0, 300, msg,
+               sizeof msg);
     snprintf(st->srv_type, sizeof st->srv_type, "%s", type ? type : "error");
     snprintf(st->srv_msg, sizeof st->srv_msg, "%s", msg);
     if (st->delivered)
@@ -529,15 +573,15 @@ ag_ts_malformed(ag_turn_state_t *st, const char *where, const char *data,
                 size_t len, const char *why, err_t *err)
 {
     char snip[200];
-    s_snippet(data, len, 120, snip, sizeof snip);
+    ag_snippet(data, len, 120, snip, sizeof snip);
     return err_set(err, ERR_PROVIDER,
                    "%s: the server sent malformed JSON %s (%s): '%s'",
                    st->p->ops ? st->p->ops->name : "replay", where, why, snip);
 }
 
 /* Move the assembled turn into `out`. */
-static void
-s_state_to_turn(ag_turn_state_t *st, ag_turn_t *out)
+void
+ag_ts_to_turn(ag_turn_state_t *st, ag_turn_t *out)
 {
     size_t n = 0;
     for (size_t i = 0; i < st->ncalls; i++)
@@ -561,330 +605,6 @@ s_state_to_turn(ag_turn_state_t *st, ag_turn_t *out)
     out->stop = st->stop_seen ? st->stop : (n ? AG_STOP_TOOL_USE : AG_STOP_END);
     out->usage = st->usage;
     out->usage.turns = 1;
-}
-
-/* ---- the HTTP turn with retries --------------------------------------- */
-
-static int
-s_on_sse(const char *type, const char *data, size_t len, const char *id,
-         void *arg)
-{
-    (void)id;
-    ag_turn_state_t *st = arg;
-    if (st->done)
-        return 0;
-    return st->p->ops->on_event(st, type, data, len, &st->err) < 0 ? 1 : 0;
-}
-
-static int
-s_sink(const char *data, size_t len, void *arg)
-{
-    ag_turn_state_t *st = arg;
-    if (!st->sse && !st->json_body) {
-        /* First bytes: a server that ignores "stream" sends plain JSON. */
-        size_t i = 0;
-        while (i < len && (data[i] == ' ' || data[i] == '\n' ||
-                           data[i] == '\r' || data[i] == '\t'))
-            i++;
-        if (i < len && data[i] == '{')
-            st->json_body = 1;
-        else
-            st->sse = ag_sse_new(s_on_sse, st, 0);
-    }
-    if (st->json_body)
-        return buf_append(&st->raw, data, len) < 0;
-    return ag_sse_feed(st->sse, data, len, &st->err) < 0 ? 1 : 0;
-}
-
-/* The server's own message from an error body, else a snippet of it. */
-static void
-s_server_message(const ag_http_resp_t *r, char *out, size_t size)
-{
-    json_t *j =
-        json_loadb(r->body.data ? r->body.data : "", r->body.len, 0, NULL);
-    const char *m = NULL;
-    if (j) {
-        const json_t *e = json_object_get(j, "error");
-        m = json_is_string(e) ? json_string_value(e)
-                              : ag_json_str(e, "message");
-        if (!m)
-            m = ag_json_str(j, "message");
-        if (!m)
-            m = ag_json_str(j, "detail");
-    }
-    if (m)
-        s_snippet(m, strlen(m), 400, out, size);
-    else if (r->body.len)
-        s_snippet(buf_cstr(&r->body), r->body.len, 200, out, size);
-    else
-        snprintf(out, size, "(empty response body)");
-    json_decref(j);
-}
-
-/* URL without any "user:password@" part, for messages. */
-static void
-s_safe_url(const char *url, char *out, size_t size)
-{
-    const char *scheme = strstr(url, "://");
-    const char *host = scheme ? scheme + 3 : url;
-    const char *at = strchr(host, '@');
-    const char *slash = strchr(host, '/');
-    if (at && (!slash || at < slash))
-        snprintf(out, size, "%.*s%s", (int)(host - url), url, at + 1);
-    else
-        snprintf(out, size, "%s", url);
-}
-
-enum s_outcome { S_DONE = 0, S_RETRY = 1, S_FAIL = -1 };
-
-/* What a retryable failure was, for the final message. */
-typedef struct s_last {
-    char what[640]; /* "rate limited (HTTP 429)" */
-    char msg[480];  /* the server's or curl's last message */
-    long wait_ms;   /* server-requested wait, -1 when none */
-} s_last_t;
-
-static enum s_outcome
-s_judge(ag_provider_t *p, const char *url, ag_turn_state_t *st,
-        ag_http_resp_t *r, s_last_t *last, err_t *err)
-{
-    const char *name = p->ops->name;
-    char surl[400];
-    char msg[480];
-    s_safe_url(url, surl, sizeof surl);
-    last->wait_ms = -1;
-
-    switch (r->how) {
-    case AG_HTTP_INTERRUPTED:
-        err_set(err, ERR_INTERRUPTED, "%s: interrupted", name);
-        return S_FAIL;
-    case AG_HTTP_ABORTED:
-        if (st->server_error && st->retryable) {
-            snprintf(last->what, sizeof last->what, "the server reported %s",
-                     st->srv_type);
-            snprintf(last->msg, sizeof last->msg, "%s", st->srv_msg);
-            return S_RETRY;
-        }
-        if (err)
-            *err = st->err;
-        return S_FAIL;
-    case AG_HTTP_TOO_LARGE:
-        err_set(err, ERR_PROVIDER,
-                "%s: the response from %s was too large (over %zu bytes); "
-                "aborted",
-                name, surl, r->received);
-        return S_FAIL;
-    case AG_HTTP_CONNECT:
-        snprintf(last->what, sizeof last->what, "could not reach %.400s", surl);
-        snprintf(last->msg, sizeof last->msg, "%s", r->detail);
-        return S_RETRY;
-    case AG_HTTP_TIMEOUT:
-    case AG_HTTP_CUT:
-        if (st->delivered) {
-            err_set(err, ERR_PROVIDER,
-                    "%s: the response stream was cut off mid-message after "
-                    "%zu bytes (%s); the partial reply was discarded, try "
-                    "again",
-                    name, r->received, r->detail);
-            return S_FAIL;
-        }
-        snprintf(last->what, sizeof last->what, "%s",
-                 r->how == AG_HTTP_TIMEOUT
-                     ? "timed out"
-                     : "the connection dropped before the reply completed");
-        snprintf(last->msg, sizeof last->msg, "%s", r->detail);
-        return S_RETRY;
-    case AG_HTTP_OK:
-        break;
-    }
-
-    long s = r->status;
-    if (s >= 200 && s < 300) {
-        if (p->stream && !st->json_body) {
-            int pending = st->sse ? ag_sse_finish(st->sse) : 0;
-            int complete = st->done || st->stop_seen;
-            if (complete)
-                return S_DONE;
-            if (st->delivered) {
-                err_set(err, ERR_PROVIDER,
-                        "%s: the response stream was cut off mid-message "
-                        "(the server closed it after %zu bytes without "
-                        "finishing%s); the partial reply was discarded, try "
-                        "again",
-                        name, r->received, pending ? ", inside an event" : "");
-                return S_FAIL;
-            }
-            snprintf(last->what, sizeof last->what,
-                     "the response stream ended before the reply");
-            snprintf(last->msg, sizeof last->msg, "%zu bytes received",
-                     r->received);
-            return S_RETRY;
-        }
-        const buf_t *b = st->json_body ? &st->raw : &r->body;
-        json_error_t je;
-        json_t *j = json_loadb(b->data ? b->data : "", b->len, 0, &je);
-        if (!json_is_object(j)) {
-            char why[200];
-            snprintf(why, sizeof why, "line %d column %d: %s", je.line,
-                     je.column, j ? "not an object" : je.text);
-            json_decref(j);
-            ag_ts_malformed(st, "in the response body", buf_cstr(b), b->len,
-                            why, err);
-            return S_FAIL;
-        }
-        int rc = p->ops->on_body(st, j, err);
-        json_decref(j);
-        if (rc < 0) {
-            if (st->server_error && st->retryable) {
-                snprintf(last->what, sizeof last->what,
-                         "the server reported %s", st->srv_type);
-                snprintf(last->msg, sizeof last->msg, "%s", st->srv_msg);
-                return S_RETRY;
-            }
-            return S_FAIL;
-        }
-        return S_DONE;
-    }
-
-    s_server_message(r, msg, sizeof msg);
-    last->wait_ms = r->retry_after_ms;
-    if (s == 429 || s == 500 || s == 502 || s == 503 || s == 504 || s == 529) {
-        snprintf(last->what, sizeof last->what, "%s (HTTP %ld)",
-                 s == 429   ? "rate limited"
-                 : s == 529 ? "overloaded"
-                            : "server error",
-                 s);
-        snprintf(last->msg, sizeof last->msg, "%s", msg);
-        return S_RETRY;
-    }
-    if (s == 401) {
-        err_set(err, ERR_PROVIDER,
-                "%s: authentication failed (HTTP 401): check %s", name,
-                p->ops->key_env);
-        return S_FAIL;
-    }
-    if (s == 403) {
-        err_set(err, ERR_PROVIDER,
-                "%s: permission denied (HTTP 403): check %s and your access "
-                "to model '%s'; server said: %s",
-                name, p->ops->key_env, p->model, msg);
-        return S_FAIL;
-    }
-    if (s == 404) {
-        err_set(err, ERR_PROVIDER,
-                "%s: not found (HTTP 404) at %s: %s (check the model name "
-                "'%s' and %s)",
-                name, surl, msg, p->model, p->ops->base_env);
-        return S_FAIL;
-    }
-    if (s >= 400 && s < 500) {
-        err_set(err, ERR_PROVIDER,
-                "%s: the server rejected the request (HTTP %ld): %s", name, s,
-                msg);
-        return S_FAIL;
-    }
-    err_set(err, ERR_PROVIDER, "%s: unexpected HTTP %ld from %s: %s", name, s,
-            surl, msg);
-    return S_FAIL;
-}
-
-static uint64_t
-s_rand(ag_provider_t *p)
-{
-    /* xorshift64*: jitter only, not security. */
-    p->rng ^= p->rng >> 12;
-    p->rng ^= p->rng << 25;
-    p->rng ^= p->rng >> 27;
-    return p->rng * 2685821657736338717ull;
-}
-
-/* Sleep `ms`, waking early when cancelled. Returns -1 when cancelled. */
-static int
-s_sleep(const ag_provider_t *p, long ms)
-{
-    int64_t end = clock_mono_ms() + ms;
-    for (;;) {
-        if (p->cancel && atomic_load(p->cancel))
-            return -1;
-        int64_t left = end - clock_mono_ms();
-        if (left <= 0)
-            return 0;
-        if (left > 50)
-            left = 50;
-        struct timespec ts = {0, (long)left * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-}
-
-static long
-s_backoff_ms(ag_provider_t *p, int try, long wait_ms)
-{
-    if (wait_ms >= 0)
-        return wait_ms < S_RETRY_AFTER_CAP_MS ? wait_ms : S_RETRY_AFTER_CAP_MS;
-    long d = p->retry_base_ms;
-    for (int i = 1; i < try && d < S_BACKOFF_CAP_MS; i++)
-        d *= 2;
-    if (d > S_BACKOFF_CAP_MS)
-        d = S_BACKOFF_CAP_MS;
-    /* "Equal jitter": half fixed, half random. */
-    return d / 2 + (long)(s_rand(p) % (uint64_t)(d / 2 + 1));
-}
-
-static int
-s_http_turn(ag_provider_t *p, const ag_conv_t *conv, const json_t *tools,
-            const ag_stream_cb_t *cb, ag_turn_t *out, err_t *err)
-{
-    ag_request_t req = {0};
-    ag_http_resp_t resp;
-    ag_turn_state_t st;
-    s_last_t last = {"", "", -1};
-    int rc = -1;
-    ag_http_resp_init(&resp);
-    s_state_init(&st, p, cb);
-    if (!p->http && !(p->http = ag_http_new())) {
-        err_set(err, ERR_PROVIDER, "%s: cannot initialise libcurl",
-                p->ops->name);
-        goto out;
-    }
-    if (p->ops->request(p, conv, tools, &req, err) < 0)
-        goto out;
-    ag_http_opts_t opts = {.read_timeout_s = p->read_timeout_s,
-                           .cancel = p->cancel};
-    for (int try = 1;; try++) {
-        s_state_release(&st);
-        s_state_init(&st, p, cb);
-        p->total.requests++;
-        log_debug("%s: POST %s (try %d of %d)", p->ops->name, req.url, try,
-                  p->max_tries);
-        ag_http_post(p->http, &opts, req.url, (const char *const *)req.headers,
-                     req.body, p->stream ? s_sink : NULL, &st, &resp);
-        enum s_outcome o = s_judge(p, req.url, &st, &resp, &last, err);
-        if (o == S_DONE) {
-            s_state_to_turn(&st, out);
-            rc = 0;
-            break;
-        }
-        if (o == S_FAIL)
-            break;
-        if (try >= p->max_tries) {
-            err_set(err, ERR_PROVIDER, "%s: %s after %d tr%s; last message: %s",
-                    p->ops->name, last.what, try, try == 1 ? "y" : "ies",
-                    last.msg);
-            break;
-        }
-        long wait = s_backoff_ms(p, try, last.wait_ms);
-        log_info("%s: %s; retrying in %ld ms (try %d of %d)", p->ops->name,
-                 last.what, wait, try + 1, p->max_tries);
-        if (s_sleep(p, wait) < 0) {
-            err_set(err, ERR_INTERRUPTED, "%s: interrupted", p->ops->name);
-            break;
-        }
-    }
-out:
-    s_state_release(&st);
-    ag_http_resp_release(&resp);
-    ag_request_release(&req);
-    return rc;
 }
 
 /* ---- replay ------------------------------------------------------------ */
@@ -935,7 +655,7 @@ s_replay_turn(ag_provider_t *p, const ag_stream_cb_t *cb, ag_turn_t *out,
     const char *text = ag_json_str(t, "text");
     ag_turn_state_t st;
     int rc = -1;
-    s_state_init(&st, p, cb);
+    ag_ts_init(&st, p, cb);
     if ((json_object_get(t, "text") && !text) ||
         (calls && !json_is_array(calls))) {
         err_set(err, ERR_USAGE,
@@ -973,11 +693,11 @@ s_replay_turn(ag_provider_t *p, const ag_stream_cb_t *cb, ag_turn_t *out,
     st.usage.output_tokens = ag_json_int(usage, "output_tokens");
     if (ag_json_str(t, "stop_reason"))
         ag_ts_stop(&st, s_stop_from_name(ag_json_str(t, "stop_reason")));
-    s_state_to_turn(&st, out);
+    ag_ts_to_turn(&st, out);
     p->replay_pos++;
     rc = 0;
 out:
-    s_state_release(&st);
+    ag_ts_release(&st);
     return rc;
 }
 
@@ -1023,7 +743,7 @@ ag_provider_turn(ag_provider_t *p, const ag_conv_t *conv, const json_t *tools,
         return err_set(err, ERR_INTERRUPTED, "%s: interrupted",
                        ag_provider_name(p));
     if (p->ops)
-        rc = s_http_turn(p, conv, tools, cb, out, err);
+        rc = ag_provider_http_turn(p, conv, tools, cb, out, err);
     else
         rc = s_replay_turn(p, cb, out, err);
     if (rc == 0 && p->record && s_record(p, out, err) < 0) {

@@ -48,7 +48,6 @@ struct ag_provider {
     json_t *replay;               /* replay: array of recorded turns */
     size_t replay_pos;            /* replay: next turn to play */
     char *replay_path;            /* replay: the file, for messages */
-    uint64_t rng;                 /* jitter state */
 };
 
 /* A tool call being assembled (by index). */
@@ -125,5 +124,22 @@ const char *ag_json_str(const json_t *o, const char *key); /* NULL if absent */
 json_t *ag_provider_tool_spec(const json_t *tool, size_t index, const char *who,
                               const char *schema_key, err_t *err);
 int64_t ag_json_int(const json_t *o, const char *key); /* 0 if absent */
+
+/* Shared by ag_provider.c and ag_provider_http.c. */
+void ag_ts_init(ag_turn_state_t *st, ag_provider_t *p,
+                const ag_stream_cb_t *cb);
+void ag_ts_release(ag_turn_state_t *st);
+/* Move the assembled turn into `out`. */
+void ag_ts_to_turn(ag_turn_state_t *st, ag_turn_t *out);
+/* At most `max` bytes of s[0..len) into out[size], control bytes as
+ * spaces, cut at a character boundary, "..." marking a cut. */
+void ag_snippet(const char *s, size_t len, size_t max, char *out, size_t size);
+/* `url` without user, password and options, for messages (libcurl's
+ * parse; "(a URL that does not parse)" otherwise). */
+void ag_safe_url(const char *url, char *out, size_t size);
+/* One turn over HTTP with p->max_tries tries (ag_provider_http.c). */
+int ag_provider_http_turn(ag_provider_t *p, const ag_conv_t *conv,
+                          const json_t *tools, const ag_stream_cb_t *cb,
+                          ag_turn_t *out, err_t *err);
 
 #endif

@@ -1,7 +1,8 @@
 #include "agent/loop/ag_loop.h"
 #include "agent/loop/ag_markdown.h"
+#include "agent/loop/ag_pysrc.h"
 
-#include "agent/loop/ag_packages.h"
+#include "agent/loop/ag_packages_tool.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -14,7 +15,7 @@
 #include <string.h>
 
 #ifndef JUPYTER_AGENT_VERSION
-#define JUPYTER_AGENT_VERSION "0.1.0"
+#include "common/version.h"
 #endif
 
 struct ag_loop {
@@ -255,35 +256,12 @@ ag_loop_provider(ag_loop_t *l)
 
 /* ---- the environment, as it is ------------------------------------------ */
 
-/* Runs silently in the kernel (not in its history): versions, cwd, and
- * /mnt/data/out created when sandboxed (the %s). */
-static const char s_probe_fmt[] =
-    "def __ja_env():\n"
-    "    import os, json, platform\n"
-    "    from importlib import metadata\n"
-    "    names = ['numpy', 'pandas', 'matplotlib', 'scipy', 'seaborn',\n"
-    "             'scikit-learn', 'statsmodels', 'openpyxl', 'xlrd',\n"
-    "             'pyarrow', 'polars', 'sympy', 'Pillow', 'tabulate',\n"
-    "             'plotly', 'networkx']\n"
-    "    pk = {}\n"
-    "    for n in names:\n"
-    "        try:\n"
-    "            pk[n] = metadata.version(n)\n"
-    "        except Exception:\n"
-    "            pass\n"
-    "    if %s:\n"
-    "        try:\n"
-    "            os.makedirs('/mnt/data/out', exist_ok=True)\n"
-    "        except OSError:\n"
-    "            pass\n"
-    "    print(json.dumps({'python': platform.python_version(),\n"
-    "                      'cwd': os.getcwd(), 'packages': pk}))\n"
-    "__ja_env(); del __ja_env\n";
-
 static json_t *
 s_probe(ag_loop_t *l, ag_session_t *s, bool sandboxed)
 {
-    char *code = xasprintf(s_probe_fmt, sandboxed ? "True" : "False");
+    /* Silently (not in the history): ag_env_probe.py. */
+    char *code = xasprintf("%s\n__ja_env(%s); del __ja_env\n", ag_env_probe_py,
+                           sandboxed ? "True" : "False");
     kb_exec_opts_t xo;
     kb_exec_opts_init(&xo);
     xo.store_history = false;
@@ -565,8 +543,10 @@ s_update_metadata(ag_loop_t *l)
     if (l->timeout_ms > 0)
         json_object_set_new(m, "timeout_s", json_real(l->timeout_ms / 1000.0));
     ag_session_t *s = s_session(l);
-    if (s)
+    if (s) {
         json_object_set_new(m, "sandbox", ag_session_policy_json(s));
+        json_object_set_new(m, "inputs", ag_session_inputs_json(s));
+    }
     if (l->environment)
         json_object_set(m, "environment", l->environment);
     nb_record_set_metadata(l->rec, "jupyter_agent", m);

@@ -1,8 +1,10 @@
 #include "agent/loop/ag_tools.h"
+#include "agent/loop/ag_pysrc.h"
 
 #include "agent/loop/ag_render.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_sandbox.h"
 
@@ -23,8 +25,8 @@ static int s_python(const ag_tool_env_t *env, const json_t *args,
 static int s_list_files(const ag_tool_env_t *env, const json_t *args,
                         void *tool_arg, ag_tool_result_t *res, err_t *err);
 
-/* The built-in tools. install_packages (agent/loop/ag_packages.h) is added by
- * ag_loop through ag_tools_add when the session has a signed manifest
+/* The built-in tools. install_packages (agent/loop/ag_packages_tool.h) is added
+ * by ag_loop through ag_tools_add when the session has a signed manifest
  * (--packages), so a model is never offered a tool that cannot work. */
 static const ag_tool_def_t s_builtin[] = {
     {"python",
@@ -185,15 +187,6 @@ ag_tools_human_size(long long bytes, char *buf, size_t size)
     return buf;
 }
 
-/* Move `i` back to the start of a UTF-8 character. */
-static size_t
-s_char_start(const char *s, size_t i)
-{
-    while (i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80)
-        i--;
-    return i;
-}
-
 char *
 ag_tools_truncate(const char *text, size_t budget)
 {
@@ -202,13 +195,13 @@ ag_tools_truncate(const char *text, size_t budget)
         return xstrdup(text);
     size_t head = budget / 2, tail = budget - head;
     /* Prefer whole lines when a newline is near the cut. */
-    size_t h = s_char_start(text, head);
+    size_t h = utf8_char_start(text, head);
     for (size_t i = h; i > 0 && h - i < 256; i--)
         if (text[i - 1] == '\n') {
             h = i;
             break;
         }
-    size_t t = s_char_start(text, len - tail);
+    size_t t = utf8_char_start(text, len - tail);
     for (size_t i = t; i < len && i - t < 256; i++)
         if (text[i] == '\n') {
             t = i + 1;
@@ -503,23 +496,6 @@ s_str(const json_t *o, const char *key, const char *dflt)
     return v ? v : dflt;
 }
 
-/* Unsandboxed sessions: list the kernel's working directory from inside. */
-static const char s_list_code[] =
-    "def __ja_ls():\n"
-    "    import os, json\n"
-    "    out = []\n"
-    "    for root, dirs, files in os.walk('.'):\n"
-    "        dirs[:] = sorted(d for d in dirs if not d.startswith('.'))\n"
-    "        for f in sorted(files):\n"
-    "            p = os.path.join(root, f)\n"
-    "            if os.path.isfile(p) and not os.path.islink(p):\n"
-    "                out.append({'path': os.path.relpath(p),\n"
-    "                            'size': os.path.getsize(p)})\n"
-    "            if len(out) >= 500: break\n"
-    "        if len(out) >= 500: break\n"
-    "    print(json.dumps({'cwd': os.getcwd(), 'files': out}))\n"
-    "__ja_ls(); del __ja_ls\n";
-
 static json_t *
 s_list_in_kernel(ag_session_t *s, char **where)
 {
@@ -528,8 +504,12 @@ s_list_in_kernel(ag_session_t *s, char **where)
     xo.store_history = false;
     kb_output_t *out = kb_output_new(NULL, 1 << 20);
     json_t *files = NULL;
-    if (kb_kernel_execute(ag_session_kernel(s), s_list_code, &xo, 10000, out,
-                          NULL, NULL) == 0) {
+    /* Unsandboxed sessions: ag_list_files.py lists from inside. */
+    char *code = xasprintf("%s\n__ja_ls(); del __ja_ls\n", ag_list_files_py);
+    int rc = kb_kernel_execute(ag_session_kernel(s), code, &xo, 10000, out,
+                               NULL, NULL);
+    free(code);
+    if (rc == 0) {
         json_t *o = json_array_get(kb_output_outputs(out), 0);
         json_t *j = json_loads(s_str(o, "text", ""), 0, NULL);
         if (json_is_array(json_object_get(j, "files"))) {

@@ -11,7 +11,7 @@
  *   list_files  {}              the files in /mnt/data with their sizes
  * and, added by ag_loop when the session has --packages DIR:
  *   install_packages {names: [string]}  signed wheels
- * (agent/loop/ag_packages.h)
+ * (agent/loop/ag_packages_tool.h)
  *
  * What the model gets back from `python` (ag_tools_result_from_exec):
  *   - stream text, execute_result / display_data as text/plain (a

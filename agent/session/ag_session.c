@@ -1,16 +1,20 @@
 #include "agent/session/ag_session.h"
 
-#include "agent/loop/ag_packages.h"
 #include "common/log.h"
+#include "common/size.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_launch_sandbox.h"
 #include "kernel-bridge/pool/kb_serve.h"
 #include "kernel-bridge/pool/kb_warm.h"
+#include "notebook-io/nb_archive.h"
+#include "packages/pk_install.h"
 #include "sandbox/sb_files.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,21 +35,14 @@ struct ag_session {
     char *packages_dir;  /* owned --packages DIR, or NULL */
     pk_trust_t *trust;   /* owned keys trusted for packages_dir, or NULL */
     json_t *packages;    /* owned array of install reports, or NULL */
+    json_t *inputs;      /* owned array: the --file inputs with SHA-256 */
 };
 
 /* Installed packages are on the kernel's path from its start, so they
  * import again after a kernel restart (PYTHONPATH may name a directory
  * that does not exist yet). Borrowed by kb_kernel for its lifetime. */
-static char s_pythonpath[] = "PYTHONPATH=" AG_PACKAGES_TARGET;
+static char s_pythonpath[] = "PYTHONPATH=" PK_INSTALL_TARGET;
 static char *const s_packages_env[] = {s_pythonpath, NULL};
-
-static void
-s_push(char ***v, size_t *n, const char *s)
-{
-    *v = xrealloc(*v, (*n + 2) * sizeof **v);
-    (*v)[(*n)++] = xstrdup(s);
-    (*v)[*n] = NULL;
-}
 
 void
 ag_session_opts_init(ag_session_opts_t *o)
@@ -58,24 +55,16 @@ ag_session_opts_init(ag_session_opts_t *o)
     sb_policy_init_default(&o->policy);
 }
 
-static void
-s_free_v(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
-
 void
 ag_session_opts_release(ag_session_opts_t *o)
 {
-    s_free_v(o->files);
+    strv_free(o->files);
     o->files = NULL;
     o->nfiles = 0;
-    s_free_v(o->installs);
+    strv_free(o->installs);
     o->installs = NULL;
     o->ninstalls = 0;
-    s_free_v(o->trusts);
+    strv_free(o->trusts);
     o->trusts = NULL;
     o->ntrusts = 0;
     free(o->packages_dir);
@@ -83,62 +72,161 @@ ag_session_opts_release(ag_session_opts_t *o)
     sb_policy_release(&o->policy);
 }
 
+static int
+s_set_no_sandbox(void *o, const char *v, err_t *err)
+{
+    (void)v;
+    (void)err;
+    ((ag_session_opts_t *)o)->no_sandbox = true;
+    return 0;
+}
+
+static int
+s_set_file(void *o, const char *v, err_t *err)
+{
+    (void)err;
+    ag_session_opts_t *so = o;
+    strv_push(&so->files, &so->nfiles, xstrdup(v));
+    return 0;
+}
+
+static int
+s_set_warm(void *o, const char *v, err_t *err)
+{
+    static const char *const modes[] = {[AG_WARM_AUTO] = "auto",
+                                        [AG_WARM_COLD] = "cold",
+                                        [AG_WARM_POOL] = "pool"};
+    for (int m = 0; m < (int)(sizeof modes / sizeof modes[0]); m++)
+        if (strcmp(v, modes[m]) == 0) {
+            ((ag_session_opts_t *)o)->warm = m;
+            return 0;
+        }
+    return err_set(err, ERR_USAGE, "--warm takes auto, pool or cold, not '%s'",
+                   v);
+}
+
+static int
+s_set_max_output(void *o, const char *v, err_t *err)
+{
+    uint64_t n = 0;
+    if (size_parse(v, &n) < 0 || n > SIZE_MAX)
+        return err_set(err, ERR_USAGE,
+                       "--max-output: '%s' is not a size (e.g. 512M, 2G, "
+                       "1048576; 0 = no cap)",
+                       v);
+    ((ag_session_opts_t *)o)->max_output_bytes = (size_t)n;
+    return 0;
+}
+
+static int
+s_set_idle_timeout(void *o, const char *v, err_t *err)
+{
+    if (ag_parse_seconds(v, &((ag_session_opts_t *)o)->idle_timeout_ms, err))
+        return err_prefix(err, "--idle-timeout");
+    return 0;
+}
+
+static int
+s_set_max_lifetime(void *o, const char *v, err_t *err)
+{
+    if (ag_parse_seconds(v, &((ag_session_opts_t *)o)->max_lifetime_ms, err))
+        return err_prefix(err, "--max-lifetime");
+    return 0;
+}
+
+static int
+s_set_packages(void *o, const char *v, err_t *err)
+{
+    (void)err;
+    ag_session_opts_t *so = o;
+    free(so->packages_dir);
+    so->packages_dir = xstrdup(v);
+    return 0;
+}
+
+static int
+s_set_install(void *o, const char *v, err_t *err)
+{
+    (void)err;
+    ag_session_opts_t *so = o;
+    strv_push(&so->installs, &so->ninstalls, xstrdup(v));
+    return 0;
+}
+
+static int
+s_set_trust(void *o, const char *v, err_t *err)
+{
+    (void)err;
+    ag_session_opts_t *so = o;
+    strv_push(&so->trusts, &so->ntrusts, xstrdup(v));
+    return 0;
+}
+
+/* The session's own flags; the sandbox's are sb_policy_flags(). */
+static const cliopt_t s_session_flags[] = {
+    {"file", "PATH[:NAME]", "copy a file into /mnt/data before start",
+     s_set_file, "notes.txt", NULL},
+    {"max-output", "BYTES",
+     "cap on stored output per execution (default 64M;\n"
+     "0 = no cap)",
+     s_set_max_output, "16M", "-1"},
+    {"warm", "MODE",
+     "auto: a warm kernel from 'jupyter-agent serve'\n"
+     "when one runs, else a cold start (default);\n"
+     "pool: the server's or fail; cold: always fresh",
+     s_set_warm, "cold", "sometimes"},
+    {"idle-timeout", "S",
+     "stop a long-lived session (the agent kernel's)\n"
+     "after S idle seconds (default 1800; 0 = never)",
+     s_set_idle_timeout, "600", "soon"},
+    {"max-lifetime", "S",
+     "... or S seconds after it started (default\n"
+     "28800; 0 = no limit)",
+     s_set_max_lifetime, "3600", "-5"},
+    {"no-sandbox", NULL, "run the kernel as a plain process: NO isolation",
+     s_set_no_sandbox, "", NULL},
+};
+
+static const cliopt_t s_packages_flags[] = {
+    {"packages", "DIR", "wheels signed with 'jupyter-agent manifest sign'",
+     s_set_packages, "wheels", NULL},
+    {"install", "NAME[==VER]",
+     "install NAME and its dependencies from DIR\n"
+     "before any code runs (repeatable)",
+     s_set_install, "pandas", NULL},
+    {"trust", "KEY|FILE",
+     "trust this public key for DIR (repeatable),\n"
+     "besides the *.pub files in\n"
+     "$JUPYTER_AGENT_TRUSTED_KEYS or\n"
+     "~/.config/jupyter-agent/trusted-keys/",
+     s_set_trust, "key.pub", NULL},
+};
+
+void
+ag_session_flags(ag_session_opts_t *o,
+                 cliopt_group_t groups[AG_SESSION_NGROUPS])
+{
+    groups[0] = CLIOPT_GROUP(
+        "session (every kernel runs sandboxed unless --no-sandbox)",
+        s_session_flags, o);
+    groups[1] = sb_policy_flags(&o->policy);
+    groups[2] = CLIOPT_GROUP("packages (there is no network; only wheels from "
+                             "a signed directory)",
+                             s_packages_flags, o);
+}
+
 int
-ag_session_parse_flag(ag_session_opts_t *o, int opt, const char *value,
+ag_session_parse_flag(ag_session_opts_t *o, const char *flag, const char *value,
                       err_t *err)
 {
-    static const char *const policy_flags[] = {
-        "--memory", "--cpus", "--pids", "--disk", "--tmp", "--keep-workspace"};
-    err_clear(err);
-    int i = opt - AG_SESSION_OPT_BASE;
-    if (i == 0) {
-        o->no_sandbox = true;
-        return 0;
+    cliopt_group_t groups[AG_SESSION_NGROUPS];
+    ag_session_flags(o, groups);
+    for (size_t g = 0; g < AG_SESSION_NGROUPS; g++) {
+        int used = cliopt_apply(&groups[g], flag, value, err);
+        if (used != 0)
+            return used;
     }
-    if (i == 1) {
-        s_push(&o->files, &o->nfiles, value);
-        return 0;
-    }
-    if (i == 21 || i == 22)
-        return sb_policy_parse_flag(&o->policy,
-                                    i == 21 ? "--force" : "--keep-exec", NULL,
-                                    err) > 0
-                   ? 0
-                   : -1;
-    if (i == 20) {
-        if (strcmp(value, "auto") == 0)
-            o->warm = AG_WARM_AUTO;
-        else if (strcmp(value, "cold") == 0)
-            o->warm = AG_WARM_COLD;
-        else if (strcmp(value, "pool") == 0)
-            o->warm = AG_WARM_POOL;
-        else
-            return err_set(err, ERR_USAGE,
-                           "--warm takes auto, pool or cold, not '%s'", value);
-        return 0;
-    }
-    if (i == 8) {
-        free(o->packages_dir);
-        o->packages_dir = xstrdup(value);
-        return 0;
-    }
-    if (i == 9) {
-        s_push(&o->installs, &o->ninstalls, value);
-        return 0;
-    }
-    if (i == 10) {
-        s_push(&o->trusts, &o->ntrusts, value);
-        return 0;
-    }
-    if (i == 11)
-        return ag_parse_seconds(value, &o->idle_timeout_ms, err);
-    if (i == 12)
-        return ag_parse_seconds(value, &o->max_lifetime_ms, err);
-    if (i < 2 || i > 7)
-        return -1;
-    return sb_policy_parse_flag(&o->policy, policy_flags[i - 2], value, err) > 0
-               ? 0
-               : -1;
+    return 0;
 }
 
 int
@@ -161,53 +249,53 @@ ag_parse_seconds(const char *s, int *ms, err_t *err)
     return 0;
 }
 
-int
-ag_parse_bytes(const char *s, size_t *bytes, err_t *err)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    double scale = 1;
-    switch (end && *end ? *end : 0) {
-    case 'k':
-    case 'K':
-        scale = 1024.0;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        scale = 1024.0 * 1024;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        scale = 1024.0 * 1024 * 1024;
-        end++;
-        break;
-    case 't':
-    case 'T':
-        scale = 1024.0 * 1024 * 1024 * 1024;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (end && (*end == 'i' || *end == 'I'))
-        end++;
-    if (end && (*end == 'b' || *end == 'B'))
-        end++;
-    if (errno || end == s || *end || v < 0 || !isfinite(v) || v * scale > 1e18)
-        return err_set(err, ERR_USAGE,
-                       "'%s' is not a size (e.g. 512M, 2G, 1048576)", s);
-    *bytes = (size_t)(v * scale);
-    return 0;
-}
-
 static const char s_no_sandbox_warning[] =
     "WARNING: --no-sandbox: the kernel runs as a plain process with your "
     "user's full access to files and network.\n";
 
 /* Builds the session's sandbox launcher and queues the --file copies. */
+void
+ag_session_split_file_arg(const char *arg, char **path, char **name)
+{
+    *path = xstrdup(arg);
+    char *colon = strrchr(*path, ':');
+    if (colon && access(*path, F_OK) != 0) {
+        *colon = '\0';
+        *name = xstrdup(colon + 1);
+        return;
+    }
+    const char *slash = strrchr(*path, '/');
+    *name = xstrdup(slash ? slash + 1 : *path);
+}
+
+/* [{name, path, sha256, size}] for the --file list; NULL with err set. */
+static json_t *
+s_inputs_json(char *const *files, err_t *err)
+{
+    json_t *out = json_array();
+    for (size_t i = 0; files && files[i]; i++) {
+        char *path, *name;
+        ag_session_split_file_arg(files[i], &path, &name);
+        char *abs = realpath(path, NULL);
+        char hex[NB_SHA256_HEX];
+        uint64_t size = 0;
+        int rc = nb_sha256_file(abs ? abs : path, hex, &size, err);
+        if (rc == 0)
+            json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:I}", "name",
+                                                 name, "path", abs ? abs : path,
+                                                 "sha256", hex, "size",
+                                                 (json_int_t)size));
+        free(abs);
+        free(path);
+        free(name);
+        if (rc) {
+            json_decref(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 static kb_launcher_t *
 s_sandbox_factory(void *arg, err_t *err)
 {
@@ -217,16 +305,11 @@ s_sandbox_factory(void *arg, err_t *err)
         return NULL;
     sb_sandbox_t *box = kb_launcher_sandbox_box(l);
     for (size_t i = 0; i < o->nfiles; i++) {
-        /* PATH or PATH:NAME; a colon inside an existing path stays. */
-        char *path = xstrdup(o->files[i]);
-        char *colon = strrchr(path, ':');
-        const char *name = NULL;
-        if (colon && access(path, F_OK) != 0) {
-            *colon = '\0';
-            name = colon + 1;
-        }
+        char *path, *name;
+        ag_session_split_file_arg(o->files[i], &path, &name);
         int rc = sb_sandbox_add_file(box, path, name, err);
         free(path);
+        free(name);
         if (rc) {
             err_prefix(err, "--file %s", o->files[i]);
             kb_launcher_destroy(&l);
@@ -259,11 +342,12 @@ static int
 s_install(ag_session_t *s, const ag_session_opts_t *o, err_t *err)
 {
     json_t *report = NULL;
-    if (ag_packages_install(s, o->packages_dir, s->trust,
-                            (const char *const *)o->installs, o->ninstalls,
-                            &report, err))
+    if (pk_install(s->kernel, o->packages_dir, s->trust,
+                   (const char *const *)o->installs, o->ninstalls, &report,
+                   err))
         return err_prefix(err, "--install");
-    char *summary = ag_packages_summary(report);
+    ag_session_record_packages(s, report);
+    char *summary = pk_install_summary(report);
     char *w = xasprintf("%spackages: %s\n", s->warnings, summary);
     free(s->warnings);
     s->warnings = w;
@@ -303,19 +387,12 @@ s_take_warm(const ag_session_opts_t *o, kb_launcher_t **out, err_t *err)
                        "--warm pool: %s", terr.text);
     }
     for (size_t i = 0; i < o->nfiles; i++) {
-        char *path = xstrdup(o->files[i]);
-        char *colon = strrchr(path, ':');
-        const char *name = NULL;
-        if (colon && access(path, F_OK) != 0) {
-            *colon = '\0';
-            name = colon + 1;
-        }
-        if (!name) {
-            name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-        }
+        char *path, *name;
+        ag_session_split_file_arg(o->files[i], &path, &name);
         int rc = sb_files_check_name(name, err) ||
                  kb_serve_launcher_add_file(l, path, name, err);
         free(path);
+        free(name);
         if (rc) {
             err_prefix(err, "--file %s", o->files[i]);
             kb_launcher_destroy(&l);
@@ -361,16 +438,25 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     pk_trust_t *trust = NULL;
     if (o->packages_dir && !(trust = s_packages_trust(o, err)))
         return NULL;
-    if (o->ninstalls && ag_packages_precheck(o->packages_dir, trust,
-                                             (const char *const *)o->installs,
-                                             o->ninstalls, err)) {
+    if (o->ninstalls && pk_install_precheck(o->packages_dir, trust,
+                                            (const char *const *)o->installs,
+                                            o->ninstalls, err)) {
         pk_trust_destroy(&trust);
         err_prefix(err, "--install");
+        return NULL;
+    }
+    /* Hashed before the kernel starts, so a missing file fails early and
+     * the record names what the session was given. */
+    json_t *inputs = s_inputs_json(o->files, err);
+    if (!inputs) {
+        pk_trust_destroy(&trust);
+        err_prefix(err, "--file");
         return NULL;
     }
     kb_launcher_t *warm = NULL;
     if (s_take_warm(o, &warm, err)) {
         pk_trust_destroy(&trust);
+        json_decref(inputs);
         return NULL;
     }
     kb_kernel_opts_t kopts = {.kernel_name = o->kernel_name,
@@ -388,10 +474,12 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     if (!k) {
         pk_trust_destroy(&trust);
+        json_decref(inputs);
         return NULL;
     }
     ag_session_t *s = xcalloc(1, sizeof *s);
     s->kernel = k;
+    s->inputs = inputs;
     s->sandboxed = !o->no_sandbox;
     s->warm = warm != NULL;
     s->trust = trust;
@@ -442,11 +530,18 @@ ag_session_destroy(ag_session_t **ps)
     kb_kernel_destroy(&s->kernel);
     json_decref(s->policy);
     json_decref(s->packages);
+    json_decref(s->inputs);
     pk_trust_destroy(&s->trust);
     free(s->packages_dir);
     free(s->warnings);
     free(s);
     *ps = NULL;
+}
+
+json_t *
+ag_session_inputs_json(ag_session_t *s)
+{
+    return s->inputs ? json_incref(s->inputs) : json_array();
 }
 
 kb_kernel_t *

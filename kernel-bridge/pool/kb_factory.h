@@ -7,28 +7,41 @@
  * with more than one), then forks one kernel per request. Their pages of
  * pandas, numpy, matplotlib, IPython stay shared copy-on-write.
  *
+ * The factory runs in a box of its own (sb_sandbox.h, default policy with
+ * raised rlimit ceilings): uid 1000 of its own user namespace (a non-root
+ * host uid), no capability, NO_NEW_PRIVS, a clean environment, the
+ * sandbox's seccomp filter except that setns() is allowed, its control
+ * socket as stdin and nothing of the host's files. Nothing of ours that
+ * touches Python runs on the host.
+ *
  * Each forked kernel goes into its OWN sandbox, a box built by
  * sb_sandbox_spawn() exactly as for a cold kernel (namespaces, tmpfs root,
  * /mnt/data, /tmp, run dir, cgroup) whose program is only a holder
- * (`sleep infinity`). Before any user code the child, in this order:
- * joins the box's cgroup; setns() into ALL the box's namespaces (user,
- * mount, network, IPC, UTS, cgroup, pid: it forks once more so the kernel
- * is born inside the box's pid namespace); chdir /mnt/data; setsid;
- * rlimits from the policy; drops the capability bounding set,
- * supplementary groups, uid/gid to 1000, every capability, ambient caps;
- * NO_NEW_PRIVS; dups its stdio and closes every other fd; reseeds Python's
- * `random` and numpy's global generator (os.urandom and `secrets` keep no
- * state in the process, nothing to do); replaces its environment; loads
- * the SAME compiled seccomp filter as a cold sandbox (sb_seccomp_build);
- * and only then starts the kernel app (kb_warm.c's entry, with the
- * throw-away key, then rekeyed by the session as any warm kernel).
+ * (`sleep infinity`), and which is NESTED in the factory's box
+ * (sb_sandbox_nest_in): its user namespace is a child of the factory's and
+ * owned by the factory's uid, its pid namespace a child of the factory's.
+ * That ownership is the only thing that lets the unprivileged factory
+ * enter it. Before any user code the child, in this order: joins the
+ * box's cgroups (by writing "0" into cgroup.procs fds the host opened);
+ * setns() into ALL the box's namespaces (namespace files the host opened;
+ * user first, then mount, network, IPC, UTS, pid, cgroup: it forks once
+ * more so the kernel is born inside the box's pid namespace); chdir
+ * /mnt/data; setsid; rlimits from the policy; drops the capability
+ * bounding set, supplementary groups, uid/gid to 1000, every capability,
+ * ambient caps; NO_NEW_PRIVS; dups its stdio and closes every other fd;
+ * reseeds Python's `random` and numpy's global generator (os.urandom and
+ * `secrets` keep no state in the process, nothing to do); replaces its
+ * environment; loads the SAME compiled seccomp filter as a cold sandbox
+ * (sb_seccomp_build, stacked on the factory's); and only then starts the
+ * kernel app (kb_warm_entry.py, with the throw-away key, then rekeyed by
+ * the session as any warm kernel).
  *
- * The factory process itself runs on the host with the caller's uid,
- * NO_NEW_PRIVS, a clean environment, cwd /, stdin /dev/null and only its
- * control socket: it never runs user code, but it is not inside a box
- * (its seccomp would have to allow setns; sb_sandbox offers no such
- * profile yet). It is a child subreaper: kernels come back to it when they
- * exit and it reports their wait status.
+ * The factory is a child subreaper: kernels come back to it when they
+ * exit and it reports their wait status (the host maps the pids its box
+ * sees to host pids through a pidfd sent with each fork's answer).
+ * Because kernel boxes nest in the factory's pid namespace, destroying the
+ * factory ends every kernel forked from it (a restarted kernel is a cold
+ * one in a box of its own and is not affected).
  *
  * Not thread-safe; one owner drives it (a pool, the serve loop).
  */
@@ -51,10 +64,15 @@ typedef struct kb_factory_opts {
 
 /* Start the factory and wait until it imported everything. */
 kb_factory_t *kb_factory_new(const kb_factory_opts_t *o, err_t *err);
-/* Kill the factory (kernels already forked live on in their boxes until
- * those are destroyed). Accepts NULL; sets *f to NULL. */
+/* Kill the factory and its box, which ends the kernels forked from it
+ * (their boxes nest in its pid namespace; destroy them first). Accepts
+ * NULL; sets *f to NULL. */
 void kb_factory_destroy(kb_factory_t **f);
+/* Host pid of the factory box's pid 1 (the factory is its program). */
 pid_t kb_factory_pid(const kb_factory_t *f);
+/* The factory's own box (borrowed): kernel boxes nest in it
+ * (sb_sandbox_nest_in) so that the factory may enter them. */
+sb_sandbox_t *kb_factory_box(kb_factory_t *f);
 /* Threads the factory had when it became ready (1, or it would refuse). */
 int kb_factory_threads(const kb_factory_t *f);
 

@@ -3,6 +3,7 @@
 #include "kernel-bridge/pool/kb_serve.h"
 
 #include "common/clock.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/pool/kb_factory.h"
 #include "kernel-bridge/pool/kb_pool.h"
@@ -146,7 +147,7 @@ s_strv(json_t *a)
     json_array_foreach(a, i, s)
     {
         if (!json_is_string(s)) {
-            kb_env_free(v);
+            strv_free(v);
             return NULL;
         }
         v[i] = xstrdup(json_string_value(s));
@@ -262,15 +263,15 @@ s_handle_spawn(s_conn_t *c, json_t *req, int *fds, int nfds)
     char **argv = s_strv(json_object_get(req, "argv"));
     char **env = s_strv(json_object_get(req, "env"));
     if (!argv || !argv[0] || !env) {
-        kb_env_free(argv);
-        kb_env_free(env);
+        strv_free(argv);
+        strv_free(env);
         return s_reply_err(c->fd, "spawn needs argv and env", NULL, false);
     }
     err_t err;
     int out = nfds > 0 ? fds[0] : -1;
     int rc = c->l->ops->spawn(c->l->self, argv, env, out, &err);
-    kb_env_free(argv);
-    kb_env_free(env);
+    strv_free(argv);
+    strv_free(env);
     if (rc)
         return s_reply_err(c->fd, err.text, NULL, false);
     sb_sandbox_t *box = kb_launcher_warm_box(c->l);

@@ -1,6 +1,7 @@
 /* A pre-started ipykernel in a sandbox, and its hand-over launcher. */
 #include "kernel-bridge/pool/kb_warm.h"
 
+#include "common/strv.h"
 #include "kernel-bridge/kb_launch_sandbox.h"
 
 #include "common/clock.h"
@@ -8,6 +9,7 @@
 #include "kernel-bridge/kb_conn.h"
 #include "kernel-bridge/kb_kernelspec.h"
 #include "kernel-bridge/pool/kb_factory.h"
+#include "kernel-bridge/pool/kb_pysrc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,92 +30,6 @@ extern char **environ;
 #define HANDOVER_TIMEOUT_MS 10000
 #define OUT_CAP (256 << 10)
 
-/* The Python side. argv: -c ENTRY CONNECTION_FILE PRELOAD; fd 0 is the
- * control socket. Every failure is reported on it before exiting. */
-static const char s_entry[] =
-    "import json, os, socket, sys\n"
-    "def _ja_warm():\n"
-    "    conn, preload = sys.argv[1], sys.argv[2]\n"
-    "    ctl = socket.socket(fileno=0)\n"
-    "    def say(o):\n"
-    "        ctl.send(json.dumps(o).encode())\n"
-    "    if sys.path and sys.path[0] == '':\n"
-    "        del sys.path[0]\n"
-    "    try:\n"
-    "        import importlib.util\n"
-    "        spec = importlib.util.find_spec('ipykernel_launcher')\n"
-    "        sys.argv = [spec.origin if spec else 'ipykernel_launcher', '-f', "
-    "conn]\n"
-    "        from ipykernel.kernelapp import IPKernelApp\n"
-    "        from tornado import ioloop\n"
-    "        app = IPKernelApp.instance()\n"
-    "        app.initialize(['-f', conn])\n"
-    "        mi = sys.modules.get('matplotlib_inline.backend_inline')\n"
-    "        if mi:  # imported before the shell existed (a factory)\n"
-    "            mi._enable_matplotlib_integration()\n"
-    "        if preload:\n"
-    "            exec(compile(preload, '<preload>', 'exec'),\n"
-    "                 {'__name__': '__ja_preload__'})\n"
-    "        app.shell.run_cell('pass', store_history=False, silent=True)\n"
-    "    except BaseException as e:\n"
-    "        say({'error': 'warm-up failed: %s: %s' % (type(e).__name__, e)})\n"
-    "        os._exit(1)\n"
-    "    loop = ioloop.IOLoop.current()\n"
-    "    def done(reply):\n"
-    "        loop.remove_handler(0)\n"
-    "        say(reply)\n"
-    "        # Replace fd 0 in one step: if it were closed first, a socket\n"
-    "        # zmq opens meanwhile (the session connecting) could take fd 0\n"
-    "        # and then be overwritten.\n"
-    "        fd = os.open(os.devnull, os.O_RDONLY)\n"
-    "        os.dup2(fd, 0)\n"
-    "        os.close(fd)\n"
-    "        ctl.detach()\n"
-    "    def on_ctl(fd, events):\n"
-    "        try:\n"
-    "            data = ctl.recv(1 << 20)\n"
-    "        except OSError:\n"
-    "            data = b''\n"
-    "        if not data:\n"
-    "            os._exit(0)\n"
-    "        try:\n"
-    "            req = json.loads(data)\n"
-    "            if req.get('op') != 'rekey':\n"
-    "                raise ValueError('unknown request')\n"
-    "            path = req['connection_file']\n"
-    "            with open(path) as f:\n"
-    "                info = json.load(f)\n"
-    "            chans = ('shell', 'iopub', 'stdin', 'control', 'hb')\n"
-    "            same = (info['transport'] == app.transport\n"
-    "                    and info['ip'] == app.ip\n"
-    "                    and all(info[c + '_port'] == getattr(app, c + "
-    "'_port')\n"
-    "                            for c in chans)\n"
-    "                    and info.get('signature_scheme') ==\n"
-    "                    app.session.signature_scheme)\n"
-    "            if not same:\n"
-    "                raise ValueError('the connection file does not match '\n"
-    "                                 'the warm kernel')\n"
-    "            key = info['key'].encode()\n"
-    "            if not key:\n"
-    "                raise ValueError('empty key')\n"
-    "            app.session.key = key\n"
-    "            env = req.get('env') or {}\n"
-    "            pp = [d for d in env.get('PYTHONPATH', '').split(':') if d]\n"
-    "            for i, d in enumerate(pp):\n"
-    "                if d not in sys.path:\n"
-    "                    sys.path.insert(i, d)\n"
-    "            os.environ.update(env)\n"
-    "        except Exception as e:\n"
-    "            done({'error': 'hand-over refused: %s: %s' %\n"
-    "                  (type(e).__name__, e)})\n"
-    "            os._exit(1)\n"
-    "        done({'ok': True})\n"
-    "    loop.add_handler(0, on_ctl, ioloop.IOLoop.READ)\n"
-    "    loop.add_callback(say, {'ready': True, 'pid': os.getpid()})\n"
-    "    app.start()\n"
-    "_ja_warm()\n";
-
 struct kb_warm {
     kb_warm_state_t state; /* see kb_warm.h */
     sb_sandbox_t *box;     /* owned */
@@ -131,12 +47,6 @@ struct kb_warm {
     int kpidfd;            /* owned pidfd of the forked kernel, or -1 */
     char error[512];       /* why it failed */
 };
-
-const char *
-kb_warm_entry_source(void)
-{
-    return s_entry;
-}
 
 bool
 kb_warm_argv_is_ipykernel(char *const argv[])
@@ -186,7 +96,7 @@ s_env(const kb_warm_t *w, const kb_kernelspec_t *spec)
     extra[n] = NULL;
     char **env = sb_policy_build_env(sb_sandbox_policy(w->box), environ,
                                      (const char *const *)extra);
-    kb_env_free(extra);
+    strv_free(extra);
     return env;
 }
 
@@ -251,18 +161,21 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     w->out_fd = s_memfd();
     env = s_env(w, &spec);
     char *preload = xstrdup(o && o->preload ? o->preload : "");
-    char *entry = xstrdup(s_entry), *dash_c = xstrdup("-c");
+    char *entry = xstrdup(kb_warm_entry_py), *dash_c = xstrdup("-c");
     char *const argv[] = {spec.argv[0], dash_c,  entry,
                           w->box_conn,  preload, NULL};
     int spawned;
     if (factory) {
-        /* The box runs a holder; the kernel is forked into it. */
+        /* The box runs a holder; the kernel is forked into it. The box
+         * nests in the factory's, whose unprivileged program may enter
+         * it only so. */
+        sb_sandbox_nest_in(w->box, kb_factory_box(factory));
         char sleep_bin[] = "/usr/bin/sleep", inf[] = "infinity";
         char *holder[] = {sleep_bin, inf, NULL};
         char **henv =
             sb_policy_build_env(sb_sandbox_policy(w->box), NULL, NULL);
         spawned = sb_sandbox_spawn(w->box, holder, henv, -1, -1, err);
-        sb_policy_env_free(henv);
+        strv_free(henv);
         if (!spawned)
             spawned = kb_factory_fork(factory, w->box, sv[1], w->out_fd,
                                       w->box_conn, env, &w->kpid, err);
@@ -287,7 +200,7 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     sb_sandbox_set_stdin(w->box, -1);
     close(sv[1]);
     w->ctl = sv[0];
-    sb_policy_env_free(env);
+    strv_free(env);
     kb_conn_release(&conn);
     kb_kernelspec_release(&spec);
     return w;
@@ -296,7 +209,7 @@ fail:
         close(sv[0]);
     if (sv[1] >= 0)
         close(sv[1]);
-    sb_policy_env_free(env);
+    strv_free(env);
     kb_conn_release(&conn);
     kb_kernelspec_release(&spec);
     kb_warm_destroy(&w);
@@ -330,7 +243,7 @@ kb_warm_destroy(kb_warm_t **pw)
     sb_sandbox_destroy(&w->box);
     if (w->out_fd >= 0)
         close(w->out_fd);
-    kb_argv_free(w->argv);
+    strv_free(w->argv);
     free(w->conn_path);
     free(w->box_conn);
     free(w->kernel_name);
@@ -603,6 +516,7 @@ s_spawn(void *self, char *const argv[], char *const envp[], int out_fd,
         w->factory = NULL;
         sb_sandbox_kill(w->box);
         sb_sandbox_wait(w->box, 5000, NULL);
+        sb_sandbox_nest_in(w->box, NULL); /* a cold box of its own now */
     }
     /* A restart: a cold kernel in the same box. */
     w->restarted = true;

@@ -3,7 +3,7 @@
  * session that will own it, and the launcher that hands it over.
  *
  * Warm-up (kb_warm_start): a fresh sandbox (sb_sandbox.h) runs a small
- * Python entry point (kb_warm.c, s_entry) that imports ipykernel, starts
+ * Python entry point (kb_warm_entry.py) that imports ipykernel, starts
  * IPKernelApp on run_dir/kernel.json with a throw-away key, runs the
  * optional preload code in a private namespace (so `import pandas` later
  * costs nothing, while the user namespace stays empty), and reports
@@ -62,7 +62,8 @@ typedef enum kb_warm_state {
 kb_warm_t *kb_warm_start(const kb_warm_opts_t *o, err_t *err);
 /* The same, but the kernel is forked from `factory` (kb_factory.h;
  * borrowed, must outlive the result) into a fresh box whose own program
- * is only a holder: shared pages, same sandbox. The launcher then signals
+ * is only a holder and which nests in the factory's box
+ * (sb_sandbox_nest_in): shared pages, same sandbox. The launcher then signals
  * and watches the kernel process itself; a restart replaces the holder by
  * a cold kernel in the same box. o->preload is ignored (the factory has
  * its own). */
@@ -99,10 +100,6 @@ sb_sandbox_t *kb_launcher_warm_box(kb_launcher_t *l);
 pid_t kb_launcher_warm_kernel_pid(kb_launcher_t *l);
 /* True once the launcher's kernel was handed over (first spawn done). */
 bool kb_launcher_warm_handed_over(kb_launcher_t *l);
-
-/* The Python entry point (static, borrowed): argv CONNECTION_FILE PRELOAD,
- * fd 0 the control socket. The factory runs it in each forked kernel. */
-const char *kb_warm_entry_source(void);
 
 /* Does kernelspec argv look like ipykernel (see above)? */
 bool kb_warm_argv_is_ipykernel(char *const argv[]);

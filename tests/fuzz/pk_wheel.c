@@ -6,6 +6,7 @@
  */
 #include "packages/pk_wheel.h"
 #include "common/err.h"
+#include "common/strv.h"
 #include "packages/pk_pyreq.h"
 
 #include <stdint.h>
@@ -47,7 +48,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             pk_pyreq_release(&q);
         }
     }
-    pk_wheel_strv_free(reqs);
+    strv_free(reqs);
     json_decref(env);
     free(meta);
     return 0;

@@ -1,6 +1,6 @@
 /*
- * The agent kernel's seam for the tool loop: this program supplies its own
- * ag_kernel_ask() (so the archive's placeholder is not linked) that uses
+ * The agent kernel's interface for the tool loop: this program passes its
+ * own ask function as ag_kernel_opts_t.ask (instead of the tool loop) that uses
  * every service a loop has, and checks with kb_client what a frontend
  * receives: streamed text, the code shown as markdown, the inner Python's
  * outputs, the final answer as the cell's execute_result, errors,
@@ -33,8 +33,8 @@ s_free_state(void *p)
     free(p);
 }
 
-int
-ag_kernel_ask(ag_kernel_t *k, const char *request, err_t *err)
+static int
+s_ask(ag_kernel_t *k, const char *request, err_t *err)
 {
     if (strcmp(request, "fail") == 0)
         return err_set(err, ERR_PROVIDER, "the model server said no");
@@ -123,7 +123,8 @@ main(void)
     ag_session_opts_init(&sopts);
     sopts.no_sandbox = (launcher && strcmp(launcher, "plain") == 0) ||
                        (sandbox && strcmp(sandbox, "0") == 0);
-    ag_kernel_opts_t kopts = {.connection_file = path, .inner = &sopts};
+    ag_kernel_opts_t kopts = {
+        .connection_file = path, .ask = s_ask, .inner = &sopts};
     ag_kernel_t *k = ag_kernel_new(&kopts, &err);
     if (!ok(k != NULL, "the agent kernel binds its connection file")) {
         diag("%s", err.text);

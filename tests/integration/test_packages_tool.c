@@ -1,5 +1,5 @@
 /*
- * The agent's install_packages tool and ag_packages_install against a real
+ * The agent's install_packages tool and pk_install against a real
  * sandboxed kernel: the tool installs from the session's --packages DIR and
  * the package imports without a restart, survives a kernel restart,
  * refusals are readable tool results that list what the manifest has, and
@@ -7,7 +7,7 @@
  */
 #include "../tap.h"
 
-#include "agent/loop/ag_packages.h"
+#include "agent/loop/ag_packages_tool.h"
 #include "agent/session/ag_session.h"
 #include "common/xalloc.h"
 #include "packages/pk_key.h"
@@ -120,8 +120,8 @@ main(void)
 
     ag_session_opts_t o;
     ag_session_opts_init(&o);
-    ag_session_parse_flag(&o, AG_SESSION_OPT_BASE + 8, dir, &err);
-    ag_session_parse_flag(&o, AG_SESSION_OPT_BASE + 10, pubfile, &err);
+    ag_session_parse_flag(&o, "--packages", dir, &err);
+    ag_session_parse_flag(&o, "--trust", pubfile, &err);
     ag_session_t *s = ag_session_start(&o, &err);
     if (!ok(s != NULL, "a session with --packages and no --install starts")) {
         diag("%s", err.text);

@@ -664,6 +664,24 @@ t_retries(void)
        (long long)r.ms);
     s_run_release(&r);
 
+    /* Retry-After may also be an HTTP-date (RFC 9110 10.2.3). */
+    char date[64], script[512];
+    time_t when = time(NULL) + 3;
+    struct tm tm;
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT",
+             gmtime_r(&when, &tm));
+    snprintf(script, sizeof script,
+             "[{\"status\":429,\"headers\":{\"retry-after\":\"%s\"},"
+             "\"body\":{\"error\":{\"message\":\"later\"}}},"
+             "{\"reply\":{\"text\":\"fine\"}}]",
+             date);
+    s_run(&r, "openai", 1, script, NULL, NULL);
+    ok(r.rc == 0 && s_nreq(&r) == 2 && r.ms >= 1000,
+       "retry-after as an HTTP-date (%s) is honoured, not ignored (waited "
+       "%lld ms)",
+       date, (long long)r.ms);
+    s_run_release(&r);
+
     s_run(&r, "anthropic", 1,
           "[{\"status\":429,\"headers\":{\"retry-after-ms\":\"20\"},\"body\":"
           "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\","
@@ -995,6 +1013,47 @@ t_config(void)
     s_key_check_text(err.text);
     ag_conv_destroy(&c);
     ag_provider_destroy(&p);
+
+    /* The URL in messages is the one contacted, minus credentials. */
+    const char *port = strrchr(base, ':') + 1;
+    static const struct {
+        const char *pre; /* base URL: pre, the dead port, post */
+        const char *post;
+        const char *host; /* must be named in the message */
+        const char *gone; /* must not appear in it */
+    } urls[] = {
+        {"http://me:s3cret@127.0.0.1:", "/v1", "http://127.0.0.1:", "s3cret"},
+        {"http://127.0.0.1:", "?x=a@evil.example",
+         "http://127.0.0.1:", "http://evil.example"},
+        {"http://127.0.0.1:", "#@evil.example",
+         "http://127.0.0.1:", "http://evil.example"},
+    };
+    int plen = (int)strcspn(port, "/");
+    for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+        char url[128];
+        snprintf(url, sizeof url, "%s%.*s%s", urls[i].pre, plen, port,
+                 urls[i].post);
+        setenv("OPENAI_BASE_URL", url, 1);
+        err_clear(&err);
+        p = ag_provider_new("openai:m", &err);
+        if (p)
+            ag_provider_set_retry(p, 1, 1);
+        c = s_conv_hi();
+        rc = p ? ag_provider_turn(p, c, NULL, NULL, &t, &err) : -1;
+        ok(rc == -1 && strstr(err.text, urls[i].host) &&
+               !strstr(err.text, urls[i].gone),
+           "an error about %s names the host contacted and hides "
+           "credentials (%s)",
+           url, err.text);
+        ag_conv_destroy(&c);
+        ag_provider_destroy(&p);
+    }
+    setenv("OPENAI_BASE_URL", "http://me:s3cret@[::1", 1);
+    p = ag_provider_new("openai:m", &err);
+    ok(!p && !strstr(err.text, "s3cret"),
+       "a base URL that does not parse is refused without echoing its "
+       "password (%s)",
+       err.text);
 }
 
 static void

@@ -2,6 +2,7 @@
  * Integration tests: the sandbox library with the real Python stack
  * (/usr/bin/python3 with numpy, pandas, matplotlib, ipykernel) inside.
  */
+#include "common/strv.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
 #include "tests/tap.h"
@@ -420,7 +421,7 @@ main(void)
     t_errors(&p);
     t_limits_reported(&p);
     t_keep_workspace(&p);
-    sb_policy_env_free(s_env);
+    strv_free(s_env);
     sb_policy_release(&p);
     return done_testing();
 }

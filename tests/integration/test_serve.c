@@ -167,7 +167,7 @@ main(void)
     char *spec = NULL;
     if (asprintf(&spec, "%s:in.csv", host) < 0)
         return 1;
-    ag_session_parse_flag(&o, AG_SESSION_OPT_BASE + 1, spec, &err);
+    ag_session_parse_flag(&o, "--file", spec, &err);
     o.warm = AG_WARM_AUTO;
     free(spec);
     ag_session_t *s1 = s_session(&o, &err);
@@ -242,7 +242,7 @@ main(void)
 
     /* A policy the pool does not hold is never served by it. */
     ag_session_opts_init(&o3);
-    ag_session_parse_flag(&o3, AG_SESSION_OPT_BASE + 2, "1G", &err);
+    ag_session_parse_flag(&o3, "--memory", "1G", &err);
     o3.warm = AG_WARM_POOL;
     ok(ag_session_start(&o3, &err) == NULL && err.code == ERR_KERNEL,
        "a session with other limits is not given a pooled kernel");

@@ -94,6 +94,91 @@ s_key(kb_kernel_t *k)
     return key;
 }
 
+/* The value of field `name` ("Uid:", "CapEff:") in /proc/PID/status, as a
+ * new string (the rest of the line), or NULL. */
+static char *
+s_status(pid_t pid, const char *name)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *fp = fopen(path, "r");
+    char *v = NULL;
+    while (fp && !v && fgets(line, sizeof line, fp))
+        if (strncmp(line, name, strlen(name)) == 0) {
+            line[strcspn(line, "\n")] = '\0';
+            v = strdup(line + strlen(name) +
+                       strspn(line + strlen(name), "\t "));
+        }
+    if (fp)
+        fclose(fp);
+    return v;
+}
+
+static bool
+s_cmdline_has(pid_t pid, const char *needle)
+{
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *fp = fopen(path, "r");
+    size_t n = fp ? fread(buf, 1, sizeof buf - 1, fp) : 0;
+    if (fp)
+        fclose(fp);
+    for (size_t i = 0; i < n; i++)
+        if (!buf[i])
+            buf[i] = ' ';
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+static bool
+s_same_ns(pid_t a, pid_t b, const char *ns)
+{
+    char pa[64], pb[64], la[64] = "a", lb[64] = "b";
+    snprintf(pa, sizeof pa, "/proc/%d/ns/%s", (int)a, ns);
+    snprintf(pb, sizeof pb, "/proc/%d/ns/%s", (int)b, ns);
+    if (readlink(pa, la, sizeof la - 1) < 0 ||
+        readlink(pb, lb, sizeof lb - 1) < 0)
+        return false;
+    return strcmp(la, lb) == 0;
+}
+
+/* The factory's Python process as the host sees it: kb_factory_pid() if
+ * that runs the zygote itself, else the child of it that does and shares
+ * its user namespace (not a forked kernel in a box of its own). */
+static pid_t
+s_zygote_pid(pid_t fpid)
+{
+    if (s_cmdline_has(fpid, "_ja_zygote"))
+        return fpid;
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)fpid,
+             (int)fpid);
+    FILE *fp = fopen(path, "r");
+    size_t n = fp ? fread(buf, 1, sizeof buf - 1, fp) : 0;
+    if (fp)
+        fclose(fp);
+    buf[n] = '\0';
+    for (char *t = strtok(buf, " \n"); t; t = strtok(NULL, " \n")) {
+        pid_t p = (pid_t)atoi(t);
+        if (s_cmdline_has(p, "_ja_zygote") && s_same_ns(p, fpid, "user"))
+            return p;
+    }
+    return -1;
+}
+
+/* Every id of a "Uid:"/"Gid:" line is non-zero. */
+static bool
+s_ids_not_root(const char *ids)
+{
+    int n = 0;
+    for (const char *p = ids; p && *p; n++) {
+        if (strtol(p, (char **)&p, 10) == 0)
+            return false;
+        p += strspn(p, "\t ");
+    }
+    return n == 4;
+}
+
 #define EVAL_IS(k, code, want, ...)                                            \
     do {                                                                       \
         char *r_ = s_eval(k, code, 30000, NULL);                               \
@@ -119,6 +204,38 @@ main(void)
            "the factory has one thread when it "
            "forks (no lost locks in children)");
     pid_t fpid = kb_factory_pid(f);
+
+    /* The factory as the host sees it: no host root, no host capability,
+     * no host file (issue 11, part 7). */
+    pid_t zpid = s_zygote_pid(fpid);
+    char *uid = s_status(zpid, "Uid:"), *gid = s_status(zpid, "Gid:");
+    char *cap = s_status(zpid, "CapEff:"), *bnd = s_status(zpid, "CapBnd:");
+    char *nnp = s_status(zpid, "NoNewPrivs:");
+    char *sec = s_status(zpid, "Seccomp:");
+    ok(zpid > 0 && s_ids_not_root(uid) && s_ids_not_root(gid),
+       "the factory's Python runs as no host root (uids %s, gids %s)",
+       uid ? uid : "?", gid ? gid : "?");
+    ok(zpid > 0 && !s_same_ns(zpid, getpid(), "user") && cap &&
+           strcmp(cap, "0000000000000000") == 0 && bnd &&
+           strcmp(bnd, "0000000000000000") == 0,
+       "the factory's Python has no capability, and only in a user "
+       "namespace of its own (CapEff %s, CapBnd %s)",
+       cap ? cap : "?", bnd ? bnd : "?");
+    ok(nnp && strcmp(nnp, "1") == 0 && sec && strcmp(sec, "2") == 0,
+       "the factory runs with no_new_privs and a seccomp filter");
+    ok(!s_same_ns(fpid, getpid(), "user") && !s_same_ns(fpid, getpid(), "pid"),
+       "the factory's whole box (its pid 1 too) is in its own user and pid "
+       "namespaces");
+    char root[96];
+    snprintf(root, sizeof root, "/proc/%d/root/etc/shadow", (int)zpid);
+    ok(zpid > 0 && access(root, F_OK) < 0,
+       "the factory sees no host file (/etc/shadow is not in its root)");
+    free(uid);
+    free(gid);
+    free(cap);
+    free(bnd);
+    free(nnp);
+    free(sec);
 
     sb_policy_init_default(&s_policy);
     s_policy.memory_bytes = 512ull << 20;

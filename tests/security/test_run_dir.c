@@ -205,7 +205,7 @@ main(void)
     char *host_env[] = {e0, NULL};
     s_env = sb_policy_build_env(&p, host_env, NULL);
     t_no_host_writes(&p);
-    sb_policy_env_free(s_env);
+    strv_free(s_env);
     sb_policy_release(&p);
     return done_testing();
 }

@@ -9,6 +9,7 @@
  * tests/security/sandbox_unprivileged.sh, through setpriv) it checks the
  * subset that must also hold for an ordinary user.
  */
+#include "common/strv.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
 #include "tests/tap.h"
@@ -1225,7 +1226,7 @@ t_environment(const sb_policy_t *p)
     ok(strstr(out, "env: HOME=") && !strstr(out, "sk-attack-test-secret"),
        "environment: an API key set in the launcher is not visible inside, "
        "even when allow-listed");
-    sb_policy_env_free(env);
+    strv_free(env);
     sb_sandbox_destroy(&sb);
     sb_policy_release(&q);
     unsetenv("OPENAI_API_KEY");

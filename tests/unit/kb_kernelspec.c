@@ -2,6 +2,7 @@
  * jupyter_client does. */
 #include "../tap.h"
 
+#include "common/strv.h"
 #include "kernel-bridge/kb_kernelspec.h"
 
 #include <stdlib.h>
@@ -124,7 +125,7 @@ main(void)
            "every {connection_file} in an argument is replaced");
     is_str(argv[3], "{prefix}", "unknown placeholders are kept as written");
     ok(argv[4] == NULL, "the expanded argv is NULL-terminated");
-    kb_argv_free(argv);
+    strv_free(argv);
     kb_kernelspec_release(&ks);
 
     /* --- malformed kernelspecs ---------------------------------------- */
@@ -200,7 +201,7 @@ main(void)
             if (!strcmp(*p, "/tmp/c.json"))
                 has = 1;
         ok(has, "the system python3 argv takes the connection file");
-        kb_argv_free(argv);
+        strv_free(argv);
         kb_kernelspec_release(&ks);
     } else {
         skip("no /usr/share/jupyter/kernels/python3 here");

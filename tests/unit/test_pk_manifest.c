@@ -9,6 +9,7 @@
 #include "packages/pk_trust.h"
 
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,6 +202,19 @@ s_test_parser(void)
        "an empty version is refused");
     is_int(pk_manifest_resolve(m, "demo-pkg", out, 1, &err), 2,
            "resolve reports every match even when out[] is smaller");
+    bool listed = false;
+    is_str(pk_manifest_best(m, "demo-pkg", NULL, &listed), "2.0",
+           "a dependency without a specifier gets the highest version");
+    is_str(pk_manifest_best(m, "demo-pkg", "<2", &listed), "1.0",
+           "a dependency gets the highest version its specifier allows");
+    ok(!pk_manifest_best(m, "demo-pkg", ">=3", &listed) && listed,
+       "no version matching: none chosen, but the project is listed");
+    ok(!pk_manifest_best(m, "pandas", NULL, &listed) && !listed,
+       "a project not in the manifest is not listed");
+    char *avail = pk_manifest_available(m, "demo-pkg");
+    is_str(avail, "demo-pkg 1.0, demo-pkg 2.0",
+           "the versions available of one project, for messages");
+    free(avail);
     pk_manifest_destroy(&m);
     free(doc);
     s_refuse_files(ENTRY("np-1.0-py3-none-any.whl", "np", "1.0", "1", "aa" H64),

@@ -6,6 +6,7 @@
  */
 #include "../tap.h"
 
+#include "common/strv.h"
 #include "packages/pk_wheel.h"
 
 #include <stdlib.h>
@@ -278,9 +279,9 @@ main(void)
     is_str(r[1], "b; python_version < \"3.8\"",
            "markers stay with their requirement");
     is_str(r[2], "c (>=2)", "folded continuation lines are joined");
-    pk_wheel_strv_free(r);
+    strv_free(r);
     r = pk_wheel_requires_dist("Name: x\n");
     ok(r && r[0] == NULL, "no Requires-Dist gives an empty list");
-    pk_wheel_strv_free(r);
+    strv_free(r);
     return done_testing();
 }

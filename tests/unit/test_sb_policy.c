@@ -1,4 +1,6 @@
 /* Unit tests: sandbox policy flags, sizes, environment, JSON, names. */
+#include "common/size.h"
+#include "common/strv.h"
 #include "sandbox/sb_files.h"
 #include "sandbox/sb_policy.h"
 #include "tests/tap.h"
@@ -40,21 +42,22 @@ main(void)
     ok(!p.network, "network is off by default");
 
     uint64_t n = 0;
-    ok(sb_policy_parse_size("2G", &n) == 0 && n == 2ULL << 30, "2G is 2 GiB");
-    ok(sb_policy_parse_size("512M", &n) == 0 && n == 512ULL << 20,
-       "512M is 512 MiB");
-    ok(sb_policy_parse_size("1.5GiB", &n) == 0 && n == 3ULL << 29,
-       "1.5GiB is accepted");
-    ok(sb_policy_parse_size("4096", &n) == 0 && n == 4096,
-       "a plain number is bytes");
-    ok(sb_policy_parse_size("64kb", &n) == 0 && n == 65536,
+    ok(size_parse("2G", &n) == 0 && n == 2ULL << 30, "2G is 2 GiB");
+    ok(size_parse("512M", &n) == 0 && n == 512ULL << 20, "512M is 512 MiB");
+    ok(size_parse("1.5GiB", &n) == 0 && n == 3ULL << 29, "1.5GiB is accepted");
+    ok(size_parse("4096", &n) == 0 && n == 4096, "a plain number is bytes");
+    ok(size_parse("64kb", &n) == 0 && n == 65536,
        "units are case-insensitive and binary");
-    ok(sb_policy_parse_size("-1G", &n) < 0, "negative sizes are refused");
-    ok(sb_policy_parse_size("2X", &n) < 0, "unknown units are refused");
-    ok(sb_policy_parse_size("", &n) < 0, "an empty size is refused");
-    ok(sb_policy_parse_size("G", &n) < 0, "a unit without number is refused");
-    ok(sb_policy_parse_size("99999999T", &n) < 0,
-       "a size past 2^64 is refused");
+    ok(size_parse("-1G", &n) < 0, "negative sizes are refused");
+    ok(size_parse("2X", &n) < 0, "unknown units are refused");
+    ok(size_parse("", &n) < 0, "an empty size is refused");
+    ok(size_parse("G", &n) < 0, "a unit without number is refused");
+    ok(size_parse("0", &n) == 0 && n == 0,
+       "0 parses as 0 bytes: each flag decides what zero means");
+    ok(sb_policy_parse_flag(&p, "--disk", "0", &err) < 0 &&
+           strstr(err.text, "--disk"),
+       "a zero-sized /mnt/data is refused, naming the flag: %s", err.text);
+    ok(size_parse("99999999T", &n) < 0, "a size past 2^64 is refused");
 
     char b[64];
     is_str(sb_policy_format_bytes(2ULL << 30, b, sizeof b), "2 GiB",
@@ -146,7 +149,7 @@ main(void)
        "variables not allow-listed do not pass");
     ok(!s_env_has_name(env, "LD_PRELOAD"), "LD_PRELOAD does not pass");
     ok(s_env_has(env, "MPLBACKEND=Agg"), "extra entries are added");
-    sb_policy_env_free(env);
+    strv_free(env);
     ok(sb_policy_env_name_is_secret("GITHUB_TOKEN") &&
            sb_policy_env_name_is_secret("db_password") &&
            sb_policy_env_name_is_secret("AWS_SECRET_ACCESS_KEY") &&

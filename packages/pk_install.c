@@ -1,11 +1,12 @@
-#include "agent/loop/ag_packages.h"
+#include "packages/pk_install.h"
 
-#include "agent/loop/ag_tools.h"
 #include "common/buf.h"
+#include "common/strv.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
 #include "packages/pk_manifest.h"
 #include "packages/pk_pyreq.h"
+#include "packages/pk_pysrc.h"
 #include "packages/pk_wheel.h"
 #include "sandbox/sb_files.h"
 #include "sandbox/sb_sandbox.h"
@@ -132,34 +133,13 @@ s_private(const char *body)
     return code;
 }
 
-static const char s_env_body[] =
-    "import json, os, platform, sys\n"
-    "def v(i):\n"
-    "    s = '%d.%d.%d' % (i.major, i.minor, i.micro)\n"
-    "    if i.releaselevel != 'final':\n"
-    "        s += i.releaselevel[0] + str(i.serial)\n"
-    "    return s\n"
-    "print(MARK + json.dumps({\n"
-    "    'implementation_name': sys.implementation.name,\n"
-    "    'implementation_version': v(sys.implementation.version),\n"
-    "    'os_name': os.name,\n"
-    "    'platform_machine': platform.machine(),\n"
-    "    'platform_release': platform.release(),\n"
-    "    'platform_system': platform.system(),\n"
-    "    'platform_version': platform.version(),\n"
-    "    'python_full_version': platform.python_version(),\n"
-    "    'platform_python_implementation': "
-    "platform.python_implementation(),\n"
-    "    'python_version': '.'.join(platform.python_version_tuple()[:2]),\n"
-    "    'sys_platform': sys.platform}))\n";
-
 static const json_t *
 s_marker_env(resolver_t *r, err_t *err)
 {
     if (r->env)
         return r->env;
     char *mark = s_pystr(MARK);
-    char *body = xasprintf("MARK = %s\n%s", mark, s_env_body);
+    char *body = xasprintf("%s\n_ja_marker_env(%s)\n", pk_install_env_py, mark);
     char *code = s_private(body);
     r->env = s_kernel_call(r->kernel, code, ENV_TIMEOUT_MS,
                            "reading the kernel's Python environment", err);
@@ -172,37 +152,6 @@ s_marker_env(resolver_t *r, err_t *err)
 /* --- resolving from the manifest
  * ---------------------------------------------- */
 
-/* "a 1.0, b 2.0, ..." over distinct releases (of `only` if non-NULL). */
-static char *
-s_available(const pk_manifest_t *m, const char *only)
-{
-    buf_t b;
-    buf_init(&b, 0);
-    size_t shown = 0, count = pk_manifest_count(m);
-    for (size_t i = 0; i < count; i++) {
-        const pk_manifest_entry_t *e = pk_manifest_entry(m, i);
-        if (only && strcmp(e->name, only) != 0)
-            continue;
-        bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++) {
-            const pk_manifest_entry_t *f = pk_manifest_entry(m, j);
-            seen = strcmp(f->name, e->name) == 0 &&
-                   strcasecmp(f->version, e->version) == 0;
-        }
-        if (seen)
-            continue;
-        if (shown == 40) {
-            buf_puts(&b, ", ...");
-            break;
-        }
-        buf_printf(&b, "%s%s %s", shown ? ", " : "", e->name, e->version);
-        shown++;
-    }
-    if (shown == 0)
-        buf_puts(&b, "nothing");
-    return buf_detach(&b, NULL);
-}
-
 static release_t *
 s_find(resolver_t *r, const char *norm)
 {
@@ -210,26 +159,6 @@ s_find(resolver_t *r, const char *norm)
         if (strcmp(r->rel[i].name, norm) == 0)
             return &r->rel[i];
     return NULL;
-}
-
-/* The highest version of `norm` in the manifest satisfying `spec` (NULL:
- * any), borrowed; NULL if none. *listed says whether the name is there. */
-static const char *
-s_best(const pk_manifest_t *m, const char *norm, const char *spec, bool *listed)
-{
-    const char *best = NULL;
-    *listed = false;
-    for (size_t i = 0; i < pk_manifest_count(m); i++) {
-        const pk_manifest_entry_t *e = pk_manifest_entry(m, i);
-        if (strcmp(e->name, norm) != 0)
-            continue;
-        *listed = true;
-        if (spec && pk_pyreq_spec_match(spec, e->version, NULL) != 1)
-            continue;
-        if (!best || pk_pyver_cmp(e->version, best, NULL) > 0)
-            best = e->version;
-    }
-    return best;
 }
 
 static void
@@ -317,7 +246,7 @@ s_follow(resolver_t *r, size_t i, err_t *err)
                         have->required_by ? " (for " : " (requested)",
                         have->required_by ? have->required_by : "",
                         have->required_by ? ")" : "");
-        } else if ((best = s_best(r->m, norm, spec, &listed))) {
+        } else if ((best = pk_manifest_best(r->m, norm, spec, &listed))) {
             if (r->n < MAX_RELEASES) {
                 s_choose(r, norm, best, who);
                 failed = false;
@@ -326,13 +255,13 @@ s_follow(resolver_t *r, size_t i, err_t *err)
                         MAX_RELEASES);
             }
         } else if (listed) {
-            avail = s_available(r->m, norm);
+            avail = pk_manifest_available(r->m, norm);
             err_set(err, ERR_USAGE,
                     "%s requires %s%s, but the signed manifest of %s has "
                     "only %s; add a matching wheel and sign again",
                     who, norm, spec ? spec : "", dir, avail);
         } else {
-            avail = s_available(r->m, NULL);
+            avail = pk_manifest_available(r->m, NULL);
             err_set(err, ERR_USAGE,
                     "%s requires %s%s, which is not in the signed manifest "
                     "of %s (there is no network: every dependency must be "
@@ -348,7 +277,7 @@ s_follow(resolver_t *r, size_t i, err_t *err)
     rc = 0;
 out:
     free(who);
-    pk_wheel_strv_free(reqs);
+    strv_free(reqs);
     return rc;
 }
 
@@ -399,30 +328,6 @@ s_resolver_release(resolver_t *r)
 
 /* --- install ---------------------------------------------------------------
  */
-
-static const char s_install_body[] =
-    "import importlib, json, os, subprocess, sys, tempfile\n"
-    "fd, path = tempfile.mkstemp(prefix='jupyter-agent-req-', "
-    "suffix='.txt')\n"
-    "with os.fdopen(fd, 'w') as f:\n"
-    "    f.write(REQ)\n"
-    "env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}\n"
-    "try:\n"
-    "    r = subprocess.run([sys.executable, '-m', 'pip', 'install',\n"
-    "        '--isolated', '--no-index', '--find-links', WHEELS,\n"
-    "        '--only-binary', ':all:', '--require-hashes', '--no-cache-dir',\n"
-    "        '--disable-pip-version-check', '--no-input',\n"
-    "        '--no-warn-script-location', '--upgrade', '--target', TARGET,\n"
-    "        '-r', path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,\n"
-    "        stderr=subprocess.PIPE, text=True, env=env)\n"
-    "finally:\n"
-    "    os.unlink(path)\n"
-    "if r.returncode == 0:\n"
-    "    if TARGET not in sys.path:\n"
-    "        sys.path.insert(0, TARGET)\n"
-    "    importlib.invalidate_caches()\n"
-    "print(MARK + json.dumps({'rc': r.returncode,\n"
-    "    'stdout': r.stdout[-16000:], 'stderr': r.stderr[-16000:]}))\n";
 
 /* pip's "ERROR: ..." lines (with their indented continuations), or the
  * tail of its stderr. New string. */
@@ -482,13 +387,13 @@ s_report(const pk_manifest_t *m, const resolver_t *r, const char *const *reqs,
     return json_pack(
         "{s:s, s:s, s:s, s:s, s:o, s:o}", "dir", pk_manifest_dir(m), "signer",
         key ? key->id : "", "signer_label", key ? key->label : "", "target",
-        AG_PACKAGES_TARGET, "requested", requested, "installed", installed);
+        PK_INSTALL_TARGET, "requested", requested, "installed", installed);
 }
 
 int
-ag_packages_install(ag_session_t *s, const char *dir, const pk_trust_t *trust,
-                    const char *const *requirements, size_t n,
-                    json_t **report_out, err_t *err)
+pk_install(kb_kernel_t *kernel, const char *dir, const pk_trust_t *trust,
+           const char *const *requirements, size_t n, json_t **report_out,
+           err_t *err)
 {
     pk_manifest_t *m = NULL;
     resolver_t r = {0};
@@ -502,7 +407,6 @@ ag_packages_install(ag_session_t *s, const char *dir, const pk_trust_t *trust,
 
     /* Any sandbox launcher (cold, warm, or a serve pool's): its run dir is
      * bind-mounted at the same path inside the box. */
-    kb_kernel_t *kernel = ag_session_kernel(s);
     kb_launcher_t *launcher = kb_kernel_launcher(kernel);
     if (!launcher || strcmp(kb_kernel_launcher_name(kernel), "sandbox") != 0) {
         err_set(err, ERR_USAGE,
@@ -553,12 +457,12 @@ ag_packages_install(ag_session_t *s, const char *dir, const pk_trust_t *trust,
     /* pip inside the sandbox, from the kernel's own Python. */
     lit[0] = s_pystr(reqtxt);
     lit[1] = s_pystr(copy_dir);
-    lit[2] = s_pystr(AG_PACKAGES_TARGET);
+    lit[2] = s_pystr(PK_INSTALL_TARGET);
     lit[3] = s_pystr(MARK);
-    body = xasprintf("REQ = %s\nWHEELS = %s\nTARGET = %s\nMARK = %s\n%s",
-                     lit[0], lit[1], lit[2], lit[3], s_install_body);
+    body = xasprintf("%s\n_ja_install(%s, %s, %s, %s)\n", pk_install_pip_py,
+                     lit[0], lit[1], lit[2], lit[3]);
     code = s_private(body);
-    result = s_kernel_call(r.kernel, code, AG_PACKAGES_TIMEOUT_MS,
+    result = s_kernel_call(r.kernel, code, PK_INSTALL_TIMEOUT_MS,
                            "installing packages", err);
     if (!result)
         goto out;
@@ -573,7 +477,6 @@ ag_packages_install(ag_session_t *s, const char *dir, const pk_trust_t *trust,
     }
     json_t *report = s_report(m, &r, requirements, n);
     json_object_set(report, "pip_output", json_object_get(result, "stdout"));
-    ag_session_record_packages(s, report);
     if (report_out)
         *report_out = report;
     else
@@ -598,8 +501,8 @@ out:
 }
 
 int
-ag_packages_precheck(const char *dir, const pk_trust_t *trust,
-                     const char *const *requirements, size_t n, err_t *err)
+pk_install_precheck(const char *dir, const pk_trust_t *trust,
+                    const char *const *requirements, size_t n, err_t *err)
 {
     pk_manifest_t *m = pk_manifest_load_signed(dir, trust, err);
     if (!m)
@@ -613,7 +516,7 @@ ag_packages_precheck(const char *dir, const pk_trust_t *trust,
 }
 
 char *
-ag_packages_summary(const json_t *report)
+pk_install_summary(const json_t *report)
 {
     buf_t b;
     buf_init(&b, 0);
@@ -637,88 +540,4 @@ ag_packages_summary(const json_t *report)
                label && *label ? " " : "", label ? label : "",
                json_string_value(json_object_get(report, "target")));
     return buf_detach(&b, NULL);
-}
-
-/* --- the agent's tool ------------------------------------------------------
- */
-
-json_t *
-ag_packages_tool_schema(void)
-{
-    return json_pack("{s:s, s:s, s:o}", "name", "install_packages",
-                     "description", AG_PACKAGES_TOOL_DESCRIPTION, "parameters",
-                     json_loads(AG_PACKAGES_TOOL_PARAMETERS, 0, NULL));
-}
-
-int
-ag_packages_tool_fn(const ag_tool_env_t *env, const json_t *args,
-                    void *tool_arg, ag_tool_result_t *res, err_t *err)
-{
-    (void)tool_arg;
-    (void)err;
-    ag_session_t *s = env->session ? env->session(env->arg) : NULL;
-    bool is_error = true;
-    json_t *text =
-        s ? ag_packages_tool(s, args, &is_error)
-          : json_string("install_packages: there is no session to install "
-                        "into");
-    free(res->text);
-    res->text = xstrdup(json_string_value(text));
-    res->is_error = is_error;
-    json_decref(text);
-    return 0;
-}
-
-json_t *
-ag_packages_tool(ag_session_t *s, const json_t *args, bool *is_error)
-{
-    err_t err = {0};
-    const char **names = NULL;
-    json_t *report = NULL, *text = NULL;
-    const json_t *list = json_object_get(args, "names");
-    size_t n = json_array_size(list);
-    if (!json_is_array(list) || n == 0) {
-        text = json_string("install_packages: 'names' must be a non-empty "
-                           "list of package names");
-        goto out;
-    }
-    names = xcalloc(n, sizeof *names);
-    for (size_t i = 0; i < n; i++) {
-        names[i] = json_string_value(json_array_get(list, i));
-        if (!names[i]) {
-            text = json_string("install_packages: every entry of 'names' "
-                               "must be a string");
-            goto out;
-        }
-    }
-    const char *dir = ag_session_packages_dir(s);
-    if (!dir) {
-        text = json_string(
-            "install_packages: no package manifest is configured for this "
-            "session (it was started without --packages DIR) and there is no "
-            "network; only the packages already installed are available");
-        goto out;
-    }
-    if (ag_packages_install(s, dir, ag_session_trust(s), names, n, &report,
-                            &err)) {
-        char *t = xasprintf("install_packages refused: %s", err.text);
-        text = json_string(t);
-        free(t);
-        goto out;
-    }
-    char *sum = ag_packages_summary(report);
-    char *t = xasprintf("%s. They are on sys.path: import them now.", sum);
-    text = json_string(t);
-    free(t);
-    free(sum);
-    if (is_error)
-        *is_error = false;
-    goto done;
-out:
-    if (is_error)
-        *is_error = true;
-done:
-    free(names);
-    json_decref(report);
-    return text;
 }

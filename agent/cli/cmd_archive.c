@@ -1,0 +1,611 @@
+/*
+ * jupyter-agent archive pack | verify | rerun | show: reproducible report
+ * archives (agent/session/ag_archive.h says what is inside).
+ */
+#include "agent/cli/ag_cmd.h"
+#include "agent/cli/ag_interrupt.h"
+#include "agent/session/ag_archive.h"
+#include "agent/session/ag_envlock.h"
+#include "agent/session/ag_session.h"
+#include "common/err.h"
+#include "common/xalloc.h"
+#include "notebook-io/nb_compare.h"
+#include "notebook-io/nb_run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PROBE_TIMEOUT_MS 120000
+
+static const char s_usage[] =
+    "usage: jupyter-agent archive pack NOTEBOOK.ipynb [-o REPORT.zip] "
+    "[--input PATH[:NAME]]...\n"
+    "                             [--key KEY] [--outputs DIR] "
+    "[--packages DIR] [--force]\n"
+    "       jupyter-agent archive verify REPORT.zip [--trust KEY|FILE]... "
+    "[--allow-unsigned]\n"
+    "       jupyter-agent archive rerun REPORT.zip [-o RERUN.ipynb] "
+    "[--tolerance PCT] [--timeout S]\n"
+    "       jupyter-agent archive show REPORT.zip\n"
+    "\n"
+    "A report archive is one zip file holding a session's notebook, its\n"
+    "inputs (the --file files, found through the notebook's metadata and\n"
+    "checked against the SHA-256 recorded then), its outputs (the\n"
+    "SESSION_files/ folder), signed packages, the environment it ran in,\n"
+    "an RO-Crate description, a sha256sum-style manifest, and an in-toto\n"
+    "statement of every file's hash signed with an Ed25519 key from\n"
+    "'jupyter-agent manifest keygen' (DSSE envelope).\n"
+    "\n"
+    "pack     write the archive (default NOTEBOOK.zip); --key signs it;\n"
+    "         a fresh sandboxed kernel records the Python environment\n"
+    "         (--no-probe skips that)\n"
+    "verify   check the signature against trusted keys (--trust, and the\n"
+    "         *.pub files in $JUPYTER_AGENT_TRUSTED_KEYS or\n"
+    "         ~/.config/jupyter-agent/trusted-keys/), every hash, nothing\n"
+    "         missing or added, and safe entry names; exit 8 names the file\n"
+    "rerun    verify, unpack the inputs into a fresh sandbox with the\n"
+    "         recorded limits, run the notebook as 'run' does, and compare\n"
+    "         every cell's outputs (text exactly after normalising memory\n"
+    "         addresses and colours; PNG images by size and pixels, a pixel\n"
+    "         differing when a channel moves by more than 2 of 255, and\n"
+    "         --tolerance PCT percent of pixels allowed, default 0). Prints\n"
+    "         'N of M cells reproduced' and each difference; exit 0 only\n"
+    "         when all reproduce, else 9\n"
+    "show     verify, then summarise: files, signer, environment\n"
+    "\n"
+    "options:\n"
+    "  -o, --output PATH      pack: the archive; rerun: the re-run notebook\n"
+    "      --input PATH[:NAME]  pack: add an input, or give the file for a\n"
+    "                         recorded input NAME that moved or changed\n"
+    "      --key KEY          pack: sign with this secret key\n"
+    "      --outputs DIR      pack: the outputs folder (default\n"
+    "                         NOTEBOOK_files/ when it exists)\n"
+    "      --packages DIR     pack: include a signed wheel directory\n"
+    "      --force            pack: replace an existing archive\n"
+    "      --no-probe         pack: do not start a kernel to record the\n"
+    "                         environment\n"
+    "      --trust KEY|FILE   trust this public key (repeatable)\n"
+    "      --allow-unsigned   accept an archive packed without --key\n"
+    "      --tolerance PCT    rerun: percent of an image's pixels that may\n"
+    "                         differ (default 0)\n"
+    "      --timeout S        rerun: limit per cell (default 60; 0 = none)\n"
+    "\n"
+    "exit codes: 0 ok, 2 usage, 3 kernel, 4 sandbox, 7 I/O, 8 verification\n"
+    "failed (the file is named), 9 rerun did not reproduce every cell.\n";
+
+typedef struct archive_args {
+    const char *verb;
+    const char *target; /* NOTEBOOK (pack) or REPORT.zip */
+    const char *out;
+    char **inputs; /* owned NULL-terminated list of borrowed strings */
+    size_t ninputs;
+    const char *key, *outputs, *packages;
+    char **trusts; /* idem */
+    size_t ntrusts;
+    bool force, no_probe, allow_unsigned;
+    double tolerance;
+    int timeout_ms;
+} archive_args_t;
+
+static void
+s_push(char ***v, size_t *n, char *s)
+{
+    *v = xrealloc(*v, (*n + 2) * sizeof **v);
+    (*v)[(*n)++] = s;
+    (*v)[*n] = NULL;
+}
+
+static int
+s_parse(int argc, char **argv, archive_args_t *a, err_t *err)
+{
+    static const struct option longopts[] = {
+        {"output", required_argument, 0, 'o'},
+        {"input", required_argument, 0, 'i'},
+        {"key", required_argument, 0, 'k'},
+        {"outputs", required_argument, 0, 'O'},
+        {"packages", required_argument, 0, 'P'},
+        {"force", no_argument, 0, 'f'},
+        {"no-probe", no_argument, 0, 'n'},
+        {"trust", required_argument, 0, 't'},
+        {"allow-unsigned", no_argument, 0, 'u'},
+        {"tolerance", required_argument, 0, 'T'},
+        {"timeout", required_argument, 0, 's'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    a->timeout_ms = 60000;
+    optind = 2; /* argv[1] is the verb */
+    int opt;
+    while ((opt = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'o':
+            a->out = optarg;
+            break;
+        case 'i':
+            s_push(&a->inputs, &a->ninputs, optarg);
+            break;
+        case 'k':
+            a->key = optarg;
+            break;
+        case 'O':
+            a->outputs = optarg;
+            break;
+        case 'P':
+            a->packages = optarg;
+            break;
+        case 'f':
+            a->force = true;
+            break;
+        case 'n':
+            a->no_probe = true;
+            break;
+        case 't':
+            s_push(&a->trusts, &a->ntrusts, optarg);
+            break;
+        case 'u':
+            a->allow_unsigned = true;
+            break;
+        case 'T': {
+            char *end;
+            a->tolerance = strtod(optarg, &end);
+            if (*end || a->tolerance < 0 || a->tolerance > 100)
+                return err_set(err, ERR_USAGE,
+                               "--tolerance takes a percentage from 0 to "
+                               "100, not '%s'",
+                               optarg);
+            break;
+        }
+        case 's':
+            if (ag_parse_seconds(optarg, &a->timeout_ms, err))
+                return -1;
+            break;
+        case 'h':
+            fputs(s_usage, stdout);
+            return 1;
+        default:
+            return err_set(err, ERR_USAGE,
+                           "see 'jupyter-agent archive --help'");
+        }
+    }
+    if (optind != argc - 1)
+        return err_set(err, ERR_USAGE,
+                       "archive %s takes one %s; see 'jupyter-agent archive "
+                       "--help'",
+                       a->verb,
+                       strcmp(a->verb, "pack") == 0 ? "notebook" : "archive");
+    a->target = argv[optind];
+    return 0;
+}
+
+static pk_trust_t *
+s_trust(const archive_args_t *a, err_t *err)
+{
+    pk_trust_t *t = pk_trust_new();
+    for (size_t i = 0; i < a->ntrusts; i++)
+        if (pk_trust_add_arg(t, a->trusts[i], err)) {
+            err_prefix(err, "--trust");
+            pk_trust_destroy(&t);
+            return NULL;
+        }
+    if (pk_trust_add_defaults(t, err)) {
+        pk_trust_destroy(&t);
+        return NULL;
+    }
+    return t;
+}
+
+/* "1a2b3c4d5e6f7a8b (label), trusted by ORIGIN" or "nobody (unsigned)". */
+static char *
+s_signer(const ag_archive_t *ar)
+{
+    if (!ar->is_signed)
+        return xstrdup("nobody: the archive is not signed");
+    return xasprintf("key %s%s%s%s, trusted through %s", ar->signer.id,
+                     ar->signer.label[0] ? " (" : "", ar->signer.label,
+                     ar->signer.label[0] ? ")" : "",
+                     ar->signer_origin ? ar->signer_origin : "?");
+}
+
+static const char *
+s_env_str(const ag_archive_t *ar, const char *a, const char *b)
+{
+    json_t *j = json_object_get(ar->environment, a);
+    if (b)
+        j = json_object_get(j, b);
+    const char *s = json_string_value(j);
+    return s ? s : "?";
+}
+
+/* ---- pack --------------------------------------------------------------- */
+
+/* The environment lock from a fresh sandboxed kernel of the notebook's
+ * kind. NULL (with a warning printed) when it cannot be had. */
+static json_t *
+s_probe_environment(const nb_notebook_t *nb)
+{
+    ag_session_opts_t so;
+    ag_session_opts_init(&so);
+    so.kernel_name = json_string_value(json_object_get(
+        json_object_get(nb_notebook_metadata(nb), "kernelspec"), "name"));
+    so.warm = AG_WARM_COLD;
+    err_t err = {0};
+    json_t *lock = NULL;
+    ag_session_t *s = ag_session_start(&so, &err);
+    if (s)
+        lock = ag_envlock_capture(ag_session_kernel(s), nb, PROBE_TIMEOUT_MS,
+                                  &err);
+    if (!lock)
+        fprintf(stderr,
+                "jupyter-agent archive: warning: the environment was not "
+                "recorded: %s\n",
+                err.text);
+    ag_session_destroy(&s);
+    ag_session_opts_release(&so);
+    return lock;
+}
+
+static int
+s_pack(const archive_args_t *a, err_t *err)
+{
+    nb_notebook_t *nb = nb_notebook_read_file(a->target, err);
+    if (!nb)
+        return -1;
+    if (a->key) { /* a bad key fails before the probe's kernel starts */
+        pk_seckey_t *key = pk_seckey_load(a->key, err);
+        if (!key) {
+            err_prefix(err, "--key");
+            nb_notebook_destroy(&nb);
+            return -1;
+        }
+        pk_seckey_destroy(&key);
+    }
+    json_t *lock = a->no_probe ? NULL : s_probe_environment(nb);
+    char *out = a->out ? xstrdup(a->out) : nb_path_sibling(a->target, ".zip");
+    ag_archive_pack_opts_t po = {.notebook_path = a->target,
+                                 .nb = nb,
+                                 .out_path = out,
+                                 .inputs = a->inputs,
+                                 .outputs_dir = a->outputs,
+                                 .packages_dir = a->packages,
+                                 .key_path = a->key,
+                                 .envlock = lock,
+                                 .force = a->force};
+    size_t n = 0;
+    int rc = ag_archive_pack(&po, &n, err);
+    if (rc == 0)
+        printf("jupyter-agent archive: wrote %s: %zu files, %s\n", out, n,
+               a->key ? "signed" : "NOT signed (no --key)");
+    json_decref(lock);
+    nb_notebook_destroy(&nb);
+    free(out);
+    return rc;
+}
+
+/* ---- verify and show ---------------------------------------------------- */
+
+static ag_archive_t *
+s_open(const archive_args_t *a, int extract_dirfd, err_t *err)
+{
+    pk_trust_t *trust = s_trust(a, err);
+    if (!trust)
+        return NULL;
+    ag_archive_t *ar = ag_archive_open(a->target, extract_dirfd, trust,
+                                       a->allow_unsigned, err);
+    if (ar && ar->signer_origin)
+        ar->signer_origin = xstrdup(ar->signer_origin);
+    pk_trust_destroy(&trust);
+    if (!ar)
+        err_prefix(err, "%s", a->target);
+    return ar;
+}
+
+static void
+s_close(ag_archive_t **ar)
+{
+    if (*ar)
+        free((char *)(*ar)->signer_origin);
+    ag_archive_destroy(ar);
+}
+
+static int
+s_verify(const archive_args_t *a, err_t *err)
+{
+    ag_archive_t *ar = s_open(a, -1, err);
+    if (!ar)
+        return -1;
+    char *who = s_signer(ar);
+    printf("jupyter-agent archive: %s verified: %zu files, every hash "
+           "matches; signed by %s; packed %s\n",
+           a->target, ar->files->nfiles, who, s_env_str(ar, "packed", NULL));
+    free(who);
+    s_close(&ar);
+    return 0;
+}
+
+static void
+s_show_group(const ag_archive_t *ar, const char *prefix, const char *title)
+{
+    size_t n = strlen(prefix), count = 0;
+    for (size_t i = 0; i < ar->files->nfiles; i++) {
+        const nb_archive_file_t *f = &ar->files->files[i];
+        if (strncmp(f->name, prefix, n) != 0)
+            continue;
+        if (count++ == 0)
+            printf("%s:\n", title);
+        printf("  %-40s %12llu bytes  sha256 %.16s...\n", f->name + n,
+               (unsigned long long)f->size, f->sha256);
+    }
+    if (count == 0)
+        printf("%s: none\n", title);
+}
+
+static int
+s_show(const archive_args_t *a, err_t *err)
+{
+    ag_archive_t *ar = s_open(a, -1, err);
+    if (!ar)
+        return -1;
+    char *who = s_signer(ar);
+    printf("archive:     %s (%llu bytes, %zu files, verified)\n", a->target,
+           (unsigned long long)ar->files->archive_bytes, ar->files->nfiles);
+    printf("signed by:   %s\n", who);
+    printf("packed:      %s by jupyter-agent %s\n",
+           s_env_str(ar, "packed", NULL), s_env_str(ar, "jupyter_agent", NULL));
+    printf("session:     %s to %s, status %s\n",
+           s_env_str(ar, "session", "started"),
+           s_env_str(ar, "session", "ended"),
+           s_env_str(ar, "session", "status"));
+    printf("kernel:      %s; Python %s\n",
+           s_env_str(ar, "kernelspec", "display_name"),
+           s_env_str(ar, "python", "python"));
+    json_t *model = json_object_get(ar->environment, "model");
+    if (model)
+        printf("model:       %s:%s\n", s_env_str(ar, "model", "provider"),
+               s_env_str(ar, "model", "model"));
+    json_t *sandbox = json_object_get(ar->environment, "sandbox");
+    if (json_is_object(json_object_get(sandbox, "limits")))
+        sandbox = json_object_get(sandbox, "limits");
+    if (json_is_object(sandbox))
+        printf("sandbox:     memory %lld bytes, %g CPUs, %lld pids, "
+               "network %s\n",
+               (long long)json_integer_value(
+                   json_object_get(sandbox, "memory_bytes")),
+               json_number_value(json_object_get(sandbox, "cpus")),
+               (long long)json_integer_value(json_object_get(sandbox, "pids")),
+               json_is_true(json_object_get(sandbox, "network")) ? "on"
+                                                                 : "off");
+    json_t *lock = json_object_get(ar->environment, "python");
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(lock, "notebook_imports"), i, m)
+    {
+        const char *name = json_string_value(m);
+        json_t *mod = json_object_get(json_object_get(lock, "modules"), name);
+        const char *deb =
+            json_string_value(json_object_get(mod, "debian_package"));
+        printf("  imports    %-14s %-12s %s%s\n", name,
+               json_string_value(json_object_get(mod, "version"))
+                   ? json_string_value(json_object_get(mod, "version"))
+                   : "?",
+               deb ? "Debian " : "", deb ? deb : "");
+    }
+    printf("notebook:    %s, %zu cells\n", AG_ARCHIVE_NOTEBOOK,
+           nb_notebook_ncells(ar->nb));
+    s_show_group(ar, "inputs/", "inputs");
+    s_show_group(ar, "outputs/", "outputs");
+    s_show_group(ar, "packages/", "packages");
+    free(who);
+    s_close(&ar);
+    return 0;
+}
+
+/* ---- rerun -------------------------------------------------------------- */
+
+static int
+s_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+/* The recorded numeric limits; binds and network are not replayed. */
+static void
+s_apply_policy(sb_policy_t *p, const json_t *j)
+{
+    json_t *v;
+    if (json_is_object(json_object_get(j, "limits")))
+        j = json_object_get(j, "limits"); /* ask's {"limits", "sandboxed"} */
+    if ((v = json_object_get(j, "memory_bytes")) && json_is_integer(v))
+        p->memory_bytes = (uint64_t)json_integer_value(v);
+    if ((v = json_object_get(j, "swap_bytes")) && json_is_integer(v))
+        p->swap_bytes = (uint64_t)json_integer_value(v);
+    if ((v = json_object_get(j, "pids")) && json_is_integer(v))
+        p->pids = (unsigned)json_integer_value(v);
+    if ((v = json_object_get(j, "cpus")) && json_is_number(v))
+        p->cpus = json_number_value(v);
+    if ((v = json_object_get(j, "workspace_bytes")) && json_is_integer(v))
+        p->workspace_bytes = (uint64_t)json_integer_value(v);
+    if ((v = json_object_get(j, "tmp_bytes")) && json_is_integer(v))
+        p->tmp_bytes = (uint64_t)json_integer_value(v);
+    if ((v = json_object_get(j, "shm_bytes")) && json_is_integer(v))
+        p->shm_bytes = (uint64_t)json_integer_value(v);
+}
+
+static int
+s_rerun(const archive_args_t *a, err_t *err)
+{
+    int rc = -1;
+    ag_archive_t *ar = NULL;
+    ag_session_t *session = NULL;
+    nb_notebook_t *nb = NULL;
+    json_t *now = NULL;
+    ag_session_opts_t so;
+    ag_session_opts_init(&so);
+    const char *tmpbase = getenv("TMPDIR");
+    char *dir = xasprintf("%s/jupyter-agent-rerun-XXXXXX",
+                          tmpbase && *tmpbase ? tmpbase : "/tmp");
+    if (!mkdtemp(dir)) {
+        err_set(err, ERR_IO, "cannot make a directory for the archive: %s",
+                strerror(errno));
+        free(dir);
+        dir = NULL;
+        goto out;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        err_set(err, ERR_IO, "cannot open %s: %s", dir, strerror(errno));
+        goto out;
+    }
+    ar = s_open(a, dfd, err);
+    close(dfd);
+    if (!ar)
+        goto out;
+    char *who = s_signer(ar);
+    fprintf(stderr,
+            "jupyter-agent archive: %s verified (%zu files; signed by "
+            "%s)\n",
+            a->target, ar->files->nfiles, who);
+    free(who);
+
+    so.kernel_name = json_string_value(json_object_get(
+        json_object_get(nb_notebook_metadata(ar->nb), "kernelspec"), "name"));
+    so.timeout_ms = a->timeout_ms;
+    so.warm = AG_WARM_COLD;
+    s_apply_policy(&so.policy, json_object_get(ar->environment, "sandbox"));
+    for (size_t i = 0; i < ar->files->nfiles; i++) {
+        const char *name = ar->files->files[i].name;
+        if (strncmp(name, "inputs/", 7) != 0)
+            continue;
+        char *spec = xasprintf("%s/%s:%s", dir, name, name + 7);
+        int r = ag_session_parse_flag(&so, "--file", spec, err);
+        free(spec);
+        if (r < 0)
+            goto out;
+    }
+    ag_interrupt_install();
+    if (!(session = ag_session_start(&so, err)))
+        goto out;
+    ag_session_print_warnings(session, stderr);
+
+    json_t *lock = json_object_get(ar->environment, "python");
+    if (json_is_object(lock)) {
+        err_t perr = {0};
+        now = ag_envlock_now(ag_session_kernel(session), lock, PROBE_TIMEOUT_MS,
+                             &perr);
+        char *diff = now ? ag_envlock_diff(lock, now) : NULL;
+        if (diff && *diff)
+            fprintf(stderr,
+                    "jupyter-agent archive: warning: the environment differs "
+                    "from the archive's lock; outputs may differ:\n%s",
+                    diff);
+        else if (!now)
+            fprintf(stderr,
+                    "jupyter-agent archive: warning: could not compare the "
+                    "environment: %s\n",
+                    perr.text);
+        free(diff);
+    }
+
+    const nb_archive_file_t *f =
+        nb_archive_find(ar->files, AG_ARCHIVE_NOTEBOOK);
+    if (!(nb =
+              nb_notebook_read_mem(f->data, f->size, AG_ARCHIVE_NOTEBOOK, err)))
+        goto out;
+    nb_run_opts_t ro;
+    nb_run_opts_init(&ro);
+    ro.timeout_ms = a->timeout_ms;
+    ro.allow_errors = true; /* recorded errors are outputs to reproduce */
+    ro.max_output_bytes = so.max_output_bytes;
+    ro.hooks.should_stop = ag_interrupt_should_stop;
+    nb_run_result_t res;
+    err_t rerr = {0};
+    nb_run_notebook(nb, ag_session_kernel(session), &ro, &res, &rerr);
+    if (a->out && nb_notebook_write_file(nb, a->out, err))
+        goto out;
+    if (res.code == ERR_INTERRUPTED) {
+        err_set(err, ERR_INTERRUPTED, "interrupted%s%s",
+                a->out ? "; wrote " : "", a->out ? a->out : "");
+        goto out;
+    }
+
+    nb_compare_opts_t co = {.image_tolerance_pct = a->tolerance};
+    nb_compare_result_t cmp;
+    nb_compare_notebooks(ar->nb, nb, &co, &cmp);
+    printf("%zu of %zu cells reproduced\n", cmp.reproduced, cmp.compared);
+    size_t i;
+    json_t *d;
+    json_array_foreach(cmp.diffs, i, d)
+    {
+        printf("cell %lld (id %s): %s\n",
+               (long long)json_integer_value(json_object_get(d, "cell")),
+               json_string_value(json_object_get(d, "id")),
+               json_string_value(json_object_get(d, "diff")));
+    }
+    if (res.code && res.code != ERR_USER_CODE)
+        printf("the re-run stopped early: %s\n", rerr.text);
+    if (a->out)
+        fprintf(stderr, "jupyter-agent archive: wrote %s\n", a->out);
+    rc = cmp.reproduced == cmp.compared ? 0 : 1;
+    if (rc)
+        err_set(err, ERR_DIFFERS, "%zu of %zu cells did not reproduce",
+                cmp.compared - cmp.reproduced, cmp.compared);
+    nb_compare_result_release(&cmp);
+    rc = rc ? -1 : 0;
+out:
+    ag_session_destroy(&session);
+    ag_session_opts_release(&so);
+    nb_notebook_destroy(&nb);
+    json_decref(now);
+    s_close(&ar);
+    if (dir) {
+        nftw(dir, s_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        free(dir);
+    }
+    return rc;
+}
+
+int
+ag_cmd_archive(int argc, char **argv)
+{
+    archive_args_t a = {0};
+    err_t err = {0};
+    int status = 0, rc;
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "-h") == 0) {
+        fputs(s_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? ERR_USAGE : 0;
+    }
+    a.verb = argv[1];
+    rc = s_parse(argc, argv, &a, &err);
+    if (rc > 0)
+        goto out;
+    if (rc == 0) {
+        if (strcmp(a.verb, "pack") == 0)
+            rc = s_pack(&a, &err);
+        else if (strcmp(a.verb, "verify") == 0)
+            rc = s_verify(&a, &err);
+        else if (strcmp(a.verb, "rerun") == 0)
+            rc = s_rerun(&a, &err);
+        else if (strcmp(a.verb, "show") == 0)
+            rc = s_show(&a, &err);
+        else
+            rc = err_set(&err, ERR_USAGE,
+                         "unknown verb '%s': pack, verify, rerun or show",
+                         a.verb);
+    }
+    if (rc) {
+        fprintf(stderr, "jupyter-agent archive: %s\n", err.text);
+        status = err.code ? err.code : ERR_USAGE;
+    }
+out:
+    free(a.inputs);
+    free(a.trusts);
+    return status;
+}

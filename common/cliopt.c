@@ -1,0 +1,116 @@
+/*
+ * cliopt: getopt_long option arrays, dispatch and help from flag tables.
+ */
+#include "common/cliopt.h"
+
+#include "common/xalloc.h"
+
+#include <assert.h>
+#include <string.h>
+
+#define HELP_COLUMN 25 /* where help text starts, as in every usage text */
+
+struct option *
+cliopt_longopts(const struct option *own, const cliopt_group_t *groups,
+                size_t ngroups)
+{
+    size_t n_own = 0, n = 0;
+    while (own && own[n_own].name)
+        n_own++;
+    for (size_t g = 0; g < ngroups; g++)
+        n += groups[g].n;
+    struct option *o = xcalloc(n_own + n + 1, sizeof *o);
+    if (n_own)
+        memcpy(o, own, n_own * sizeof *o);
+    size_t k = n_own;
+    assert(ngroups < 64);
+    for (size_t g = 0; g < ngroups; g++) {
+        assert(groups[g].n < 256);
+        for (size_t r = 0; r < groups[g].n; r++, k++) {
+            const cliopt_t *row = &groups[g].opt[r];
+            o[k].name = row->name;
+            o[k].has_arg = row->arg ? required_argument : no_argument;
+            o[k].flag = NULL;
+            o[k].val = CLIOPT_VAL((int)g, (int)r);
+        }
+    }
+    return o;
+}
+
+int
+cliopt_dispatch(const cliopt_group_t *groups, size_t ngroups, int val,
+                const char *value, err_t *err)
+{
+    if (val < CLIOPT_VAL_BASE)
+        return 0;
+    size_t g = (size_t)(val - CLIOPT_VAL_BASE) / 256;
+    size_t r = (size_t)(val - CLIOPT_VAL_BASE) % 256;
+    if (g >= ngroups || r >= groups[g].n)
+        return 0;
+    const cliopt_t *row = &groups[g].opt[r];
+    return row->set(groups[g].target, row->arg ? value : NULL, err) < 0 ? -1
+                                                                        : 1;
+}
+
+const cliopt_t *
+cliopt_find(const cliopt_group_t *group, const char *name)
+{
+    for (size_t r = 0; r < group->n; r++)
+        if (strcmp(group->opt[r].name, name) == 0)
+            return &group->opt[r];
+    return NULL;
+}
+
+int
+cliopt_apply(const cliopt_group_t *group, const char *flag, const char *next,
+             err_t *err)
+{
+    if (strncmp(flag, "--", 2) != 0)
+        return 0;
+    char name[64];
+    const char *eq = strchr(flag, '=');
+    size_t len = eq ? (size_t)(eq - flag - 2) : strlen(flag + 2);
+    if (len >= sizeof name)
+        return 0;
+    memcpy(name, flag + 2, len);
+    name[len] = '\0';
+    const cliopt_t *row = cliopt_find(group, name);
+    if (!row)
+        return 0;
+    if (!row->arg) {
+        if (eq)
+            return err_set(err, ERR_USAGE, "--%s takes no value", name);
+        return row->set(group->target, NULL, err) < 0 ? -1 : 1;
+    }
+    const char *value = eq ? eq + 1 : next;
+    if (!value)
+        return err_set(err, ERR_USAGE, "--%s needs a value (%s)", name,
+                       row->arg);
+    return row->set(group->target, value, err) < 0 ? -1 : (eq ? 1 : 2);
+}
+
+void
+cliopt_help(FILE *out, const cliopt_group_t *groups, size_t ngroups)
+{
+    for (size_t g = 0; g < ngroups; g++) {
+        fprintf(out, "\n%s:\n", groups[g].title);
+        for (size_t r = 0; r < groups[g].n; r++) {
+            const cliopt_t *row = &groups[g].opt[r];
+            int w = fprintf(out, "      --%s%s%s", row->name,
+                            row->arg ? " " : "", row->arg ? row->arg : "");
+            const char *h = row->help;
+            if (w >= HELP_COLUMN) {
+                fputc('\n', out);
+                w = 0;
+            }
+            for (;;) {
+                size_t len = strcspn(h, "\n");
+                fprintf(out, "%*s%.*s\n", HELP_COLUMN - w, "", (int)len, h);
+                if (!h[len])
+                    break;
+                h += len + 1;
+                w = 0;
+            }
+        }
+    }
+}
