@@ -1,7 +1,10 @@
 /*
  * roundtrip: round-trip time of executing `pass` through our client.
  *
- *   roundtrip -f CONNECTION_FILE [-n N] [-w WARMUP]
+ *   roundtrip -f CONNECTION_FILE [-n N] [-w WARMUP] [-c CODE]
+ *
+ * CODE defaults to `pass` (bench/mcp.py uses `1+1`, the MCP tool call it
+ * compares with).
  *
  * Attaches to a running kernel (the driver, bench.py, starts one and hands
  * the same kernel to every client it compares), runs WARMUP unmeasured
@@ -24,14 +27,16 @@
 int
 main(int argc, char **argv)
 {
-    const char *conn = NULL;
+    const char *conn = NULL, *code = "pass";
     long n = 1000, warm = 50;
     int opt;
-    while ((opt = getopt(argc, argv, "f:n:w:")) != -1) {
+    while ((opt = getopt(argc, argv, "f:n:w:c:")) != -1) {
         if (opt == 'f')
             conn = optarg;
         else if (opt == 'n')
             n = bench_int_arg(optarg, n);
+        else if (opt == 'c')
+            code = optarg;
         else if (opt == 'w')
             warm = bench_int_arg(optarg, warm);
         else
@@ -54,7 +59,7 @@ main(int argc, char **argv)
             bench_cpu_us(&u0, &s0);
         int64_t t0 = clock_mono_us();
         kb_output_t *out = kb_output_new(NULL, 0);
-        int r = kb_kernel_execute(k, "pass", NULL, 0, out, NULL, &err);
+        int r = kb_kernel_execute(k, code, NULL, 0, out, NULL, &err);
         int64_t t1 = clock_mono_us();
         const char *status = kb_output_status(out);
         if (r == 0 && (!status || strcmp(status, "ok") != 0))

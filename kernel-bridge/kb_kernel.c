@@ -433,6 +433,17 @@ kb_kernel_alive(kb_kernel_t *k)
     return kb_client_heartbeat(k->client, 3000) == 0;
 }
 
+void
+kb_kernel_kill(kb_kernel_t *k)
+{
+    if (k->launcher && !k->dead) {
+        char why[64];
+        k->launcher->ops->kill(k->launcher->self);
+        k->launcher->ops->reap(k->launcher->self, 2000, why, sizeof why);
+        k->dead = true;
+    }
+}
+
 int
 kb_kernel_shutdown(kb_kernel_t *k, err_t *err)
 {

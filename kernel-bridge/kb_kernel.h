@@ -71,6 +71,10 @@ int kb_kernel_execute(kb_kernel_t *k, const char *code,
 int kb_kernel_interrupt(kb_kernel_t *k, err_t *err);
 int kb_kernel_restart(kb_kernel_t *k, err_t *err);
 bool kb_kernel_alive(kb_kernel_t *k);
+/* Kill the kernel now, without a shutdown_request (for when its state is
+ * thrown away anyway: a client that went away must not wait for a
+ * graceful exit). Reaps it; kb_kernel_destroy then has nothing to do. */
+void kb_kernel_kill(kb_kernel_t *k);
 /* shutdown_request on control, wait the grace period, then kill. */
 int kb_kernel_shutdown(kb_kernel_t *k, err_t *err);
 

@@ -17,5 +17,6 @@ int ag_cmd_manifest(int argc, char **argv);
 int ag_cmd_sandbox(int argc, char **argv);
 int ag_cmd_serve(int argc, char **argv);
 int ag_cmd_archive(int argc, char **argv);
+int ag_cmd_mcp(int argc, char **argv);
 
 #endif

@@ -27,6 +27,7 @@ static const struct subcommand s_commands[] = {
     {"sandbox", ag_cmd_sandbox, "sandbox [POLICY FLAGS] -- CMD [ARGS]"},
     {"serve", ag_cmd_serve, "serve [--pool N] [--factory] [--preload CODE]"},
     {"archive", ag_cmd_archive, "archive pack|verify|rerun|show REPORT.zip"},
+    {"mcp", ag_cmd_mcp, "mcp [--http [ADDR:]PORT] [--notebook PATH]"},
 };
 
 static void

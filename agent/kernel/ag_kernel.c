@@ -220,12 +220,7 @@ ag_kernel_session(ag_kernel_t *k, err_t *err)
     }
     k->session_started_ms = k->session_used_ms = clock_mono_ms();
     ag_session_print_warnings(k->session, stderr);
-    kb_kernel_t *inner = ag_session_kernel(k->session);
-    const kb_kernelspec_t *spec = kb_kernel_spec(inner);
-    if (kb_kernel_info(inner))
-        nb_record_set_kernel(k->record, kb_kernel_info(inner),
-                             spec ? spec->name : "python3",
-                             spec ? spec->display_name : "Python 3");
+    ag_session_record_kernel(k->session, k->record);
     return k->session;
 }
 

@@ -407,16 +407,8 @@ s_prepare(ag_loop_t *l)
         ag_tools_add(l->tools, &install, NULL);
     }
     if (s) {
-        kb_kernel_t *k = ag_session_kernel(s);
         l->environment = s_probe(l, s, ag_session_sandbox(s) != NULL);
-        const kb_kernelspec_t *spec = kb_kernel_spec(k);
-        const char *name = spec ? spec->name : "python3";
-        const char *display = spec && spec->display_name[0]
-                                  ? spec->display_name
-                                  : "Python 3 (ipykernel)";
-        json_t *info = kb_kernel_info(k);
-        if (info)
-            nb_record_set_kernel(l->rec, info, name, display);
+        ag_session_record_kernel(s, l->rec);
     }
     s_build_system(l, s);
     l->prepared = true;

@@ -20,8 +20,6 @@ struct ag_tools {
     json_t *schemas;     /* owned cache of ag_tools_schemas, NULL = stale */
 };
 
-static int s_python(const ag_tool_env_t *env, const json_t *args,
-                    void *tool_arg, ag_tool_result_t *res, err_t *err);
 static int s_list_files(const ag_tool_env_t *env, const json_t *args,
                         void *tool_arg, ag_tool_result_t *res, err_t *err);
 
@@ -29,18 +27,11 @@ static int s_list_files(const ag_tool_env_t *env, const json_t *args,
  * by ag_loop through ag_tools_add when the session has a signed manifest
  * (--packages), so a model is never offered a tool that cannot work. */
 static const ag_tool_def_t s_builtin[] = {
-    {"python",
-     "Run Python code in the session's IPython kernel, like a Jupyter "
-     "notebook cell. State persists between calls (variables, imports, "
-     "files). Returns what the cell printed, the value of its last "
-     "expression, errors with their traceback, and the images of plots "
-     "(call plt.show() to see a figure). Input files are in /mnt/data; save "
-     "files for the user in /mnt/data/out/. Long output is cut: print "
-     "summaries rather than whole tables.",
-     "{\"type\": \"object\", \"properties\": {\"code\": {\"type\": "
-     "\"string\", \"description\": \"Python source to run as one notebook "
-     "cell\"}}, \"required\": [\"code\"], \"additionalProperties\": false}",
-     s_python, NULL},
+    {"python", AG_TOOLS_PYTHON_DESCRIPTION,
+     "{\"type\": \"object\", \"properties\": {" AG_TOOLS_PYTHON_CODE_SCHEMA
+     "}, \"required\": [\"code\"], "
+     "\"additionalProperties\": false}",
+     ag_tools_python, NULL},
     {"list_files",
      "List the files in the workspace /mnt/data (including /mnt/data/out/) "
      "with their sizes.",
@@ -426,9 +417,9 @@ s_subset(const json_t *a, const json_t *b)
     return true;
 }
 
-static int
-s_python(const ag_tool_env_t *env, const json_t *args, void *tool_arg,
-         ag_tool_result_t *res, err_t *err)
+int
+ag_tools_python(const ag_tool_env_t *env, const json_t *args, void *tool_arg,
+                ag_tool_result_t *res, err_t *err)
 {
     (void)tool_arg;
     json_t *code = json_object_get(args, "code");

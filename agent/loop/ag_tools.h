@@ -140,6 +140,29 @@ int ag_tools_call(ag_tools_t *t, const ag_tool_env_t *env,
                   const ag_tool_call_t *call, ag_tool_result_t *res,
                   err_t *err);
 
+/* ---- The python tool, for tables that wrap it ---------------------------- */
+
+/* What the model is told about `python`, and the schema of its `code`
+ * argument (a JSON fragment), so that a front end offering the tool with
+ * more arguments (the MCP server's `timeout`) describes it the same way. */
+#define AG_TOOLS_PYTHON_DESCRIPTION                                            \
+    "Run Python code in the session's IPython kernel, like a Jupyter "         \
+    "notebook cell. State persists between calls (variables, imports, "        \
+    "files). Returns what the cell printed, the value of its last "            \
+    "expression, errors with their traceback, and the images of plots "        \
+    "(call plt.show() to see a figure). Input files are in /mnt/data; save "   \
+    "files for the user in /mnt/data/out/. Long output is cut: print "         \
+    "summaries rather than whole tables."
+#define AG_TOOLS_PYTHON_CODE_SCHEMA                                            \
+    "\"code\": {\"type\": \"string\", \"description\": \"Python source to "    \
+    "run as one notebook cell\"}"
+
+/* The built-in `python` handler: runs args.code (other members are
+ * ignored) through env->run_python, restarting a dead kernel through
+ * env->restart, and fills `res` (ag_tools_result_from_exec). */
+int ag_tools_python(const ag_tool_env_t *env, const json_t *args,
+                    void *tool_arg, ag_tool_result_t *res, err_t *err);
+
 /* ---- Helpers for handlers ---------------------------------------------- */
 
 /* Fill `res` from one finished execution of `source`: the model's text

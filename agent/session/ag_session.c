@@ -557,6 +557,26 @@ ag_session_print_warnings(ag_session_t *s, FILE *f)
         fputs(s->warnings, f);
 }
 
+void
+ag_session_record_kernel(ag_session_t *s, nb_record_t *rec)
+{
+    kb_kernel_t *k = ag_session_kernel(s);
+    const kb_kernelspec_t *spec = kb_kernel_spec(k);
+    const char *name = spec ? spec->name : "python3";
+    const char *display = spec && spec->display_name[0]
+                              ? spec->display_name
+                              : "Python 3 (ipykernel)";
+    json_t *info = kb_kernel_info(k);
+    if (info)
+        nb_record_set_kernel(rec, info, name, display);
+}
+
+const char *
+ag_session_warnings(ag_session_t *s)
+{
+    return s->warnings ? s->warnings : "";
+}
+
 sb_sandbox_t *
 ag_session_sandbox(ag_session_t *s)
 {

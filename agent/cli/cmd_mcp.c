@@ -1,0 +1,200 @@
+/*
+ * jupyter-agent mcp: a Model Context Protocol server over sandboxed Python
+ * sessions, on stdio (the default) or Streamable HTTP (--http).
+ * See agent/mcp/ for the protocol, the transports and the tools.
+ */
+#include "agent/cli/ag_cmd.h"
+#include "agent/mcp/ag_mcp_http.h"
+#include "agent/mcp/ag_mcp_rpc.h"
+#include "agent/mcp/ag_mcp_stdio.h"
+#include "agent/session/ag_session.h"
+#include "common/cliopt.h"
+#include "common/err.h"
+#include "common/xalloc.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char s_usage[] =
+    "usage: jupyter-agent mcp [options]\n"
+    "\n"
+    "Serve sandboxed Python sessions to MCP clients (Claude Code and "
+    "Desktop,\n"
+    "VS Code, Cursor, any Model Context Protocol host). Each MCP session "
+    "gets\n"
+    "its own IPython kernel in its own sandbox, started at its first "
+    "call.\n"
+    "Tools: python, list_files, read_file, write_file, export_notebook,\n"
+    "reset, and install_packages with --packages.\n"
+    "\n"
+    "options:\n"
+    "      --http [ADDR:]PORT  Streamable HTTP on http://ADDR:PORT/mcp\n"
+    "                         instead of stdio (ADDR default 127.0.0.1)\n"
+    "      --token-file FILE  clients must send 'Authorization: Bearer "
+    "TOKEN'\n"
+    "                         (TOKEN = FILE's first line); required when "
+    "ADDR\n"
+    "                         is not a loopback address\n"
+    "      --allow-origin O   accept browser requests from origin O "
+    "(repeatable;\n"
+    "                         default: only http(s)://localhost and "
+    "127.0.0.1)\n"
+    "      --max-sessions N   HTTP sessions at once (default 16); more are\n"
+    "                         refused with 503\n"
+    "      --notebook PATH    stdio: write the session to PATH at the end;\n"
+    "                         export_notebook(path) may write .ipynb files "
+    "under\n"
+    "                         PATH's directory (nowhere else)\n"
+    "      --kernel NAME      kernelspec to start (default python3)\n"
+    "      --timeout S        default limit per python call (default 60; "
+    "then\n"
+    "                         interrupt, 5 s grace, kill and restart); "
+    "clients\n"
+    "                         may ask for less, never more\n"
+    "\n"
+    "Messages over 8 MiB are refused; read_file and write_file move at "
+    "most\n"
+    "4 MiB per file. The logs go to standard error "
+    "(JUPYTER_AGENT_LOG=info).\n";
+
+static const char s_usage_tail[] =
+    "\n"
+    "exit status: 0 the client closed the session (stdio) or a signal "
+    "stopped\n"
+    "the server; 2 usage; 7 I/O (the client stopped reading, the notebook\n"
+    "could not be written, the HTTP port could not be bound)\n";
+
+static volatile sig_atomic_t s_stop;
+
+static void
+s_on_signal(int sig)
+{
+    (void)sig;
+    s_stop = 1;
+}
+
+int
+ag_cmd_mcp(int argc, char **argv)
+{
+    static const struct option own[] = {
+        {"http", required_argument, 0, 'H'},
+        {"token-file", required_argument, 0, 'T'},
+        {"allow-origin", required_argument, 0, 'O'},
+        {"max-sessions", required_argument, 0, 'S'},
+        {"notebook", required_argument, 0, 'n'},
+        {"kernel", required_argument, 0, 'k'},
+        {"timeout", required_argument, 0, 't'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    ag_session_opts_t sopts;
+    ag_session_opts_init(&sopts);
+    ag_mcp_http_opts_t hopts = {.max_sessions = 16};
+    const char *http = NULL;
+    const char *notebook = NULL;
+    err_t err = {0};
+    int opt, rc;
+    cliopt_group_t groups[AG_SESSION_NGROUPS];
+    ag_session_flags(&sopts, groups);
+    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
+    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        int used =
+            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, &err);
+        if (used < 0)
+            goto usage_error;
+        if (used > 0)
+            continue;
+        switch (opt) {
+        case 'H':
+            http = optarg;
+            break;
+        case 'T':
+            hopts.token_file = optarg;
+            break;
+        case 'O':
+            if (hopts.norigins < AG_MCP_HTTP_MAX_ORIGINS)
+                hopts.origins[hopts.norigins++] = optarg;
+            else {
+                err_set(&err, ERR_USAGE, "at most %d --allow-origin flags",
+                        AG_MCP_HTTP_MAX_ORIGINS);
+                goto usage_error;
+            }
+            break;
+        case 'S': {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 1 || n > 10000) {
+                err_set(&err, ERR_USAGE,
+                        "--max-sessions %s: give a number from 1 to 10000",
+                        optarg);
+                goto usage_error;
+            }
+            hopts.max_sessions = (int)n;
+            break;
+        }
+        case 'n':
+            notebook = optarg;
+            break;
+        case 'k':
+            sopts.kernel_name = optarg;
+            break;
+        case 't':
+            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
+                goto usage_error;
+            break;
+        case 'h':
+            fputs(s_usage, stdout);
+            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
+            fputs(s_usage_tail, stdout);
+            free(longopts);
+            ag_session_opts_release(&sopts);
+            return 0;
+        default:
+            err_set(&err, ERR_USAGE, "see 'jupyter-agent mcp --help'");
+            goto usage_error;
+        }
+    }
+    free(longopts);
+    longopts = NULL;
+    if (optind < argc) {
+        err_set(&err, ERR_USAGE,
+                "unexpected argument '%s'; see 'jupyter-agent mcp --help'",
+                argv[optind]);
+        goto usage_error;
+    }
+    if (sopts.ninstalls) {
+        err_set(&err, ERR_USAGE,
+                "--install is not available for mcp: clients install with "
+                "the install_packages tool");
+        goto usage_error;
+    }
+
+    struct sigaction sa = {.sa_handler = s_on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    ag_mcp_config_t cfg = {.session = &sopts, .notebook_path = notebook};
+    if (http) {
+        hopts.listen = http;
+        rc = ag_mcp_http_run(&cfg, &hopts, &s_stop, &err);
+        if (rc < 0 && err.code == ERR_USAGE)
+            goto usage_error;
+    } else {
+        rc = ag_mcp_stdio_run(&cfg, STDIN_FILENO, stdout, &s_stop, &err);
+    }
+    if (rc < 0)
+        fprintf(stderr, "jupyter-agent mcp: %s\n", err.text);
+    ag_session_opts_release(&sopts);
+    return rc < 0 ? (err.code ? err.code : ERR_IO) : 0;
+
+usage_error:
+    free(longopts);
+    fprintf(stderr, "jupyter-agent mcp: %s\n", err.text);
+    ag_session_opts_release(&sopts);
+    return ERR_USAGE;
+}
