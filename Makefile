@@ -3,6 +3,9 @@
 #   make            build build/jupyter-agent
 #   make test       install missing Debian packages, build, run every suite
 #   make demo       install missing packages, build, run the finance demo
+#                   (its notebook goes to build/demo/)
+#   make demo-notebook  replay the demo into the committed
+#                   examples/notebooks/quarterly-variance.ipynb (on purpose)
 #   make asan       build with ASan+UBSan into build-asan/ and run the C suites
 #   make fuzz       build libFuzzer targets (clang) into build-fuzz/
 #   make install    PREFIX=/usr/local DESTDIR=
@@ -57,7 +60,7 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/fuzz/%,$(FUZZ_SRCS))
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all deps test test-c demo asan fuzz install uninstall format \
+.PHONY: all deps test test-c demo demo-notebook asan fuzz install uninstall format \
         format-check clean bench check-deps
 
 all: $(BIN) $(TEST_BINS) $(FUZZ_BINS) $(BENCH_BINS)
@@ -122,6 +125,12 @@ test-c: all
 demo: deps
 	@$(MAKE) --no-print-directory -s $(BIN)
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh examples/demo.sh
+
+# Regenerate the committed demo notebook (its timings change on every run).
+demo-notebook: deps
+	@$(MAKE) --no-print-directory -s $(BIN)
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) DEMO_REPLAY=1 \
+	    DEMO_OUT=examples/notebooks/quarterly-variance.ipynb sh examples/demo.sh
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \

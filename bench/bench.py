@@ -1,7 +1,7 @@
 """Driver for the benchmarks: starts the shared kernels, runs each client
 as its own process, prints tables, appends results for the summary.
 
-    bench.py machine | roundtrip | clientcpu | startup | summary
+    bench.py machine | roundtrip | clientcpu | startup | layers | summary
 
 Environment (bench/run sets the first three):
   BUILD          build dir holding bench/roundtrip, bench/clientcpu, ...
@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import shutil
 import subprocess
 import sys
@@ -360,6 +361,76 @@ def cmd_startup():
     return rc
 
 
+LAYERS = [
+    ("namespaces", "namespaces only (no seccomp, no Landlock)"),
+    ("deny-only", "namespaces + seccomp deny rows (before #18)"),
+    ("no-landlock", "namespaces + seccomp allow list + deny rows"),
+    ("no-seccomp", "namespaces + Landlock"),
+    ("all", "all three layers (now)"),
+]
+
+
+def cmd_layers():
+    """The box's protection layers side by side: a bare box (new + spawn
+    /bin/true, exec'ed; then exited and reaped) and a sandboxed ipykernel
+    to the `1+1` result, for each combination of layers."""
+    runs = benchlib.env_int("LAYERS_RUNS", 3 if QUICK else 10)
+    box_runs = benchlib.env_int("LAYERS_BOX_RUNS", 10 if QUICK else 60)
+    # Many short rounds in a shuffled order: the layers differ by well under
+    # a millisecond, less than the drift of a shared machine's load.
+    rounds = 1 if QUICK else 10
+    warm = "0" if QUICK else "1"
+    configs = []
+    for layer, _ in LAYERS:
+        configs.append(("box:" + layer, [prog("startup"), "-l", "box", "-L", layer,
+                                         "-r", str(max(1, box_runs // rounds)), "-w", warm]))
+        configs.append(("kernel:" + layer, [prog("startup"), "-l", "sandbox", "-L", layer,
+                                            "-r", str(max(1, runs // rounds)), "-w", warm]))
+    print("\n== layers: the sandbox's protection layers side by side; box = new + spawn "
+          "/bin/true (%d runs), kernel = sandboxed ipykernel to the 1+1 result (%d runs)"
+          % (box_runs, runs))
+    res = {name: {"ready_us": [], "result_us": []} for name, _ in configs}
+    shuffle = random.Random(18)
+    for _ in range(rounds):
+        order = list(configs)
+        shuffle.shuffle(order)
+        for name, argv in order:
+            if "skipped" in res[name] or "error" in res[name]:
+                continue
+            out = run_client(argv)
+            for key in ("skipped", "error"):
+                if key in out:
+                    res[name][key] = out[key]
+            res[name]["ready_us"] += out.get("ready_us", [])
+            res[name]["result_us"] += out.get("result_us", [])
+    print("  %-48s %12s %12s %12s %12s" % ("", "box p50 ms", "box+exit ms",
+                                          "kernel ms", "1+1 p50 ms"))
+    out = {"bench": "layers"}
+    rc = 0
+    for layer, label in LAYERS:
+        b, k = res["box:" + layer], res["kernel:" + layer]
+        bad = [r.get("skipped") or r.get("error") for r in (b, k)
+               if "skipped" in r or "error" in r or not r["ready_us"]]
+        if bad:
+            print("  %-48s not measured: %s" % (label, bad[0] or "no samples"))
+            rc |= any("error" in r for r in (b, k))
+            continue
+        st = {"box_p50": ms(benchlib.median(b["ready_us"])),
+              "box_exit_p50": ms(benchlib.median(b["result_us"])),
+              "kernel_ready_p50": ms(benchlib.median(k["ready_us"])),
+              "result_p50": ms(benchlib.median(k["result_us"]))}
+        out[layer] = st
+        print("  %-48s %12.1f %12.1f %12.1f %12.1f" % (label, st["box_p50"], st["box_exit_p50"],
+                                                     st["kernel_ready_p50"], st["result_p50"]))
+    if "all" in out and "deny-only" in out:
+        out["box_added_ms"] = out["all"]["box_p50"] - out["deny-only"]["box_p50"]
+        out["result_added_ms"] = out["all"]["result_p50"] - out["deny-only"]["result_p50"]
+        print("  allow list + Landlock over the deny rows alone, p50: box start %+.1f ms "
+              "(target: <= +5 ms), 1+1 %+.1f ms" % (out["box_added_ms"], out["result_added_ms"]))
+    record(out)
+    return 1 if rc else 0
+
+
 def cmd_summary():
     path = os.environ.get("BENCH_RESULTS")
     rows = []
@@ -401,6 +472,11 @@ def cmd_summary():
             print("  %-40s %9.2f µs %11.2f µs %11.1fx" % (
                 "  the same, user time only", r["ours"]["user_per_msg_us"],
                 r["jc"]["user_per_msg_us"], r["ratio_user"]))
+        elif b == "layers" and "box_added_ms" in r:
+            print("  %-40s %9.1f ms %11.1f ms %+9.1f ms  <= +5 ms: %s" % (
+                "box start, all layers vs deny rows", r["all"]["box_p50"],
+                r["deny-only"]["box_p50"], r["box_added_ms"],
+                verdict(r["box_added_ms"] <= 5)))
         elif b == "archive" and "hash_ratio" in r:
             print("  %-40s %6.0f MiB/s %8.0f MiB/s %11.2fx  >= 0.8x: %s" % (
                 "archive verify vs sha256sum", r["verify_mib_s"],
@@ -433,7 +509,7 @@ def cmd_summary():
 
 
 COMMANDS = {"machine": cmd_machine, "roundtrip": cmd_roundtrip, "clientcpu": cmd_clientcpu,
-            "startup": cmd_startup, "summary": cmd_summary}
+            "startup": cmd_startup, "layers": cmd_layers, "summary": cmd_summary}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in COMMANDS:

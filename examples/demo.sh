@@ -1,14 +1,18 @@
 #!/bin/sh
 # The finance demo (`make demo`): a 2026 budget and four quarters of GL
 # actuals go into a fresh sandbox; the agent writes a variance report with
-# charts, and the session becomes a notebook:
+# charts, and the session becomes a notebook under the build directory, so
+# that a demo never rewrites a committed file:
 #
-#   examples/notebooks/quarterly-variance.ipynb        the session
-#   examples/notebooks/quarterly-variance_files/       the charts and table
+#   $BUILD/demo/quarterly-variance.ipynb        the session
+#   $BUILD/demo/quarterly-variance_files/       the charts and table
+#
+# The committed examples/notebooks/quarterly-variance.ipynb is regenerated
+# only on purpose: `make demo-notebook` (DEMO_REPLAY=1 DEMO_OUT=that path).
 #
 # With OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENAI_BASE_URL or
 # JUPYTER_AGENT_MODEL set, a live model does the work (its notebook is
-# written as quarterly-variance-live.ipynb, and its turns recorded in
+# written as $BUILD/demo/quarterly-variance-live.ipynb, and its turns recorded in
 # examples/sessions/quarterly-variance-live.jsonl so it can be replayed).
 # Otherwise the recorded session examples/sessions/quarterly-variance.jsonl
 # is replayed: the model's turns come from the file, but every cell really
@@ -39,7 +43,7 @@ if [ "${DEMO_REPLAY:-0}" != 1 ]; then
 fi
 
 if [ -n "$live" ]; then
-    out=${DEMO_OUT:-examples/notebooks/quarterly-variance-live.ipynb}
+    out=${DEMO_OUT:-$BUILD/demo/quarterly-variance-live.ipynb}
     model=${JUPYTER_AGENT_MODEL:-}
     if [ -z "$model" ] && [ -z "${OPENAI_API_KEY:-}" ] &&
         [ -z "${ANTHROPIC_API_KEY:-}" ]; then
@@ -49,7 +53,7 @@ if [ -n "$live" ]; then
     set -- "$@" --record examples/sessions/quarterly-variance-live.jsonl
     [ -n "$model" ] && set -- "$@" --model "$model"
 else
-    out=${DEMO_OUT:-examples/notebooks/quarterly-variance.ipynb}
+    out=${DEMO_OUT:-$BUILD/demo/quarterly-variance.ipynb}
     echo "demo: no OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENAI_BASE_URL set, so"
     echo "demo: replaying the recorded session examples/sessions/quarterly-variance.jsonl"
     echo "demo: (the model's turns come from the file; the code really runs in the sandbox)"
@@ -57,6 +61,7 @@ else
 fi
 echo
 
+mkdir -p "$(dirname "$out")"
 rm -rf "${out%.ipynb}_files"
 status=0
 "$BIN" ask "$@" -o "$out" "$QUESTION" || status=$?
@@ -67,5 +72,6 @@ nbformat.validate(nb)
 print("demo: %s is a valid nbformat %d.%d notebook (%d cells)"
       % (sys.argv[1], nb.nbformat, nb.nbformat_minor, len(nb.cells)))' "$out" ||
         status=1
+    echo "demo: the notebook is $out, its charts and table in ${out%.ipynb}_files/"
 fi
 exit $status

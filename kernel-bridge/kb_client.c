@@ -363,6 +363,55 @@ out:
     return reply;
 }
 
+int
+kb_client_send_pump(kb_client_t *c, const char *msg_type, json_t *content,
+                    void (*on_iopub)(const kb_msg_t *msg, void *arg), void *arg,
+                    int timeout_ms, err_t *err)
+{
+    kb_msg_t *req = s_new_msg(c, msg_type, content);
+    int rc = -1;
+    if (s_send(c, KB_SHELL, req, err))
+        goto out;
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = deadline - clock_mono_ms();
+        if (left <= 0) {
+            err_set(err, ERR_TIMEOUT,
+                    "the kernel was not idle after %s "
+                    "within %d ms",
+                    msg_type, timeout_ms);
+            goto out;
+        }
+        unsigned ready =
+            s_poll(c, 1u << KB_IOPUB, left < TICK_MS ? (int)left : TICK_MS);
+        if (ready & (1u << KB_NCHANNELS)) {
+            err_set(err, ERR_KERNEL, "the kernel exited after %s", msg_type);
+            goto out;
+        }
+        kb_msg_t *m;
+        bool idle = false;
+        while (!idle && (ready & (1u << KB_IOPUB)) &&
+               (m = s_recv(c, KB_IOPUB))) {
+            if (strcmp(kb_msg_parent_id(m), kb_msg_id(req)) == 0) {
+                const char *state = json_string_value(
+                    json_object_get(kb_msg_content(m), "execution_state"));
+                idle = !strcmp(kb_msg_type(m), "status") && state &&
+                       !strcmp(state, "idle");
+                if (on_iopub && !idle)
+                    on_iopub(m, arg);
+            }
+            kb_msg_destroy(&m);
+        }
+        if (idle) {
+            rc = 0;
+            goto out;
+        }
+    }
+out:
+    kb_msg_destroy(&req);
+    return rc;
+}
+
 /* True if `id` is one of the `n` request ids in `ids`. */
 static bool
 s_is_ours(char ids[][40], size_t n, const char *id)
@@ -505,6 +554,8 @@ s_on_shell(kb_exec_t *x, kb_msg_t *m, kb_output_t *out)
     const char *status = json_string_value(json_object_get(content, "status"));
     kb_output_set_status(out, status ? status : "error");
     kb_output_set_payload(out, json_object_get(content, "payload"));
+    kb_output_set_user_expressions(
+        out, json_object_get(content, "user_expressions"));
 }
 
 int

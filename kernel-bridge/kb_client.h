@@ -77,6 +77,15 @@ kb_msg_t *kb_client_request(kb_client_t *c, kb_channel_t ch,
                             const char *msg_type, json_t *content,
                             int timeout_ms, err_t *err);
 
+/* Send a shell message that has no reply (comm_open, comm_msg,
+ * comm_close; `content` stolen), then pass every iopub message whose
+ * parent it is to `on_iopub` (msg borrowed; may be NULL) until the kernel
+ * reports idle for it, or `timeout_ms`. 0, or -1 with ERR_TIMEOUT /
+ * ERR_KERNEL. */
+int kb_client_send_pump(kb_client_t *c, const char *msg_type, json_t *content,
+                        void (*on_iopub)(const kb_msg_t *msg, void *arg),
+                        void *arg, int timeout_ms, err_t *err);
+
 /* Wait until the kernel answers kernel_info on shell AND iopub delivers its
  * status, so no output of the next request can be missed. Returns the
  * kernel_info_reply (caller destroys). */

@@ -116,6 +116,21 @@ s_fail_with_stderr(kb_kernel_t *k, err_t *err)
     return -1;
 }
 
+/* Append copies of `extra` (NULL-terminated, may be NULL) to *argv. */
+static void
+s_append_args(char ***argv, char *const *extra)
+{
+    size_t n = 0, m = 0;
+    while ((*argv)[n])
+        n++;
+    while (extra && extra[m])
+        m++;
+    *argv = xrealloc(*argv, (n + m + 1) * sizeof **argv);
+    for (size_t i = 0; i < m; i++)
+        (*argv)[n + i] = xstrdup(extra[i]);
+    (*argv)[n + m] = NULL;
+}
+
 /* Launch the kernel and wait for kernel_info. On failure everything
  * started here is torn down again. */
 static int
@@ -150,9 +165,13 @@ s_launch(kb_kernel_t *k, err_t *err)
     } else {
         argv = kb_kernelspec_expand_argv(&k->spec, conn_path);
     }
+    s_append_args(&argv, k->opts.extra_args);
     env = s_build_env(k);
     if (k->out_fd < 0)
         k->out_fd = s_make_out_fd();
+    if (k->launcher->ops->prepare &&
+        k->launcher->ops->prepare(k->launcher->self, &k->spec, err))
+        goto out;
     if (k->launcher->ops->spawn(k->launcher->self, argv, env, k->out_fd, err))
         goto out;
     kb_client_opts_t copts = {.max_output_bytes = k->opts.max_output_bytes};
@@ -208,6 +227,10 @@ kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err)
         return NULL;
     }
     k->has_spec = true;
+    if (kb_kernelspec_resolve_program(&k->spec, err)) {
+        kb_kernel_destroy(&k);
+        return NULL;
+    }
     k->launcher = k->opts.launcher ? k->opts.launcher(k->opts.launcher_arg, err)
                                    : kb_launcher_plain_new(err);
     if (!k->launcher || s_launch(k, err)) {

@@ -32,6 +32,9 @@ typedef struct kb_kernel_opts {
     int interrupt_grace_ms;          /* 0 = 5 s */
     size_t max_output_bytes;         /* per execution; 0 = 64 MiB */
     char *const *extra_env;          /* "K=V" entries, borrowed, or NULL */
+    char *const *extra_args;         /* appended to the kernelspec's argv, as
+                                        jupyter_client's extra_arguments; borrowed,
+                                        NULL-terminated, or NULL */
 } kb_kernel_opts_t;
 
 kb_kernel_t *kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err);

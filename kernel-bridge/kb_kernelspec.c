@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* kernel.json is small; anything this big is not a kernelspec. */
 #define KB_KERNELSPEC_MAX_FILE (1024 * 1024)
@@ -332,4 +333,137 @@ kb_kernelspec_expand_argv(const kb_kernelspec_t *ks,
         argv[i] = buf_detach(&b, NULL);
     }
     return argv;
+}
+
+/* The first executable regular file named `prog` in the colon-separated
+ * `path` (empty entries mean the current directory, as in execvp), or
+ * NULL. New string. */
+static char *
+s_which(const char *prog, const char *path)
+{
+    const char *p = path;
+    for (;;) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char *dir = len ? xstrndup(p, len) : xstrdup(".");
+        char *cand = xasprintf("%s/%s", dir, prog);
+        free(dir);
+        struct stat st;
+        if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) &&
+            access(cand, X_OK) == 0) {
+            if (cand[0] != '/') {
+                char *abs = realpath(cand, NULL);
+                free(cand);
+                cand = abs;
+            }
+            return cand;
+        }
+        free(cand);
+        if (!end)
+            return NULL;
+        p = end + 1;
+    }
+}
+
+int
+kb_kernelspec_resolve_program(kb_kernelspec_t *ks, err_t *err)
+{
+    const char *prog = ks->argv ? ks->argv[0] : NULL;
+    if (!prog || !*prog)
+        return err_set(err, ERR_KERNEL,
+                       "kernel '%s': kernel.json has no program",
+                       ks->name ? ks->name : "?");
+    char *found = NULL;
+    const char *home = getenv("HOME");
+    if (prog[0] == '~' && prog[1] == '/' && home && *home) {
+        found = xasprintf("%s%s", home, prog + 1);
+    } else if (strchr(prog, '/')) {
+        return 0; /* absolute, or relative to where we run: as written */
+    } else if (!strcmp(prog, "python") || !strcmp(prog, "python3")) {
+        const char *py = getenv("JUPYTER_AGENT_PYTHON");
+        found = xstrdup(py && py[0] == '/' ? py : "/usr/bin/python3");
+    } else {
+        json_t *v = ks->env ? json_object_get(ks->env, "PATH") : NULL;
+        const char *path =
+            json_is_string(v) ? json_string_value(v) : getenv("PATH");
+        if (!path)
+            path = "/bin:/usr/bin"; /* os.defpath */
+        found = s_which(prog, path);
+        if (!found)
+            return err_set(err, ERR_KERNEL,
+                           "kernel '%s': its program '%s' (argv[0] in "
+                           "%s/kernel.json) is not on PATH (%s); install it "
+                           "or write its full path there",
+                           ks->name ? ks->name : "?", prog,
+                           ks->resource_dir ? ks->resource_dir : "?", path);
+    }
+    free(ks->argv[0]);
+    ks->argv[0] = found;
+    return 0;
+}
+
+/* Append a copy of `path` to the NULL-terminated *list if it exists and is
+ * not listed yet. */
+static void
+s_push_path(char ***list, size_t *n, const char *path)
+{
+    struct stat st;
+    if (!path || path[0] != '/' || stat(path, &st) != 0)
+        return;
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp((*list)[i], path))
+            return;
+    *list = xrealloc(*list, (*n + 2) * sizeof **list);
+    (*list)[(*n)++] = xstrdup(path);
+    (*list)[*n] = NULL;
+}
+
+char **
+kb_kernelspec_runtime_paths(const kb_kernelspec_t *ks)
+{
+    static const struct {
+        const char *language;
+        const char *paths[5];
+    } profiles[] = {
+        {"r", {"/etc/R", "/usr/lib/R", "/usr/local/lib/R", "/usr/share/R"}},
+        {"julia", {"/etc/julia"}},
+        {"javascript",
+         {"/etc/nodejs", "/usr/lib/node_modules",
+          "/usr/local/lib/node_modules"}},
+        {"typescript",
+         {"/etc/nodejs", "/usr/lib/node_modules",
+          "/usr/local/lib/node_modules"}},
+        {"bash",
+         {"/etc/bash.bashrc", "/etc/inputrc", "/etc/profile",
+          "/etc/profile.d"}},
+    };
+    char **list = xcalloc(1, sizeof *list);
+    size_t n = 0;
+    s_push_path(&list, &n, ks->resource_dir);
+    for (size_t i = 1; ks->argv && ks->argv[0] && ks->argv[i]; i++)
+        if (!strstr(ks->argv[i], "{connection_file}"))
+            s_push_path(&list, &n, ks->argv[i]);
+    const char *lang = ks->language ? ks->language : "";
+    for (size_t p = 0; p < sizeof profiles / sizeof profiles[0]; p++) {
+        if (strcasecmp(lang, profiles[p].language) != 0)
+            continue;
+        for (size_t i = 0; i < 5 && profiles[p].paths[i]; i++)
+            s_push_path(&list, &n, profiles[p].paths[i]);
+    }
+    if (!strcasecmp(lang, "julia")) {
+        const char *depot = getenv("JULIA_DEPOT_PATH");
+        const char *home = getenv("HOME");
+        if (depot && *depot) {
+            char *copy = xstrdup(depot), *save = NULL;
+            for (char *t = strtok_r(copy, ":", &save); t;
+                 t = strtok_r(NULL, ":", &save))
+                s_push_path(&list, &n, t);
+            free(copy);
+        } else if (home && *home) {
+            char *d = xasprintf("%s/.julia", home);
+            s_push_path(&list, &n, d);
+            free(d);
+        }
+    }
+    return list;
 }

@@ -61,6 +61,32 @@ json_t *kb_kernelspec_dirs(void);
 char **kb_kernelspec_expand_argv(const kb_kernelspec_t *ks,
                                  const char *connection_file);
 
+/* Make ks->argv[0] an absolute path the way jupyter_client's launcher
+ * finds it: "~/" is the user's home; "python" and "python3" are the
+ * interpreter that runs the Jupyter stack (jupyter_client uses its own
+ * sys.executable; ours is $JUPYTER_AGENT_PYTHON when absolute, else
+ * /usr/bin/python3); any other name without '/' is looked up on PATH - the
+ * kernelspec's env PATH if it sets one, else the caller's - like
+ * subprocess.Popen does. Errors (ERR_KERNEL) name the kernel, the program
+ * and the PATH searched. */
+int kb_kernelspec_resolve_program(kb_kernelspec_t *ks, err_t *err);
+
+/* Host paths the kernel's runtime reads besides its program, for a
+ * sandbox to show read-only at the same place: the kernelspec's
+ * resource_dir, every absolute argv entry after the program that exists,
+ * and a per-language profile (by ks->language, case-insensitive) of the
+ * interpreter's packaged configuration:
+ *   R           /etc/R (R's ldpaths, Renviron, Rprofile.site), /usr/lib/R,
+ *               /usr/local/lib/R, /usr/share/R
+ *   julia       /etc/julia, and $JULIA_DEPOT_PATH's entries or ~/.julia
+ *   javascript, typescript (ijavascript, tslab)  /etc/nodejs,
+ *               /usr/lib/node_modules, /usr/local/lib/node_modules
+ *   bash        /etc/bash.bashrc, /etc/inputrc, /etc/profile,
+ *               /etc/profile.d
+ * Only paths that exist on this host are listed. A new NULL-terminated
+ * array; free with strv_free(). */
+char **kb_kernelspec_runtime_paths(const kb_kernelspec_t *ks);
+
 /* Free a NULL-terminated argv array (NULL is fine). */
 
 /* Free everything and zero the struct. NULL is fine. */

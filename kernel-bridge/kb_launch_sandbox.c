@@ -35,10 +35,47 @@ s_sock_dir(void *self)
     return sb_sandbox_sock_dir(BOX(self));
 }
 
+int
+kb_sandbox_check_program(sb_sandbox_t *box, const char *prog, err_t *err)
+{
+    if (!prog || prog[0] != '/' || sb_sandbox_shows_host_path(box, prog))
+        return 0; /* sb_sandbox_spawn explains a relative path */
+    char *dir = xstrdup(prog);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir)
+        *slash = '\0';
+    err_set(err, ERR_SANDBOX,
+            "the kernel program %s is not visible inside the sandbox (it "
+            "sees /usr, /bin, /lib and --bind paths); add --bind %s, or "
+            "use --no-sandbox",
+            prog, dir);
+    free(dir);
+    return -1;
+}
+
+/* Show the kernel's runtime files (kb_kernelspec_runtime_paths) that the
+ * box does not show yet, read-only at the same path; paths a bind cannot
+ * take (under /tmp or another place the box manages) are left out. */
+static int
+s_prepare(void *self, const kb_kernelspec_t *spec, err_t *err)
+{
+    (void)err;
+    char **paths = kb_kernelspec_runtime_paths(spec);
+    for (char **p = paths; *p; p++) {
+        err_t skip = {0}; /* best effort: a path under /tmp cannot be bound */
+        if (!sb_sandbox_shows_host_path(BOX(self), *p))
+            (void)sb_sandbox_add_bind(BOX(self), *p, &skip);
+    }
+    strv_free(paths);
+    return 0;
+}
+
 static int
 s_spawn(void *self, char *const argv[], char *const envp[], int out_fd,
         err_t *err)
 {
+    if (kb_sandbox_check_program(BOX(self), argv ? argv[0] : NULL, err))
+        return -1;
     return sb_sandbox_spawn(BOX(self), argv, envp, out_fd, out_fd, err);
 }
 
@@ -133,6 +170,7 @@ static const kb_launcher_ops_t s_ops = {
     .name = "sandbox",
     .run_dir = s_run_dir,
     .sock_dir = s_sock_dir,
+    .prepare = s_prepare,
     .spawn = s_spawn,
     .pidfd = s_pidfd,
     .signal = s_signal,

@@ -22,6 +22,11 @@ int kb_sandbox_reap(sb_sandbox_t *box, int timeout_ms, char *why,
                     size_t why_len);
 int kb_sandbox_adopt_file(sb_sandbox_t *box, const char *path, err_t *err);
 
+/* 0 if the kernel program `prog` (an absolute host path) can run in the
+ * box: it exists at the same path inside. Else ERR_SANDBOX naming it and
+ * the --bind that would show it. */
+int kb_sandbox_check_program(sb_sandbox_t *box, const char *prog, err_t *err);
+
 /* The sandbox behind a sandbox launcher (borrowed), or NULL for any other
  * launcher. For files in and out and for warnings. */
 sb_sandbox_t *kb_launcher_sandbox_box(kb_launcher_t *l);

@@ -14,6 +14,7 @@
 
 #include "common/err.h"
 #include "common/strv.h"
+#include "kernel-bridge/kb_kernelspec.h"
 
 #include <stddef.h>
 
@@ -27,6 +28,10 @@ typedef struct kb_launcher_ops {
      * sandbox's run dir is read-only inside, its socket dir a small
      * tmpfs. */
     const char *(*sock_dir)(void *self);
+    /* Optional (NULL = nothing to do): get ready to run the kernel of
+     * `spec` (its argv[0] resolved), e.g. show its runtime's files. Called
+     * before every spawn. */
+    int (*prepare)(void *self, const kb_kernelspec_t *spec, err_t *err);
     /* Start argv with exactly the environment envp; stdout and stderr of
      * the kernel go to out_fd. Returns 0 once the process runs. */
     int (*spawn)(void *self, char *const argv[], char *const envp[], int out_fd,

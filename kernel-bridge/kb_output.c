@@ -30,6 +30,7 @@ struct kb_displays {
 struct kb_output {
     kb_displays_t *displays; /* borrowed, or owned when own_displays */
     bool own_displays;       /* displays was made by kb_output_new */
+    bool merge_streams;      /* coalesce consecutive same-name streams */
     json_int_t serial;       /* identifies this execution's registrations */
     json_t *my_ids;          /* object: display_ids this execution registered */
     json_t *outputs;         /* owned array of output dicts */
@@ -43,13 +44,15 @@ struct kb_output {
     size_t malformed;        /* messages ignored for bad shape */
     int execution_count;     /* -1 until known */
     char *status;            /* owned reply status or NULL */
-    json_t *payload;         /* owned array: the reply's payloads (pager
-                                pages, ask_exit, ...); [] until a reply */
-    bool interrupted;        /* the execution was interrupted */
-    bool timed_out;          /* the execution hit its time limit */
-    bool died;               /* the kernel died during the execution */
-    char *death_reason;      /* owned, NULL unless died with a reason */
-    int64_t duration_ms;     /* wall time of the execution */
+    json_t *user_expressions; /* owned object: the reply's
+                                 user_expressions ({} until a reply) */
+    json_t *payload;          /* owned array: the reply's payloads (pager
+                                 pages, ask_exit, ...); [] until a reply */
+    bool interrupted;         /* the execution was interrupted */
+    bool timed_out;           /* the execution hit its time limit */
+    bool died;                /* the kernel died during the execution */
+    char *death_reason;       /* owned, NULL unless died with a reason */
+    int64_t duration_ms;      /* wall time of the execution */
 };
 
 /* --- sizes ------------------------------------------------------------- */
@@ -151,6 +154,12 @@ s_unregister_mine(kb_output_t *o)
 
 /* --- model ------------------------------------------------------------- */
 
+void
+kb_output_merge_streams(kb_output_t *o, bool on)
+{
+    o->merge_streams = on;
+}
+
 kb_output_t *
 kb_output_new(kb_displays_t *displays, size_t max_bytes)
 {
@@ -169,6 +178,7 @@ kb_output_new(kb_displays_t *displays, size_t max_bytes)
     o->max_bytes = max_bytes;
     o->execution_count = -1;
     o->payload = json_array();
+    o->user_expressions = json_object();
     return o;
 }
 
@@ -185,6 +195,7 @@ kb_output_destroy(kb_output_t **p)
     json_decref(o->my_ids);
     json_decref(o->outputs);
     json_decref(o->payload);
+    json_decref(o->user_expressions);
     buf_release(o->tail);
     free(o->tail);
     free(o->status);
@@ -431,7 +442,8 @@ s_on_stream(kb_output_t *o, json_t *content)
     s_before_output(o);
     const char *s = json_string_value(text);
     size_t len = json_string_length(text);
-    json_t *last = s_last_stream(o, json_string_value(name));
+    json_t *last =
+        o->merge_streams ? s_last_stream(o, json_string_value(name)) : NULL;
     size_t cost = last ? len : 1 + json_string_length(name) + len;
     size_t keep = len;
     bool cut = false;
@@ -593,6 +605,8 @@ s_on_reply(kb_output_t *o, json_t *content)
         return -1;
     kb_output_set_status(o, json_string_value(status));
     kb_output_set_payload(o, json_object_get(content, "payload"));
+    kb_output_set_user_expressions(
+        o, json_object_get(content, "user_expressions"));
     return 0;
 }
 
@@ -683,6 +697,21 @@ json_t *
 kb_output_payload(const kb_output_t *o)
 {
     return o->payload;
+}
+
+void
+kb_output_set_user_expressions(kb_output_t *o, json_t *expressions)
+{
+    if (!json_is_object(expressions))
+        return;
+    json_decref(o->user_expressions);
+    o->user_expressions = json_deep_copy(expressions);
+}
+
+json_t *
+kb_output_user_expressions(const kb_output_t *o)
+{
+    return o->user_expressions;
 }
 
 void

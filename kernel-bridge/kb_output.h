@@ -3,8 +3,10 @@
  *
  * Fed the iopub messages of one execute_request (msg_type + content), it
  * keeps the ordered list of nbformat v4 output dicts exactly as nbclient 0.7
- * stores them in cell.outputs, plus consecutive same-name stream outputs
- * coalesced (as the notebook frontend and nbconvert's coalesce_streams do):
+ * stores them in cell.outputs: one stream output per stream message, as
+ * nbclient 0.7 keeps them. kb_output_merge_streams() coalesces consecutive
+ * same-name streams instead (as the notebook frontend and nbconvert's
+ * coalesce_streams do):
  *
  *   stream          {"output_type":"stream","name":N,"text":T}
  *   display_data    {"output_type":"display_data","data":{..},"metadata":{..}}
@@ -62,6 +64,10 @@ size_t kb_displays_count(const kb_displays_t *d, const char *display_id);
  * NULL gives a private registry (updates then reach this execution only).
  * max_bytes caps stored output bytes; 0 means no cap. */
 kb_output_t *kb_output_new(kb_displays_t *displays, size_t max_bytes);
+/* Coalesce consecutive same-name stream outputs into one (off by default:
+ * nbclient 0.7 keeps each stream message as its own output). Set it before
+ * the first message. */
+void kb_output_merge_streams(kb_output_t *o, bool on);
 void kb_output_destroy(kb_output_t **p);
 
 /* Apply one message. `content` is borrowed (its values are copied).
@@ -85,6 +91,12 @@ const char *kb_output_status(const kb_output_t *o);
  * The setter copies the references it keeps. */
 void kb_output_set_payload(kb_output_t *o, json_t *payload);
 json_t *kb_output_payload(const kb_output_t *o);
+/* The execute_reply's user_expressions, as the kernel sent them (an
+ * object; {} before a reply). Borrowed. */
+json_t *kb_output_user_expressions(const kb_output_t *o);
+/* Record the reply's user_expressions (borrowed, copied; ignored unless an
+ * object). */
+void kb_output_set_user_expressions(kb_output_t *o, json_t *expressions);
 void kb_output_set_interrupted(kb_output_t *o, bool yes);
 bool kb_output_interrupted(const kb_output_t *o);
 void kb_output_set_timed_out(kb_output_t *o, bool yes);

@@ -2,7 +2,9 @@
 
 #include "common/xalloc.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +51,18 @@ nb_json_dump_string(buf_t *out, const char *s, size_t len)
         unsigned char c = u[i];
         char esc[7];
         size_t n = 2;
+        if (c == 0xED && i + 2 < len && (u[i + 1] & 0xE0) == 0xA0) {
+            /* A lone surrogate kept from the input: its escape again. */
+            unsigned cp = (unsigned)(c & 0x0F) << 12 |
+                          (unsigned)(u[i + 1] & 0x3F) << 6 | (u[i + 2] & 0x3F);
+            snprintf(esc, sizeof esc, "\\u%04x", cp);
+            if (buf_append(out, s + start, i - start) ||
+                buf_append(out, esc, 6))
+                return -1;
+            i += 2;
+            start = i + 1;
+            continue;
+        }
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
         esc[0] = '\\';
@@ -284,6 +298,8 @@ s_dump(buf_t *out, const json_t *v, int depth, int role, nb_json_role_fn fn)
     case JSON_ARRAY:
         return s_dump_array(out, v, depth, role, fn);
     case JSON_STRING:
+        if (nb_json_raw(v))
+            return buf_puts(out, nb_json_raw(v));
         if (role == NB_JSON_LINES)
             return s_dump_lines(out, json_string_value(v),
                                 json_string_length(v), depth);
@@ -324,4 +340,273 @@ nb_json_dumps(const json_t *v, size_t *len)
     buf_init(&b, 0);
     nb_json_dump(&b, v, 0, NB_JSON_PLAIN, NULL);
     return buf_detach(&b, len);
+}
+
+/* ---- lenient reading -------------------------------------------------- */
+
+/* The rewrite nb_json_loadb hands to jansson: every literal jansson would
+ * refuse becomes a marked string, "\u0000" + nonce + 'R' + literal, and
+ * every lone surrogate escape in a string value "\u0000" + nonce + 'S' +
+ * its 4 hex digits. The nonce occurs nowhere in the input. */
+enum { NONCE_LEN = 16 };
+
+typedef struct s_lenient {
+    const char *in;
+    size_t len, pos;
+    buf_t out;
+    char nonce[NONCE_LEN + 1];
+    size_t marks; /* markers written */
+} s_lenient_t;
+
+static void
+s_mark(s_lenient_t *l, char kind, const char *text, size_t n)
+{
+    if (kind == 'R') /* a value of its own: a whole string */
+        buf_append(&l->out, "\"", 1);
+    buf_puts(&l->out, "\\u0000");
+    buf_puts(&l->out, l->nonce);
+    buf_append(&l->out, &kind, 1);
+    buf_append(&l->out, text, n);
+    if (kind == 'R')
+        buf_append(&l->out, "\"", 1);
+    l->marks++;
+}
+
+static int
+s_hex4(const char *s, size_t avail, unsigned *cp)
+{
+    if (avail < 4)
+        return -1;
+    *cp = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+                                            : 16u;
+        if (d > 15)
+            return -1;
+        *cp = *cp << 4 | d;
+    }
+    return 0;
+}
+
+/* Is the string starting at in[start] (just after its quote) an object
+ * key, i.e. followed by ':'? */
+static int
+s_is_key(const s_lenient_t *l, size_t start)
+{
+    size_t i = start;
+    while (i < l->len && l->in[i] != '"')
+        i += l->in[i] == '\\' ? 2 : 1;
+    for (i++; i < l->len; i++)
+        if (l->in[i] != ' ' && l->in[i] != '\t' && l->in[i] != '\n' &&
+            l->in[i] != '\r')
+            return l->in[i] == ':';
+    return 0;
+}
+
+/* Copy a string (l->pos at its opening quote), rewriting lone surrogates. */
+static void
+s_copy_string(s_lenient_t *l)
+{
+    size_t start = ++l->pos;
+    int key = -1; /* unknown until a lone surrogate needs it */
+    buf_append(&l->out, "\"", 1);
+    while (l->pos < l->len && l->in[l->pos] != '"') {
+        const char *p = l->in + l->pos;
+        unsigned cp, lo;
+        if (*p != '\\' || l->pos + 1 >= l->len) {
+            buf_append(&l->out, p, 1);
+            l->pos++;
+            continue;
+        }
+        if (p[1] != 'u' || s_hex4(p + 2, l->len - l->pos - 2, &cp) ||
+            cp < 0xD800 || cp > 0xDFFF) {
+            buf_append(&l->out, p, 2);
+            l->pos += 2;
+            continue;
+        }
+        if (cp < 0xDC00 && l->pos + 12 <= l->len && p[6] == '\\' &&
+            p[7] == 'u' && !s_hex4(p + 8, 4, &lo) && lo >= 0xDC00 &&
+            lo <= 0xDFFF) {
+            buf_append(&l->out, p, 12); /* a proper pair */
+            l->pos += 12;
+            continue;
+        }
+        if (key < 0)
+            key = s_is_key(l, start);
+        if (key)
+            buf_puts(&l->out, "\\ufffd");
+        else
+            s_mark(l, 'S', p + 2, 4);
+        l->pos += 6;
+    }
+    if (l->pos < l->len) {
+        buf_append(&l->out, "\"", 1);
+        l->pos++;
+    }
+}
+
+/* A number or NaN/Infinity literal at l->pos. */
+static void
+s_copy_literal(s_lenient_t *l)
+{
+    const char *p = l->in + l->pos;
+    size_t rest = l->len - l->pos, n = 0;
+    static const char *const words[] = {"NaN", "Infinity", "-Infinity"};
+    for (size_t i = 0; i < 3; i++) {
+        size_t w = strlen(words[i]);
+        if (rest >= w && !memcmp(p, words[i], w)) {
+            s_mark(l, 'R', words[i], w);
+            l->pos += w;
+            return;
+        }
+    }
+    int real = 0;
+    while (n < rest && (strchr("0123456789+-", p[n]) ||
+                        (strchr(".eE", p[n]) && (real = 1))))
+        n++;
+    if (n == 0) { /* not ours: let jansson report it */
+        buf_append(&l->out, p, 1);
+        l->pos++;
+        return;
+    }
+    char *text = xstrndup(p, n);
+    errno = 0;
+    if (real) {
+        double d = strtod(text, NULL);
+        if (errno == ERANGE && isinf(d))
+            s_mark(l, 'R', d < 0 ? "-Infinity" : "Infinity", d < 0 ? 9 : 8);
+        else
+            buf_append(&l->out, p, n);
+    } else {
+        (void)strtoll(text, NULL, 10);
+        if (errno == ERANGE) {
+            /* Python writes int(text): no "-0", no leading '+' (JSON has
+             * none anyway). */
+            s_mark(l, 'R', p, n);
+        } else {
+            buf_append(&l->out, p, n);
+        }
+    }
+    free(text);
+    l->pos += n;
+}
+
+/* Undo the markers in string `s`: a new value, or NULL if it has none. */
+static json_t *
+s_unmark(const s_lenient_t *l, const json_t *s)
+{
+    const char *v = json_string_value(s);
+    size_t len = json_string_length(s);
+    size_t mlen = 1 + NONCE_LEN + 1;
+    const char *hit = memchr(v, '\0', len);
+    if (!hit)
+        return NULL;
+    buf_t b;
+    buf_init(&b, 0);
+    if (hit == v && len > mlen && v[mlen - 1] == 'R' &&
+        !memcmp(v + 1, l->nonce, NONCE_LEN)) {
+        buf_append(&b, "\xff", 1);
+        buf_append(&b, v + mlen, len - mlen);
+    } else {
+        size_t i = 0;
+        while (i < len) {
+            if (v[i] == '\0' && len - i >= mlen + 4 &&
+                !memcmp(v + i + 1, l->nonce, NONCE_LEN) &&
+                v[i + mlen - 1] == 'S') {
+                unsigned cp = 0;
+                s_hex4(v + i + mlen, 4, &cp);
+                char wtf[3] = {(char)(0xE0 | cp >> 12),
+                               (char)(0x80 | ((cp >> 6) & 0x3F)),
+                               (char)(0x80 | (cp & 0x3F))};
+                buf_append(&b, wtf, 3);
+                i += mlen + 4;
+            } else {
+                buf_append(&b, v + i, 1);
+                i++;
+            }
+        }
+    }
+    size_t n;
+    char *text = buf_detach(&b, &n);
+    json_t *out = json_stringn_nocheck(text, n);
+    free(text);
+    return out;
+}
+
+static void
+s_unmark_tree(const s_lenient_t *l, json_t *v)
+{
+    const char *key;
+    json_t *child, *fixed;
+    size_t i;
+    if (json_is_object(v)) {
+        json_object_foreach(v, key, child)
+        {
+            if (json_is_string(child) && (fixed = s_unmark(l, child)))
+                json_object_set_new_nocheck(v, key, fixed);
+            else
+                s_unmark_tree(l, child);
+        }
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, child)
+        {
+            if (json_is_string(child) && (fixed = s_unmark(l, child)))
+                json_array_set_new(v, i, fixed);
+            else
+                s_unmark_tree(l, child);
+        }
+    }
+}
+
+static void
+s_make_nonce(s_lenient_t *l)
+{
+    static const char hex[] = "0123456789abcdef";
+    static unsigned long counter;
+    for (;;) {
+        uint64_t x = (uint64_t)(uintptr_t)l ^ ((uint64_t)++counter << 40) ^
+                     (uint64_t)rand();
+        for (int i = 0; i < NONCE_LEN; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            l->nonce[i] = hex[(x >> 60) & 15];
+        }
+        l->nonce[NONCE_LEN] = '\0';
+        if (!memmem(l->in, l->len, l->nonce, NONCE_LEN))
+            return;
+    }
+}
+
+json_t *
+nb_json_loadb(const char *data, size_t len, json_error_t *err)
+{
+    s_lenient_t l = {.in = data, .len = len};
+    s_make_nonce(&l);
+    buf_init(&l.out, 0);
+    while (l.pos < len) {
+        char c = data[l.pos];
+        if (c == '"')
+            s_copy_string(&l);
+        else if (c == '-' || (c >= '0' && c <= '9') || c == 'N' || c == 'I')
+            s_copy_literal(&l);
+        else {
+            buf_append(&l.out, data + l.pos, 1);
+            l.pos++;
+        }
+    }
+    json_t *root = json_loadb(l.out.data ? l.out.data : "", l.out.len,
+                              JSON_ALLOW_NUL, err);
+    if (root && l.marks)
+        s_unmark_tree(&l, root);
+    buf_release(&l.out);
+    return root;
+}
+
+const char *
+nb_json_raw(const json_t *v)
+{
+    const char *s = json_string_value(v);
+    return s && s[0] == NB_JSON_RAW_MARK ? s + 1 : NULL;
 }

@@ -61,7 +61,28 @@ void nb_json_repr_float(double d, char out[NB_JSON_FLOAT_SIZE]);
  * U+2029. */
 size_t nb_json_line_end(const char *s, size_t len, size_t pos);
 
-/* Append `s` (`len` bytes, valid UTF-8) as a quoted JSON string. */
+/* Append `s` (`len` bytes, valid UTF-8) as a quoted JSON string. A lone
+ * UTF-16 surrogate held as its 3-byte generalised UTF-8 form (ED A0-BF xx,
+ * see nb_json_loadb) is written as a \udxxx escape. */
 int nb_json_dump_string(buf_t *out, const char *s, size_t len);
+
+/* Python's json.loads accepts what strict JSON (and jansson) refuses;
+ * nb_json_loadb reads it too, so that what nbformat reads, we read:
+ *   - integers past 64 bits and NaN, Infinity, -Infinity (and a float
+ *     literal past the double range, which Python reads as infinity) become
+ *     "raw" strings: NB_JSON_RAW_MARK followed by the literal as Python
+ *     writes it back; nb_json_dump writes them unquoted, byte for byte;
+ *   - a lone surrogate escape (\ud800 without its pair) inside a string
+ *     value becomes the surrogate's 3-byte generalised UTF-8 form (not
+ *     valid UTF-8, as jansson's _nocheck strings allow), written back as
+ *     the same escape; in an object key it becomes U+FFFD.
+ * Anything else is as json_loadb(data, len, JSON_ALLOW_NUL, err). Returns
+ * a new reference, or NULL with `err` filled. */
+#define NB_JSON_RAW_MARK '\xff'
+json_t *nb_json_loadb(const char *data, size_t len, json_error_t *err);
+
+/* The literal text of a raw string (see above), or NULL for any other
+ * value. Borrowed. */
+const char *nb_json_raw(const json_t *v);
 
 #endif

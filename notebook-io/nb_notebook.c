@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,8 @@ struct nb_notebook {
     json_t *ids;    /* owned; object used as a set of the cell ids handed out
                        or seen by read/append, for uniqueness in O(1) */
     int orig_minor; /* nbformat_minor as read; 5 for a new notebook */
+    buf_t warnings; /* what nbformat would log but read anyway, one line
+                       each; empty when none */
 };
 
 /* ---- cells ------------------------------------------------------------ */
@@ -139,6 +142,7 @@ s_wrap(json_t *root, int orig_minor)
     nb->root = root;
     nb->ids = json_object();
     nb->orig_minor = orig_minor;
+    buf_init(&nb->warnings, 0);
     return nb;
 }
 
@@ -157,6 +161,7 @@ nb_notebook_destroy(nb_notebook_t **p)
         return;
     json_decref((*p)->root);
     json_decref((*p)->ids);
+    buf_release(&(*p)->warnings);
     free(*p);
     *p = NULL;
 }
@@ -301,9 +306,10 @@ s_bad(err_t *err, const char *origin, const char *fmt, ...)
     return err_set(err, ERR_USAGE, "%s: %s", origin, what);
 }
 
-/* Check what the model relies on in cell `i` and normalise it in place. */
+/* Check what the model relies on in cell `i` and normalise it in place.
+ * What nbformat reads but its validator reports goes into `warn`. */
 static int
-s_read_cell(json_t *cell, size_t i, const char *origin, err_t *err)
+s_read_cell(json_t *cell, size_t i, const char *origin, buf_t *warn, err_t *err)
 {
     json_t *md, *outputs, *output, *attachments, *att;
     const char *type, *name;
@@ -318,15 +324,24 @@ s_read_cell(json_t *cell, size_t i, const char *origin, err_t *err)
     if (!json_is_object(md))
         return s_bad(err, origin, "cell %zu (%s) has no \"metadata\" object",
                      i + 1, type);
+    /* nbformat reads a cell without a usable source (and writes it back as
+     * it was); its validator logs the notebook as invalid. */
     if (!json_object_get(cell, "source"))
-        return s_bad(err, origin, "cell %zu (%s) has no \"source\"", i + 1,
-                     type);
-    if (s_join(cell, "source") ||
-        !json_is_string(json_object_get(cell, "source")))
+        buf_printf(warn,
+                   "%s: cell %zu (%s) has no \"source\"; read as empty, "
+                   "kept as it is (not valid nbformat 4)\n",
+                   origin, i + 1, type);
+    else if (s_join(cell, "source")) /* nbformat's "".join fails too */
         return s_bad(err, origin,
                      "cell %zu (%s): \"source\" must be a string or a list "
                      "of strings",
                      i + 1, type);
+    else if (!json_is_string(json_object_get(cell, "source")))
+        buf_printf(warn,
+                   "%s: cell %zu (%s): \"source\" is not a string or a "
+                   "list of strings; read as empty, kept as it is (not valid "
+                   "nbformat 4)\n",
+                   origin, i + 1, type);
     json_object_del(md, "trusted");
 
     attachments = json_object_get(cell, "attachments");
@@ -355,6 +370,246 @@ s_read_cell(json_t *cell, size_t i, const char *origin, err_t *err)
     return 0;
 }
 
+/* ---- nbformat 3 -> 4, as nbformat.v4.convert.upgrade ------------------ */
+
+/* nbformat.v3's _join_lines: lines from splitlines(True) concatenate,
+ * lines from splitlines() (no line ends) join with "\n". */
+static void
+s_join3(json_t *obj, const char *key)
+{
+    json_t *list = json_object_get(obj, key), *item;
+    size_t i;
+    if (!json_is_array(list))
+        return;
+    json_array_foreach(list, i, item) if (!json_is_string(item)) return;
+    const char *first = json_string_value(json_array_get(list, 0));
+    size_t fl = first ? strlen(first) : 0;
+    bool ends = fl && (first[fl - 1] == '\n' || first[fl - 1] == '\r');
+    buf_t b;
+    buf_init(&b, 0);
+    json_array_foreach(list, i, item)
+    {
+        if (i && !ends)
+            buf_append(&b, "\n", 1);
+        buf_append(&b, json_string_value(item), json_string_length(item));
+    }
+    json_object_set_new(obj, key, json_stringn_nocheck(buf_cstr(&b), b.len));
+    buf_release(&b);
+}
+
+/* Move obj[from] to obj[to] (when present). */
+static void
+s_rename(json_t *obj, const char *from, const char *to)
+{
+    json_t *v = json_object_get(obj, from);
+    if (!v)
+        return;
+    json_object_set(obj, to, v);
+    json_object_del(obj, from);
+}
+
+/* convert.to_mime_key: v3 aliases to mime types. */
+static void
+s_to_mime_key(json_t *d)
+{
+    static const char *const map[][2] = {
+        {"text", "text/plain"},       {"html", "text/html"},
+        {"svg", "image/svg+xml"},     {"png", "image/png"},
+        {"jpeg", "image/jpeg"},       {"latex", "text/latex"},
+        {"json", "application/json"}, {"javascript", "application/javascript"}};
+    if (!json_is_object(d))
+        return;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        s_rename(d, map[i][0], map[i][1]);
+}
+
+/* convert.upgrade_output, after v3's rejoin_lines. */
+static int
+s_upgrade_output3(json_t *o, const char *origin, size_t cell, err_t *err)
+{
+    static const char *const multiline[] = {"text",  "html",       "svg",
+                                            "latex", "javascript", "json"};
+    const char *type = json_string_value(json_object_get(o, "output_type"));
+    if (!json_is_object(o) || !type)
+        return s_bad(err, origin,
+                     "cell %zu (code): an output has no \"output_type\"", cell);
+    for (size_t i = 0; i < sizeof multiline / sizeof multiline[0]; i++)
+        s_join3(o, multiline[i]);
+    if (!strcmp(type, "pyout") || !strcmp(type, "display_data")) {
+        if (!json_object_get(o, "metadata"))
+            json_object_set_new(o, "metadata", json_object());
+        if (!strcmp(type, "pyout")) {
+            json_object_set_new(o, "output_type",
+                                json_string("execute_result"));
+            json_t *n = json_object_get(o, "prompt_number");
+            json_object_set(o, "execution_count", n ? n : json_null());
+            json_object_del(o, "prompt_number");
+        }
+        json_t *data = json_object();
+        const char *key;
+        json_t *v;
+        void *tmp;
+        json_object_foreach_safe(o, tmp, key, v)
+        {
+            if (!strcmp(key, "output_type") ||
+                !strcmp(key, "execution_count") || !strcmp(key, "metadata"))
+                continue;
+            json_object_set(data, key, v);
+            json_object_del(o, key);
+        }
+        s_to_mime_key(data);
+        json_object_set_new(o, "data", data);
+        s_to_mime_key(json_object_get(o, "metadata"));
+        json_t *js = json_object_get(data, "application/json");
+        if (json_is_string(js)) {
+            json_error_t jerr;
+            json_t *parsed = nb_json_loadb(json_string_value(js),
+                                           json_string_length(js), &jerr);
+            if (!parsed)
+                return s_bad(err, origin,
+                             "cell %zu (code): application/json output is "
+                             "not JSON: %s",
+                             cell, jerr.text);
+            json_object_set_new(data, "application/json", parsed);
+        }
+    } else if (!strcmp(type, "pyerr")) {
+        json_object_set_new(o, "output_type", json_string("error"));
+    } else if (!strcmp(type, "stream")) {
+        json_t *name = json_object_get(o, "stream");
+        if (name) {
+            json_object_set(o, "name", name);
+            json_object_del(o, "stream");
+        } else {
+            json_object_set_new(o, "name", json_string("stdout"));
+        }
+    }
+    return 0;
+}
+
+/* Length of the line terminator ending s[pos..end), as splitlines() drops
+ * it. */
+static size_t
+s_terminator(const char *s, size_t pos, size_t end)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = end - pos;
+    if (n >= 2 && u[end - 2] == '\r' && u[end - 1] == '\n')
+        return 2;
+    if (n >= 1 && strchr("\n\r\v\f\x1c\x1d\x1e", u[end - 1]) && u[end - 1])
+        return 1;
+    if (n >= 2 && u[end - 2] == 0xC2 && u[end - 1] == 0x85)
+        return 2;
+    if (n >= 3 && u[end - 3] == 0xE2 && u[end - 2] == 0x80 &&
+        (u[end - 1] == 0xA8 || u[end - 1] == 0xA9))
+        return 3;
+    return 0;
+}
+
+/* convert.upgrade_cell (with v3's rejoin_lines first). */
+static int
+s_upgrade_cell3(json_t *cell, size_t i, const char *origin, err_t *err)
+{
+    if (!json_is_object(cell))
+        return s_bad(err, origin, "cell %zu is not a JSON object", i);
+    const char *type = nb_cell_type(cell);
+    if (!type)
+        return s_bad(err, origin, "cell %zu has no \"cell_type\"", i);
+    if (!json_object_get(cell, "metadata"))
+        json_object_set_new(cell, "metadata", json_object());
+    json_object_del(cell, "id"); /* upgrade_cell gives every cell a new one */
+    if (!strcmp(type, "code")) {
+        s_join3(cell, "input");
+        json_object_del(cell, "language");
+        json_t *col = json_object_get(cell, "collapsed");
+        if (col) {
+            json_object_set(json_object_get(cell, "metadata"), "collapsed",
+                            col);
+            json_object_del(cell, "collapsed");
+        }
+        if (json_object_get(cell, "input"))
+            s_rename(cell, "input", "source");
+        else
+            json_object_set_new(cell, "source", json_string(""));
+        json_t *n = json_object_get(cell, "prompt_number");
+        json_object_set(cell, "execution_count", n ? n : json_null());
+        json_object_del(cell, "prompt_number");
+        json_t *outs = json_object_get(cell, "outputs"), *o;
+        size_t j;
+        if (!json_is_array(outs))
+            return s_bad(err, origin, "cell %zu (code) has no \"outputs\" list",
+                         i);
+        json_array_foreach(
+            outs, j, o) if (s_upgrade_output3(o, origin, i, err)) return -1;
+        return 0;
+    }
+    s_join3(cell, "source");
+    s_join3(cell, "rendered");
+    if (!strcmp(type, "heading")) {
+        json_t *lv = json_object_get(cell, "level");
+        json_int_t level = json_is_integer(lv) ? json_integer_value(lv) : 1;
+        json_object_del(cell, "level");
+        const char *src = json_string_value(json_object_get(cell, "source"));
+        size_t len = src ? strlen(src) : 0, pos = 0;
+        buf_t b;
+        buf_init(&b, 0);
+        for (json_int_t k = 0; k < level && k < 1000; k++)
+            buf_append(&b, "#", 1);
+        buf_append(&b, " ", 1);
+        while (pos < len) { /* " ".join(source.splitlines()) */
+            size_t end = nb_json_line_end(src, len, pos);
+            if (pos)
+                buf_append(&b, " ", 1);
+            buf_append(&b, src + pos, end - pos - s_terminator(src, pos, end));
+            pos = end;
+        }
+        json_object_set_new(cell, "source",
+                            json_stringn_nocheck(buf_cstr(&b), b.len));
+        buf_release(&b);
+        json_object_set_new(cell, "cell_type", json_string("markdown"));
+    } else if (!strcmp(type, "html")) {
+        json_object_set_new(cell, "cell_type", json_string("markdown"));
+    }
+    return 0;
+}
+
+/* nbformat.v4.convert.upgrade from version 3: worksheets flattened into
+ * cells, every cell upgraded; the caller makes it 4.5 with fresh ids. */
+static int
+s_upgrade_v3(json_t *root, const char *origin, err_t *err)
+{
+    json_t *md = json_object_get(root, "metadata");
+    if (!json_is_object(md))
+        return s_bad(err, origin, "no \"metadata\" object");
+    json_object_del(root, "orig_nbformat");
+    json_object_del(root, "orig_nbformat_minor");
+    json_object_del(md, "name");
+    json_object_del(md, "signature");
+    json_t *cells = json_array(), *ws, *cell;
+    size_t i, j, n = 0;
+    json_array_foreach(json_object_get(root, "worksheets"), i, ws)
+    {
+        json_array_foreach(json_object_get(ws, "cells"), j, cell)
+        {
+            if (s_upgrade_cell3(cell, ++n, origin, err)) {
+                json_decref(cells);
+                return -1;
+            }
+            json_array_append(cells, cell);
+        }
+    }
+    json_object_del(root, "worksheets");
+    json_object_set_new(root, "cells", cells);
+    json_object_set_new(root, "nbformat", json_integer(4));
+    json_object_set_new(root, "nbformat_minor", json_integer(0));
+    return 0;
+}
+
+const char *
+nb_notebook_warnings(const nb_notebook_t *nb)
+{
+    return nb->warnings.len ? nb->warnings.data : NULL;
+}
+
 nb_notebook_t *
 nb_notebook_read_mem(const char *data, size_t len, const char *origin,
                      err_t *err)
@@ -369,7 +624,9 @@ nb_notebook_read_mem(const char *data, size_t len, const char *origin,
         origin = "notebook";
     if (len >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0)
         data += 3, len -= 3;
-    root = json_loadb(data, len, JSON_ALLOW_NUL, &jerr);
+    buf_t warn;
+    buf_init(&warn, 0);
+    root = nb_json_loadb(data, len, &jerr);
     if (!root) {
         err_set(err, ERR_USAGE, "%s: invalid JSON at line %d, column %d: %s",
                 origin, jerr.line, jerr.column, jerr.text);
@@ -389,7 +646,12 @@ nb_notebook_read_mem(const char *data, size_t len, const char *origin,
         goto out;
     }
     major = json_integer_value(v);
-    if (major < 4) {
+    if (major == 3) {
+        if (s_upgrade_v3(root, origin, err))
+            goto out;
+        buf_printf(&warn, "%s: nbformat 3, upgraded to 4.5 as nbformat does\n",
+                   origin);
+    } else if (major < 4) {
         err_set(err, ERR_USAGE,
                 "%s is nbformat %" JSON_INTEGER_FORMAT "; convert it with "
                 "'jupyter nbconvert --to notebook --nbformat 4'",
@@ -419,8 +681,8 @@ nb_notebook_read_mem(const char *data, size_t len, const char *origin,
         s_bad(err, origin, "no \"cells\" list");
         goto out;
     }
-    json_array_foreach(cells, i,
-                       cell) if (s_read_cell(cell, i, origin, err)) goto out;
+    json_array_foreach(
+        cells, i, cell) if (s_read_cell(cell, i, origin, &warn, err)) goto out;
 
     /* nbformat's strip_transient. */
     json_object_del(md, "orig_nbformat");
@@ -429,10 +691,12 @@ nb_notebook_read_mem(const char *data, size_t len, const char *origin,
 
     nb = s_wrap(root, minor > 1000 ? 1000 : (int)minor);
     root = NULL;
+    buf_append(&nb->warnings, warn.data ? warn.data : "", warn.len);
     if (minor < 5) /* nbformat.v4.upgrade: 4.0-4.4 -> 4.5 with ids */
         json_object_set_new(nb->root, "nbformat_minor", json_integer(5));
     json_array_foreach(cells, i, cell) s_claim_id(nb, cell, minor < 5);
 out:
+    buf_release(&warn);
     json_decref(root);
     return nb;
 }
@@ -649,135 +913,6 @@ nb_notebook_write_file(const nb_notebook_t *nb, const char *path, err_t *err)
     char *text = nb_notebook_write_mem(nb, &len);
     int rc = file_write_atomic(path, text, len, mode, err);
     free(text);
-    return rc;
-}
-
-/* ---- validation ------------------------------------------------------- */
-
-static int
-s_is_multiline(const json_t *v)
-{
-    size_t i;
-    json_t *item;
-    if (json_is_string(v))
-        return 1;
-    if (!json_is_array(v))
-        return 0;
-    json_array_foreach((json_t *)v, i,
-                       item) if (!json_is_string(item)) return 0;
-    return 1;
-}
-
-static int
-s_valid_count(const json_t *v)
-{
-    return json_is_null(v) ||
-           (json_is_integer(v) && json_integer_value(v) >= 0);
-}
-
-static int
-s_validate_output(const json_t *o, size_t i, size_t j, err_t *err)
-{
-    const char *t = json_string_value(json_object_get(o, "output_type"));
-    const char *why = NULL;
-
-    if (!t)
-        why = "has no output_type";
-    else if (!strcmp(t, "stream")) {
-        if (!json_is_string(json_object_get(o, "name")) ||
-            !s_is_multiline(json_object_get(o, "text")))
-            why = "(stream) needs a string \"name\" and \"text\"";
-    } else if (!strcmp(t, "display_data") || !strcmp(t, "execute_result")) {
-        if (!json_is_object(json_object_get(o, "data")) ||
-            !json_is_object(json_object_get(o, "metadata")))
-            why = "needs \"data\" and \"metadata\" objects";
-        else if (!strcmp(t, "execute_result") &&
-                 !s_valid_count(json_object_get(o, "execution_count")))
-            why = "(execute_result) needs an \"execution_count\"";
-    } else if (!strcmp(t, "error")) {
-        json_t *tb = json_object_get(o, "traceback");
-        if (!json_is_string(json_object_get(o, "ename")) ||
-            !json_is_string(json_object_get(o, "evalue")) ||
-            !json_is_array(tb) || !s_is_multiline(tb))
-            why = "(error) needs \"ename\", \"evalue\" and a \"traceback\" "
-                  "list of strings";
-    } else
-        why = "has an unknown output_type";
-    if (why)
-        return err_set(err, ERR_USAGE, "cell %zu, output %zu %s", i + 1, j + 1,
-                       why);
-    return 0;
-}
-
-int
-nb_notebook_validate(const nb_notebook_t *nb, err_t *err)
-{
-    json_t *root = nb->root, *cells = nb_notebook_cells(nb), *cell, *seen;
-    size_t i, j;
-    int rc = -1;
-
-    if (json_integer_value(json_object_get(root, "nbformat")) != 4 ||
-        !json_is_integer(json_object_get(root, "nbformat_minor")) ||
-        json_integer_value(json_object_get(root, "nbformat_minor")) < 5)
-        return err_set(err, ERR_USAGE, "not an nbformat 4.5 notebook");
-    if (!json_is_object(nb_notebook_metadata(nb)) || !json_is_array(cells))
-        return err_set(err, ERR_USAGE,
-                       "notebook needs a \"metadata\" object and a \"cells\" "
-                       "list");
-    seen = json_object();
-    json_array_foreach(cells, i, cell)
-    {
-        const char *type = nb_cell_type(cell), *id = nb_cell_id(cell);
-        json_t *outputs, *o;
-        if (!nb_cell_id_valid(id)) {
-            err_set(err, ERR_USAGE,
-                    "cell %zu has no valid \"id\" (1-64 of a-z A-Z 0-9 - _)",
-                    i + 1);
-            goto out;
-        }
-        if (json_object_get(seen, id)) {
-            err_set(err, ERR_USAGE, "cell %zu repeats the id \"%s\"", i + 1,
-                    id);
-            goto out;
-        }
-        json_object_set_new(seen, id, json_true());
-        if (!type || (strcmp(type, "code") && strcmp(type, "markdown") &&
-                      strcmp(type, "raw"))) {
-            err_set(err, ERR_USAGE,
-                    "cell %zu: \"cell_type\" must be code, markdown or raw",
-                    i + 1);
-            goto out;
-        }
-        if (!json_is_object(json_object_get(cell, "metadata")) ||
-            !s_is_multiline(json_object_get(cell, "source"))) {
-            err_set(err, ERR_USAGE,
-                    "cell %zu needs a \"metadata\" object and a \"source\"",
-                    i + 1);
-            goto out;
-        }
-        if (strcmp(type, "code"))
-            continue;
-        if (json_object_get(cell, "attachments")) {
-            err_set(err, ERR_USAGE, "cell %zu: code cells have no attachments",
-                    i + 1);
-            goto out;
-        }
-        outputs = json_object_get(cell, "outputs");
-        if (!json_is_array(outputs) ||
-            !s_valid_count(json_object_get(cell, "execution_count")) ||
-            !json_object_get(cell, "execution_count")) {
-            err_set(err, ERR_USAGE,
-                    "cell %zu (code) needs an \"outputs\" list and an "
-                    "\"execution_count\" (integer or null)",
-                    i + 1);
-            goto out;
-        }
-        json_array_foreach(outputs, j,
-                           o) if (s_validate_output(o, i, j, err)) goto out;
-    }
-    rc = 0;
-out:
-    json_decref(seen);
     return rc;
 }
 

@@ -22,9 +22,16 @@
  * (json.dumps indent=1, sorted keys, raw UTF-8, Python float repr, the
  * strings above split into lists of lines). See nb_json.h.
  *
+ * What Python's json.loads and nbformat read, we read: integers past 64
+ * bits, NaN and Infinity, lone surrogate escapes (see nb_json_loadb; they
+ * are written back byte for byte, the surrogates as their escapes, which
+ * nbformat itself cannot write), nbformat 3 notebooks (upgraded to 4.5 as
+ * nbformat.v4.convert.upgrade does) and cells without a "source" (a
+ * warning, as nbformat's validator logs them; written back as they were).
+ *
  * Cell numbers in error messages count from 1 ("cell 3" is cells[2]).
- * Errors: ERR_USAGE for a file that is not a readable nbformat 4 notebook,
- * ERR_IO for a failure to write.
+ * Errors: ERR_USAGE for a file that is not a readable nbformat 3 or 4
+ * notebook, ERR_IO for a failure to write.
  */
 #ifndef NOTEBOOK_IO_NB_NOTEBOOK_H
 #define NOTEBOOK_IO_NB_NOTEBOOK_H
@@ -61,6 +68,11 @@ nb_notebook_t *nb_notebook_read_path(const char *path, size_t max_bytes,
                                      err_t *err);
 
 void nb_notebook_destroy(nb_notebook_t **p);
+
+/* What the last read accepted although nbformat's validator objects (a
+ * cell without "source"), or upgraded (nbformat 3), one line each ending in
+ * "\n"; NULL when nothing. Borrowed. Callers show it as warnings. */
+const char *nb_notebook_warnings(const nb_notebook_t *nb);
 
 /* The whole document, its metadata object and its cells array. Borrowed:
  * valid while `nb` lives. Callers may edit them in place (the runner

@@ -372,6 +372,7 @@ nb_run_notebook(nb_notebook_t *nb, kb_kernel_t *k, const nb_run_opts_t *o,
         xopts.stop_on_error = !may_raise;
 
         kb_output_t *out = kb_output_new(displays, o->max_output_bytes);
+        kb_output_merge_streams(out, o->merge_streams);
         json_object_set_new(s_cell_metadata(cell), "execution", json_object());
         json_object_set(cell, "outputs", kb_output_outputs(out));
         ctx.cell = cell;

@@ -59,6 +59,8 @@ typedef struct nb_run_opts {
     bool allow_errors;       /* keep going after a cell raises */
     const char *skip_tag;    /* NULL = "skip-execution" */
     size_t max_output_bytes; /* stored output per cell; 0 = no cap */
+    bool merge_streams;      /* coalesce consecutive same-name stream outputs
+                                (nbclient 0.7 keeps them apart: false) */
     /* Called before and after each executed cell (may be NULL). */
     void (*on_cell)(const nb_run_event_t *ev, void *arg);
     void *arg; /* for on_cell */

@@ -63,6 +63,7 @@ s_kernel_call(kb_kernel_t *k, const char *code, int timeout_ms,
     for (int attempt = 0; attempt < ABORT_RETRIES; attempt++) {
         kb_output_destroy(&out);
         out = kb_output_new(NULL, 1 << 20);
+        kb_output_merge_streams(out, true); /* read as text, whole */
         if (kb_kernel_execute(k, code, &xo, timeout_ms, out, NULL, err)) {
             err_prefix(err, "%s", what);
             goto out;

@@ -335,6 +335,15 @@ s_set_keep_exec(void *p, const char *v, err_t *err)
 }
 
 static int
+s_set_seccomp_audit(void *p, const char *v, err_t *err)
+{
+    (void)v;
+    (void)err;
+    ((sb_policy_t *)p)->seccomp_audit = true;
+    return 0;
+}
+
+static int
 s_set_network(void *p, const char *v, err_t *err)
 {
     (void)p;
@@ -384,6 +393,11 @@ static const cliopt_t s_flags[] = {
      "files out keep an exec bit set in the box (0755;\n"
      "never setuid or setgid)",
      s_set_keep_exec, "", NULL},
+    {"seccomp-audit", NULL,
+     "let through, and report at the end, the system\n"
+     "calls the seccomp allow list lacks (for new\n"
+     "kernels and runtimes; a box of its own)",
+     s_set_seccomp_audit, NULL, NULL},
     {"network", NULL,
      "refused: a sandbox has loopback only; bring data\n"
      "in with --file",

@@ -2,7 +2,7 @@
  * sb_policy: the limits and mounts of one sandbox, shared by every
  * subcommand through the same flags (sb_policy_flags(): --memory, --cpus,
  * --pids, --disk, --tmp, --shm, --nofile, --fsize, --env, --bind,
- * --keep-workspace, and --network, which is refused).
+ * --keep-workspace, --seccomp-audit, and --network, which is refused).
  *
  * Callers embed an sb_policy_t, pair sb_policy_init_default() with
  * sb_policy_release(), and may change fields directly; every string and
@@ -54,6 +54,8 @@ typedef struct sb_policy {
                                  non-empty directory (never overwriting) */
     bool out_keep_exec;       /* --keep-exec: files out keep the owner's
                                  exec bit */
+    bool seccomp_audit;       /* let through and report what the seccomp allow
+                                 list lacks (--seccomp-audit) */
 } sb_policy_t;
 
 void sb_policy_init_default(sb_policy_t *p);

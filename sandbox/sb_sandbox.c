@@ -11,12 +11,14 @@
  *           PDEATHSIG; new cgroup ns; hostname; lo up; mounts on a tmpfs
  *           root (plan), hand the workspace fd to the parent, which copies
  *           files in; pivot_root, detach the old root, "/" read-only;
- *           fork the program; drop its own capabilities; seccomp; report
+ *           build the Landlock ruleset (sb_landlock.h) on the final
+ *           tree; fork the program; drop its own capabilities; Landlock;
+ *           seccomp; report
  *           exec success or the failed step; reap and forward signals.
  *   child:  default signals, setsid, stdio, rlimits, drop the bounding
  *           set, uid/gid 1000, empty capabilities, NO_NEW_PRIVS,
  *           PDEATHSIG (+ getppid check), every other fd close-on-exec,
- *           seccomp last, execve.
+ *           Landlock, seccomp last, execve.
  *
  * The code between clone and exec runs in a copy of a possibly
  * multi-threaded process: it must not allocate, lock or use stdio. It
@@ -31,6 +33,7 @@
 #include "sandbox/sb_cgroup.h"
 #include "sandbox/sb_drop.h"
 #include "sandbox/sb_files.h"
+#include "sandbox/sb_landlock.h"
 #include "sandbox/sb_seccomp.h"
 
 #include <dirent.h>
@@ -106,7 +109,8 @@ enum s_msg_type {
     MSG_RUNNING = 5,    /* pid 1: the program was exec'ed */
     MSG_STATUS = 6,     /* pid 1: the program's wait status */
     MSG_NEST_PIDFD = 7, /* nesting helper: a pidfd (SCM_RIGHTS) */
-    MSG_SOCKDIR = 8     /* pid 1: here is the socket dir's fd (SCM_RIGHTS) */
+    MSG_LISTENER = 8,   /* program: its seccomp audit listener (SCM_RIGHTS) */
+    MSG_SOCKDIR = 9     /* pid 1: here is the socket dir's fd (SCM_RIGHTS) */
 };
 
 struct s_msg {
@@ -159,10 +163,13 @@ struct s_child {
     int stdio[3];              /* fds for the program's 0, 1, 2 (or -1) */
     bool root_mode;            /* launched by root: map 0 and 1000 */
     const struct s_plan *plan; /* the mounts */
-    const sb_seccomp_prog_t *seccomp; /* compiled filter */
-    char *const *argv;                /* program */
-    char *const *envp;                /* its complete environment */
-    const char *hostname;             /* inside */
+    const sb_seccomp_prog_t *seccomp;      /* the program's filter */
+    const sb_seccomp_prog_t *seccomp_init; /* init's (never audit) */
+    const sb_landlock_plan_t *landlock;    /* the second wall */
+    bool share_net;       /* test knob: stay in the launcher's netns */
+    char *const *argv;    /* program */
+    char *const *envp;    /* its complete environment */
+    const char *hostname; /* inside */
     struct rlimit rl_nofile, rl_fsize, rl_nproc, rl_data; /* limits */
     bool limit_data; /* no memory cgroup: use RLIMIT_DATA */
     /* nested box (sb_sandbox_nest_in): pid 1 writes its own one-uid maps */
@@ -210,7 +217,20 @@ struct sb_sandbox {
     const sb_sandbox_t *nest;
     /* the program's seccomp filter lets setns() through */
     bool allow_setns;
+    /* owned; --seccomp-audit's counts, or NULL */
+    sb_seccomp_audit_t *audit;
 };
+
+/* Test-only weakenings (sb_sandbox.h): referenced weakly, so only a
+ * program that defines the symbol (a test) can turn them on. */
+extern sb_unsafe_test_knobs_t sb_unsafe_test_knobs __attribute__((weak));
+
+static const sb_unsafe_test_knobs_t *
+s_knobs(void)
+{
+    static const sb_unsafe_test_knobs_t none = {0};
+    return &sb_unsafe_test_knobs ? &sb_unsafe_test_knobs : &none;
+}
 
 /* ====================================================================
  * Child side: async-signal-safe helpers only.
@@ -523,7 +543,7 @@ s_close_others(const int *keep, int n)
 
 /* The program: never returns. Errors go to `ep` as an s_msg. */
 __attribute__((noreturn)) static void
-s_program(const struct s_child *c, int ep)
+s_program(const struct s_child *c, int ep, int landlock)
 {
     struct s_msg m;
     const char *step = NULL, *arg = NULL;
@@ -602,9 +622,18 @@ s_program(const struct s_child *c, int ep)
         step = "mark fds close-on-exec";
         goto fail;
     }
-    if (sb_seccomp_install(c->seccomp) < 0) {
+    if (landlock >= 0 && sb_landlock_enforce(landlock) < 0) {
+        step = "enforce the Landlock ruleset";
+        goto fail;
+    }
+    int listener = c->seccomp ? sb_seccomp_install(c->seccomp) : 0;
+    if (listener < 0) {
         step = "install the seccomp filter";
         goto fail;
+    }
+    if (c->seccomp && c->seccomp->audit) { /* out before anything runs */
+        s_send(c->ctl, MSG_LISTENER, 0, 0, 0, NULL, NULL, listener);
+        close(listener);
     }
     execve(c->argv[0], c->argv, c->envp);
     step = "exec";
@@ -752,7 +781,7 @@ s_init(const struct s_child *c)
         s_die(c, "new cgroup namespace", NULL);
     if (sethostname(c->hostname, strlen(c->hostname)) < 0)
         s_die(c, "set the host name", NULL);
-    if (s_lo_up() < 0)
+    if (!c->share_net && s_lo_up() < 0)
         s_die(c, "bring up the loopback interface", NULL);
 
     if (mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
@@ -780,6 +809,9 @@ s_init(const struct s_child *c)
         s_die(c, "pivot_root to the new root", NULL);
     if (s_remount_ro("/", MS_NOSUID | MS_NODEV) < 0)
         s_die(c, "remount / read-only", NULL);
+    int landlock = sb_landlock_prepare(c->landlock);
+    if (landlock == -1)
+        s_die(c, "build the Landlock ruleset", NULL);
 
     sigset_t set;
     sigemptyset(&set);
@@ -801,7 +833,7 @@ s_init(const struct s_child *c)
     if (kid == 0) {
         close(ep[0]);
         close(sfd);
-        s_program(c, ep[1]);
+        s_program(c, ep[1], landlock);
     }
     close(ep[1]);
     /* Init keeps nothing of the program's stdio. */
@@ -818,8 +850,11 @@ s_init(const struct s_child *c)
      * forward signals to the program, which runs as another uid. */
     if (sb_drop_caps(CAP_KILL) < 0 ||
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-        sb_seccomp_install(c->seccomp) < 0)
+        (landlock >= 0 && sb_landlock_enforce(landlock) < 0) ||
+        (c->seccomp_init && sb_seccomp_install(c->seccomp_init) < 0))
         s_die(c, "restrict init", NULL);
+    if (landlock >= 0)
+        close(landlock);
 
     ssize_t n;
     while ((n = read(ep[0], &m, sizeof m)) < 0 && errno == EINTR)
@@ -986,6 +1021,8 @@ s_read_small(const char *path, size_t max, char **data, size_t *len)
     return 0;
 }
 
+/* Landlock (sb_landlock.c, s_box_paths) allows only the trees it lists:
+ * a new bind outside /usr, /etc and /proc needs a row there too. */
 static void
 s_plan_build(const sb_sandbox_t *sb, struct s_plan *pl)
 {
@@ -1102,6 +1139,9 @@ s_plan_build(const sb_sandbox_t *sb, struct s_plan *pl)
     }
     for (size_t i = 0; i < p->n_binds; i++)
         s_plan_bind(pl, p->binds[i].host, p->binds[i].inside, false, false);
+    const sb_unsafe_test_knobs_t *k = s_knobs();
+    if (k->rw_bind_host && k->rw_bind_inside)
+        s_plan_bind(pl, k->rw_bind_host, k->rw_bind_inside, true, false);
 }
 
 static const char *
@@ -1192,6 +1232,9 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     sb->cg = sb_cgroup_new(&sb->policy, sb->id);
     if (sb_cgroup_warning(sb->cg))
         buf_puts(&sb->warnings, sb_cgroup_warning(sb->cg));
+    const char *gap = sb_landlock_gap(sb_landlock_abi());
+    if (gap)
+        buf_printf(&sb->warnings, "%s%s", sb->warnings.len ? "; " : "", gap);
     return sb;
 fail:
     sb_sandbox_destroy(&sb);
@@ -1232,6 +1275,19 @@ int
 sb_sandbox_workspace_fd(const sb_sandbox_t *sb)
 {
     return sb->ws_fd;
+}
+
+char *
+sb_sandbox_seccomp_audit_report(sb_sandbox_t *sb)
+{
+    if (!sb->policy.seccomp_audit)
+        return NULL;
+    char *calls = sb->audit ? sb_seccomp_audit_report(sb->audit) : NULL;
+    char *out =
+        xasprintf("seccomp audit: %s%s", calls ? "the allow list lacks " : "",
+                  calls ? calls : "every system call was on the allow list");
+    free(calls);
+    return out;
 }
 
 const char *
@@ -1629,10 +1685,15 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                        argv && argv[0] ? argv[0] : "");
     int rc = -1, sv[2] = {-1, -1};
     struct s_plan plan = {0};
-    sb_seccomp_prog_t prog;
+    sb_seccomp_prog_t prog, audit_prog = {0};
     if (sb_seccomp_build_allowing(&prog, sb->allow_setns ? "setns" : NULL,
                                   err) < 0)
         return -1;
+    if (sb->policy.seccomp_audit &&
+        sb_seccomp_build_mode(&audit_prog, true, err) < 0) {
+        sb_seccomp_prog_release(&prog);
+        return -1;
+    }
     bool nested = sb->nest != NULL;
     /* A new box after the last one ended: carry its workspace over. */
     int old_ws = sb->ws_fd;
@@ -1647,6 +1708,14 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     memset(&sb->exit, 0, sizeof sb->exit);
     sb->oom_base = sb_cgroup_oom_kills(sb->cg);
     s_plan_build(sb, &plan);
+    sb_landlock_plan_t *landlock = xmalloc(sizeof *landlock);
+    /* Not for the kernel factory's box (allow_setns): its program enters
+     * nested boxes whose tmpfs a domain made here could not cover; each
+     * kernel it forks applies its own box's rules (kb_zygote.py). */
+    sb_landlock_plan_box(
+        landlock,
+        s_knobs()->no_landlock || sb->allow_setns ? 0 : sb_landlock_abi(),
+        &sb->policy, sb->top_dir); /* run (read-only mount) and sock */
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
         err_set(err, ERR_SANDBOX, "sandbox: socketpair: %s", strerror(errno));
         goto out;
@@ -1658,7 +1727,10 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         .root_mode = sb->root_mode && !nested,
         .map_self = nested,
         .plan = &plan,
-        .seccomp = &prog,
+        .seccomp = sb->policy.seccomp_audit ? &audit_prog : &prog,
+        .seccomp_init = &prog,
+        .landlock = landlock,
+        .share_net = s_knobs()->share_netns,
         .argv = argv,
         .envp = envp,
         .hostname = "sandbox",
@@ -1668,11 +1740,22 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         .rl_data = {p->memory_bytes, p->memory_bytes},
         .limit_data = !sb_cgroup_limits_memory(sb->cg),
     };
+    /* Benchmark knobs: today's deny rows alone, or no filter at all. */
+    sb_seccomp_prog_t deny_only = prog;
+    deny_only.insns = (char *)prog.insns + prog.first_len * 8;
+    deny_only.len = prog.len - prog.first_len;
+    deny_only.first_len = 0;
+    if (s_knobs()->seccomp_deny_only)
+        c.seccomp = c.seccomp_init = &deny_only;
+    if (s_knobs()->no_seccomp)
+        c.seccomp = c.seccomp_init = NULL;
     int pidfd = -1;
     struct s_clone_args ca;
     memset(&ca, 0, sizeof ca);
     ca.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS |
                CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
+    if (c.share_net)
+        ca.flags &= ~(uint64_t)CLONE_NEWNET;
     ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
     ca.exit_signal = SIGCHLD;
     long pid = nested ? s_clone_nested(sb->nest, &ca, &c, &pidfd, err)
@@ -1757,6 +1840,16 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                     m.text, strerror(m.errnum));
             s_abort_spawn(sb);
             goto out;
+        } else if (t == MSG_LISTENER && passed >= 0) {
+            if (!sb->audit)
+                sb->audit = sb_seccomp_audit_new(err);
+            if (!sb->audit ||
+                sb_seccomp_audit_watch(sb->audit, passed, err) < 0) {
+                if (!sb->audit)
+                    close(passed);
+                s_abort_spawn(sb); /* the program would wait forever */
+                goto out;
+            }
         } else if (t == MSG_RUNNING) {
             rc = 0;
             goto out;
@@ -1790,7 +1883,9 @@ out:
     if (sv[1] >= 0)
         close(sv[1]);
     s_plan_release(&plan);
+    free(landlock);
     sb_seccomp_prog_release(&prog);
+    sb_seccomp_prog_release(&audit_prog);
     return rc;
 }
 
@@ -1877,6 +1972,7 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
         close(sb->ctl);
     if (sb->pidfd >= 0)
         close(sb->pidfd);
+    sb_seccomp_audit_destroy(&sb->audit);
     sb_cgroup_destroy(&sb->cg);
     if (sb->top_dir)
         sb_files_remove_tree(sb->top_dir);
@@ -1972,4 +2068,34 @@ sb_sandbox_list_files(sb_sandbox_t *sb, size_t max_entries)
     if (sb->ws_fd < 0)
         return json_array();
     return sb_files_list(sb->ws_fd, max_entries);
+}
+
+bool
+sb_sandbox_shows_host_path(const sb_sandbox_t *sb, const char *host_path)
+{
+    char *real = realpath(host_path, NULL);
+    if (!real)
+        return false;
+    struct s_plan plan;
+    s_plan_build(sb, &plan);
+    bool shown = false;
+    for (size_t i = 0; i < plan.n && !shown; i++) {
+        const struct s_op *op = &plan.ops[i];
+        /* src is "/oldroot" + host path, dst "/newroot" + inside path. */
+        if (op->kind != OP_BIND || strncmp(op->src, "/oldroot", 8) ||
+            strcmp(op->src + 8, op->dst + 8))
+            continue; /* only binds that keep the host path */
+        const char *host = op->src + 8;
+        size_t n = strlen(host);
+        shown = !strncmp(real, host, n) && (real[n] == '/' || !real[n]);
+    }
+    s_plan_release(&plan);
+    free(real);
+    return shown;
+}
+
+int
+sb_sandbox_add_bind(sb_sandbox_t *sb, const char *host, err_t *err)
+{
+    return sb_policy_add_bind(&sb->policy, host, NULL, err);
 }

@@ -7,7 +7,8 @@
  * size-limited tmpfs at /tmp, $HOME, /dev/shm and /mnt/data (the
  * workspace); the run dir bound read-only at the same absolute path as on
  * the host; cgroup limits; uid 1000 with no capabilities, NO_NEW_PRIVS,
- * rlimits, and the seccomp filter of sb_seccomp.h applied last.
+ * rlimits, Landlock (sb_landlock.h) and the seccomp filter of
+ * sb_seccomp.h applied last.
  *
  * Processes: the box's pid 1 is a small init (our own code continuing
  * after clone, as in bubblewrap) that reaps zombies, forwards SIGINT,
@@ -185,8 +186,42 @@ int sb_sandbox_read_file(sb_sandbox_t *sb, const char *relpath,
 int sb_sandbox_copy_out(sb_sandbox_t *sb, const char *rel_dir,
                         const char *host_dest_dir, const sb_files_out_opts_t *o,
                         size_t *n_copied, err_t *err);
+/* True if the host file `host_path` (resolved through symlinks) is at the
+ * same path inside the box: under /usr, /bin, /lib..., an /etc file the box
+ * binds, the run dir, or a --bind whose inside path is its host path. */
+bool sb_sandbox_shows_host_path(const sb_sandbox_t *sb, const char *host_path);
+
+/* Show host path `host` read-only at the same path inside from the next
+ * spawn on (it joins the box's policy, so the notebook's record names
+ * it). As sb_policy_add_bind for errors. */
+int sb_sandbox_add_bind(sb_sandbox_t *sb, const char *host, err_t *err);
+
 /* Regular files in /mnt/data: JSON [{"path","size"}] (new reference). */
 json_t *sb_sandbox_list_files(sb_sandbox_t *sb, size_t max_entries);
+
+/* With the policy's seccomp_audit: "seccomp audit: the allow list lacks
+ * sysfs (#139, 1 call)" or "... every system call was on the allow list"
+ * (so far; calls are counted while the box runs). NULL without audit.
+ * New string. */
+char *sb_sandbox_seccomp_audit_report(sb_sandbox_t *sb);
+
+/* TEST ONLY: weakenings that let the security tests show that each
+ * layer holds by itself (Landlock with a writable host bind or a shared
+ * network namespace; the namespaces without Landlock). The library
+ * references sb_unsafe_test_knobs weakly: it exists only in a program
+ * that defines it, as tests/security/test_sb_attacks.c and
+ * bench/startup.c do; the release
+ * binary does not, so nothing can turn these on there. */
+typedef struct sb_unsafe_test_knobs {
+    const char *rw_bind_host;   /* bind this host directory read-write... */
+    const char *rw_bind_inside; /* ...at this path inside */
+    bool share_netns;           /* stay in the launcher's network namespace */
+    bool no_landlock;           /* do not apply Landlock */
+    bool no_seccomp;            /* no seccomp filter (benchmarks) */
+    bool seccomp_deny_only;     /* only the deny rows: the filter before
+                                   the allow list (benchmarks) */
+} sb_unsafe_test_knobs_t;
+extern sb_unsafe_test_knobs_t sb_unsafe_test_knobs;
 
 /* What is not enforced ("cgroups unavailable: ..."), or NULL. Borrowed. */
 const char *sb_sandbox_warnings(const sb_sandbox_t *sb);

@@ -34,6 +34,9 @@ static const char s_usage[] =
     "                         0 = none); then interrupt, 5 s grace, kill\n"
     "      --json             print one JSON object: status, execution_count,\n"
     "                         outputs (nbformat), duration_ms\n"
+    "      --merge-streams    in --json, one output per run of same-name\n"
+    "                         stream text (default: one per message, as\n"
+    "                         nbclient 0.7 stores them)\n"
     "      --out DIR          save images as DIR/out-1.png, ... (DIR new or\n"
     "                         empty; each checked against its type; all\n"
     "                         within --max-output and --disk)\n"
@@ -131,6 +134,7 @@ ag_cmd_exec(int argc, char **argv)
                                         {"kernel", required_argument, 0, 'k'},
                                         {"timeout", required_argument, 0, 't'},
                                         {"json", no_argument, 0, 'j'},
+                                        {"merge-streams", no_argument, 0, 'S'},
                                         {"out", required_argument, 0, 'o'},
                                         {"existing", required_argument, 0, 'e'},
                                         {"allow-unsigned", no_argument, 0, 'U'},
@@ -138,7 +142,7 @@ ag_cmd_exec(int argc, char **argv)
                                         {0, 0, 0, 0}};
     const char *code_arg = NULL, *existing = NULL, *out_dir = NULL;
     sb_outdir_t *img_dir = NULL;
-    bool json = false, allow_unsigned = false;
+    bool json = false, allow_unsigned = false, merge_streams = false;
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
     exec_ui_t ui = {.render = {.out = stdout, .err = stderr}};
@@ -168,6 +172,9 @@ ag_cmd_exec(int argc, char **argv)
             break;
         case 'j':
             json = true;
+            break;
+        case 'S':
+            merge_streams = true;
             break;
         case 'o':
             out_dir = optarg;
@@ -253,6 +260,7 @@ ag_cmd_exec(int argc, char **argv)
                              .should_stop = ag_interrupt_should_stop,
                              .arg = &ui};
     kb_output_t *out = kb_output_new(NULL, sopts.max_output_bytes);
+    kb_output_merge_streams(out, merge_streams);
     int rc = kb_kernel_execute(ag_session_kernel(session), code, &xopts,
                                sopts.timeout_ms, out, &hooks, &err);
     int status = s_exit_code(rc, &err, out);

@@ -45,7 +45,6 @@ static const char s_usage[] =
     "\n"
     "options:\n"
     "  -o, --output OUT       where to write (default: NOTEBOOK.out.ipynb)\n"
-
     "      --inplace          write the result over NOTEBOOK itself\n"
     "      --kernel NAME      kernelspec to start (default: the notebook's\n"
     "                         metadata.kernelspec.name, else python3)\n"
@@ -54,6 +53,7 @@ static const char s_usage[] =
     "                         then interrupt, 5 s grace, kill; the run "
     "stops\n"
     "      --allow-errors     record errors and keep going (exit 0)\n"
+    "      --merge-streams    join consecutive same-name stream outputs\n"
     "  -p, --parameters NAME VALUE\n"
     "                         set a parameter, as papermill does: a cell\n"
     "                         tagged injected-parameters is put after the\n"
@@ -221,6 +221,7 @@ ag_cmd_run(int argc, char **argv)
         {"timeout", required_argument, 0, 't'},
         {"allow-errors", no_argument, 0, 'a'},
         {"max-notebook-size", required_argument, 0, 'N'},
+        {"merge-streams", no_argument, 0, 'S'},
         {"parameters", required_argument, 0, 'p'},
         {"quiet", no_argument, 0, 'q'},
         {"archive", required_argument, 0, 'A'},
@@ -231,7 +232,8 @@ ag_cmd_run(int argc, char **argv)
     ag_session_opts_init(&sopts);
     const char *out_arg = NULL, *kernel_arg = NULL, *archive = NULL;
     const char *archive_key = NULL;
-    bool inplace = false, allow_errors = false, quiet = false;
+    bool inplace = false, allow_errors = false, quiet = false,
+         merge_streams = false;
     char **pnames = NULL, **pvalues = NULL, *out_path = NULL;
     size_t nparams = 0, max_nb_bytes = NB_NOTEBOOK_DEFAULT_MAX_BYTES;
     nb_notebook_t *nb = NULL;
@@ -274,6 +276,9 @@ ag_cmd_run(int argc, char **argv)
             break;
         case 'a':
             allow_errors = true;
+            break;
+        case 'S':
+            merge_streams = true;
             break;
         case 'p':
             /* -p NAME VALUE: getopt gives NAME; VALUE is the next word,
@@ -332,6 +337,12 @@ ag_cmd_run(int argc, char **argv)
     nb = nb_notebook_read_path(in_path, max_nb_bytes, &err);
     if (!nb)
         goto fail;
+    for (const char *w = nb_notebook_warnings(nb); w && *w;) {
+        const char *nl = strchr(w, '\n');
+        int n = nl ? (int)(nl - w) : (int)strlen(w);
+        fprintf(stderr, "jupyter-agent run: warning: %.*s\n", n, w);
+        w += n + (nl != NULL);
+    }
     out_path = inplace   ? xstrdup(in_path)
                : out_arg ? xstrdup(out_arg)
                          : nb_path_sibling(in_path, ".out.ipynb");
@@ -350,6 +361,7 @@ ag_cmd_run(int argc, char **argv)
     }
     kb_kernelspec_release(&ks);
     sopts.kernel_name = kernel;
+    sopts.history_in_memory = true; /* as nbclient and papermill */
 
     ag_interrupt_install();
     session = ag_session_start(&sopts, &err);
@@ -368,6 +380,7 @@ ag_cmd_run(int argc, char **argv)
     nb_run_opts_init(&ropts);
     ropts.timeout_ms = sopts.timeout_ms;
     ropts.allow_errors = allow_errors;
+    ropts.merge_streams = merge_streams;
     ropts.max_output_bytes = sopts.max_output_bytes;
     ropts.on_cell = s_on_cell;
     ropts.arg = &ui;

@@ -9,6 +9,7 @@
 #include "common/err.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
+#include "sandbox/sb_landlock.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
 #include "sandbox/sb_seccomp.h"
@@ -29,6 +30,23 @@ extern char **environ;
 
 #define PROG "jupyter-agent sandbox"
 
+/* The Landlock rules a box with policy `p` gets on this kernel. */
+static json_t *
+s_landlock_json(const sb_policy_t *p)
+{
+    sb_landlock_plan_t *pl = xmalloc(sizeof *pl);
+    sb_landlock_plan_box(pl, sb_landlock_abi(), p, "/RUN-DIR");
+    char *words = xmalloc(8192);
+    json_t *j = sb_landlock_plan_json(pl);
+    json_object_set_new(j, "in_force",
+                        json_string(sb_landlock_describe(pl, words, 8192)));
+    const char *gap = sb_landlock_gap(pl->abi);
+    json_object_set_new(j, "missing", gap ? json_string(gap) : json_null());
+    free(words);
+    free(pl);
+    return j;
+}
+
 static void
 s_help(FILE *out, const cliopt_group_t *policy)
 {
@@ -40,7 +58,8 @@ s_help(FILE *out, const cliopt_group_t *policy)
           "read-only /usr;\n"
           "a private /tmp, $HOME (" SB_HOME_PATH ") and /mnt/data (the "
           "working directory);\n"
-          "uid 1000 without capabilities; a seccomp filter; cgroup limits. "
+          "uid 1000 without capabilities; a seccomp allow list; Landlock; "
+          "cgroup limits. "
           "Stdio passes\n"
           "through; the environment is only PATH, HOME, LANG=C.UTF-8 and "
           "TERM (plus --env).\n"
@@ -53,8 +72,12 @@ s_help(FILE *out, const cliopt_group_t *policy)
           "  --quiet              do not print warnings about limits not "
           "enforced\n"
           "  --print-policy       print the policy as JSON and exit\n"
-          "  --seccomp-table      print the system-call deny table as JSON "
-          "and exit\n"
+          "  --seccomp-table      print the system-call table (allow list "
+          "and deny rows,\n"
+          "                       each with its reason) as JSON and exit\n"
+          "  --landlock-rules     print the Landlock rules this kernel "
+          "enforces (ABI,\n"
+          "                       rules, what is missing) as JSON and exit\n"
           "  -h, --help           this text\n",
           out);
     cliopt_help(out, policy, 1);
@@ -133,6 +156,7 @@ ag_cmd_sandbox(int argc, char **argv)
                                         {"quiet", no_argument, 0, 'q'},
                                         {"print-policy", no_argument, 0, 'P'},
                                         {"seccomp-table", no_argument, 0, 'S'},
+                                        {"landlock-rules", no_argument, 0, 'L'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
     cliopt_group_t policy = sb_policy_flags(&pol);
@@ -158,6 +182,9 @@ ag_cmd_sandbox(int argc, char **argv)
             goto out;
         case 'S':
             rc = s_print_json(sb_seccomp_table_json());
+            goto out;
+        case 'L':
+            rc = s_print_json(s_landlock_json(&pol));
             goto out;
         case 'q':
             quiet = true;
@@ -275,6 +302,10 @@ ag_cmd_sandbox(int argc, char **argv)
         rc = ERR_SANDBOX;
         goto out;
     }
+    char *audit = sb_sandbox_seccomp_audit_report(sb);
+    if (audit)
+        fprintf(stderr, PROG ": %s\n", audit);
+    free(audit);
     char how[160];
     if (timed_out) {
         fprintf(stderr,

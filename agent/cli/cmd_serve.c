@@ -41,7 +41,9 @@ static const char s_usage[] =
     "\n"
     "                         $JUPYTER_AGENT_SERVE_SOCKET overrides both)\n"
     "      --status           print the running server's counters as JSON\n"
-    "      --stop             ask the running server to exit\n"
+    "      --stop             ask the running server to exit: it stops\n"
+    "                         handing out kernels at once, lets sessions in\n"
+    "                         use finish, and says how many it left running\n"
     "\n"
     "The pool's sandbox is set by the policy flags below; a session gets a\n"
     "warm kernel only when it asks for the same policy.\n";
@@ -129,6 +131,12 @@ ag_cmd_serve(int argc, char **argv)
     }
     free(longopts);
     longopts = NULL;
+    if (policy.seccomp_audit && o.factory) {
+        err_set(&err, ERR_USAGE,
+                "--seccomp-audit does not work with --factory (forked "
+                "kernels install the enforcing filter themselves); drop one");
+        goto usage_error;
+    }
     if (query) {
         json_t *reply = kb_serve_request(o.socket_path, query, &err);
         if (!reply) {
@@ -139,6 +147,15 @@ ag_cmd_serve(int argc, char **argv)
         json_object_del(reply, "ok");
         json_dumpf(reply, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
+        json_t *left = json_object_get(reply, "sessions_left");
+        if (!strcmp(query, "stop") && json_integer_value(left) > 0)
+            fprintf(
+                stderr,
+                "jupyter-agent serve: stopped handing out kernels; "
+                "%" JSON_INTEGER_FORMAT
+                " session(s) in use keep running, and the server exits when "
+                "they end\n",
+                json_integer_value(left));
         json_decref(reply);
         sb_policy_release(&policy);
         return 0;

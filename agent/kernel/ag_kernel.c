@@ -1,7 +1,9 @@
 #include "agent/kernel/ag_kernel.h"
+#include "agent/kernel/ag_kernel_impl.h"
 #include "agent/loop/ag_markdown.h"
 
 #include "agent/llm/ag_provider.h"
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -11,58 +13,19 @@
 #include "notebook-io/nb_notebook.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef JUPYTER_AGENT_VERSION
 #include "common/version.h"
 #endif
-
-#define INNER_REQUEST_MS 10000 /* complete / inspect / is_complete */
-#define HISTORY_MAX 10000      /* entries kept for history_request */
-
-struct ag_kernel {
-    kb_server_t *server;            /* owned */
-    const ag_session_opts_t *inner; /* borrowed; how to start the session */
-    ag_kernel_ask_fn ask;           /* what a plain cell does; never NULL */
-    ag_session_t *session;          /* owned; NULL until used or after death */
-    int64_t session_started_ms;     /* CLOCK_MONOTONIC, when it started */
-    int64_t session_used_ms;        /* ... when a cell last used it */
-    char *expired_note;             /* owned: why the last session was
-                                       stopped, told at the next cell */
-    const char *model;              /* --model (borrowed) or model_owned */
-    char *model_owned;              /* owned spec set by %model, or NULL */
-    nb_record_t *record;            /* owned: the session, for %export */
-    int execution_count;            /* of the last non-silent cell */
-    json_t *info;                   /* owned kernel_info_reply content */
-    /* The cell being executed (all reset per execute_request). */
-    const kb_msg_t *cell;  /* borrowed execute_request; NULL between cells */
-    bool cell_allow_stdin; /* the request allowed input() */
-    bool cell_silent;      /* the request was silent */
-    bool cell_answered;    /* ag_kernel_answer was called */
-    json_t *cell_error;    /* owned {ename, evalue, traceback} or NULL */
-    json_t *cell_result;   /* owned text/plain of the execute_result */
-    json_t *cell_payload;  /* owned reply payloads of a %%python cell */
-    /* For the loop. */
-    void *ask_state;          /* owned through ask_free */
-    void (*ask_free)(void *); /* releases ask_state; may be NULL */
-    json_t *history;          /* owned [[session, line, input, out]] */
-};
-
-/* How inner outputs are forwarded. */
-typedef enum {
-    FWD_CELL, /* a %%python cell: execute_result keeps its role */
-    FWD_TOOL  /* the agent's code: execute_result becomes display_data */
-} fwd_mode_t;
-
-typedef struct fwd {
-    ag_kernel_t *k;  /* the kernel */
-    fwd_mode_t mode; /* see above */
-} fwd_t;
 
 /* ---- small helpers ---- */
 
@@ -89,11 +52,16 @@ s_first_line(const char *code, const char **rest)
     return len;
 }
 
-/* Is `code` a %%python cell? Then *body is the code after the first
- * line. */
-static bool
-s_python_cell(const char *code, const char **body)
+/* Is `code` a %%python cell (after blank lines)? Then *body is the code
+ * after the magic's line. */
+bool
+ag_kernel_python_cell(const char *code, const char **body)
 {
+    /* IPython drops leading blank lines before looking for a cell magic. */
+    for (const char *p = code;
+         *p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'; p++)
+        if (*p == '\n')
+            code = p + 1;
     size_t n = s_first_line(code, body);
     return n == strlen(AG_KERNEL_MAGIC_PYTHON) &&
            strncmp(code, AG_KERNEL_MAGIC_PYTHON, n) == 0;
@@ -124,38 +92,15 @@ s_exit_cell(const char *code)
     return false;
 }
 
-/* Unicode code points in the first `bytes` bytes of UTF-8 text. */
-static long
-s_codepoints(const char *s, size_t bytes)
-{
-    long n = 0;
-    for (size_t i = 0; i < bytes; i++)
-        if (((unsigned char)s[i] & 0xC0) != 0x80)
-            n++;
-    return n;
-}
-
-/* Byte offset of code point `cp` in UTF-8 `s` (clamped to its end). */
-static size_t
-s_byte_offset(const char *s, long cp)
-{
-    size_t i = 0;
-    for (long n = 0; s[i]; i++) {
-        if (((unsigned char)s[i] & 0xC0) != 0x80 && n++ == cp)
-            return i;
-    }
-    return i;
-}
-
-static const char *
-s_str(json_t *obj, const char *key, const char *dflt)
+const char *
+ag_kernel_str(json_t *obj, const char *key, const char *dflt)
 {
     const char *v = json_string_value(json_object_get(obj, key));
     return v ? v : dflt;
 }
 
-static bool
-s_bool(json_t *obj, const char *key, bool dflt)
+bool
+ag_kernel_bool(json_t *obj, const char *key, bool dflt)
 {
     json_t *v = json_object_get(obj, key);
     return json_is_boolean(v) ? json_is_true(v) : dflt;
@@ -236,12 +181,46 @@ static void
 s_set_cell_error(ag_kernel_t *k, json_t *content)
 {
     json_decref(k->cell_error);
-    k->cell_error =
-        json_pack("{s:s, s:s, s:O}", "ename", s_str(content, "ename", "Error"),
-                  "evalue", s_str(content, "evalue", ""), "traceback",
-                  json_is_array(json_object_get(content, "traceback"))
-                      ? json_object_get(content, "traceback")
-                      : json_array());
+    k->cell_error = json_pack(
+        "{s:s, s:s, s:O}", "ename", ag_kernel_str(content, "ename", "Error"),
+        "evalue", ag_kernel_str(content, "evalue", ""), "traceback",
+        json_is_array(json_object_get(content, "traceback"))
+            ? json_object_get(content, "traceback")
+            : json_array());
+}
+
+/* IPython's tracebacks name the cell "In[n]" by the inner kernel's count;
+ * the frontend numbered it `ours`. Rewrite every "In[inner]" in
+ * content.traceback. */
+static void
+s_renumber_traceback(json_t *content, int inner, int ours)
+{
+    json_t *tb = json_object_get(content, "traceback"), *line;
+    size_t i;
+    if (inner < 0 || inner == ours || !json_is_array(tb))
+        return;
+    /* IPython 8.5 writes "In [n]", later versions "In[n]". */
+    for (int form = 0; form < 2; form++) {
+        char from[32], to[32];
+        snprintf(from, sizeof from, form ? "In [%d]" : "In[%d]", inner);
+        snprintf(to, sizeof to, form ? "In [%d]" : "In[%d]", ours);
+        json_array_foreach(tb, i, line)
+        {
+            const char *s = json_string_value(line);
+            if (!s || !strstr(s, from))
+                continue;
+            buf_t b;
+            buf_init(&b, 0);
+            for (const char *hit; (hit = strstr(s, from));
+                 s = hit + strlen(from)) {
+                buf_append(&b, s, (size_t)(hit - s));
+                buf_puts(&b, to);
+            }
+            buf_puts(&b, s);
+            json_array_set_new(tb, i, json_string(buf_cstr(&b)));
+            buf_release(&b);
+        }
+    }
 }
 
 static void
@@ -251,7 +230,8 @@ s_forward(const kb_msg_t *msg, void *arg)
     ag_kernel_t *k = f->k;
     static const char *const types[] = {
         "stream",       "display_data", "update_display_data",
-        "clear_output", "error",        "execute_result"};
+        "clear_output", "error",        "execute_result",
+        "comm_open",    "comm_msg",     "comm_close"};
     const char *type = kb_msg_type(msg);
     bool known = false;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
@@ -262,7 +242,7 @@ s_forward(const kb_msg_t *msg, void *arg)
     if (strcmp(type, "execute_result") == 0) {
         if (f->mode == FWD_CELL) {
             json_object_set_new(content, "execution_count",
-                                json_integer(k->execution_count));
+                                json_integer(k->cell_count));
             json_t *plain =
                 json_object_get(json_object_get(content, "data"), "text/plain");
             if (json_is_string(plain)) {
@@ -274,8 +254,11 @@ s_forward(const kb_msg_t *msg, void *arg)
             type = "display_data";
         }
     }
-    if (strcmp(type, "error") == 0 && f->mode == FWD_CELL)
+    if (strcmp(type, "error") == 0 && f->mode == FWD_CELL) {
+        s_renumber_traceback(content, kb_output_execution_count(f->out),
+                             k->cell_count);
         s_set_cell_error(k, content);
+    }
     kb_server_publish(k->server, k->cell, type, content, NULL);
 }
 
@@ -314,8 +297,9 @@ s_last_error(kb_output_t *out)
 {
     json_t *outputs = kb_output_outputs(out), *found = NULL, *o;
     size_t i;
-    json_array_foreach(outputs, i, o) if (strcmp(s_str(o, "output_type", ""),
-                                                 "error") == 0) found = o;
+    json_array_foreach(outputs, i,
+                       o) if (strcmp(ag_kernel_str(o, "output_type", ""),
+                                     "error") == 0) found = o;
     return found;
 }
 
@@ -355,15 +339,17 @@ s_run_inner(ag_kernel_t *k, const char *code, fwd_mode_t mode, kb_output_t *out,
     kb_exec_opts_init(&xo);
     xo.allow_stdin = k->cell_allow_stdin;
     if (mode == FWD_CELL) {
-        xo.silent = s_bool(req, "silent", false);
-        xo.store_history = s_bool(req, "store_history", true);
+        xo.silent = ag_kernel_bool(req, "silent", false);
+        xo.store_history = ag_kernel_bool(req, "store_history", true);
+        json_t *ue = json_object_get(req, "user_expressions");
+        xo.user_expressions = json_is_object(ue) ? ue : NULL;
     }
     /* We run one execution at a time, so the inner kernel never has a
      * queue worth aborting; but its abort window after an error (ipykernel
      * 6) would swallow our next cell. stop_on_error is applied to OUR
      * queue instead (kb_server_abort_queued). */
     xo.stop_on_error = false;
-    fwd_t f = {k, mode};
+    fwd_t f = {k, mode, out};
     kb_exec_hooks_t hooks = {.on_iopub = s_forward,
                              .on_input = s_on_input,
                              .should_stop = s_should_stop,
@@ -412,7 +398,7 @@ s_display(ag_kernel_t *k, const char *type, const char *markdown,
     free(md);
     if (strcmp(type, "execute_result") == 0)
         json_object_set_new(content, "execution_count",
-                            json_integer(k->execution_count));
+                            json_integer(k->cell_count));
     kb_server_publish(k->server, k->cell, type, content, NULL);
 }
 
@@ -514,14 +500,32 @@ ag_kernel_stop(ag_kernel_t *k)
 
 /* ---- execute_request ---- */
 
+/* user_expressions of a cell that did not run in the inner kernel (the
+ * agent answered it): the inner kernel evaluates them, as ipykernel would
+ * after any cell, in a silent execution that leaves no trace. */
 static void
-s_history_add(ag_kernel_t *k, const char *code)
+s_eval_user_expressions(ag_kernel_t *k, json_t *expressions)
 {
-    if (json_array_size(k->history) >= HISTORY_MAX)
-        json_array_remove(k->history, 0);
-    json_array_append_new(
-        k->history, json_pack("[i, i, s, O]", 1, k->execution_count, code,
-                              k->cell_result ? k->cell_result : json_null()));
+    err_t err = {0};
+    ag_session_t *session = ag_kernel_session(k, &err);
+    if (!session) {
+        log_warn("user_expressions: %s", err.text);
+        return;
+    }
+    kb_exec_opts_t xo;
+    kb_exec_opts_init(&xo);
+    xo.silent = true;
+    xo.store_history = false;
+    xo.stop_on_error = false;
+    xo.user_expressions = expressions;
+    kb_output_t *out = kb_output_new(NULL, k->inner->max_output_bytes);
+    if (kb_kernel_execute(ag_session_kernel(session), "", &xo, INNER_REQUEST_MS,
+                          out, NULL, &err) == 0)
+        k->cell_user_expressions =
+            json_deep_copy(kb_output_user_expressions(out));
+    else
+        log_warn("user_expressions: %s", err.text);
+    kb_output_destroy(&out);
 }
 
 /* A plain cell: the agent answers it. */
@@ -542,6 +546,7 @@ s_run_python_cell(ag_kernel_t *k, const char *body)
     err_t err = {0};
     char start[40], end[40];
     kb_output_t *out = kb_output_new(NULL, k->inner->max_output_bytes);
+    kb_output_merge_streams(out, true); /* read as text, whole */
     clock_iso8601_now(start, sizeof start);
     int rc = s_run_inner(k, body, FWD_CELL, out, &err);
     clock_iso8601_now(end, sizeof end);
@@ -551,6 +556,8 @@ s_run_python_cell(ag_kernel_t *k, const char *body)
         json_decref(k->cell_payload);
         k->cell_payload = json_deep_copy(kb_output_payload(out));
     }
+    json_decref(k->cell_user_expressions);
+    k->cell_user_expressions = json_deep_copy(kb_output_user_expressions(out));
     /* The recorder keeps the outputs array itself (a reference). */
     nb_record_add_code(k->record, body, kb_output_outputs(out),
                        kb_output_execution_count(out), start, end);
@@ -671,7 +678,7 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
 {
     ag_kernel_t *k = arg;
     json_t *content = kb_msg_content(req);
-    const char *code = s_str(content, "code", NULL);
+    const char *code = ag_kernel_str(content, "code", NULL);
     if (!code)
         return kb_server_reply(
             s, ch, req, "execute_reply",
@@ -680,28 +687,33 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
                       "traceback", "execute_request without code",
                       "execution_count", k->execution_count),
             NULL);
-    bool silent = s_bool(content, "silent", false);
-    bool store_history = s_bool(content, "store_history", true) && !silent;
+    bool silent = ag_kernel_bool(content, "silent", false);
+    bool store_history =
+        ag_kernel_bool(content, "store_history", true) && !silent;
     k->cell = req;
     k->cell_silent = silent;
-    k->cell_allow_stdin = s_bool(content, "allow_stdin", true);
+    k->cell_allow_stdin = ag_kernel_bool(content, "allow_stdin", true);
     k->cell_answered = false;
     json_decref(k->cell_error);
     json_decref(k->cell_result);
     json_decref(k->cell_payload);
+    json_decref(k->cell_user_expressions);
     k->cell_error = k->cell_result = k->cell_payload = NULL;
-    if (!silent) {
-        k->execution_count++;
+    k->cell_user_expressions = NULL;
+    /* As ipykernel: execute_input shows the number this cell would get;
+     * only a cell that stores history keeps it (IPython's run_cell), so
+     * store_history=False leaves the next cell's number as it was. */
+    k->cell_count = k->execution_count + 1;
+    if (!silent)
         kb_server_publish(s, req, "execute_input",
                           json_pack("{s:s, s:i}", "code", code,
-                                    "execution_count", k->execution_count),
+                                    "execution_count", k->cell_count),
                           NULL);
-    }
 
     const char *body = NULL;
     char *magic_arg = NULL;
     bool exiting = false;
-    if (s_python_cell(code, &body))
+    if (ag_kernel_python_cell(code, &body))
         s_run_python_cell(k, body);
     else if (s_reset_cell(code))
         s_run_reset(k);
@@ -717,7 +729,7 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
 
     /* Abort what was queued behind a failed cell before the client can
      * see the failure, so nothing it sends afterwards is aborted. */
-    if (k->cell_error && s_bool(content, "stop_on_error", true))
+    if (k->cell_error && ag_kernel_bool(content, "stop_on_error", true))
         kb_server_abort_queued(s);
     json_t *reply;
     if (k->cell_error) {
@@ -726,6 +738,12 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     } else {
         reply = json_pack("{s:s, s:[], s:{}}", "status", "ok", "payload",
                           "user_expressions");
+        json_t *ue = json_object_get(content, "user_expressions");
+        if (!k->cell_user_expressions && json_object_size(ue))
+            s_eval_user_expressions(k, ue);
+        if (k->cell_user_expressions)
+            json_object_set(reply, "user_expressions",
+                            k->cell_user_expressions);
         if (k->cell_payload)
             json_array_extend(json_object_get(reply, "payload"),
                               k->cell_payload);
@@ -734,261 +752,17 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
                 json_object_get(reply, "payload"),
                 json_pack("{s:s, s:b}", "source", "ask_exit", "keepkernel", 0));
     }
+    if (store_history)
+        k->execution_count = k->cell_count;
     json_object_set_new(reply, "execution_count",
                         json_integer(k->execution_count));
     int rc = kb_server_reply(s, ch, req, "execute_reply", reply, NULL);
     if (k->session) /* a cell just used it: idle time starts now */
         k->session_used_ms = clock_mono_ms();
     if (store_history)
-        s_history_add(k, code);
+        ag_kernel_history_add(k, code);
     k->cell = NULL;
     return rc;
-}
-
-/* ---- complete / inspect / is_complete ---- */
-
-/* Forward a request to the inner kernel and return its reply content (new
- * reference), or NULL. */
-static json_t *
-s_ask_inner(ag_kernel_t *k, const char *msg_type, json_t *content)
-{
-    err_t err = {0};
-    ag_session_t *session = ag_kernel_session(k, &err);
-    if (!session) {
-        log_warn("%s: %s", msg_type, err.text);
-        json_decref(content);
-        return NULL;
-    }
-    kb_client_t *c = kb_kernel_client(ag_session_kernel(session));
-    kb_msg_t *reply = kb_client_request(c, KB_SHELL, msg_type, content,
-                                        INNER_REQUEST_MS, &err);
-    if (!reply) {
-        log_warn("%s: %s", msg_type, err.text);
-        return NULL;
-    }
-    json_t *out = json_incref(kb_msg_content(reply));
-    kb_msg_destroy(&reply);
-    return out;
-}
-
-/* Completions of the magic we know, for text at the start of a cell. */
-static json_t *
-s_complete_magic(const char *code, long cursor)
-{
-    static const char *const magics[] = {
-        AG_KERNEL_MAGIC_PYTHON, AG_KERNEL_MAGIC_RESET, AG_KERNEL_MAGIC_EXPORT,
-        AG_KERNEL_MAGIC_MODEL};
-    size_t end = s_byte_offset(code, cursor);
-    json_t *matches = json_array();
-    /* Only a first line that is a magic prefix up to the cursor. */
-    if (end > 0 && code[0] == '%' && !memchr(code, '\n', end))
-        for (size_t i = 0; i < sizeof magics / sizeof magics[0]; i++)
-            if (strncmp(magics[i], code, end) == 0)
-                json_array_append_new(matches, json_string(magics[i]));
-    json_int_t start = json_array_size(matches) ? 0 : (json_int_t)cursor;
-    return json_pack("{s:s, s:o, s:I, s:I, s:{}}", "status", "ok", "matches",
-                     matches, "cursor_start", start, "cursor_end",
-                     (json_int_t)cursor, "metadata");
-}
-
-static long
-s_cursor(json_t *content, const char *code)
-{
-    json_t *c = json_object_get(content, "cursor_pos");
-    long total = s_codepoints(code, strlen(code));
-    if (!json_is_integer(c))
-        return total;
-    long v = (long)json_integer_value(c);
-    return v < 0 ? 0 : v > total ? total : v;
-}
-
-static int
-s_on_complete(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
-{
-    ag_kernel_t *k = arg;
-    json_t *content = kb_msg_content(req);
-    const char *code = s_str(content, "code", "");
-    long cursor = s_cursor(content, code);
-    const char *body = NULL;
-    long offset = s_python_cell(code, &body)
-                      ? s_codepoints(code, (size_t)(body - code))
-                      : -1;
-    json_t *reply = NULL;
-    if (offset >= 0 && cursor >= offset && body > code && body[-1] == '\n') {
-        reply = s_ask_inner(k, "complete_request",
-                            json_pack("{s:s, s:I}", "code", body, "cursor_pos",
-                                      (json_int_t)(cursor - offset)));
-        if (reply && strcmp(s_str(reply, "status", ""), "ok") == 0) {
-            for (int i = 0; i < 2; i++) {
-                const char *key = i ? "cursor_end" : "cursor_start";
-                json_t *v = json_object_get(reply, key);
-                json_object_set_new(
-                    reply, key,
-                    json_integer((json_is_integer(v) ? json_integer_value(v)
-                                                     : cursor - offset) +
-                                 offset));
-            }
-        } else {
-            json_decref(reply);
-            reply = NULL;
-        }
-    }
-    if (!reply)
-        reply = s_complete_magic(code, cursor);
-    return kb_server_reply(s, ch, req, "complete_reply", reply, NULL);
-}
-
-static const char s_magic_help[] =
-    "jupyter-agent cells\n"
-    "\n"
-    "  <a request in plain language>  the agent answers it, running Python\n"
-    "                                 in the session when it needs to\n"
-    "  %%python                       the rest of the cell runs as Python in\n"
-    "  <code>                         the session, exactly as written\n"
-    "  %reset                         start a fresh Python session and\n"
-    "                                 conversation\n"
-    "  %export PATH.ipynb             write the whole session so far as a\n"
-    "                                 notebook\n"
-    "  %model [PROVIDER:MODEL]        show or switch the model; the\n"
-    "                                 conversation continues\n";
-
-static int
-s_on_inspect(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
-{
-    ag_kernel_t *k = arg;
-    json_t *content = kb_msg_content(req);
-    const char *code = s_str(content, "code", "");
-    long cursor = s_cursor(content, code);
-    const char *body = NULL;
-    json_t *reply = NULL;
-    if (s_python_cell(code, &body)) {
-        long offset = s_codepoints(code, (size_t)(body - code));
-        if (cursor >= offset && body[-1] == '\n') {
-            json_t *level = json_object_get(content, "detail_level");
-            reply = s_ask_inner(
-                k, "inspect_request",
-                json_pack("{s:s, s:I, s:I}", "code", body, "cursor_pos",
-                          (json_int_t)(cursor - offset), "detail_level",
-                          json_is_integer(level) ? json_integer_value(level)
-                                                 : 0));
-        }
-    }
-    if (!reply) {
-        bool magic = code[0] == '%';
-        reply = magic ? json_pack("{s:s, s:b, s:{s:s}, s:{}}", "status", "ok",
-                                  "found", 1, "data", "text/plain",
-                                  s_magic_help, "metadata")
-                      : json_pack("{s:s, s:b, s:{}, s:{}}", "status", "ok",
-                                  "found", 0, "data", "metadata");
-    }
-    return kb_server_reply(s, ch, req, "inspect_reply", reply, NULL);
-}
-
-static int
-s_on_is_complete(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
-                 void *arg)
-{
-    ag_kernel_t *k = arg;
-    const char *code = s_str(kb_msg_content(req), "code", "");
-    const char *body = NULL;
-    json_t *reply = NULL;
-    if (s_python_cell(code, &body)) {
-        if (*body == '\0' && !strchr(code, '\n'))
-            reply = json_pack("{s:s, s:s}", "status", "incomplete", "indent",
-                              ""); /* just the magic line: keep typing */
-        else
-            reply = s_ask_inner(k, "is_complete_request",
-                                json_pack("{s:s}", "code", body));
-        if (!reply)
-            reply = json_pack("{s:s}", "status", "unknown");
-    } else {
-        reply = json_pack("{s:s}", "status", "complete");
-    }
-    return kb_server_reply(s, ch, req, "is_complete_reply", reply, NULL);
-}
-
-/* ---- kernel_info, history, comm_info ---- */
-
-static int
-s_on_kernel_info(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
-                 void *arg)
-{
-    ag_kernel_t *k = arg;
-    return kb_server_reply(s, ch, req, "kernel_info_reply",
-                           json_deep_copy(k->info), NULL);
-}
-
-static int
-s_on_comm_info(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
-{
-    (void)arg;
-    return kb_server_reply(s, ch, req, "comm_info_reply",
-                           json_pack("{s:s, s:{}}", "status", "ok", "comms"),
-                           NULL);
-}
-
-static json_t *
-s_history_entry(json_t *e, bool output)
-{
-    json_t *input = json_array_get(e, 2);
-    json_t *third = output ? json_pack("[O, O]", input, json_array_get(e, 3))
-                           : json_incref(input);
-    return json_pack("[O, O, o]", json_array_get(e, 0), json_array_get(e, 1),
-                     third);
-}
-
-static int
-s_on_history(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
-{
-    ag_kernel_t *k = arg;
-    json_t *c = kb_msg_content(req);
-    const char *type = s_str(c, "hist_access_type", "tail");
-    bool output = s_bool(c, "output", false);
-    json_t *nv = json_object_get(c, "n");
-    size_t total = json_array_size(k->history);
-    size_t n = json_is_integer(nv) && json_integer_value(nv) >= 0
-                   ? (size_t)json_integer_value(nv)
-                   : total;
-    json_t *hist = json_array(), *e;
-    size_t i;
-    if (strcmp(type, "tail") == 0) {
-        for (i = total > n ? total - n : 0; i < total; i++)
-            json_array_append_new(
-                hist, s_history_entry(json_array_get(k->history, i), output));
-    } else if (strcmp(type, "range") == 0) {
-        json_int_t start = json_integer_value(json_object_get(c, "start"));
-        json_t *stopv = json_object_get(c, "stop");
-        json_int_t stop = json_is_integer(stopv) ? json_integer_value(stopv)
-                                                 : k->execution_count + 1;
-        json_array_foreach(k->history, i, e)
-        {
-            json_int_t line = json_integer_value(json_array_get(e, 1));
-            if (line >= start && line < stop)
-                json_array_append_new(hist, s_history_entry(e, output));
-        }
-    } else if (strcmp(type, "search") == 0) {
-        const char *pattern = s_str(c, "pattern", "*");
-        bool unique = s_bool(c, "unique", false);
-        /* Newest first, so `unique` keeps the latest and `n` the last n. */
-        for (i = total; i-- > 0 && json_array_size(hist) < n;) {
-            e = json_array_get(k->history, i);
-            const char *src = json_string_value(json_array_get(e, 2));
-            if (fnmatch(pattern, src, 0) != 0)
-                continue;
-            bool dup = false;
-            for (size_t j = 0; unique && j < json_array_size(hist) && !dup;
-                 j++) {
-                json_t *h = json_array_get(json_array_get(hist, j), 2);
-                dup = json_equal(output ? json_array_get(h, 0) : h,
-                                 json_array_get(e, 2));
-            }
-            if (!dup)
-                json_array_insert_new(hist, 0, s_history_entry(e, output));
-        }
-    }
-    return kb_server_reply(
-        s, ch, req, "history_reply",
-        json_pack("{s:s, s:o}", "status", "ok", "history", hist), NULL);
 }
 
 static json_t *
@@ -1041,15 +815,10 @@ ag_kernel_new(const ag_kernel_opts_t *o, err_t *err)
     k->model = o->model;
     k->info = s_kernel_info(o);
     k->history = json_array();
+    ag_kernel_history_load(k);
     k->record = nb_record_new();
     kb_server_on(server, "execute_request", s_on_execute, k);
-    kb_server_on(server, "kernel_info_request", s_on_kernel_info, k);
-    kb_server_on_control(server, "kernel_info_request", s_on_kernel_info, k);
-    kb_server_on(server, "complete_request", s_on_complete, k);
-    kb_server_on(server, "inspect_request", s_on_inspect, k);
-    kb_server_on(server, "is_complete_request", s_on_is_complete, k);
-    kb_server_on(server, "history_request", s_on_history, k);
-    kb_server_on(server, "comm_info_request", s_on_comm_info, k);
+    ag_kernel_requests_register(k);
     return k;
 }
 
@@ -1100,6 +869,8 @@ ag_kernel_destroy(ag_kernel_t **pk)
     json_decref(k->cell_error);
     json_decref(k->cell_result);
     json_decref(k->cell_payload);
+    json_decref(k->cell_user_expressions);
+    free(k->history_path);
     nb_record_destroy(&k->record);
     free(k->model_owned);
     free(k->expired_note);

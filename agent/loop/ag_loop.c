@@ -266,6 +266,7 @@ s_probe(ag_loop_t *l, ag_session_t *s, bool sandboxed)
     kb_exec_opts_init(&xo);
     xo.store_history = false;
     kb_output_t *out = kb_output_new(NULL, 1 << 20);
+    kb_output_merge_streams(out, true); /* read as text, whole */
     kb_exec_hooks_t hooks = {.should_stop = s_should_stop, .arg = l};
     const ag_loop_ui_t *ui = l->ui;
     l->ui = NULL; /* no progress display for the probe */

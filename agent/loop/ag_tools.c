@@ -432,6 +432,7 @@ ag_tools_python(const ag_tool_env_t *env, const json_t *args, void *tool_arg,
     }
     const char *src = json_string_value(code);
     kb_output_t *out = kb_output_new(env->displays, env->max_output_bytes);
+    kb_output_merge_streams(out, true); /* read as text, whole */
     err_t xerr = {0};
     clock_iso8601_now(res->start_iso, sizeof res->start_iso);
     int64_t t0 = clock_mono_ms();
@@ -494,6 +495,7 @@ s_list_in_kernel(ag_session_t *s, char **where)
     kb_exec_opts_init(&xo);
     xo.store_history = false;
     kb_output_t *out = kb_output_new(NULL, 1 << 20);
+    kb_output_merge_streams(out, true); /* read as text, whole */
     json_t *files = NULL;
     /* Unsandboxed sessions: ag_list_files.py lists from inside. */
     char *code = xasprintf("%s\n__ja_ls(); del __ja_ls\n", ag_list_files_py);

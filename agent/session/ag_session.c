@@ -374,7 +374,11 @@ static int
 s_take_warm(const ag_session_opts_t *o, kb_launcher_t **out, err_t *err)
 {
     *out = NULL;
-    if (o->no_sandbox || o->warm == AG_WARM_COLD)
+    if (o->policy.seccomp_audit && o->warm == AG_WARM_POOL)
+        return err_set(err, ERR_USAGE,
+                       "--seccomp-audit needs a box of its own: the pool's "
+                       "kernels run the enforcing filter; use --warm cold");
+    if (o->no_sandbox || o->warm == AG_WARM_COLD || o->policy.seccomp_audit)
         return 0;
     bool no_server;
     err_t terr = {0};
@@ -471,6 +475,15 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     }
     if (o->packages_dir)
         kopts.extra_env = s_packages_env;
+    /* nbclient adds this for the kernels jupyter_client calls ipykernels:
+     * those named python, python2 or python3. */
+    static char hist_arg[] = "--HistoryManager.hist_file=:memory:";
+    static char *const hist_args[] = {hist_arg, NULL};
+    const char *kname = o->kernel_name ? o->kernel_name : "python3";
+    if (o->history_in_memory &&
+        (!strcmp(kname, "python") || !strcmp(kname, "python2") ||
+         !strcmp(kname, "python3")))
+        kopts.extra_args = hist_args;
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     if (!k) {
         pk_trust_destroy(&trust);
@@ -527,6 +540,11 @@ ag_session_destroy(ag_session_t **ps)
     if (!ps || !*ps)
         return;
     ag_session_t *s = *ps;
+    sb_sandbox_t *box = s->sandboxed ? ag_session_sandbox(s) : NULL;
+    char *audit = box ? sb_sandbox_seccomp_audit_report(box) : NULL;
+    if (audit) /* --seccomp-audit: what the allow list lacked */
+        log_warn("%s", audit);
+    free(audit);
     kb_kernel_destroy(&s->kernel);
     json_decref(s->policy);
     json_decref(s->packages);

@@ -33,10 +33,13 @@ typedef struct ag_session_opts {
     size_t ninstalls;
     char **trusts; /* owned NULL-terminated --trust KEY|FILE list */
     size_t ntrusts;
-    int idle_timeout_ms; /* a long-lived session (the agent kernel's) idle
-                            this long is stopped; default 30 min, 0 = never */
-    int max_lifetime_ms; /* ... or this long after it started; default 8 h,
-                            0 = no limit */
+    int idle_timeout_ms;    /* a long-lived session (the agent kernel's) idle
+                               this long is stopped; default 30 min, 0 = never */
+    int max_lifetime_ms;    /* ... or this long after it started; default 8 h,
+                               0 = no limit */
+    bool history_in_memory; /* an ipykernel keeps IPython's history in
+                               memory, not in ~/.ipython (as nbclient and
+                               papermill start it) */
 } ag_session_opts_t;
 
 /* Where the kernel comes from (--warm). AUTO: a warm kernel from a running

@@ -5,6 +5,7 @@
 #include "common/xalloc.h"
 #include "kernel-bridge/pool/kb_pysrc.h"
 #include "sandbox/sb_drop.h"
+#include "sandbox/sb_landlock.h"
 #include "sandbox/sb_seccomp.h"
 
 #include <errno.h>
@@ -335,10 +336,16 @@ kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
     sb_seccomp_prog_t prog;
     if (sb_seccomp_build(&prog, err) < 0)
         return -1;
-    size_t nbytes = prog.len * 8;
-    char *hex = xmalloc(nbytes * 2 + 1);
-    sodium_bin2hex(hex, nbytes * 2 + 1, (const unsigned char *)prog.insns,
-                   nbytes);
+    json_t *filters = json_array();
+    size_t bounds[3] = {0, prog.first_len, prog.len};
+    for (int k = 0; k < 2; k++) {
+        size_t nbytes = (bounds[k + 1] - bounds[k]) * 8;
+        const unsigned char *at = (unsigned char *)prog.insns + bounds[k] * 8;
+        char *hex = xmalloc(nbytes * 2 + 1);
+        sodium_bin2hex(hex, nbytes * 2 + 1, at, nbytes);
+        json_array_append_new(filters, json_string(hex));
+        free(hex);
+    }
     sb_seccomp_prog_release(&prog);
     /* The box's namespaces, opened here from its holder program: setns()
      * through a pidfd would need ptrace rights over the box's init, which
@@ -387,10 +394,20 @@ kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
     if (!sb_sandbox_cgroup_dir(box, "memory"))
         json_object_set_new(rl, "RLIMIT_DATA",
                             json_integer((json_int_t)pol->memory_bytes));
-    json_t *req = json_pack("{s:s, s:s, s:o, s:o, s:i, s:o}", "op", "fork",
+    sb_landlock_plan_t *ll = xmalloc(sizeof *ll);
+    /* The run dir's parent: the run dir (a read-only mount) and the socket
+     * dir the kernel binds in (sb_sandbox_sock_dir). */
+    char *top = xstrdup(sb_sandbox_sock_dir(box));
+    *strrchr(top, '/') = '\0';
+    sb_landlock_plan_box(ll, sb_landlock_abi(), pol, top);
+    free(top);
+    json_t *landlock = sb_landlock_plan_json(ll);
+    free(ll);
+    json_t *req = json_pack("{s:s, s:s, s:o, s:o, s:i, s:o, s:o}", "op", "fork",
                             "connection_file", conn_path, "env",
                             s_env_json(envp), "rlimits", rl, "n_ns", (int)N_NS,
-                            "seccomp", json_string(hex));
+                            "seccomp", filters, "landlock", landlock);
+    filters = NULL; /* stolen by the request */
     text = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     struct iovec iov = {.iov_base = text, .iov_len = strlen(text)};
@@ -452,7 +469,7 @@ out:
     for (size_t i = 2; i < nfds; i++)
         close(fds[i]);
     free(text);
-    free(hex);
+    json_decref(filters);
     return rc;
 }
 

@@ -193,8 +193,19 @@ typedef struct s_server {
     s_conn_t conns[MAX_CONNS]; /* fd -1 = free */
     size_t nconns;             /* slots in use at the front */
     unsigned long mismatches;  /* takes for another kernel or policy */
-    bool stop;                 /* a "stop" request arrived */
+    bool stop; /* a "stop" request arrived: nothing more is handed out; the
+                  server exits once the sessions it handed out end */
 } s_server_t;
+
+/* Connections holding a taken kernel (sessions in use). */
+static size_t
+s_sessions(const s_server_t *sv)
+{
+    size_t taken = 0;
+    for (size_t i = 0; i < sv->nconns; i++)
+        taken += sv->conns[i].l != NULL;
+    return taken;
+}
 
 /* Refuse a request with "why" + arg; returns 0 (handled). */
 static int
@@ -235,6 +246,8 @@ s_handle_take(s_server_t *sv, s_conn_t *c, json_t *req)
                            "kernelspec or sandbox policy)",
                            NULL, true);
     }
+    if (!sv->pool)
+        return s_reply_err(c->fd, "the server is stopping", NULL, true);
     err_t err;
     kb_launcher_t *l = kb_pool_take(sv->pool, NULL, NULL, &err);
     if (!l)
@@ -285,11 +298,10 @@ s_handle_spawn(s_conn_t *c, json_t *req, int *fds, int nfds)
 static json_t *
 s_stats_json(const s_server_t *sv)
 {
-    kb_pool_stats_t st;
-    kb_pool_stats(sv->pool, &st);
-    size_t taken = 0;
-    for (size_t i = 0; i < sv->nconns; i++)
-        taken += sv->conns[i].l != NULL;
+    kb_pool_stats_t st = {0};
+    if (sv->pool)
+        kb_pool_stats(sv->pool, &st);
+    size_t taken = s_sessions(sv);
     return json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:i}",
                      "ready", (int)st.ready, "starting", (int)st.starting,
                      "hits", (json_int_t)st.hits, "misses",
@@ -325,8 +337,13 @@ s_handle(s_server_t *sv, s_conn_t *c)
     } else if (strcmp(op, "stats") == 0) {
         s_reply_ok(c->fd, s_stats_json(sv), NULL, 0);
     } else if (strcmp(op, "stop") == 0) {
+        /* Handed-out sessions belong to their clients: they keep running,
+         * and the reply says how many. */
         sv->stop = true;
-        s_reply_ok(c->fd, NULL, NULL, 0);
+        s_reply_ok(
+            c->fd,
+            json_pack("{s:I}", "sessions_left", (json_int_t)s_sessions(sv)),
+            NULL, 0);
     } else {
         s_reply_err(c->fd, "unknown or out-of-order request: ", op, false);
     }
@@ -446,7 +463,15 @@ kb_serve_run(const kb_serve_opts_t *o, err_t *err)
     kb_pool_poll(sv->pool, 0); /* start warming now */
     if (o->on_listening)
         o->on_listening(path, o->arg);
-    while (!sv->stop) {
+    while (!sv->stop || s_sessions(sv) > 0) {
+        if (sv->stop && sv->pool) {
+            /* Stop handing out and refilling at once: the socket goes (a
+             * new server may start), the warm kernels nobody took die. */
+            close(lfd);
+            lfd = -1;
+            unlink(path);
+            kb_pool_destroy(&sv->pool);
+        }
         struct pollfd pf[2 + MAX_CONNS + 64];
         size_t n = 0;
         pf[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
@@ -454,10 +479,10 @@ kb_serve_run(const kb_serve_opts_t *o, err_t *err)
         for (size_t i = 0; i < sv->nconns; i++)
             pf[n++] = (struct pollfd){.fd = sv->conns[i].fd, .events = POLLIN};
         int pool_fds[64];
-        size_t np = kb_pool_fds(sv->pool, pool_fds, 64);
+        size_t np = sv->pool ? kb_pool_fds(sv->pool, pool_fds, 64) : 0;
         for (size_t i = 0; i < np; i++)
             pf[n++] = (struct pollfd){.fd = pool_fds[i], .events = POLLIN};
-        int timeout = kb_pool_next_ms(sv->pool);
+        int timeout = sv->pool ? kb_pool_next_ms(sv->pool) : -1;
         if (timeout < 0 || timeout > 1000)
             timeout = 1000;
         int pr = poll(pf, n, timeout);
@@ -471,14 +496,15 @@ kb_serve_run(const kb_serve_opts_t *o, err_t *err)
         for (size_t i = sv->nconns; i-- > 0;)
             if (pf[2 + i].revents && !s_handle(sv, &sv->conns[i]))
                 s_drop(sv, i);
-        if (pr > 0 && pf[1].revents) {
+        if (pr > 0 && lfd >= 0 && pf[1].revents) {
             int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
             if (cfd >= 0 && (sv->nconns >= MAX_CONNS || !s_peer_ok(cfd)))
                 close(cfd);
             else if (cfd >= 0)
                 sv->conns[sv->nconns++] = (s_conn_t){.fd = cfd};
         }
-        kb_pool_poll(sv->pool, 0);
+        if (sv->pool)
+            kb_pool_poll(sv->pool, 0);
     }
     rc = 0;
 out:

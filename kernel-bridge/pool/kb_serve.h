@@ -18,7 +18,11 @@
  *   {"op":"reap"}                       ->  <- {"ok":true,"done":B,"why":S}
  *   {"op":"kill"}                       ->  <- {"ok":true}
  *   {"op":"stats"}                      ->  <- {"ok":true, pool counters}
- *   {"op":"stop"}                       ->  <- {"ok":true}, server exits
+ *   {"op":"stop"}                       ->  <- {"ok":true,"sessions_left":N}:
+ *                                              the socket and the unused
+ *                                              warm kernels go at once; the
+ *                                              server exits when the N
+ *                                              sessions in use have ended
  *   hang-up                                 box killed and removed
  *
  * The server owns every sandbox (their run dirs, cgroups, PDEATHSIG); a
@@ -56,8 +60,10 @@ typedef struct kb_serve_opts {
 /* The socket path the server and clients agree on (new string). */
 char *kb_serve_default_path(void);
 
-/* Run the server until SIGINT/SIGTERM or a "stop" request; then every box
- * is killed and the socket removed. Returns 0 or -1 with err set. */
+/* Run the server until SIGINT/SIGTERM (then every box is killed and the
+ * socket removed) or a "stop" request (then the socket and the unused
+ * kernels go at once, and the server returns once every session it handed
+ * out has ended). Returns 0 or -1 with err set. */
 int kb_serve_run(const kb_serve_opts_t *o, err_t *err);
 
 /* Client: take a warm kernel for `kernel_name` under `policy` (borrowed;

@@ -5,6 +5,7 @@
 #include "kernel-bridge/kb_launch_sandbox.h"
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_conn.h"
 #include "kernel-bridge/kb_kernelspec.h"
@@ -122,7 +123,8 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     w->state = KB_WARM_STARTING;
     kb_conn_init(&conn);
     const char *name = o && o->kernel_name ? o->kernel_name : "python3";
-    if (kb_kernelspec_find(name, &spec, err))
+    if (kb_kernelspec_find(name, &spec, err) ||
+        kb_kernelspec_resolve_program(&spec, err))
         goto fail;
     if (!kb_warm_argv_is_ipykernel(spec.argv)) {
         err_set(err, ERR_USAGE,
@@ -136,7 +138,7 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     sb_policy_init_default(&defaults);
     w->box = sb_sandbox_new(o && o->policy ? o->policy : &defaults, err);
     sb_policy_release(&defaults);
-    if (!w->box)
+    if (!w->box || kb_sandbox_check_program(w->box, spec.argv[0], err))
         goto fail;
     const char *run_dir = sb_sandbox_run_dir(w->box);
     char *prefix = xasprintf("%s/kernel", sb_sandbox_sock_dir(w->box));
@@ -240,6 +242,10 @@ kb_warm_destroy(kb_warm_t **pw)
         syscall(SYS_pidfd_send_signal, w->kpidfd, SIGKILL, NULL, 0);
         close(w->kpidfd);
     }
+    char *audit = w->box ? sb_sandbox_seccomp_audit_report(w->box) : NULL;
+    if (audit) /* serve --seccomp-audit: one line per box */
+        log_warn("%s", audit);
+    free(audit);
     sb_sandbox_destroy(&w->box);
     if (w->out_fd >= 0)
         close(w->out_fd);

@@ -13,7 +13,9 @@ def _ja_warm():
         from ipykernel.kernelapp import IPKernelApp
         from tornado import ioloop
         app = IPKernelApp.instance()
-        app.initialize(['-f', conn])
+        # History in memory, as nbclient starts kernels: the box's home is
+        # gone at the end anyway, and `run` promises nbclient's kernel.
+        app.initialize(['-f', conn, '--HistoryManager.hist_file=:memory:'])
         mi = sys.modules.get('matplotlib_inline.backend_inline')
         if mi:  # imported before the shell existed (a factory)
             mi._enable_matplotlib_integration()

@@ -49,6 +49,36 @@ def _ja_zygote():
     signal.set_wakeup_fd(wake_w)
     say({'ready': True, 'pid': os.getpid(), 'threads': tasks})
 
+    def landlock(ll):
+        # The kernel box's Landlock rules (sandbox/sb_landlock.h), as
+        # sb_landlock_prepare applies them: a rule on a file keeps only file
+        # rights, a device rule on a directory may also list it.
+        if ll['abi'] <= 0:
+            return
+        import struct
+        attr = struct.pack('=QQQ', ll['handled_fs'], ll['handled_net'],
+                           ll['scoped'])[:ll['attr_size']]
+        rs = libc.syscall(444, attr, ctypes.c_long(len(attr)), 0)
+        if rs < 0:
+            raise OSError(ctypes.get_errno(), 'landlock_create_ruleset')
+        for path, access, dev in ll['rules']:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # not in this box: nothing to allow
+            if not os.path.isdir(path):
+                access &= ll['file_rights']
+            elif dev:
+                access |= ll['read_dir']
+            r = libc.syscall(445, rs, 1, struct.pack('=Qi', access, fd), 0)
+            e = ctypes.get_errno()
+            os.close(fd)
+            if r != 0:
+                raise OSError(e, 'landlock_add_rule ' + path)
+        if libc.syscall(446, rs, 0) != 0:
+            raise OSError(ctypes.get_errno(), 'landlock_restrict_self')
+        os.close(rs)
+
     def child(req, nsfds, ctlfd, outfd, cgfds, wfd):
         # Intermediate: still in the factory's box. Join the kernel box's
         # cgroups (fds the host opened: "0" is the writer), then its
@@ -97,13 +127,15 @@ def _ja_zygote():
                 sys.modules['numpy'].random.seed()
             os.environ.clear()
             os.environ.update(req['env'])
-            prog = bytes.fromhex(req['seccomp'])
-            buf = ctypes.create_string_buffer(prog, len(prog))
+            landlock(req['landlock'])
             class FProg(ctypes.Structure):
                 _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]
-            fp = FProg(len(prog) // 8, ctypes.addressof(buf))
-            if libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:  # PR_SET_SECCOMP
-                raise OSError(ctypes.get_errno(), 'seccomp')
+            for h in req['seccomp']:  # the allow list, then the deny rows
+                prog = bytes.fromhex(h)
+                buf = ctypes.create_string_buffer(prog, len(prog))
+                fp = FProg(len(prog) // 8, ctypes.addressof(buf))
+                if libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:  # PR_SET_SECCOMP
+                    raise OSError(ctypes.get_errno(), 'seccomp')
             os.write(wfd, b'ok\n')
             os.close(wfd)
         except BaseException as e:

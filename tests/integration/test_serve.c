@@ -141,6 +141,9 @@ main(void)
     snprintf(s_sock, sizeof s_sock, "%s/serve.sock", dir);
     setenv("JUPYTER_AGENT_SERVE_SOCKET", s_sock, 1);
     err_t err = {0};
+    ag_session_t *s4 = NULL; /* held across serve --stop */
+    ag_session_opts_t o4;
+    ag_session_opts_init(&o4);
 
     ag_session_opts_t o, o2;
     ag_session_opts_init(&o);
@@ -288,12 +291,39 @@ main(void)
        "a client took a kernel and exited without releasing it");
     ok(s_wait_stat("sessions", 0), "its box is destroyed when it hangs up");
 
+    /* A session in use when the server is stopped. */
+    ok(s_wait_stat("ready", 2), "the pool refills again");
+    o4.warm = AG_WARM_POOL;
+    s4 = s_session(&o4, &err);
+    ok(s4 && ag_session_is_warm(s4), "a session takes a warm kernel");
+    free(s4 ? s_eval(s4, "kept = 41", 30000, NULL) : NULL);
+
 stop:
     ag_session_opts_release(&o);
     ag_session_opts_release(&o2);
     json_t *reply = kb_serve_request(s_sock, "stop", &err);
+    is_int(reply ? (long)json_integer_value(
+                       json_object_get(reply, "sessions_left"))
+                 : -1,
+           s4 ? 1 : 0, "serve --stop says how many sessions it left running");
     json_decref(reply);
     int status = -1;
+    if (s4) {
+        int64_t end = clock_mono_ms() + 30000;
+        while (access(s_sock, F_OK) == 0 && clock_mono_ms() < end)
+            usleep(50000);
+        ok(access(s_sock, F_OK) != 0,
+           "after --stop nothing more is handed out: the socket is gone");
+        r = s_eval(s4, "kept + 1", 30000, NULL);
+        is_str(r, "42",
+               "a session handed out before --stop keeps its kernel and "
+               "state");
+        free(r);
+        ok(waitpid(server, &status, WNOHANG) == 0,
+           "the stopped server waits for the session in use");
+        ag_session_destroy(&s4);
+    }
+    ag_session_opts_release(&o4);
     waitpid(server, &status, 0);
     ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
        "serve --stop ends the server cleanly");

@@ -37,9 +37,11 @@ def coalesce_streams(outputs):
 
 def normalise_outputs(outputs):
     """Drop what legitimately differs between two runs: execution counts,
-    memory addresses, ANSI colours, PNG bytes (compared by signature)."""
+    memory addresses, ANSI colours, PNG bytes (compared by signature).
+    Stream outputs stay as they are: one per message, as nbclient 0.7
+    stores them (coalesce_streams() first to compare merged ones)."""
     result = []
-    for o in coalesce_streams(outputs):
+    for o in outputs:
         o = dict(o)
         o.pop("execution_count", None)
         if "text" in o:

@@ -195,6 +195,52 @@ def test_execute_result_carries_our_execution_count(kernel):
     assert results[0]["execution_count"] == reply["execution_count"] == 2
 
 
+def counts(kc, code, store_history):
+    """(execute_input count, execute_result count, reply count) of one
+    request, as the iopub and shell channels report them."""
+    seen = {}
+
+    def hook(msg):
+        if msg["msg_type"] in ("execute_input", "execute_result"):
+            seen[msg["msg_type"]] = msg["content"]["execution_count"]
+
+    reply = kc.execute_interactive(code, output_hook=hook, timeout=TIMEOUT,
+                                   store_history=store_history)
+    return (seen.get("execute_input"), seen.get("execute_result"),
+            reply["content"]["execution_count"])
+
+
+def test_store_history_false_keeps_counts_as_ipykernel_does(kernel):
+    """A request with store_history=False does not take a number: the
+    counts match a real python3 ipykernel given the same requests."""
+    km, kc = kernel
+    steps = [("1", True), ("2", False), ("3", True), ("4", False)]
+    ours = [counts(kc, "%%python\n" + c, h) for c, h in steps]
+    py = KernelManager(kernel_name="python3")
+    py.start_kernel()
+    pc = py.client()
+    pc.start_channels()
+    try:
+        pc.wait_for_ready(timeout=TIMEOUT)
+        theirs = [counts(pc, c, h) for c, h in steps]
+    finally:
+        pc.stop_channels()
+        py.shutdown_kernel(now=True)
+    assert [t[2] for t in theirs] == [1, 1, 2, 2]  # the premise
+    assert ours == theirs
+
+
+def test_blank_lines_before_the_python_magic_still_run_python(kernel):
+    """IPython drops leading blank lines before looking for a cell magic;
+    so do we (the cell must not go to the model, which has no provider
+    here and would fail)."""
+    km, kc = kernel
+    reply, outs = run(kc, "\n  \n%%python\nprint('still python')")
+    assert reply["status"] == "ok", reply
+    assert "".join(c.get("text", "") for t, c in outs
+                   if t == "stream") == "still python\n"
+
+
 def test_python_input_round_trip(kernel):
     km, kc = kernel
 
@@ -478,3 +524,165 @@ def test_idle_session_is_stopped_and_the_next_cell_is_told(spec_prefix):
             km.shutdown_kernel(now=True)
     finally:
         shutil.rmtree(prefix, ignore_errors=True)
+
+
+def test_user_expressions_are_evaluated_and_returned_like_ipykernel(kernel):
+    """A frontend's user_expressions reach the Python side and come back
+    in the reply, shaped as a python3 ipykernel returns them."""
+    km, kc = kernel
+    exprs = {"answer": "6 * 7", "bad": "1 / 0"}
+    reply, _ = run(kc, "%%python\nx = 41", user_expressions=exprs)
+    assert reply["status"] == "ok", reply
+    ours = reply["user_expressions"]
+    py = KernelManager(kernel_name="python3")
+    py.start_kernel()
+    pc = py.client()
+    pc.start_channels()
+    try:
+        pc.wait_for_ready(timeout=TIMEOUT)
+        theirs = pc.execute_interactive(
+            "x = 41", timeout=TIMEOUT,
+            user_expressions=exprs)["content"]["user_expressions"]
+    finally:
+        pc.stop_channels()
+        py.shutdown_kernel(now=True)
+    assert theirs["answer"]["data"]["text/plain"] == "42"  # the premise
+    assert ours["answer"] == theirs["answer"]
+    assert ours["bad"]["status"] == theirs["bad"]["status"] == "error"
+    assert ours["bad"]["ename"] == theirs["bad"]["ename"]
+    # ... also after a cell that did not run in Python (a magic).
+    reply, _ = run(kc, "%model", user_expressions={"x": "x + 1"})
+    assert reply["status"] == "ok", reply
+    assert reply["user_expressions"]["x"]["data"]["text/plain"] == "42"
+
+
+def test_tracebacks_name_the_frontends_cell_number(kernel):
+    """The Python side numbers cells by its own count; a traceback shown in
+    the frontend names the cell as the frontend numbered it."""
+    km, kc = kernel
+    run(kc, "hello")  # answered by the agent: In[1] here, not in Python
+    reply, outs = run(kc, "%%python\ndef f():\n    return 1 / 0\nf()")
+    assert reply["status"] == "error"
+    assert reply["execution_count"] == 2
+    errors = [c for t, c in outs if t == "error"]
+    tb = "\n".join(errors[0]["traceback"]).replace("In [", "In[")
+    assert "In[2]" in tb and "In[1]" not in tb, tb
+    assert "In[2]" in "\n".join(reply["traceback"]).replace("In [", "In[")
+
+
+def test_history_survives_a_kernel_restart(spec_prefix, tmp_path):
+    """As IPython keeps history.sqlite, the agent kernel keeps its history
+    in the Jupyter data dir: after a restart, history_request sees the
+    earlier session's cells."""
+    saved = os.environ.get("JUPYTER_DATA_DIR")
+    os.environ["JUPYTER_DATA_DIR"] = str(tmp_path)
+    km = KernelManager(kernel_name="agent")
+    try:
+        km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=TIMEOUT)
+        run(kc, "%%python\nremember_me = 1")
+        km.restart_kernel(now=True)
+        kc.wait_for_ready(timeout=TIMEOUT)
+        run(kc, "%%python\nsecond = 2")
+        msg_id = kc.history(hist_access_type="tail", n=10)
+        reply = kc.get_shell_msg(timeout=TIMEOUT)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = kc.get_shell_msg(timeout=TIMEOUT)
+        hist = reply["content"]["history"]
+        sources = [(s, line, src) for s, line, src in hist]
+        assert (1, 1, "%%python\nremember_me = 1") in sources, sources
+        assert (2, 1, "%%python\nsecond = 2") in sources, sources
+        assert os.path.exists(tmp_path / "agent" / "history.jsonl")
+        kc.stop_channels()
+    finally:
+        if km.is_alive():
+            km.shutdown_kernel(now=True)
+        if saved is None:
+            os.environ.pop("JUPYTER_DATA_DIR", None)
+        else:
+            os.environ["JUPYTER_DATA_DIR"] = saved
+
+
+def iopub_until_idle(kc, parent_id):
+    """The iopub messages of request `parent_id`, up to its idle status."""
+    got = []
+    while True:
+        msg = kc.get_iopub_msg(timeout=TIMEOUT)
+        if msg["parent_header"].get("msg_id") != parent_id:
+            continue
+        if (msg["msg_type"] == "status"
+                and msg["content"]["execution_state"] == "idle"):
+            return got
+        got.append(msg)
+
+
+def comm_info(kc, target=None):
+    msg_id = kc.comm_info(target_name=target)
+    reply = kc.get_shell_msg(timeout=TIMEOUT)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=TIMEOUT)
+    return reply["content"]["comms"]
+
+
+def send_comm(kc, msg_type, content):
+    """What a frontend's widget manager sends (no reply; iopub answers)."""
+    msg = kc.session.msg(msg_type, content)
+    kc.shell_channel.send(msg)
+    return iopub_until_idle(kc, msg["header"]["msg_id"])
+
+
+def test_ipywidgets_comms_flow_both_ways(kernel):
+    """A widget made in a %%python cell (Debian's python3-ipywidgets)
+    opens its comm to the frontend through the agent kernel; the
+    frontend's comm_info, state updates and comm_close reach the widget;
+    the widget's own updates reach the frontend."""
+    km, kc = kernel
+    assert comm_info(kc) == {}  # no Python session yet: nothing open
+    reply, outs = run(kc, "%%python\nimport ipywidgets as w\n"
+                          "s = w.IntSlider(value=3)\ndisplay(s)")
+    assert reply["status"] == "ok", reply
+    opens = [c for t, c in outs if t == "comm_open"
+             and c["target_name"] == "jupyter.widget"]
+    assert opens, [t for t, _ in outs]
+    # ipywidgets 6 (Debian 12) sends the state as the data itself, 7+
+    # under "state".
+    slider = [o for o in opens if o["data"].get("state", o["data"]).get(
+        "_model_name") == "IntSliderModel"]
+    assert slider, opens
+    comm_id = slider[0]["comm_id"]
+    # display(s): a view for the frontend, as display_data (7+) or as a
+    # "display" comm message (6).
+    views = [c["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+             for t, c in outs if t == "display_data" and
+             "application/vnd.jupyter.widget-view+json" in c["data"]]
+    views += [c["comm_id"] for t, c in outs if t == "comm_msg" and
+              c["data"].get("method") == "display"]
+    assert comm_id in views, outs
+
+    assert comm_id in comm_info(kc, "jupyter.widget")
+
+    # The frontend moves the slider (ipywidgets 6's protocol).
+    send_comm(kc, "comm_msg", {"comm_id": comm_id, "data": {
+        "method": "backbone", "sync_data": {"value": 7}}})
+    _, outs = run(kc, "%%python\nprint(s.value)")
+    assert "".join(c.get("text", "") for t, c in outs
+                   if t == "stream") == "7\n"
+
+    # The Python side changes it: the frontend hears of it.
+    _, outs = run(kc, "%%python\ns.value = 9")
+    updates = [c for t, c in outs if t == "comm_msg"
+               and c["comm_id"] == comm_id]
+    assert any(u["data"].get("state", {}).get("value") == 9
+               for u in updates), updates
+
+    # A state request from the frontend is answered on iopub.
+    got = send_comm(kc, "comm_msg", {"comm_id": comm_id,
+                                     "data": {"method": "request_state"}})
+    assert any(m["msg_type"] == "comm_msg" and
+               m["content"]["data"].get("state", {}).get("value") == 9
+               for m in got), [m["msg_type"] for m in got]
+
+    send_comm(kc, "comm_close", {"comm_id": comm_id, "data": {}})
+    assert comm_id not in comm_info(kc, "jupyter.widget")

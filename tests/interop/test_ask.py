@@ -270,10 +270,24 @@ def test_ask_existing_kernel_started_by_jupyter_client(tmp):
 def test_demo_replay_end_to_end(tmp):
     """`make demo` without a key: the committed session replays, every
     cell really runs in the sandbox, and the notebook, charts and table
-    come out as committed."""
-    out = os.path.join(tmp, "qv.ipynb")
-    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
-    env.update(DEMO_OUT=out, JUPYTER_AGENT_BIN=BIN, PYTHON=PYTHON, NO_COLOR="1")
+    come out as committed - under the build directory, leaving every
+    committed file as it was (a newcomer's `git status` stays clean)."""
+    committed = os.path.join(ROOT, "examples", "notebooks")
+
+    def snapshot():
+        got = {}
+        for dirpath, _, names in os.walk(committed):
+            for name in names:
+                path = os.path.join(dirpath, name)
+                with open(path, "rb") as f:
+                    got[path] = f.read()
+        return got
+
+    before = snapshot()
+    out = os.path.join(tmp, "demo", "quarterly-variance.ipynb")
+    env = {k: v for k, v in os.environ.items()
+           if k not in PROVIDER_VARS and k != "DEMO_OUT"}
+    env.update(BUILD=tmp, JUPYTER_AGENT_BIN=BIN, PYTHON=PYTHON, NO_COLOR="1")
     t0 = time.time()
     r = subprocess.run(["sh", os.path.join(ROOT, "examples", "demo.sh")],
                        env=env, capture_output=True, text=True, timeout=300,
@@ -282,6 +296,9 @@ def test_demo_replay_end_to_end(tmp):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     assert "replaying the recorded session" in r.stdout
     assert "valid nbformat 4.5 notebook" in r.stdout
+    assert snapshot() == before, "the demo rewrote examples/notebooks/"
+    closing = r.stdout.rstrip("\n").splitlines()[-1]
+    assert out in closing, closing
     nb = read_nb(out)
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
     assert len(code_cells) == 6
@@ -302,7 +319,8 @@ def test_demo_replay_end_to_end(tmp):
     assert "+366,696" in "".join(o.get("text", "") for o in
                                  code_cells[-1].outputs)
     assert "+$366,696" in last
-    files = sorted(os.listdir(os.path.join(tmp, "qv_files")))
+    files = sorted(os.listdir(os.path.join(tmp, "demo",
+                                           "quarterly-variance_files")))
     assert files == ["engineering_cloud_monthly.png",
                      "marketing_q3_by_account.png",
                      "variance_by_line_2026.csv", "variance_heatmap.png"]

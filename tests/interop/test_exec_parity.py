@@ -31,6 +31,10 @@ CELLS = {
         "from IPython.display import HTML, JSON, display\n"
         "display(HTML('<b>bold</b>'))\ndisplay(JSON({'a': [1, 2]}))"),
     "unicode": "print('Zürich — 東京 ✓')",
+    # one stream message per flushed print: kept apart, as nbclient 0.7 does
+    "flushed": ("import sys, time\nfor i in range(3):\n"
+                "    sys.stdout.write('%d\\n' % i); sys.stdout.flush()\n"
+                "    time.sleep(0.05)"),
 }
 
 

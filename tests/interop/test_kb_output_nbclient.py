@@ -3,9 +3,9 @@
 A real ipykernel runs a small notebook under nbclient; every iopub message
 nbclient processes is recorded, replayed through kb_output (the C unit-test
 binary's replay mode, one shared display registry), and the final outputs of
-every cell are compared with nbclient's, after merging consecutive
-same-name streams (kb_output coalesces them, like nbconvert's
-coalesce_streams). Everything stays on loopback.
+every cell are compared with nbclient's as they are (one stream output per
+message, as nbclient 0.7 keeps them), and with kb_output's merging on
+against nbconvert's coalesce_streams. Everything stays on loopback.
 """
 import copy
 import json
@@ -39,6 +39,10 @@ CELLS = [
     "print('gone'); clear_output()\n"
     "from IPython.display import HTML\ndisplay(HTML('<b>hi</b>'))\n"
     "raise ValueError('boom')",
+    # flushed prints: one stream message each, kept apart by nbclient 0.7
+    "import sys, time\nfor i in range(3):\n"
+        "    sys.stdout.write('%d\\n' % i); sys.stdout.flush()\n"
+    "    time.sleep(0.05)",
 ]
 
 
@@ -52,21 +56,6 @@ class RecordingClient(NotebookClient):
             [msg["msg_type"], copy.deepcopy(msg["content"])]
         )
         return super().process_message(msg, cell, cell_index)
-
-
-def _coalesce(outputs):
-    merged = []
-    for out in outputs:
-        if (
-            out.get("output_type") == "stream"
-            and merged
-            and merged[-1].get("output_type") == "stream"
-            and merged[-1]["name"] == out["name"]
-        ):
-            merged[-1]["text"] += out["text"]
-        else:
-            merged.append(out)
-    return merged
 
 
 def test_kb_output_matches_nbclient(tmp_path):
@@ -87,9 +76,7 @@ def test_kb_output_matches_nbclient(tmp_path):
         ).stdout
     )
 
-    theirs = [
-        _coalesce(json.loads(json.dumps(c.outputs))) for c in nb.cells
-    ]
+    theirs = [json.loads(json.dumps(c.outputs)) for c in nb.cells]
     assert len(ours) == len(theirs)
     for i, (mine, ref) in enumerate(zip(ours, theirs)):
         assert mine == ref, "cell %d differs" % i
@@ -103,8 +90,32 @@ def test_kb_output_matches_nbclient(tmp_path):
     assert theirs[2] == [
         {"output_type": "stream", "name": "stdout", "text": "4 done\n"}]
     assert theirs[3][-1]["output_type"] == "error"
+    assert [o["text"] for o in theirs[4]] == ["0\n", "1\n", "2\n"]
 
     # and what kb_output stores is valid nbformat
     for cell, outputs in zip(nb.cells, ours):
         cell.outputs = [nbformat.from_dict(o) for o in outputs]
     nbformat.validate(nb)
+
+
+def test_kb_output_merged_matches_nbconvert_coalesce_streams(tmp_path):
+    """With merging on, kb_output stores what nbconvert's coalesce_streams
+    makes of nbclient's outputs."""
+    from nbconvert.preprocessors import coalesce_streams
+    binary = _replay_bin()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
+    client = RecordingClient(
+        nb, timeout=60, kernel_name="python3", allow_errors=True
+    )
+    client.execute()
+    msgs = tmp_path / "msgs.json"
+    msgs.write_text(json.dumps(
+        [client.recorded.get(i, []) for i in range(len(CELLS))]))
+    ours = json.loads(subprocess.run(
+        [binary, str(msgs), "--merge-streams"], check=True,
+        capture_output=True, text=True).stdout)
+    merged, _ = coalesce_streams(copy.deepcopy(nb), {})
+    theirs = [json.loads(json.dumps(c.outputs)) for c in merged.cells]
+    assert ours == theirs
+    assert len(nb.cells[4].outputs) == 3 and len(theirs[4]) == 1

@@ -475,3 +475,119 @@ def test_recorded_session_is_a_valid_notebook(tmp_path):
     assert nb.cells[4].outputs[0].ename == "ZeroDivisionError"
     assert nb.cells[5].execution_count is None and nb.cells[5].outputs == []
     assert "execution" not in nb.cells[5].metadata
+
+
+# --- what nbformat reads although strict JSON or its schema refuse it -------
+
+
+def nb_with_json_extras():
+    """Integers past 64 bits (one inside application/json output, as a real
+    notebook had), NaN and infinities (what nbformat writes for a float NaN,
+    e.g. papermill parameters)."""
+    nb = new_notebook()
+    nb.metadata["papermill"] = {"parameters": {
+        "alpha": float("nan"), "hi": float("inf"), "lo": float("-inf"),
+        "seed": 2 ** 70, "neg": -(2 ** 64), "edge": 2 ** 63 - 1}}
+    nb.cells.append(new_code_cell("x", execution_count=1, outputs=[
+        new_output("display_data", data={
+            "application/json": {"id": 123456789012345678901234567890,
+                                 "score": float("nan")},
+            "text/plain": "{...}"}),
+    ]))
+    return nb
+
+
+def test_big_integers_nan_and_infinity_round_trip_byte_exact(tmp_path):
+    text = nbformat.writes(nb_with_json_extras())
+    assert "123456789012345678901234567890" in text and "NaN" in text
+    got = ours(tmp_path, text)
+    assert_same(nbformat_file_bytes(reference(text)), got)
+
+
+def test_a_float_past_the_double_range_reads_as_infinity_like_python(tmp_path):
+    d = json.loads(nbformat.writes(nb_basic()))
+    text = json.dumps(d).replace('"metadata": {}', '"metadata": {"x": 1e400}', 1)
+    got = ours(tmp_path, text)
+    assert_same(nbformat_file_bytes(reference(text)), got)
+    assert b'"x": Infinity' in got
+
+
+def test_lone_surrogate_escapes_are_read_and_written_back_escaped(tmp_path):
+    """nbformat reads them (and cannot write them to a file: UTF-8 has no
+    surrogates); we write the same escape back, which nbformat reads as
+    the same notebook."""
+    nb = new_notebook()
+    nb.cells.append(new_markdown_cell("x"))
+    nb.cells.append(new_code_cell("print(1)", execution_count=1, outputs=[
+        new_output("stream", name="stdout", text="y")]))
+    d = json.loads(nbformat.writes(nb))
+    d["cells"][0]["source"] = "a\ud800b\udfff"
+    d["cells"][1]["outputs"][0]["text"] = "\udc00 tail"
+    text = json.dumps(d)  # ensure_ascii: the surrogates as escapes
+    ref = reference(text)
+    assert ref.cells[0].source == "a\ud800b\udfff"  # the premise
+    got = ours(tmp_path, text)
+    assert b"a\\ud800b\\udfff" in got and b"\\udc00 tail" in got
+    assert reference(got.decode("utf-8")) == ref
+    # Apart from the escapes, byte for byte what nbformat.writes makes.
+    expect = nbformat.writes(ref) + "\n"
+    expect = expect.encode("utf-8", "backslashreplace")
+    assert got == expect
+
+
+def nb_v3():
+    """A notebook as nbformat 3 wrote it, made with nbformat.v3's API."""
+    from nbformat import v3
+    ws = v3.new_worksheet(cells=[
+        v3.new_heading_cell("Title\nsecond line", level=2),
+        v3.new_text_cell("markdown", source="Some *text*\nhere\n"),
+        v3.new_code_cell(input="print('hi')\n1 + 1", prompt_number=3,
+                         collapsed=True, outputs=[
+            v3.new_output("stream", output_text="hi\n"),
+            v3.new_output("pyout", output_text="2", prompt_number=3),
+            v3.new_output("display_data", output_png=png_b64(),
+                          output_text="<Figure>"),
+            v3.new_output("display_data", output_json='{"a": [1, 2]}'),
+            v3.new_output("pyerr", ename="ValueError", evalue="bad",
+                          traceback=["Traceback", "ValueError: bad"]),
+        ]),
+        v3.new_text_cell("raw", source="raw text"),
+    ])
+    nb = v3.new_notebook(name="old one", worksheets=[ws],
+                         metadata=v3.new_metadata(name="old one"))
+    return v3.writes_json(nb)
+
+
+def test_nbformat_3_is_upgraded_like_nbformat_v4_convert(tmp_path):
+    text = nb_v3()
+    assert json.loads(text)["nbformat"] == 3
+    r_in = tmp_path / "v3.ipynb"
+    r_in.write_text(text, encoding="utf-8")
+    r = run_tool("--roundtrip", str(r_in), str(tmp_path / "v4.ipynb"))
+    assert r.returncode == 0, r.stderr
+    assert "nbformat 3, upgraded" in r.stderr
+    got = (tmp_path / "v4.ipynb").read_bytes()
+    ref = reference(text)
+    assert ref.nbformat == 4 and len(ref.cells) == 4  # the premise
+    assert_valid(got)
+    assert_same(nbformat_file_bytes(with_ids_of(ref, got)), got)
+
+
+@pytest.mark.parametrize("cell", [
+    {"cell_type": "markdown", "id": "m1", "metadata": {}},
+    {"cell_type": "raw", "id": "r1", "metadata": {}, "source": 5},
+], ids=["markdown-without-source", "raw-source-not-a-string"])
+def test_schema_breaks_nbformat_only_logs_are_read_with_a_warning(tmp_path,
+                                                                  cell):
+    d = json.loads(nbformat.writes(nb_basic()))
+    d["cells"].insert(1, cell)
+    text = json.dumps(d)
+    with pytest.raises(nbformat.ValidationError):
+        nbformat.validate(copy.deepcopy(d))  # invalid, yet nbformat reads it
+    src = tmp_path / "in.ipynb"
+    src.write_text(text, encoding="utf-8")
+    r = run_tool("--roundtrip", str(src), str(tmp_path / "out.ipynb"))
+    assert r.returncode == 0, r.stderr
+    assert "cell 2 (%s)" % cell["cell_type"] in r.stderr
+    got = (tmp_path / "out.ipynb").read_bytes()
+    assert_same(nbformat_file_bytes(reference(text)), got)

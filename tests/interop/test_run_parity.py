@@ -23,7 +23,8 @@ from nbclient import NotebookClient
 from nbformat.v4 import (new_code_cell, new_markdown_cell, new_notebook,
                          new_output, new_raw_cell)
 
-from conftest import BIN, SANDBOX_ARGS, normalise_outputs, run_agent
+from conftest import (BIN, SANDBOX_ARGS, coalesce_streams, normalise_outputs,
+                      run_agent)
 
 # A 1x1 PNG, for attachments.
 PNG = base64.b64encode(bytes.fromhex(
@@ -77,6 +78,11 @@ PARITY_CELLS = [
         "try:\n    input('name? ')\nexcept Exception as e:\n"
         "    print(type(e).__name__)")),
     ("unicode", new_code_cell("print('Zürich — 東京 ✓')")),
+    # One stream message per flushed print: nbclient 0.7 keeps them apart.
+    ("flushed", new_code_cell(
+        "import sys, time\nfor i in range(3):\n"
+        "    sys.stdout.write('%d\\n' % i); sys.stdout.flush()\n"
+        "    time.sleep(0.05)")),
     ("md-last", new_markdown_cell("The end.")),
 ]
 NAMES = [n for n, _ in PARITY_CELLS]
@@ -440,7 +446,8 @@ def test_unwritable_output_is_refused_before_running(tmp_path):
 
 @pytest.mark.parametrize("content,message", [
     ('{"cells": [', "invalid JSON at line"),
-    ('{"nbformat": 3, "nbformat_minor": 0, "worksheets": []}', "nbformat"),
+    ('{"nbformat": 2, "nbformat_minor": 0, "worksheets": []}',
+     "nbformat 2; convert it"),
     ('{"cells": [{"cell_type": "code"}], "metadata": {}, "nbformat": 4,'
      ' "nbformat_minor": 5}', "cell 1"),
 ])
@@ -482,9 +489,91 @@ def test_an_agent_session_notebook_reruns_to_the_same_outputs(agent_bin, tmp_pat
     recorded = nbformat.read(src, as_version=4)
     rerun = nbformat.read(out, as_version=4)
     nbformat.validate(rerun)
-    before = [normalise_outputs(c.outputs) for c in recorded.cells
-              if c.cell_type == "code"]
-    after = [normalise_outputs(c.outputs) for c in rerun.cells
-             if c.cell_type == "code"]
+    # `ask` records streams merged (as a frontend shows them); `run`
+    # stores them as nbclient does, so compare them merged.
+    before = [normalise_outputs(coalesce_streams(c.outputs))
+              for c in recorded.cells if c.cell_type == "code"]
+    after = [normalise_outputs(coalesce_streams(c.outputs))
+             for c in rerun.cells if c.cell_type == "code"]
     assert len(after) == len(before) == 6
     assert after == before
+
+
+NBCLIENT_FILES = os.path.join(os.path.dirname(nbformat.__file__), "..",
+                              "nbclient", "tests", "files")
+
+
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandboxed", "plain"])
+def test_ipython_history_is_kept_in_memory_as_nbclient_does(tmp_path,
+                                                            sandbox):
+    """nbclient's own "Check History in Memory" notebook passes, and
+    without the sandbox nothing lands in the user's IPython history."""
+    src = os.path.join(NBCLIENT_FILES, "Check History in Memory.ipynb")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "IPYTHONDIR"}
+    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(tmp_path))
+    hist = home / ".ipython" / "profile_default" / "history.sqlite"
+    # The premise: nbclient runs it and leaves no history file.
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        ref = nbformat.read(src, as_version=4)
+        NotebookClient(ref, kernel_name="python3", timeout=120).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert not hist.exists()
+    args = ["run", "--no-sandbox"] if not sandbox else ["run"]
+    out = str(tmp_path / "out.ipynb")
+    r = run_agent(*args, src, "-o", out, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert not hist.exists(), "run wrote the user's IPython history"
+
+
+def test_flushed_prints_stay_separate_outputs_as_in_nbclient(parity, ours):
+    i = NAMES.index("flushed")
+    ref = parity["ref"].cells[i].outputs
+    assert [o["text"] for o in ref] == ["0\n", "1\n", "2\n"]  # premise
+    assert [dict(o) for o in ours.cells[i].outputs] == \
+        [dict(o) for o in ref]
+
+
+def test_merge_streams_joins_them_as_nbconvert_coalesce_streams(
+        parity, tmp_path):
+    from nbconvert.preprocessors import coalesce_streams as nbconvert_merge
+    out = str(tmp_path / "merged.ipynb")
+    r = run(parity["src"], "--allow-errors", "--merge-streams", "-o", out)
+    assert r.returncode == 0, r.stderr
+    merged = assert_written_like_nbformat(out)
+    ref, _ = nbconvert_merge(nbformat.from_dict(
+        json.loads(json.dumps(parity["ref"]))), {})
+    for name in ("flushed", "print", "interleaved"):
+        i = NAMES.index(name)
+        assert normalise_outputs(merged.cells[i].outputs) == \
+            normalise_outputs(ref.cells[i].outputs), name
+    assert len(merged.cells[NAMES.index("flushed")].outputs) == 1
+
+
+def test_an_nbformat_3_notebook_runs_like_nbclient_runs_its_upgrade(tmp_path):
+    """nbformat upgrades v3 on read; so does run, then executes it."""
+    from nbformat import v3
+    ws = v3.new_worksheet(cells=[
+        v3.new_heading_cell("Old notebook", level=1),
+        v3.new_code_cell(input="print(6 * 7)", prompt_number=9,
+                         outputs=[v3.new_output("stream",
+                                                output_text="stale\n")]),
+    ])
+    src = tmp_path / "v3.ipynb"
+    src.write_text(v3.writes_json(v3.new_notebook(worksheets=[ws])))
+    out = str(tmp_path / "v3.out.ipynb")
+    r = run(str(src), "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "nbformat 3, upgraded" in r.stderr
+    ours = assert_written_like_nbformat(out)
+    ref = nbformat.read(str(src), as_version=4)
+    NotebookClient(ref, kernel_name="python3", timeout=120).execute()
+    assert ours.cells[0].source == ref.cells[0].source == "# Old notebook"
+    assert normalise_outputs(ours.cells[1].outputs) == \
+        normalise_outputs(ref.cells[1].outputs)

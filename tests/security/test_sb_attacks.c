@@ -10,6 +10,7 @@
  * subset that must also hold for an ordinary user.
  */
 #include "common/strv.h"
+#include "sandbox/sb_landlock.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
 #include "tests/tap.h"
@@ -47,6 +48,11 @@
 #include <unistd.h>
 
 #define INSIDE_EXE "/opt/ja-test/attack"
+#define HOST_RW_INSIDE "/opt/ja-test-hostrw"
+
+/* The test-only weakenings of sb_sandbox.h: defining this symbol is what
+ * makes them reachable (the release binary does not define it). */
+sb_unsafe_test_knobs_t sb_unsafe_test_knobs;
 
 #if defined(__SANITIZE_ADDRESS__)
 #define S_ASAN 1
@@ -259,6 +265,18 @@ s_inside(const char *mode, int argc, char **argv)
         return a_connect(AF_INET, "127.0.0.1", atoi(a1));
     if (!strcmp(mode, "connect6"))
         return a_connect(AF_INET6, "::1", atoi(a1));
+    if (!strcmp(mode, "bind4")) {
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET};
+        inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+        int rc = e(bind(s, (struct sockaddr *)&sa, sizeof sa));
+        close(s);
+        return rc;
+    }
+    if (!strcmp(mode, "sysfs")) /* obsolete, harmless, on no allow list */
+        return e((int)syscall(SYS_sysfs, 3));
+    if (!strcmp(mode, "newer-syscall")) /* beyond every table row */
+        return e((int)syscall(470, 0, 0, 0));
     if (!strcmp(mode, "testnet"))
         return a_connect(AF_INET, "192.0.2.1", 80);
     if (!strcmp(mode, "dns")) {
@@ -540,6 +558,12 @@ s_errname(int err)
     return buf;
 }
 
+static void
+s_take_report(sb_sandbox_t *sb, void *arg)
+{
+    *(char **)arg = sb_sandbox_seccomp_audit_report(sb);
+}
+
 /* One box, one guarantee: the attack must fail with `want` (0 = any). */
 static void
 s_expect(const sb_policy_t *p, const char *const args[], int want,
@@ -636,9 +660,12 @@ s_listen(int family, int *port)
     return s;
 }
 
+/* Each wall by itself: the namespace checks run without Landlock, the
+ * Landlock checks with the namespace weakened (test-only knobs). */
 static void
 t_network(const sb_policy_t *p)
 {
+    sb_unsafe_test_knobs.no_landlock = true;
     char port[16];
     int lport = 0;
     int l4 = s_listen(AF_INET, &lport);
@@ -692,6 +719,111 @@ t_network(const sb_policy_t *p)
     else
         skip("cannot bind an abstract socket");
     close(s);
+    sb_unsafe_test_knobs.no_landlock = false;
+}
+
+static void
+t_landlock(const sb_policy_t *p)
+{
+    const char *gap = sb_landlock_gap(sb_landlock_abi());
+    if (sb_landlock_abi() <= 0) {
+        skip("%s", gap);
+        return;
+    }
+    struct box b;
+    /* Files: a host directory bound writable into the box by mistake. */
+    char host[] = "/tmp/ja-hostrw-XXXXXX", victim[64];
+    if (!mkdtemp(host) || chmod(host, 0777) < 0) {
+        ok(0, "landlock: a host directory for the test: %s", strerror(errno));
+        return;
+    }
+    snprintf(victim, sizeof victim, "%s/planted", host);
+    sb_unsafe_test_knobs.rw_bind_host = host;
+    sb_unsafe_test_knobs.rw_bind_inside = HOST_RW_INSIDE;
+    sb_unsafe_test_knobs.no_landlock = true;
+    s_run(p, (const char *[]){"write", HOST_RW_INSIDE "/planted", NULL}, 20, &b,
+          NULL, NULL);
+    ok(b.result == 0 && access(victim, F_OK) == 0,
+       "landlock: (control) with the mount namespace weakened and no "
+       "Landlock, the box writes into the host directory (%s)",
+       s_errname(b.result));
+    unlink(victim);
+    sb_unsafe_test_knobs.no_landlock = false;
+    s_expect(p, (const char *[]){"write", HOST_RW_INSIDE "/planted", NULL},
+             EACCES,
+             "landlock: with a host directory bound writable by mistake, "
+             "Landlock alone still refuses the write");
+    ok(access(victim, F_OK) < 0, "landlock: ...and nothing appeared on the "
+                                 "host");
+    sb_unsafe_test_knobs.rw_bind_host = sb_unsafe_test_knobs.rw_bind_inside =
+        NULL;
+    rmdir(host);
+    s_run(p, (const char *[]){"write", "/mnt/data/fine", NULL}, 20, &b, NULL,
+          NULL);
+    is_int(b.result, 0, "landlock: /mnt/data stays writable");
+    s_run(p, (const char *[]){"write", "/dev/shm/fine", NULL}, 20, &b, NULL,
+          NULL);
+    is_int(b.result, 0, "landlock: /dev/shm stays writable");
+
+    /* Network: the launcher's network namespace shared by mistake. */
+    if (sb_landlock_abi() < 4) {
+        skip("%s", gap);
+        return;
+    }
+    char port[16];
+    int lport = 0;
+    int l4 = s_listen(AF_INET, &lport);
+    if (l4 < 0) {
+        skip("no IPv4 loopback on this host");
+        return;
+    }
+    snprintf(port, sizeof port, "%d", lport);
+    sb_unsafe_test_knobs.share_netns = true;
+    sb_unsafe_test_knobs.no_landlock = true;
+    s_run(p, (const char *[]){"connect4", port, NULL}, 20, &b, NULL, NULL);
+    is_int(b.result, 0,
+           "landlock: (control) in a shared network namespace without "
+           "Landlock, the box reaches the host's 127.0.0.1 listener");
+    sb_unsafe_test_knobs.no_landlock = false;
+    s_expect(p, (const char *[]){"connect4", port, NULL}, EACCES,
+             "landlock: in a shared network namespace, Landlock alone "
+             "refuses a TCP connect to the host's 127.0.0.1 listener");
+    s_expect(p, (const char *[]){"bind4", NULL}, EACCES,
+             "landlock: in a shared network namespace, Landlock alone "
+             "refuses a TCP bind");
+    sb_unsafe_test_knobs.share_netns = false;
+    close(l4);
+    s_expect(p, (const char *[]){"bind4", NULL}, EACCES,
+             "landlock: a normal box cannot bind TCP ports either");
+}
+
+static void
+t_seccomp_allow_list(const sb_policy_t *base)
+{
+    s_expect(base, (const char *[]){"sysfs", NULL}, EPERM,
+             "seccomp: a system call outside the allow list (sysfs) fails "
+             "with EPERM");
+    s_expect(base, (const char *[]){"newer-syscall", NULL}, ENOSYS,
+             "seccomp: a system call newer than the table fails with "
+             "ENOSYS (so libc falls back)");
+    sb_policy_t p;
+    sb_policy_copy(&p, base);
+    p.seccomp_audit = true;
+    struct box b;
+    char *report = NULL;
+    s_run(&p, (const char *[]){"sysfs", NULL}, 20, &b, s_take_report, &report);
+    ok(b.result == 0 && report && strstr(report, "sysfs (#139, 1 call)"),
+       "seccomp: --seccomp-audit lets sysfs through and reports it (%s)",
+       report ? report : "no report");
+    free(report);
+    report = NULL;
+    s_run(&p, (const char *[]){"ptrace", NULL}, 20, &b, s_take_report, &report);
+    ok(b.result == EPERM,
+       "seccomp: in audit mode the deny rows still refuse "
+       "(ptrace: %s)",
+       s_errname(b.result));
+    free(report);
+    sb_policy_release(&p);
 }
 
 struct tricks {
@@ -893,8 +1025,15 @@ t_privilege(const sb_policy_t *p, int unpriv)
              "privilege: TIOCSTI (typing into the terminal) is refused");
     s_expect(p, (const char *[]){"tiocsti-hibits", NULL}, EPERM,
              "privilege: TIOCSTI with garbage high bits is still refused");
+    sb_unsafe_test_knobs.no_landlock = true;
     s_expect(p, (const char *[]){"mknod", NULL}, EPERM,
-             "privilege: creating a device node is refused");
+             "privilege: creating a device node is refused (no CAP_MKNOD, "
+             "without Landlock)");
+    sb_unsafe_test_knobs.no_landlock = false;
+    if (sb_landlock_abi() > 0)
+        s_expect(p, (const char *[]){"mknod", NULL}, EACCES,
+                 "privilege: Landlock refuses a device node by itself "
+                 "(MAKE_CHAR is never granted)");
     s_expect(p, (const char *[]){"setuid0", NULL}, 0,
              "privilege: becoming uid 0 is refused (EINVAL where 0 is "
              "unmapped)");
@@ -1278,6 +1417,8 @@ main(int argc, char **argv)
         diag("running as uid %d: the unprivileged subset", (int)getuid());
 
     t_network(&p);
+    t_landlock(&p);
+    t_seccomp_allow_list(&p);
     if (!unpriv)
         t_files(&p);
     else

@@ -41,6 +41,24 @@ s_ends(const char *s, const char *suffix)
     return s && a >= b && !strcmp(s + a - b, suffix);
 }
 
+/* kb_kernelspec_resolve_program on a spec whose argv is {prog, "-f"}:
+ * the resolved program in *out (new string) on success. */
+static int
+s_resolve(const char *prog, json_t *env, char **out, err_t *err)
+{
+    kb_kernelspec_t ks = {0};
+    ks.name = strdup("k");
+    ks.resource_dir = strdup("/r");
+    ks.argv = calloc(3, sizeof *ks.argv);
+    ks.argv[0] = strdup(prog);
+    ks.argv[1] = strdup("-f");
+    ks.env = json_incref(env);
+    int rc = kb_kernelspec_resolve_program(&ks, err);
+    *out = rc ? NULL : strdup(ks.argv[0]);
+    kb_kernelspec_release(&ks);
+    return rc;
+}
+
 int
 main(void)
 {
@@ -206,6 +224,66 @@ main(void)
     } else {
         skip("no /usr/share/jupyter/kernels/python3 here");
         skip("no /usr/share/jupyter/kernels/python3 here");
+    }
+
+    /* --- argv[0] as jupyter_client's launcher finds it ----------------- */
+    snprintf(env, sizeof env, "%s/home", s_root);
+    setenv("HOME", env, 1);
+    char *got = NULL;
+    setenv("JUPYTER_AGENT_PYTHON", "/opt/venv/bin/python", 1);
+    ok(s_resolve("python", NULL, &got, &err) == 0 &&
+           !strcmp(got, "/opt/venv/bin/python"),
+       "'python' is the Jupyter stack's interpreter (JUPYTER_AGENT_PYTHON)");
+    free(got);
+    unsetenv("JUPYTER_AGENT_PYTHON");
+    ok(s_resolve("python3", NULL, &got, &err) == 0 &&
+           !strcmp(got, "/usr/bin/python3"),
+       "'python3' defaults to /usr/bin/python3, not the first on PATH");
+    free(got);
+    snprintf(want, sizeof want, "%s/home/bin/k", s_root);
+    ok(s_resolve("~/bin/k", NULL, &got, &err) == 0 && !strcmp(got, want),
+       "'~/' is the user's home, as jupyter_client's expanduser");
+    free(got);
+    setenv("PATH", "/nonexistent:/bin:/usr/bin", 1);
+    ok(s_resolve("sh", NULL, &got, &err) == 0 && !strcmp(got, "/bin/sh"),
+       "a bare name is the first executable on PATH");
+    free(got);
+    json_t *spec_env = json_pack("{s:s}", "PATH", "/nonexistent");
+    ok(s_resolve("sh", spec_env, &got, &err) == -1 && err.code == ERR_KERNEL &&
+           s_has(err.text, "'sh'") &&
+           s_has(err.text, "not on PATH (/nonexistent)") &&
+           s_has(err.text, "/r/kernel.json"),
+       "the kernelspec's own env PATH is searched, and a miss names it");
+    json_decref(spec_env);
+
+    /* --- what a kernel's runtime needs besides its program ------------- */
+    {
+        char res[1024], script[1024];
+        snprintf(res, sizeof res, "%s/jp1", s_root);
+        snprintf(script, sizeof script, "%s/jp1/kernels", s_root);
+        char a0[] = "/usr/bin/R", a1[] = "-f", a3[] = "{connection_file}",
+             a4[] = "/nonexistent/x", lang[] = "R";
+        char *rargv[] = {a0, a1, script, a3, a4, NULL};
+        kb_kernelspec_t rk = {.resource_dir = res, .language = lang};
+        rk.argv = kb_kernelspec_expand_argv(&(kb_kernelspec_t){.argv = rargv},
+                                            "/run/c.json");
+        char **paths = kb_kernelspec_runtime_paths(&rk);
+        int has_res = 0, has_script = 0, has_etc = 0, has_missing = 0;
+        for (char **p = paths; *p; p++) {
+            has_res |= !strcmp(*p, res);
+            has_script |= !strcmp(*p, script);
+            has_etc |= !strcmp(*p, "/etc/R");
+            has_missing |= !strcmp(*p, "/nonexistent/x");
+        }
+        ok(has_res && has_script && !has_missing,
+           "the resource dir and existing absolute argv paths are a "
+           "kernel's runtime paths; missing ones are not");
+        if (access("/etc/R", F_OK) == 0)
+            ok(has_etc, "an R kernel's runtime includes /etc/R");
+        else
+            skip("no /etc/R on this host");
+        strv_free(paths);
+        strv_free(rk.argv);
     }
 
     snprintf(env, sizeof env, "rm -rf '%s'", s_root);

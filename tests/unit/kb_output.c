@@ -56,7 +56,7 @@ s_count(kb_output_t *o)
 }
 
 static int
-s_replay(const char *path)
+s_replay(const char *path, bool merge)
 {
     json_error_t e;
     json_t *execs = json_load_file(path, 0, &e);
@@ -71,6 +71,7 @@ s_replay(const char *path)
     json_array_foreach(execs, i, msgs)
     {
         kb_output_t *o = kb_output_new(d, 0);
+        kb_output_merge_streams(o, merge);
         json_array_foreach(msgs, j, m) kb_output_feed(
             o, json_string_value(json_array_get(m, 0)), json_array_get(m, 1));
         json_array_append(all, kb_output_outputs(o));
@@ -88,13 +89,24 @@ s_replay(const char *path)
 int
 main(int argc, char **argv)
 {
-    if (argc == 2)
-        return s_replay(argv[1]);
+    if (argc == 2 || (argc == 3 && !strcmp(argv[2], "--merge-streams")))
+        return s_replay(argv[1], argc == 3);
 
     kb_displays_t *d = kb_displays_new();
     kb_output_t *o = kb_output_new(d, 0);
 
-    /* --- streams ------------------------------------------------------- */
+    /* --- streams as nbclient 0.7 keeps them ---------------------------- */
+    s_feed(o, "stream", "{\"name\": \"stdout\", \"text\": \"a\"}");
+    s_feed(o, "stream", "{\"name\": \"stdout\", \"text\": \"b\\n\"}");
+    is_int(s_count(o), 2,
+           "by default each stream message is its own output, as nbclient "
+           "0.7 stores them");
+    is_str(s_str(s_out(o, 1), "text"), "b\n", "... in order");
+    kb_output_destroy(&o);
+
+    /* --- streams, merged ----------------------------------------------- */
+    o = kb_output_new(d, 0);
+    kb_output_merge_streams(o, true);
     s_feed(o, "status", "{\"execution_state\": \"busy\"}");
     s_feed(o, "execute_input", "{\"code\": \"x\", \"execution_count\": 7}");
     s_feed(o, "stream", "{\"name\": \"stdout\", \"text\": \"a\"}");
@@ -278,6 +290,7 @@ main(int argc, char **argv)
 
     /* --- limits ------------------------------------------------------- */
     o = kb_output_new(d, 100);
+    kb_output_merge_streams(o, true);
     char text[64];
     memset(text, 'x', 60);
     text[60] = '\0';
@@ -330,10 +343,11 @@ main(int argc, char **argv)
     kb_output_destroy(&o);
 
     o = kb_output_new(d, 0);
+    kb_output_merge_streams(o, true);
     for (int i = 0; i < 200000; i++)
         s_feed(o, "stream", "{\"name\": \"stdout\", \"text\": \"y\"}");
     is_int(json_string_length(json_object_get(s_out(o, 0), "text")), 200000,
-           "200000 one-byte writes coalesce into one output");
+           "merged, 200000 one-byte writes coalesce into one output");
     kb_output_destroy(&o);
 
     o = kb_output_new(d, 0);

@@ -29,6 +29,8 @@ s_roundtrip(const char *in, const char *out)
         fprintf(stderr, "%s\n", err.text);
         return err.code;
     }
+    if (nb_notebook_warnings(nb))
+        fputs(nb_notebook_warnings(nb), stderr);
     if (nb_notebook_write_file(nb, out, &err)) {
         fprintf(stderr, "%s\n", err.text);
         nb_notebook_destroy(&nb);

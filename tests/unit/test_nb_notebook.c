@@ -38,6 +38,35 @@ s_fails_with(const char *text, const char *want)
 
 #define NB_HEAD "{\"nbformat\": 4, \"nbformat_minor\": 5, \"metadata\": {}, "
 
+/* `text` reads with a warning containing `want`. */
+static void
+s_reads_with_warning(const char *text, const char *want, const char *what)
+{
+    err_t err = {0};
+    nb_notebook_t *nb =
+        nb_notebook_read_mem(text, strlen(text), "t.ipynb", &err);
+    const char *w = nb ? nb_notebook_warnings(nb) : NULL;
+    ok(w && strstr(w, want), "%s", what);
+    if (!w)
+        diag("  got: %s", nb ? "no warning" : err.text);
+    nb_notebook_destroy(&nb);
+}
+
+/* `text` reads, and the written notebook contains `want`. */
+static void
+s_reads_byte_exact(const char *text, const char *want, const char *what)
+{
+    err_t err = {0};
+    nb_notebook_t *nb =
+        nb_notebook_read_mem(text, strlen(text), "t.ipynb", &err);
+    char *out = nb ? nb_notebook_write_mem(nb, NULL) : NULL;
+    ok(out && strstr(out, want), "%s", what);
+    if (!out || !strstr(out, want))
+        diag("  got: %s", out ? out : err.text);
+    free(out);
+    nb_notebook_destroy(&nb);
+}
+
 static void
 s_test_errors(void)
 {
@@ -45,10 +74,10 @@ s_test_errors(void)
                     "t.ipynb: invalid JSON at line 3, column 4"),
        "a JSON syntax error names the file, line and column");
     ok(s_fails_with(
-           "{\"nbformat\": 3, \"nbformat_minor\": 0, \"worksheets\": []}",
-           "t.ipynb is nbformat 3; convert it with 'jupyter nbconvert "
+           "{\"nbformat\": 2, \"nbformat_minor\": 0, \"worksheets\": []}",
+           "t.ipynb is nbformat 2; convert it with 'jupyter nbconvert "
            "--to notebook --nbformat 4'"),
-       "an nbformat 3 notebook is refused with the command that converts it");
+       "an nbformat 2 notebook is refused with the command that converts it");
     ok(s_fails_with("{\"nbformat\": 5, \"nbformat_minor\": 0}",
                     "is nbformat 5"),
        "an unknown future major version is refused");
@@ -70,10 +99,11 @@ s_test_errors(void)
                             "\"\", \"metadata\": {}}, {\"source\": \"\"}]}",
                     "cell 2 has no \"cell_type\""),
        "a cell without cell_type is named by its number (from 1)");
-    ok(s_fails_with(NB_HEAD "\"cells\": [{\"cell_type\": \"markdown\", "
-                            "\"metadata\": {}}]}",
-                    "cell 1 (markdown) has no \"source\""),
-       "a cell without source is named");
+    s_reads_with_warning(NB_HEAD "\"cells\": [{\"cell_type\": \"markdown\", "
+                                 "\"metadata\": {}}]}",
+                         "cell 1 (markdown) has no \"source\"",
+                         "a cell without source is read (as nbformat does) "
+                         "with a warning naming it");
     ok(s_fails_with(NB_HEAD "\"cells\": [{\"cell_type\": \"markdown\", "
                             "\"source\": \"x\"}]}",
                     "cell 1 (markdown) has no \"metadata\""),
@@ -91,9 +121,26 @@ s_test_errors(void)
                             "\"execution_count\": null, \"outputs\": [{}]}]}",
                     "cell 1 (code), output 1 has no \"output_type\""),
        "an output without output_type is named by cell and output");
-    ok(s_fails_with(NB_HEAD "\"cells\": [], \"x\": 99999999999999999999}",
-                    "invalid JSON"),
-       "an integer beyond 64 bits is refused, not silently changed");
+    s_reads_byte_exact(NB_HEAD "\"cells\": [], \"x\": 99999999999999999999}",
+                       "\"x\": 99999999999999999999",
+                       "an integer beyond 64 bits is read and written back "
+                       "unchanged, as Python does");
+    s_reads_byte_exact(NB_HEAD "\"cells\": [], \"x\": [NaN, -Infinity]}",
+                       "\"x\": [\n  NaN,\n  -Infinity\n ]",
+                       "NaN and -Infinity are read and written back as "
+                       "Python's json writes them");
+    s_reads_byte_exact(NB_HEAD "\"cells\": [], \"x\": \"a\\ud800\"}",
+                       "\"x\": \"a\\ud800\"",
+                       "a lone surrogate escape is read and written back as "
+                       "the same escape");
+    s_reads_byte_exact("{\"nbformat\": 3, \"nbformat_minor\": 0, "
+                       "\"metadata\": {\"name\": \"n\"}, \"worksheets\": "
+                       "[{\"cells\": [{\"cell_type\": \"heading\", "
+                       "\"level\": 2, \"source\": [\"A\", \"B\"], "
+                       "\"metadata\": {}}]}]}",
+                       "\"## A B\"",
+                       "an nbformat 3 heading cell becomes a markdown heading "
+                       "on one line, as nbformat.v4.convert does");
 
     err_t err = {0};
     nb_notebook_t *nb = nb_notebook_read_file("/nonexistent/n.ipynb", &err);

@@ -1,4 +1,4 @@
-/* Unit tests: the seccomp deny table and the filter compiled from it. */
+/* Unit tests: the seccomp table (allow list + deny rows) and its filter. */
 #include "sandbox/sb_seccomp.h"
 #include "tests/tap.h"
 
@@ -23,7 +23,7 @@ main(void)
 {
     const sb_seccomp_rule_info_t *rows;
     size_t n = sb_seccomp_table(&rows);
-    ok(n > 50, "the deny table has %zu rows", n);
+    ok(n > 50, "the table has %zu rows", n);
 
     static const char *const required[] = {"ptrace",
                                            "process_vm_readv",
@@ -94,9 +94,20 @@ main(void)
            s_in_table(rows, n, "socket", "SOCK_PACKET") &&
            s_in_table(rows, n, "socket", "AF_UNIX"),
        "socket families and types are limited");
-    int clone3_enosys = 0, others_eperm = 1;
+    int clone3_enosys = 0, others_eperm = 1, n_allow = 0, conflicts = 0;
     for (size_t i = 0; i < n; i++) {
-        if (strcmp(rows[i].syscall, "clone3") == 0)
+        if (strcmp(rows[i].action, "ALLOW") == 0) {
+            n_allow++;
+            if (*rows[i].when)
+                others_eperm = 0; /* allow rows are unconditional */
+            for (size_t j = 0; j < n; j++)
+                if (j != i && strcmp(rows[j].syscall, rows[i].syscall) == 0 &&
+                    !*rows[j].when) {
+                    diag("%s is both allowed and always denied",
+                         rows[i].syscall);
+                    conflicts++;
+                }
+        } else if (strcmp(rows[i].syscall, "clone3") == 0)
             clone3_enosys = strcmp(rows[i].action, "ENOSYS") == 0;
         else if (strcmp(rows[i].action, "EPERM") != 0)
             others_eperm = 0;
@@ -105,12 +116,36 @@ main(void)
             others_eperm = 0;
         }
     }
+    ok(n_allow > 150, "the allow list names %d system calls", n_allow);
+    is_int(conflicts, 0, "no system call is both allowed and always denied");
+    static const char *const needed[] = {
+        "read",  "write",  "openat",     "mmap",         "futex",
+        "clone", "execve", "socket",     "epoll_wait",   "ioctl",
+        "poll",  "getpid", "exit_group", "rt_sigaction", "getrandom"};
+    missing = 0;
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
+        int found = 0;
+        for (size_t j = 0; j < n; j++)
+            found |= strcmp(rows[j].syscall, needed[i]) == 0 &&
+                     strcmp(rows[j].action, "ALLOW") == 0;
+        if (!found) {
+            diag("not on the allow list: %s", needed[i]);
+            missing++;
+        }
+    }
+    is_int(missing, 0, "what every Python process needs is on the allow list");
+    ok(!s_in_table(rows, n, "sysfs", NULL) &&
+           !s_in_table(rows, n, "mbind", NULL),
+       "calls nothing here needs (sysfs, mbind) are not in the table: the "
+       "default refuses them");
     ok(clone3_enosys, "clone3 fails with ENOSYS so glibc falls back to clone");
-    ok(others_eperm, "every other row returns EPERM and states its reason");
+    ok(others_eperm, "every other deny row returns EPERM, allow rows have no "
+                     "condition, and every row states its reason");
 
     json_t *j = sb_seccomp_table_json();
-    ok(json_array_size(j) == n + 1, "the JSON table has every row plus the "
-                                    "architecture rule");
+    ok(json_array_size(j) == n + 3,
+       "the JSON table has every row plus the EPERM, ENOSYS and "
+       "architecture defaults");
     json_t *last = json_array_get(j, json_array_size(j) - 1);
     is_str(json_string_value(json_object_get(last, "action")), "KILL_PROCESS",
            "foreign architectures are killed");
@@ -119,8 +154,13 @@ main(void)
     sb_seccomp_prog_t prog;
     err_t err;
     ok(sb_seccomp_build(&prog, &err) == 0, "the filter compiles");
-    ok(prog.len > 20 && prog.insns != NULL, "...into %zu BPF instructions",
-       prog.len);
+    ok(prog.len > 20 && prog.insns != NULL && prog.first_len < prog.len,
+       "...into %zu BPF instructions (%zu in the allow list)", prog.len,
+       prog.first_len);
+    sb_seccomp_prog_t audit;
+    ok(sb_seccomp_build_mode(&audit, true, &err) == 0 && audit.audit,
+       "the audit variant compiles");
+    sb_seccomp_prog_release(&audit);
     diag("%d rows name system calls this architecture lacks", prog.n_skipped);
     sb_seccomp_prog_release(&prog);
 
