@@ -84,7 +84,7 @@ s_own_path(const char *ctl)
         char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (!c2)
             continue;
-        *c2 = '\0';
+        *c1 = *c2 = '\0'; /* line: the hierarchy id ("0" on v2) */
         const char *list = c1 + 1, *path = c2 + 1;
         if (!ctl) {
             if (strcmp(line, "0") == 0 && *list == '\0')
@@ -127,7 +127,8 @@ static int s_kill_listed(const char *dir);
 /* Remove the sandbox cgroups ("<pid>-<suffix>") under `parent` whose
  * launcher pid is gone: a launcher killed outright cannot clean up. What is
  * still inside is an orphan of that launcher's box (normally already dying
- * from the parent-death signal): kill it, then retry for up to ~100 ms,
+ * from the parent-death signal): kill it (cgroup.kill where the kernel has
+ * it), then retry for up to ~100 ms,
  * since the kernel empties a cgroup a little after its tasks exit. */
 static void
 s_gc(const char *parent)
@@ -145,7 +146,8 @@ s_gc(const char *parent)
         for (int round = 0; round < 50; round++) {
             if (rmdir(path) == 0 || errno != EBUSY)
                 break;
-            s_kill_listed(path);
+            if (s_write(path, "cgroup.kill", "1") < 0) /* v1, or v2 < 5.14 */
+                s_kill_listed(path);
             struct timespec ts = {0, 2 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
@@ -170,16 +172,77 @@ s_v2_enable(const char *dir, const char *ctl)
     return s_write(dir, "cgroup.subtree_control", plus);
 }
 
+/* The leaf a delegated cgroup's own processes move into, so that the
+ * delegated cgroup itself may enable controllers for its children. */
+#define CG_LEAF "jupyter-agent-launcher"
+
+/* Whether `pid` is this process or one of its children. */
+static bool
+s_ours(long pid)
+{
+    if (pid == (long)getpid())
+        return true;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    char *text = s_read(path);
+    const char *rp = text ? strrchr(text, ')') : NULL;
+    long ppid = -1;
+    if (rp && sscanf(rp + 1, " %*c %ld", &ppid) != 1)
+        ppid = -1;
+    free(text);
+    return ppid == (long)getpid();
+}
+
+/* Move the processes of `base` into base/CG_LEAF. The v2 "no internal
+ * processes" rule forbids enabling controllers in a non-root cgroup that
+ * holds processes, and a delegated cgroup (systemd's Delegate=yes) holds at
+ * least the launcher; systemd expects the delegatee to do exactly this.
+ * Only when every process there is ours (us or our children): a shell or a
+ * terminal sharing the cgroup is left alone (-EBUSY). Returns 0 or -errno. */
+static int
+s_v2_evacuate(const char *base)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cgroup.procs", base);
+    char *text = s_read(path);
+    if (!text)
+        return -EACCES;
+    int rc = 0;
+    for (const char *t = text; *t && rc == 0; t = strchr(t, '\n') + 1) {
+        if (!s_ours(strtol(t, NULL, 10)))
+            rc = -EBUSY;
+        if (!strchr(t, '\n'))
+            break;
+    }
+    char *leaf = xasprintf("%s/" CG_LEAF, base);
+    if (rc == 0 && mkdir(leaf, 0755) < 0 && errno != EEXIST)
+        rc = -errno;
+    for (char *t = rc == 0 ? strtok(text, "\n") : NULL; t && rc == 0;
+         t = strtok(NULL, "\n")) {
+        rc = s_write(leaf, "cgroup.procs", t);
+        if (rc == -ESRCH) /* it exited meanwhile */
+            rc = 0;
+    }
+    free(text);
+    free(leaf);
+    return rc;
+}
+
 /* v2 under `base`: base/jupyter-agent (no processes of its own, so it may
- * enable controllers for its children) and base/jupyter-agent/<id>. */
+ * enable controllers for its children) and base/jupyter-agent/<id>. With
+ * `delegated`, base's own processes move to base/CG_LEAF when they keep
+ * base from enabling controllers. */
 static int
 s_try_v2_under(sb_cgroup_t *cg, const sb_policy_t *p, const char *base,
-               const char *id)
+               bool delegated, const char *id)
 {
     char *parent = xasprintf("%s/jupyter-agent", base);
     char *dir = NULL;
     int rc = -1;
-    if (s_v2_enable(base, "memory") < 0 || s_v2_enable(base, "pids") < 0)
+    int e = s_v2_enable(base, "memory");
+    if (e == -EBUSY && delegated && s_v2_evacuate(base) == 0)
+        e = s_v2_enable(base, "memory");
+    if (e < 0 || s_v2_enable(base, "pids") < 0)
         goto out;
     bool cpu = s_v2_enable(base, "cpu") == 0;
     if (mkdir(parent, 0755) < 0 && errno != EEXIST)
@@ -229,13 +292,17 @@ s_try_v2(sb_cgroup_t *cg, const sb_policy_t *p, const char *id)
     struct statfs sf;
     if (statfs(CG_ROOT, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
         return -1;
-    if (s_try_v2_under(cg, p, CG_ROOT, id) == 0)
+    if (s_try_v2_under(cg, p, CG_ROOT, false, id) == 0)
         return 0;
     char *own = s_own_path(NULL);
     int rc = -1;
     if (own && strcmp(own, "/") != 0) {
+        /* Already moved to our leaf (an earlier sandbox): its parent. */
+        size_t n = strlen(own), l = strlen("/" CG_LEAF);
+        if (n > l && strcmp(own + n - l, "/" CG_LEAF) == 0)
+            own[n - l] = '\0';
         char *base = xasprintf("%s%s", CG_ROOT, own);
-        rc = s_try_v2_under(cg, p, base, id);
+        rc = s_try_v2_under(cg, p, base, true, id);
         free(base);
     }
     free(own);

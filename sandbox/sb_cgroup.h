@@ -2,10 +2,14 @@
  * sb_cgroup: the control group that holds one sandbox's processes.
  *
  * cgroup v2 when /sys/fs/cgroup is the unified hierarchy and our cgroup
- * can delegate memory and pids; else cgroup v1 (memory, pids, cpu
- * hierarchies under /sys/fs/cgroup/<ctl>/<our cgroup>/jupyter-agent/<id>);
- * else nothing: the object still exists, enforces nothing, and
- * sb_cgroup_warning() says what is not enforced (rlimits remain).
+ * can delegate memory and pids: as root /sys/fs/cgroup/jupyter-agent/<id>;
+ * in a delegated subtree D (systemd's Delegate=yes) D/jupyter-agent/<id>,
+ * after moving the launcher and its children into D/jupyter-agent-launcher
+ * (a cgroup holding processes cannot enable controllers). Else cgroup v1:
+ * /sys/fs/cgroup/<ctl>/<our cgroup>/jupyter-agent/<id> for the memory,
+ * pids and cpu hierarchies. Else nothing: the object still exists, enforces
+ * nothing, and sb_cgroup_warning() says what is not enforced (rlimits
+ * remain).
  *
  * Ownership: sb_cgroup_new() returns the only reference;
  * sb_cgroup_destroy() kills what is left inside and removes the
