@@ -24,6 +24,10 @@ typedef struct kb_launcher_ops {
     const char *name; /* "plain" or "sandbox" */
     /* Host path of the private run dir (borrowed). */
     const char *(*run_dir)(void *self);
+    /* Where the kernel's ipc:// sockets go (borrowed); NULL: run_dir. The
+     * sandbox's run dir is read-only inside, its socket dir a small
+     * tmpfs. */
+    const char *(*sock_dir)(void *self);
     /* Optional (NULL = nothing to do): get ready to run the kernel of
      * `spec` (its argv[0] resolved), e.g. show its runtime's files. Called
      * before every spawn. */

@@ -109,7 +109,8 @@ enum s_msg_type {
     MSG_RUNNING = 5,    /* pid 1: the program was exec'ed */
     MSG_STATUS = 6,     /* pid 1: the program's wait status */
     MSG_NEST_PIDFD = 7, /* nesting helper: a pidfd (SCM_RIGHTS) */
-    MSG_LISTENER = 8    /* program: its seccomp audit listener (SCM_RIGHTS) */
+    MSG_LISTENER = 8,   /* program: its seccomp audit listener (SCM_RIGHTS) */
+    MSG_SOCKDIR = 9     /* pid 1: here is the socket dir's fd (SCM_RIGHTS) */
 };
 
 struct s_msg {
@@ -133,7 +134,8 @@ enum s_op_kind {
     OP_DEVPTS,     /* private devpts instance */
     OP_WRITE,      /* create dst with content src (len bytes) */
     OP_REMOUNT_RO, /* make mount dst read-only */
-    OP_WORKSPACE   /* the /mnt/data tmpfs; its fd goes to the parent */
+    OP_WORKSPACE,  /* the /mnt/data tmpfs; its fd goes to the parent */
+    OP_SOCKDIR     /* the socket dir's tmpfs; its fd goes to the parent */
 };
 
 struct s_op {
@@ -146,6 +148,7 @@ struct s_op {
     bool src_is_dir;     /* OP_BIND: make a directory (else file) */
     bool rw;             /* OP_BIND: leave writable */
     bool optional;       /* failure is not an error */
+    bool own;            /* OP_WRITE: mode 0600, owned by the box's user */
     char *what;          /* owned: the step, for error messages */
 };
 
@@ -181,29 +184,35 @@ struct s_staged {
 enum s_state { ST_NEW, ST_RUNNING, ST_REAPED };
 
 struct sb_sandbox {
-    sb_policy_t policy;     /* owned copy */
-    enum s_state state;     /* lifecycle */
-    bool root_mode;         /* euid 0 at new(): two-uid mapping */
-    uid_t host_uid;         /* host uid of inside uid 1000 */
-    gid_t host_gid;         /* host gid of inside gid 1000 */
-    char *top_dir;          /* owned: /tmp/ja-XXXXXX (removed at destroy) */
-    char *run_dir;          /* owned: top_dir/run */
-    int lock_fd;            /* owned: top_dir, flock'ed while we live */
-    char id[48];            /* "<pid>-<XXXXXX>", names the cgroup */
-    sb_cgroup_t *cg;        /* owned */
-    buf_t warnings;         /* "; "-separated */
-    struct s_staged *files; /* owned: queued for /mnt/data */
-    size_t n_files;         /* entries in files */
-    int stdin_fd;           /* borrowed, or -1 */
-    pid_t pid;              /* host pid of pid 1, or -1 */
-    int pidfd;              /* owned, or -1 */
-    int ctl;                /* owned control socket, or -1 */
-    int ws_fd;              /* owned workspace dir fd, or -1 */
-    char ws_path[40];       /* "/proc/self/fd/N" */
-    bool killed;            /* sb_sandbox_kill was called */
-    bool finished;          /* sb_sandbox_finish ran */
-    long oom_base;          /* cgroup OOM kills before this box started */
-    sb_exit_t exit;         /* valid when state == ST_REAPED */
+    sb_policy_t policy;         /* owned copy */
+    enum s_state state;         /* lifecycle */
+    bool root_mode;             /* euid 0 at new(): two-uid mapping */
+    uid_t host_uid;             /* host uid of inside uid 1000 */
+    gid_t host_gid;             /* host gid of inside gid 1000 */
+    char *top_dir;              /* owned: /tmp/ja-XXXXXX (removed at destroy) */
+    char *run_dir;              /* owned: top_dir/run (read-only inside) */
+    char *sock_dir;             /* owned: top_dir/sock; inside a small tmpfs,
+                                   on the host a symlink to it through
+                                   /proc/<our pid>/fd/<sock_fd> */
+    int sock_fd;                /* owned: the box's socket dir, or -1 */
+    struct s_staged *box_files; /* owned: copied into sock_dir at spawn */
+    size_t n_box_files;         /* entries in box_files */
+    int lock_fd;                /* owned: top_dir, flock'ed while we live */
+    char id[48];                /* "<pid>-<XXXXXX>", names the cgroup */
+    sb_cgroup_t *cg;            /* owned */
+    buf_t warnings;             /* "; "-separated */
+    struct s_staged *files;     /* owned: queued for /mnt/data */
+    size_t n_files;             /* entries in files */
+    int stdin_fd;               /* borrowed, or -1 */
+    pid_t pid;                  /* host pid of pid 1, or -1 */
+    int pidfd;                  /* owned, or -1 */
+    int ctl;                    /* owned control socket, or -1 */
+    int ws_fd;                  /* owned workspace dir fd, or -1 */
+    char ws_path[40];           /* "/proc/self/fd/N" */
+    bool killed;                /* sb_sandbox_kill was called */
+    bool finished;              /* sb_sandbox_finish ran */
+    long oom_base;              /* cgroup OOM kills before this box started */
+    sb_exit_t exit;             /* valid when state == ST_REAPED */
     /* borrowed: the box to nest in (sb_sandbox_nest_in), or NULL */
     const sb_sandbox_t *nest;
     /* the program's seccomp filter lets setns() through */
@@ -426,10 +435,18 @@ s_run_op(const struct s_child *c, const struct s_op *op)
     }
     case OP_TMPFS:
     case OP_WORKSPACE:
+    case OP_SOCKDIR:
         if (s_mkdir_p(op->dst, 0755) < 0)
             return -1;
         if (mount("tmpfs", op->dst, "tmpfs", op->flags, op->data) < 0)
             return -1;
+        if (op->kind == OP_SOCKDIR) {
+            int fd = open(op->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (fd < 0)
+                return -1;
+            s_send(c->ctl, MSG_SOCKDIR, 0, 0, 0, NULL, NULL, fd);
+            close(fd);
+        }
         if (op->kind == OP_WORKSPACE) {
             int fd = open(op->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
             if (fd < 0)
@@ -459,9 +476,16 @@ s_run_op(const struct s_child *c, const struct s_op *op)
         return mount("devpts", op->dst, "devpts", MS_NOSUID | MS_NOEXEC,
                      "newinstance,ptmxmode=0666,mode=0620");
     case OP_WRITE: {
-        int fd = open(op->dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        int fd = open(op->dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                      op->own ? 0600 : 0644);
         if (fd < 0)
             return -1;
+        if (op->own && fchown(fd, SB_SANDBOX_UID, SB_SANDBOX_UID) < 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
         ssize_t w = write(fd, op->src, op->len);
         int e = errno;
         close(fd);
@@ -968,6 +992,37 @@ s_plan_top_link(struct s_plan *pl, const char *path)
     }
 }
 
+/* A small regular file's bytes (new buffer), refusing links and more
+ * than `max` bytes. 0 or -1. */
+static int
+s_read_small(const char *path, size_t max, char **data, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size > max) {
+        close(fd);
+        return -1;
+    }
+    char *buf = xmalloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[got] = '\0';
+    *data = buf;
+    *len = got;
+    return 0;
+}
+
 /* Landlock (sb_landlock.c, s_box_paths) allows only the trees it lists:
  * a new bind outside /usr, /etc and /proc needs a row there too. */
 static void
@@ -1056,7 +1111,34 @@ s_plan_build(const sb_sandbox_t *sb, struct s_plan *pl)
                  "mode=0700,uid=1000,gid=1000", MS_NOSUID | MS_NODEV);
     s_plan_tmpfs(pl, OP_WORKSPACE, SB_WORKSPACE_PATH, p->workspace_bytes,
                  "mode=0755,uid=1000,gid=1000", MS_NOSUID | MS_NODEV);
-    s_plan_bind(pl, sb->run_dir, sb->run_dir, true, false);
+    /* The run dir is host storage: read-only inside. What the box must
+     * write there (the kernel's sockets) goes to the socket dir, a small
+     * tmpfs (SB_SOCK_DIR_BYTES, SB_SOCK_DIR_INODES) the host reaches
+     * through a symlink (see s_link_sock_dir). */
+    s_plan_bind(pl, sb->run_dir, sb->run_dir, false, false);
+    char opts[96];
+    snprintf(opts, sizeof opts, "nr_inodes=%d,mode=0700,uid=%d,gid=%d",
+             SB_SOCK_DIR_INODES, SB_SANDBOX_UID, SB_SANDBOX_UID);
+    s_plan_tmpfs(pl, OP_SOCKDIR, sb->sock_dir, SB_SOCK_DIR_BYTES, opts,
+                 MS_NOSUID | MS_NODEV | MS_NOEXEC);
+    /* Files the host hands the box to use in place (a connection file
+     * ipykernel rewrites, matplotlib's cache): copied in at each spawn,
+     * as read now. */
+    for (size_t i = 0; i < sb->n_box_files; i++) {
+        char *data = NULL;
+        size_t len = 0;
+        if (s_read_small(sb->box_files[i].host, SB_SOCK_DIR_BYTES / 4, &data,
+                         &len) < 0)
+            continue;
+        char *inside = xasprintf("%s/%s", sb->sock_dir, sb->box_files[i].name);
+        char *what = xasprintf("copy %s to %s", sb->box_files[i].host, inside);
+        struct s_op *op = s_plan_add(pl, OP_WRITE, inside, what);
+        op->src = data;
+        op->len = len;
+        op->own = true;
+        free(what);
+        free(inside);
+    }
     for (size_t i = 0; i < p->n_binds; i++)
         s_plan_bind(pl, p->binds[i].host, p->binds[i].inside, false, false);
     const sb_unsafe_test_knobs_t *k = s_knobs();
@@ -1111,6 +1193,7 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     buf_init(&sb->warnings, 8192);
     sb->pid = -1;
     sb->pidfd = sb->ctl = sb->ws_fd = sb->stdin_fd = sb->lock_fd = -1;
+    sb->sock_fd = -1;
     sb->root_mode = geteuid() == 0;
     sb->host_uid =
         sb->root_mode ? SB_ROOT_HOST_BASE + SB_SANDBOX_UID : geteuid();
@@ -1137,6 +1220,7 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     if (sb->lock_fd >= 0)
         flock(sb->lock_fd, LOCK_EX);
     sb->run_dir = xasprintf("%s/run", sb->top_dir);
+    sb->sock_dir = xasprintf("%s/sock", sb->top_dir);
     if (mkdir(sb->run_dir, 0700) < 0 ||
         (sb->root_mode &&
          (chown(sb->top_dir, sb->host_uid, sb->host_gid) < 0 ||
@@ -1529,6 +1613,66 @@ s_abort_spawn(sb_sandbox_t *sb)
     sb->state = ST_REAPED;
 }
 
+/* The box's socket dir reaches the host as top_dir/sock, a symlink to
+ * /proc/<our pid>/fd/<sock_fd>: any process of ours (a serve client too)
+ * can connect to the sockets in it, yet every byte the box writes there
+ * is in its own small tmpfs, never on host storage. The fd number stays
+ * the same across restarts, so the link is made once. */
+static int
+s_link_sock_dir(sb_sandbox_t *sb, int passed, err_t *err)
+{
+    if (sb->sock_fd >= 0) {
+        int r = dup3(passed, sb->sock_fd, O_CLOEXEC);
+        close(passed);
+        if (r < 0)
+            return err_set(err, ERR_SANDBOX, "sandbox: socket dir: %s",
+                           strerror(errno));
+        return 0;
+    }
+    sb->sock_fd = passed;
+    char target[64];
+    snprintf(target, sizeof target, "/proc/%d/fd/%d", (int)getpid(), passed);
+    char *tmp = xasprintf("%s.new", sb->sock_dir);
+    unlink(tmp);
+    int rc = 0;
+    if (symlink(target, tmp) < 0 || rename(tmp, sb->sock_dir) < 0)
+        rc = err_set(err, ERR_SANDBOX, "sandbox: linking %s to %s: %s",
+                     sb->sock_dir, target, strerror(errno));
+    unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+const char *
+sb_sandbox_sock_dir(const sb_sandbox_t *sb)
+{
+    return sb->sock_dir;
+}
+
+int
+sb_sandbox_add_box_file(sb_sandbox_t *sb, const char *host_path,
+                        const char *name, err_t *err)
+{
+    if (sb_files_check_name(name, err) < 0)
+        return -1;
+    struct stat st;
+    if (stat(host_path, &st) < 0 || !S_ISREG(st.st_mode))
+        return err_set(err, ERR_USAGE, "sandbox: '%s' is not a regular file",
+                       host_path);
+    for (size_t i = 0; i < sb->n_box_files; i++)
+        if (strcmp(sb->box_files[i].name, name) == 0) {
+            free(sb->box_files[i].host);
+            sb->box_files[i].host = xstrdup(host_path);
+            return 0;
+        }
+    sb->box_files =
+        xrealloc(sb->box_files, (sb->n_box_files + 1) * sizeof *sb->box_files);
+    sb->box_files[sb->n_box_files].host = xstrdup(host_path);
+    sb->box_files[sb->n_box_files].name = xstrdup(name);
+    sb->n_box_files++;
+    return 0;
+}
+
 int
 sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                  int stdout_fd, int stderr_fd, err_t *err)
@@ -1573,7 +1717,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     sb_landlock_plan_box(
         landlock,
         s_knobs()->no_landlock || sb->allow_setns ? 0 : sb_landlock_abi(),
-        &sb->policy, sb->run_dir);
+        &sb->policy, sb->top_dir); /* run (read-only mount) and sock */
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
         err_set(err, ERR_SANDBOX, "sandbox: socketpair: %s", strerror(errno));
         goto out;
@@ -1671,7 +1815,12 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         struct s_msg m;
         int passed = -1;
         int t = s_recv(sb->ctl, &m, &passed);
-        if (t == MSG_WORKSPACE && passed >= 0) {
+        if (t == MSG_SOCKDIR && passed >= 0) {
+            if (s_link_sock_dir(sb, passed, err) < 0) {
+                s_abort_spawn(sb);
+                goto out;
+            }
+        } else if (t == MSG_WORKSPACE && passed >= 0) {
             sb->ws_fd = passed;
             snprintf(sb->ws_path, sizeof sb->ws_path, "/proc/self/fd/%d",
                      passed);
@@ -1797,12 +1946,15 @@ sb_sandbox_finish(sb_sandbox_t *sb, err_t *err)
         sb_sandbox_kill(sb);
         sb_sandbox_wait(sb, -1, NULL);
     }
-    if (sb->policy.keep_workspace_dir && sb->ws_fd >= 0)
+    if (sb->policy.keep_workspace_dir && sb->ws_fd >= 0) {
+        sb_files_out_opts_t o;
+        sb_policy_out_opts(&sb->policy, &o);
         return sb_files_copy_out(sb->ws_fd, ".", sb->policy.keep_workspace_dir,
-                                 sb->policy.workspace_bytes, err) < 0
+                                 &o, NULL, err) < 0
                    ? err_prefix(err, "keeping the workspace in '%s'",
                                 sb->policy.keep_workspace_dir)
                    : 0;
+    }
     return 0;
 }
 
@@ -1817,6 +1969,8 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
         sb_sandbox_finish(sb, NULL);
     if (sb->ws_fd >= 0)
         close(sb->ws_fd);
+    if (sb->sock_fd >= 0)
+        close(sb->sock_fd);
     if (sb->ctl >= 0)
         close(sb->ctl);
     if (sb->pidfd >= 0)
@@ -1836,8 +1990,14 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
         free(sb->files[i].name);
     }
     free(sb->files);
+    for (size_t i = 0; i < sb->n_box_files; i++) {
+        free(sb->box_files[i].host);
+        free(sb->box_files[i].name);
+    }
+    free(sb->box_files);
     free(sb->top_dir);
     free(sb->run_dir);
+    free(sb->sock_dir);
     buf_release(&sb->warnings);
     sb_policy_release(&sb->policy);
     free(sb);
@@ -1946,11 +2106,15 @@ sb_sandbox_read_file(sb_sandbox_t *sb, const char *relpath, size_t max_bytes,
 
 int
 sb_sandbox_copy_out(sb_sandbox_t *sb, const char *rel_dir,
-                    const char *host_dest_dir, size_t max_total, err_t *err)
+                    const char *host_dest_dir, const sb_files_out_opts_t *o,
+                    size_t *n_copied, err_t *err)
 {
+    if (n_copied)
+        *n_copied = 0;
     if (sb->ws_fd < 0)
         return err_set(err, ERR_USAGE, "sandbox: no workspace yet");
-    return sb_files_copy_out(sb->ws_fd, rel_dir, host_dest_dir, max_total, err);
+    return sb_files_copy_out(sb->ws_fd, rel_dir, host_dest_dir, o, n_copied,
+                             err);
 }
 
 int

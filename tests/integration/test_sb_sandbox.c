@@ -115,8 +115,8 @@ t_python_stack(const sb_policy_t *p)
     sb_sandbox_destroy(&sb);
 }
 
-/* The run dir is the same path inside: a socket made inside is
- * reachable from the host at the host path. */
+/* The run dir and socket dir are the same paths inside: a socket made
+ * inside the socket dir is reachable from the host at the same path. */
 static void
 t_run_dir(const sb_policy_t *p)
 {
@@ -128,7 +128,7 @@ t_run_dir(const sb_policy_t *p)
        "the run dir is private (0700), owned by the sandbox user, short (%s)",
        rd);
     char sock[100];
-    snprintf(sock, sizeof sock, "%.80s/test.sock", rd);
+    snprintf(sock, sizeof sock, "%.80s/test.sock", sb_sandbox_sock_dir(sb));
     const char *argv[] = {
         PY, "-c",
         "import socket, sys\n"
@@ -160,7 +160,7 @@ t_run_dir(const sb_policy_t *p)
         close(s);
     }
     ok(got && strcmp(buf, "hello from inside") == 0,
-       "a unix socket bound inside at <run dir>/test.sock answers the host "
+       "a unix socket bound inside at <sock dir>/test.sock answers the host "
        "at the same path");
     close(pfd[0]);
     sb_exit_t ex;
