@@ -2,6 +2,7 @@
 #
 #   make            build build/jupyter-agent
 #   make test       install missing Debian packages, build, run every suite
+#   make test-cgroup2  only the cgroup v2 suite (Debian's kernel under qemu)
 #   make demo       install missing packages, build, run the finance demo
 #                   (its notebook goes to build/demo/)
 #   make demo-notebook  replay the demo into the committed
@@ -60,10 +61,17 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/fuzz/%,$(FUZZ_SRCS))
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all deps test test-c demo demo-notebook asan fuzz install uninstall format \
-        format-check clean bench check-deps
+.PHONY: all deps test test-c test-cgroup2 demo demo-notebook asan fuzz \
+        install uninstall format format-check clean bench check-deps
 
-all: $(BIN) $(TEST_BINS) $(FUZZ_BINS) $(BENCH_BINS)
+# PID 1 of the cgroup v2 test guest (tests/cgroup2/vm.sh): static, no SAN.
+CG2_INIT := $(BUILD)/cgroup2/init
+
+all: $(BIN) $(TEST_BINS) $(FUZZ_BINS) $(BENCH_BINS) $(CG2_INIT)
+
+$(CG2_INIT): tests/cgroup2/init.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -O2 $(WARN) -D_GNU_SOURCE -static $< -o $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -121,6 +129,11 @@ test: deps
 # The C suites only (used by make asan, where the Python peers are not needed).
 test-c: all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SUITES="unit fuzz integration security" sh tests/run
+
+# The cgroup v2 suite alone: Debian's kernel under qemu (tests/cgroup2/vm.sh).
+test-cgroup2: deps
+	@$(MAKE) --no-print-directory -s all
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) SUITES=cgroup2 sh tests/run
 
 demo: deps
 	@$(MAKE) --no-print-directory -s $(BIN)

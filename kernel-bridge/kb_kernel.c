@@ -1,6 +1,7 @@
 #include "kb_kernel.h"
 
 #include "common/clock.h"
+#include "common/escape.h"
 #include "common/log.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
@@ -104,9 +105,12 @@ s_fail_with_stderr(kb_kernel_t *k, err_t *err)
             break;
         }
     if (*start && err) {
+        /* Printed by us: escaped (the kernel's own lines stay lines). */
+        char *shown = esc_dup(start, ESC_KEEP_LINES);
         size_t used = strlen(err->text);
         snprintf(err->text + used, sizeof err->text - used,
-                 "\nkernel output:\n%s", start);
+                 "\nkernel output:\n%s", shown);
+        free(shown);
     }
     free(tail);
     return -1;
@@ -140,7 +144,10 @@ s_launch(kb_kernel_t *k, err_t *err)
     kb_conn_init(&conn);
     k->dead = false;
     const char *run_dir = k->launcher->ops->run_dir(k->launcher->self);
-    prefix = xasprintf("%s/kernel", run_dir);
+    const char *sock_dir = k->launcher->ops->sock_dir
+                               ? k->launcher->ops->sock_dir(k->launcher->self)
+                               : run_dir;
+    prefix = xasprintf("%s/kernel", sock_dir);
     conn_path = xasprintf("%s/kernel.json", run_dir);
     if (kb_conn_init_ipc(&conn, prefix, err))
         goto out;
@@ -149,7 +156,15 @@ s_launch(kb_kernel_t *k, err_t *err)
     if (kb_conn_save(&conn, conn_path, err) ||
         k->launcher->ops->adopt_file(k->launcher->self, conn_path, err))
         goto out;
-    argv = kb_kernelspec_expand_argv(&k->spec, conn_path);
+    /* A sandboxed kernel reads (and rewrites) its copy in the socket dir,
+     * put there by adopt_file. */
+    if (k->launcher->ops->sock_dir) {
+        char *inside = xasprintf("%s/kernel.json", sock_dir);
+        argv = kb_kernelspec_expand_argv(&k->spec, inside);
+        free(inside);
+    } else {
+        argv = kb_kernelspec_expand_argv(&k->spec, conn_path);
+    }
     s_append_args(&argv, k->opts.extra_args);
     env = s_build_env(k);
     if (k->out_fd < 0)
@@ -276,6 +291,16 @@ kb_kernel_destroy(kb_kernel_t **pk)
     free(k->name);
     free(k);
     *pk = NULL;
+}
+
+void
+kb_kernel_hand_off(kb_kernel_t **pk)
+{
+    kb_kernel_t *k = pk ? *pk : NULL;
+    if (k && k->launcher && !k->dead && k->launcher->ops->hand_off &&
+        k->launcher->ops->hand_off(k->launcher->self) == 0)
+        k->dead = true; /* someone else's now: no shutdown request */
+    kb_kernel_destroy(pk);
 }
 
 kb_client_t *

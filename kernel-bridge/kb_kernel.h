@@ -43,6 +43,12 @@ kb_kernel_t *kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err);
 kb_kernel_t *kb_kernel_attach(const char *connection_file, bool allow_unsigned,
                               err_t *err);
 void kb_kernel_destroy(kb_kernel_t **k);
+/* kb_kernel_destroy() for a caller about to exit, without waiting for the
+ * kernel to die: a kernel whose launcher can hand it off (a sandbox: to a
+ * detached reaper; a serve kernel: to the server) is killed and removed
+ * there; others (plain, a workspace to keep) get the graceful shutdown of
+ * kb_kernel_destroy(); an attached kernel is left running. */
+void kb_kernel_hand_off(kb_kernel_t **k);
 
 kb_client_t *kb_kernel_client(kb_kernel_t *k); /* borrowed */
 json_t *kb_kernel_info(const kb_kernel_t *k);  /* borrowed content */

@@ -5,6 +5,7 @@
 #include "kernel-bridge/kb_kernelspec.h"
 
 #include "common/buf.h"
+#include "common/escape.h"
 #include "common/jpaths.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
@@ -267,7 +268,7 @@ kb_kernelspec_find(const char *name, kb_kernelspec_t *out, err_t *err)
     }
     if (!dir) {
         buf_t names;
-        buf_init(&names, 700);
+        buf_init(&names, 0);
         /* Sorted, so the message is stable. */
         json_t *keys = json_array();
         json_object_foreach(found, key, v)
@@ -278,15 +279,21 @@ kb_kernelspec_find(const char *name, kb_kernelspec_t *out, err_t *err)
             sorted[i] = json_string_value(json_array_get(keys, i));
         if (n)
             qsort(sorted, n, sizeof *sorted, s_cmp);
-        for (size_t i = 0; i < n; i++)
-            if (buf_printf(&names, "%s%s", i ? ", " : "", sorted[i]))
-                break;
+        for (size_t i = 0; i < n && names.len < 600; i++) {
+            buf_puts(&names, i ? ", " : "");
+            esc_append(&names, sorted[i], strlen(sorted[i]), ESC_NAME);
+        }
         free(sorted);
         json_decref(keys);
+        /* The name may come from a notebook: escaped, never raw bytes. */
+        buf_t shown;
+        buf_init(&shown, 0);
+        esc_append(&shown, name, strnlen(name, 128), ESC_NAME);
         err_set(err, ERR_USAGE,
-                "no kernel named '%.128s'; available: %s (see 'jupyter "
+                "no kernel named '%s'; available: %s (see 'jupyter "
                 "kernelspec list')",
-                name, n ? buf_cstr(&names) : "none");
+                buf_cstr(&shown), n ? buf_cstr(&names) : "none");
+        buf_release(&shown);
         buf_release(&names);
         goto out;
     }

@@ -4,9 +4,11 @@
 #include "common/xalloc.h"
 #include "kernel-bridge/pool/kb_mpl_cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,6 +27,12 @@ static const char *
 s_run_dir(void *self)
 {
     return sb_sandbox_run_dir(BOX(self));
+}
+
+static const char *
+s_sock_dir(void *self)
+{
+    return sb_sandbox_sock_dir(BOX(self));
 }
 
 int
@@ -137,7 +145,10 @@ kb_sandbox_adopt_file(sb_sandbox_t *box, const char *path, err_t *err)
         return err_set(err, ERR_SANDBOX,
                        "cannot hand %s to the sandbox user: %s", path,
                        strerror(errno));
-    return 0;
+    /* The run dir is read-only inside: the kernel gets its own copy in
+     * the socket dir, where it may rewrite it (ipykernel does). */
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    return sb_sandbox_add_box_file(box, path, base, err);
 }
 
 static int
@@ -155,9 +166,20 @@ s_destroy(void *self)
     free(b);
 }
 
+static int
+s_hand_off(void *self)
+{
+    boxed_t *b = self;
+    if (sb_sandbox_policy(b->box)->keep_workspace_dir)
+        return -1; /* copied out after a graceful shutdown */
+    sb_sandbox_hand_off(&b->box);
+    return 0;
+}
+
 static const kb_launcher_ops_t s_ops = {
     .name = "sandbox",
     .run_dir = s_run_dir,
+    .sock_dir = s_sock_dir,
     .prepare = s_prepare,
     .spawn = s_spawn,
     .pidfd = s_pidfd,
@@ -167,7 +189,39 @@ static const kb_launcher_ops_t s_ops = {
     .build_env = s_build_env,
     .adopt_file = s_adopt_file,
     .destroy = s_destroy,
+    .hand_off = s_hand_off,
 };
+
+/* Matplotlib's font cache, built once per host and copied into the run
+ * dir, which is read-only inside; matplotlib wants a writable config
+ * dir, so it gets the socket dir (a tmpfs) with the cache files bound
+ * into it read-only. "MPLCONFIGDIR=..." or NULL. */
+static char *
+s_seed_mpl(sb_sandbox_t *sb)
+{
+    char *entry =
+        kb_mpl_cache_seed(sb_sandbox_run_dir(sb), sb_sandbox_host_uid(sb),
+                          sb_sandbox_host_gid(sb));
+    if (!entry)
+        return NULL;
+    free(entry);
+    char *dir = xasprintf("%s/matplotlib", sb_sandbox_run_dir(sb));
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.' || de->d_type != DT_REG)
+            continue;
+        char *host = xasprintf("%s/%s", dir, de->d_name);
+        if (sb_sandbox_add_box_file(sb, host, de->d_name, NULL) == 0)
+            n++;
+        free(host);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+    return n ? xasprintf("MPLCONFIGDIR=%s", sb_sandbox_sock_dir(sb)) : NULL;
+}
 
 kb_launcher_t *
 kb_launcher_sandbox_new(const sb_policy_t *policy, err_t *err)
@@ -180,9 +234,7 @@ kb_launcher_sandbox_new(const sb_policy_t *policy, err_t *err)
         return NULL;
     boxed_t *b = xcalloc(1, sizeof *b);
     b->box = sb;
-    b->mpl_env =
-        kb_mpl_cache_seed(sb_sandbox_run_dir(sb), sb_sandbox_host_uid(sb),
-                          sb_sandbox_host_gid(sb));
+    b->mpl_env = s_seed_mpl(sb);
     kb_launcher_t *l = xcalloc(1, sizeof *l);
     l->ops = &s_ops;
     l->self = b;

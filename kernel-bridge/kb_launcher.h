@@ -24,6 +24,10 @@ typedef struct kb_launcher_ops {
     const char *name; /* "plain" or "sandbox" */
     /* Host path of the private run dir (borrowed). */
     const char *(*run_dir)(void *self);
+    /* Where the kernel's ipc:// sockets go (borrowed); NULL: run_dir. The
+     * sandbox's run dir is read-only inside, its socket dir a small
+     * tmpfs. */
+    const char *(*sock_dir)(void *self);
     /* Optional (NULL = nothing to do): get ready to run the kernel of
      * `spec` (its argv[0] resolved), e.g. show its runtime's files. Called
      * before every spawn. */
@@ -53,6 +57,12 @@ typedef struct kb_launcher_ops {
     /* Release everything: kills, reaps, removes the run dir. After reap()
      * reported the kernel gone, spawn() may be called again (restart). */
     void (*destroy)(void *self);
+    /* Optional (NULL = unsupported): give the running kernel to whoever
+     * removes it (the serve daemon, a detached reaper) and return at once,
+     * for a caller about to exit. Returns 0 when handed off (destroy()
+     * then only releases what is ours), -1 when the kernel must be shut
+     * down in place (e.g. its workspace is to be copied out). */
+    int (*hand_off)(void *self);
 } kb_launcher_ops_t;
 
 struct kb_launcher {

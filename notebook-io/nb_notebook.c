@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sodium.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -703,49 +704,95 @@ out:
 nb_notebook_t *
 nb_notebook_read_file(const char *path, err_t *err)
 {
+    return nb_notebook_read_path(path, NB_NOTEBOOK_DEFAULT_MAX_BYTES, err);
+}
+
+nb_notebook_t *
+nb_notebook_read_path(const char *path, size_t max_bytes, err_t *err)
+{
     nb_notebook_t *nb = NULL;
     char *data = NULL;
     struct stat st;
     size_t got = 0;
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: opening a FIFO nobody writes to must not hang us; the
+     * fstat below then refuses it. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 
-    if (!f) {
+    if (fd < 0) {
         err_set(err, ERR_USAGE, "%s: cannot open notebook: %s", path,
                 strerror(errno));
         goto out;
     }
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (fstat(fd, &st) < 0) {
+        err_set(err, ERR_USAGE, "%s: cannot stat notebook: %s", path,
+                strerror(errno));
+        goto out;
+    }
+    if (S_ISDIR(st.st_mode)) {
         err_set(err, ERR_USAGE, "%s: is a directory, not a notebook", path);
         goto out;
     }
-    /* Read to EOF rather than trusting st_size (pipes, /dev/stdin). */
-    size_t alloc = st.st_size > 0 ? (size_t)st.st_size + 1 : 65536;
-    data = xmalloc(alloc);
-    for (;;) {
-        if (got == alloc) {
-            if (alloc > NB_NOTEBOOK_MAX_BYTES) {
-                err_set(err, ERR_USAGE,
-                        "%s: notebook larger than %zu MiB; refusing to read it",
-                        path, NB_NOTEBOOK_MAX_BYTES >> 20);
-                goto out;
-            }
-            alloc *= 2;
-            data = xrealloc(data, alloc);
-        }
-        size_t n = fread(data + got, 1, alloc - got, f);
-        got += n;
-        if (n == 0)
-            break;
+    if (!S_ISREG(st.st_mode)) {
+        err_set(err, ERR_USAGE,
+                "%s: is not a regular file (a FIFO, socket or device); save "
+                "the notebook to a file and run that",
+                path);
+        goto out;
     }
-    if (ferror(f)) {
+    if ((uint64_t)st.st_size > max_bytes) {
+        err_set(err, ERR_USAGE,
+                "%s: notebook is %lld bytes, over the %zu-byte cap; raise "
+                "--max-notebook-size if you trust it",
+                path, (long long)st.st_size, max_bytes);
+        goto out;
+    }
+    if (fcntl(fd, F_SETFL, 0) < 0) {
         err_set(err, ERR_USAGE, "%s: cannot read notebook: %s", path,
                 strerror(errno));
         goto out;
     }
+    /* Read to EOF rather than trusting st_size (the file may grow), but
+     * never past the cap. */
+    size_t alloc = (size_t)st.st_size + 1;
+    data = xmalloc(alloc);
+    for (;;) {
+        if (got == alloc) {
+            if (got > max_bytes) {
+                err_set(err, ERR_USAGE,
+                        "%s: notebook grew past the %zu-byte cap while "
+                        "being read; raise --max-notebook-size if you "
+                        "trust it",
+                        path, max_bytes);
+                goto out;
+            }
+            alloc = alloc * 2 > max_bytes + 1 ? max_bytes + 1 : alloc * 2;
+            if (alloc <= got)
+                alloc = got + 1;
+            data = xrealloc(data, alloc);
+        }
+        ssize_t n = read(fd, data + got, alloc - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            err_set(err, ERR_USAGE, "%s: cannot read notebook: %s", path,
+                    strerror(errno));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got > max_bytes) {
+        err_set(err, ERR_USAGE,
+                "%s: notebook grew past the %zu-byte cap while being read; "
+                "raise --max-notebook-size if you trust it",
+                path, max_bytes);
+        goto out;
+    }
     nb = nb_notebook_read_mem(data, got, path, err);
 out:
-    if (f)
-        fclose(f);
+    if (fd >= 0)
+        close(fd);
     free(data);
     return nb;
 }

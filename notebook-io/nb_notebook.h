@@ -45,8 +45,9 @@ typedef struct nb_notebook nb_notebook_t;
 
 /* A cell id from nb_cell_id_new: 8 hex digits and a NUL. */
 enum { NB_CELL_ID_SIZE = 9 };
-/* Notebooks bigger than this are refused by nb_notebook_read_file. */
-#define NB_NOTEBOOK_MAX_BYTES ((size_t)1 << 30)
+/* Notebooks bigger than this are refused by nb_notebook_read_file
+ * (`run --max-notebook-size` raises it). */
+#define NB_NOTEBOOK_DEFAULT_MAX_BYTES ((size_t)256 << 20)
 
 /* An empty nbformat 4.5 notebook: {"cells": [], "metadata": {},
  * "nbformat": 4, "nbformat_minor": 5}. Never NULL. */
@@ -60,6 +61,11 @@ nb_notebook_t *nb_notebook_new(void);
 nb_notebook_t *nb_notebook_read_mem(const char *data, size_t len,
                                     const char *origin, err_t *err);
 nb_notebook_t *nb_notebook_read_file(const char *path, err_t *err);
+/* The same with a cap: `path` must be a regular file (a FIFO, socket or
+ * device is refused without blocking: opened O_NONBLOCK) of at most
+ * `max_bytes`, checked before and while reading; ERR_USAGE otherwise. */
+nb_notebook_t *nb_notebook_read_path(const char *path, size_t max_bytes,
+                                     err_t *err);
 
 void nb_notebook_destroy(nb_notebook_t **p);
 

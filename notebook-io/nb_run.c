@@ -2,6 +2,7 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/escape.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_msg.h"
@@ -281,9 +282,13 @@ s_settle(json_t *cell, size_t i, int rc, const err_t *xerr, kb_output_t *out,
         json_t *e = s_first_error(json_object_get(cell, "outputs"));
         const char *ename = json_string_value(json_object_get(e, "ename"));
         const char *evalue = json_string_value(json_object_get(e, "evalue"));
-        err_set(err, ERR_USER_CODE, "cell %zu raised %s%s%s", i + 1,
-                ename ? ename : "an error", evalue && *evalue ? ": " : "",
-                evalue ? evalue : "");
+        /* The kernel names the error: escaped before anyone prints it. */
+        char *en = esc_dup(ename ? ename : "an error", ESC_NAME);
+        char *ev = esc_dup(evalue ? evalue : "", ESC_NAME);
+        err_set(err, ERR_USER_CODE, "cell %zu raised %s%s%.300s", i + 1, en,
+                *ev ? ": " : "", ev);
+        free(en);
+        free(ev);
         return ERR_USER_CODE;
     }
     switch (xerr->code) {

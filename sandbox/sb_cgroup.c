@@ -33,7 +33,8 @@ struct sb_cgroup {
     int version;        /* 2, 1, or 0 when nothing is enforced */
     char *dir[CG_N];    /* owned; per-controller directory we created, or NULL
                            (v2: all three point to the same string in dir[0]) */
-    char *parent[CG_N]; /* owned; the shared "jupyter-agent" parent (v1) */
+    char *parent[CG_N]; /* owned; the shared "jupyter-agent" parent, or
+                           NULL (v1 cpu: the box's group has none) */
     bool limited[CG_N]; /* the limit was written successfully */
     char *warning;      /* owned; what is not enforced, or NULL */
     char *why;          /* owned; why v1 directories could not be made */
@@ -84,7 +85,7 @@ s_own_path(const char *ctl)
         char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (!c2)
             continue;
-        *c2 = '\0';
+        *c1 = *c2 = '\0'; /* line: the hierarchy id ("0" on v2) */
         const char *list = c1 + 1, *path = c2 + 1;
         if (!ctl) {
             if (strcmp(line, "0") == 0 && *list == '\0')
@@ -124,20 +125,60 @@ s_has_word(const char *text, const char *word)
 
 static int s_kill_listed(const char *dir);
 
-/* Remove the sandbox cgroups ("<pid>-<suffix>") under `parent` whose
+/* The pid of the launcher that made sandbox cgroup `name`
+ * ("<prefix><pid>-<suffix>"), or 0 when `name` is not one. */
+static long
+s_box_pid(const char *name, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) != 0 || name[n] < '1' || name[n] > '9')
+        return 0;
+    char *end = NULL;
+    long pid = strtol(name + n, &end, 10);
+    return pid > 0 && end && *end == '-' ? pid : 0;
+}
+
+/* CPU fairness on v2, where a box's one directory (all controllers) sits
+ * in the shared parent: a group weighs as much as its own weight says,
+ * however many boxes it holds, so give the parent one ordinary task's
+ * weight (cpu.weight 100) per live box: N busy boxes together get what N
+ * unsandboxed kernels would rather than what one task gets (idle boxes
+ * lend their share to busy ones; --cpus still caps each). Called whenever
+ * a box is created or removed; launchers racing here each write a fresh
+ * count, so the last write of a burst is right. Best effort. (v1 needs
+ * none of this: each box's cpu group stands on its own, see s_v1_mkdir.) */
+static void
+s_weigh_parent(const char *parent)
+{
+    DIR *d = parent ? opendir(parent) : NULL;
+    if (!d)
+        return;
+    long n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (s_box_pid(de->d_name, ""))
+            n++;
+    closedir(d);
+    long w = (n < 1 ? 1 : n) * 100;
+    char v[32];
+    snprintf(v, sizeof v, "%ld", w < 10000 ? w : 10000);
+    s_write(parent, "cpu.weight", v);
+}
+
+/* Remove the sandbox cgroups ("<prefix><pid>-<suffix>") under `parent` whose
  * launcher pid is gone: a launcher killed outright cannot clean up. What is
  * still inside is an orphan of that launcher's box (normally already dying
- * from the parent-death signal): kill it, then retry for up to ~100 ms,
+ * from the parent-death signal): kill it (cgroup.kill where the kernel has
+ * it), then retry for up to ~100 ms,
  * since the kernel empties a cgroup a little after its tasks exit. */
 static void
-s_gc(const char *parent)
+s_gc(const char *parent, const char *prefix)
 {
     DIR *d = opendir(parent);
     struct dirent *de;
     while (d && (de = readdir(d))) {
-        char *end = NULL;
-        long pid = strtol(de->d_name, &end, 10);
-        if (pid <= 0 || !end || *end != '-' || pid == (long)getpid())
+        long pid = s_box_pid(de->d_name, prefix);
+        if (!pid || pid == (long)getpid())
             continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
@@ -145,7 +186,8 @@ s_gc(const char *parent)
         for (int round = 0; round < 50; round++) {
             if (rmdir(path) == 0 || errno != EBUSY)
                 break;
-            s_kill_listed(path);
+            if (s_write(path, "cgroup.kill", "1") < 0) /* v1, or v2 < 5.14 */
+                s_kill_listed(path);
             struct timespec ts = {0, 2 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
@@ -170,23 +212,84 @@ s_v2_enable(const char *dir, const char *ctl)
     return s_write(dir, "cgroup.subtree_control", plus);
 }
 
+/* The leaf a delegated cgroup's own processes move into, so that the
+ * delegated cgroup itself may enable controllers for its children. */
+#define CG_LEAF "jupyter-agent-launcher"
+
+/* Whether `pid` is this process or one of its children. */
+static bool
+s_ours(long pid)
+{
+    if (pid == (long)getpid())
+        return true;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    char *text = s_read(path);
+    const char *rp = text ? strrchr(text, ')') : NULL;
+    long ppid = -1;
+    if (rp && sscanf(rp + 1, " %*c %ld", &ppid) != 1)
+        ppid = -1;
+    free(text);
+    return ppid == (long)getpid();
+}
+
+/* Move the processes of `base` into base/CG_LEAF. The v2 "no internal
+ * processes" rule forbids enabling controllers in a non-root cgroup that
+ * holds processes, and a delegated cgroup (systemd's Delegate=yes) holds at
+ * least the launcher; systemd expects the delegatee to do exactly this.
+ * Only when every process there is ours (us or our children): a shell or a
+ * terminal sharing the cgroup is left alone (-EBUSY). Returns 0 or -errno. */
+static int
+s_v2_evacuate(const char *base)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cgroup.procs", base);
+    char *text = s_read(path);
+    if (!text)
+        return -EACCES;
+    int rc = 0;
+    for (const char *t = text; *t && rc == 0; t = strchr(t, '\n') + 1) {
+        if (!s_ours(strtol(t, NULL, 10)))
+            rc = -EBUSY;
+        if (!strchr(t, '\n'))
+            break;
+    }
+    char *leaf = xasprintf("%s/" CG_LEAF, base);
+    if (rc == 0 && mkdir(leaf, 0755) < 0 && errno != EEXIST)
+        rc = -errno;
+    for (char *t = rc == 0 ? strtok(text, "\n") : NULL; t && rc == 0;
+         t = strtok(NULL, "\n")) {
+        rc = s_write(leaf, "cgroup.procs", t);
+        if (rc == -ESRCH) /* it exited meanwhile */
+            rc = 0;
+    }
+    free(text);
+    free(leaf);
+    return rc;
+}
+
 /* v2 under `base`: base/jupyter-agent (no processes of its own, so it may
- * enable controllers for its children) and base/jupyter-agent/<id>. */
+ * enable controllers for its children) and base/jupyter-agent/<id>. With
+ * `delegated`, base's own processes move to base/CG_LEAF when they keep
+ * base from enabling controllers. */
 static int
 s_try_v2_under(sb_cgroup_t *cg, const sb_policy_t *p, const char *base,
-               const char *id)
+               bool delegated, const char *id)
 {
     char *parent = xasprintf("%s/jupyter-agent", base);
     char *dir = NULL;
     int rc = -1;
-    if (s_v2_enable(base, "memory") < 0 || s_v2_enable(base, "pids") < 0)
+    int e = s_v2_enable(base, "memory");
+    if (e == -EBUSY && delegated && s_v2_evacuate(base) == 0)
+        e = s_v2_enable(base, "memory");
+    if (e < 0 || s_v2_enable(base, "pids") < 0)
         goto out;
     bool cpu = s_v2_enable(base, "cpu") == 0;
     if (mkdir(parent, 0755) < 0 && errno != EEXIST)
         goto out;
     if (s_v2_enable(parent, "memory") < 0 || s_v2_enable(parent, "pids") < 0)
         goto out;
-    s_gc(parent);
+    s_gc(parent, "");
     if (cpu)
         s_v2_enable(parent, "cpu");
     dir = xasprintf("%s/%s", parent, id);
@@ -208,6 +311,8 @@ s_try_v2_under(sb_cgroup_t *cg, const sb_policy_t *p, const char *base,
         goto out;
     }
     cg->version = 2;
+    if (cpu)
+        s_weigh_parent(parent);
     cg->dir[0] = cg->dir[1] = cg->dir[2] = dir;
     cg->parent[0] = parent;
     parent = dir = NULL;
@@ -229,13 +334,17 @@ s_try_v2(sb_cgroup_t *cg, const sb_policy_t *p, const char *id)
     struct statfs sf;
     if (statfs(CG_ROOT, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
         return -1;
-    if (s_try_v2_under(cg, p, CG_ROOT, id) == 0)
+    if (s_try_v2_under(cg, p, CG_ROOT, false, id) == 0)
         return 0;
     char *own = s_own_path(NULL);
     int rc = -1;
     if (own && strcmp(own, "/") != 0) {
+        /* Already moved to our leaf (an earlier sandbox): its parent. */
+        size_t n = strlen(own), l = strlen("/" CG_LEAF);
+        if (n > l && strcmp(own + n - l, "/" CG_LEAF) == 0)
+            own[n - l] = '\0';
         char *base = xasprintf("%s%s", CG_ROOT, own);
-        rc = s_try_v2_under(cg, p, base, id);
+        rc = s_try_v2_under(cg, p, base, true, id);
         free(base);
     }
     free(own);
@@ -260,9 +369,26 @@ s_v1_mkdir(sb_cgroup_t *cg, int i, const char *id)
     char *own = s_own_path(s_ctl_names[i]);
     if (!own)
         return -ENOENT;
-    cg->parent[i] =
-        xasprintf("%s%s/jupyter-agent", mnt, strcmp(own, "/") ? own : "");
+    char *base = xasprintf("%s%s", mnt, strcmp(own, "/") ? own : "");
     free(own);
+    if (i == CG_CPU) {
+        /* CPU fairness: each box's cpu group stands beside the launcher's
+         * own processes with the default weight (cpu.shares 1024), so a
+         * busy box weighs what one unsandboxed process does and an idle
+         * one nothing. In a shared parent, every box together would weigh
+         * one task. */
+        s_gc(base, "jupyter-agent-");
+        cg->dir[i] = xasprintf("%s/jupyter-agent-%s", base, id);
+        free(base);
+        if (mkdir(cg->dir[i], 0755) == 0)
+            return 0;
+        int e = -errno;
+        free(cg->dir[i]);
+        cg->dir[i] = NULL;
+        return e;
+    }
+    cg->parent[i] = xasprintf("%s/jupyter-agent", base);
+    free(base);
     cg->dir[i] = xasprintf("%s/%s", cg->parent[i], id);
     int e = 0;
     for (int attempt = 0; attempt < 3; attempt++) {
@@ -270,7 +396,7 @@ s_v1_mkdir(sb_cgroup_t *cg, int i, const char *id)
             e = -errno;
             break;
         }
-        s_gc(cg->parent[i]);
+        s_gc(cg->parent[i], "");
         if (mkdir(cg->dir[i], 0755) == 0)
             return 0;
         e = -errno;
@@ -445,9 +571,22 @@ sb_cgroup_destroy(sb_cgroup_t **pcg)
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
+        if (cg->version == 2)
+            s_weigh_parent(cg->parent[i]);
         if (cg->parent[i])
             rmdir(cg->parent[i]); /* fails harmlessly while others use it */
     }
+    sb_cgroup_forget(&cg);
+}
+
+void
+sb_cgroup_forget(sb_cgroup_t **pcg)
+{
+    if (!pcg || !*pcg)
+        return;
+    sb_cgroup_t *cg = *pcg;
+    *pcg = NULL;
+    int n = cg->version == 2 ? 1 : CG_N;
     for (int i = 0; i < n; i++)
         free(cg->dir[i]);
     for (int i = 0; i < CG_N; i++)

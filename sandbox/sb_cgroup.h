@@ -2,10 +2,17 @@
  * sb_cgroup: the control group that holds one sandbox's processes.
  *
  * cgroup v2 when /sys/fs/cgroup is the unified hierarchy and our cgroup
- * can delegate memory and pids; else cgroup v1 (memory, pids, cpu
- * hierarchies under /sys/fs/cgroup/<ctl>/<our cgroup>/jupyter-agent/<id>);
- * else nothing: the object still exists, enforces nothing, and
- * sb_cgroup_warning() says what is not enforced (rlimits remain).
+ * can delegate memory and pids: as root /sys/fs/cgroup/jupyter-agent/<id>;
+ * in a delegated subtree D (systemd's Delegate=yes) D/jupyter-agent/<id>,
+ * after moving the launcher and its children into D/jupyter-agent-launcher
+ * (a cgroup holding processes cannot enable controllers); the shared
+ * jupyter-agent parent gets cpu.weight 100 per live box. Else cgroup v1:
+ * /sys/fs/cgroup/<ctl>/<our cgroup>/jupyter-agent/<id> for the memory and
+ * pids hierarchies, and /sys/fs/cgroup/cpu/<our cgroup>/jupyter-agent-<id>
+ * beside our own processes with the default weight. Either way a busy box
+ * gets the CPU share of one ordinary process. Else nothing: the object
+ * still exists, enforces nothing, and sb_cgroup_warning() says what is not
+ * enforced (rlimits remain).
  *
  * Ownership: sb_cgroup_new() returns the only reference;
  * sb_cgroup_destroy() kills what is left inside and removes the
@@ -27,6 +34,9 @@ typedef struct sb_cgroup sb_cgroup_t;
  * carries a warning. */
 sb_cgroup_t *sb_cgroup_new(const sb_policy_t *p, const char *id);
 void sb_cgroup_destroy(sb_cgroup_t **cg);
+/* Free the object but leave its directories: another process (the
+ * sandbox's reaper) removes them. Accepts NULL; sets *cg to NULL. */
+void sb_cgroup_forget(sb_cgroup_t **cg);
 
 /* Move `pid` in. Returns 0 or -1 with ERR_SANDBOX. A no-op without cgroups. */
 int sb_cgroup_enter(sb_cgroup_t *cg, pid_t pid, err_t *err);

@@ -14,6 +14,7 @@
 #include "common/err.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -45,13 +46,60 @@ int sb_files_copy_in(int ws_fd, const char *host_path, const char *name,
 int sb_files_read(int ws_fd, const char *relpath, size_t max_bytes, char **data,
                   size_t *len, err_t *err);
 
-/* Copy regular files under workspace dir `rel_dir` ("." for all) into host
- * directory `dest_dir` (created if missing), recursively, at most
- * `max_total` bytes in all. Unsafe entries (symlinks, FIFOs, sockets,
- * devices) are skipped and listed in the error; returns 0 when everything
- * was copied, -1 otherwise (what could be copied still was). */
+/* Files leaving a box: the rules (see README, "Files out").
+ * - DIR is created new (an existing empty directory of ours is fine);
+ *   an existing non-empty one only with `force`, and then files already
+ *   there are never overwritten. DIR itself must not be a symlink or
+ *   belong to another user. Everything below DIR is reached from the
+ *   directory fd we opened, with openat2(RESOLVE_BENEATH |
+ *   RESOLVE_NO_SYMLINKS), files created O_EXCL.
+ * - Modes are 0644 for files and 0755 for directories: never setuid,
+ *   setgid or sticky; 0755 for a file the box made executable only with
+ *   `keep_exec`.
+ * - Dot-files and dot-directories (.git, .bashrc, .ssh ...) are never
+ *   copied; nor are symlinks, FIFOs, sockets, devices.
+ * - Caps on bytes, entries (files + directories) and depth.
+ * Each skipped entry is named (escaped, common/escape.h) in the error. */
+typedef struct sb_files_out_opts {
+    uint64_t max_bytes; /* all files together */
+    size_t max_entries; /* files and directories created (10000) */
+    unsigned max_depth; /* directory levels below DIR (16) */
+    bool force;         /* DIR may exist and hold entries already */
+    bool keep_exec;     /* keep the owner's exec bit (as 0755) */
+} sb_files_out_opts_t;
+
+#define SB_FILES_OUT_MAX_ENTRIES 10000
+#define SB_FILES_OUT_MAX_DEPTH 16
+
+/* Defaults above with `max_bytes`. */
+void sb_files_out_opts_init(sb_files_out_opts_t *o, uint64_t max_bytes);
+
+/* A directory for files out, opened once and filled by copies and writes
+ * that share its caps. */
+typedef struct sb_outdir sb_outdir_t;
+
+/* Create (or, see the rules, open) DIR `path`. NULL + err (ERR_USAGE for
+ * a refused DIR, ERR_IO otherwise). */
+sb_outdir_t *sb_outdir_open(const char *path, const sb_files_out_opts_t *o,
+                            err_t *err);
+void sb_outdir_destroy(sb_outdir_t **p);
+/* As given to sb_outdir_open (borrowed). */
+const char *sb_outdir_path(const sb_outdir_t *d);
+/* Write `len` bytes as new file `name` (a plain name, sb_files_check_name)
+ * directly in DIR, O_EXCL, mode 0644, charged against the caps. */
+int sb_outdir_write(sb_outdir_t *d, const char *name, const void *data,
+                    size_t len, err_t *err);
+/* Copy what is under workspace dir `rel_dir` ("." for all) into DIR.
+ * Returns 0 when everything was copied, -1 otherwise (what could be copied
+ * was; a cap stops the copy); *n_copied (may be NULL) gets the number of
+ * files and directories created. */
+int sb_outdir_copy(sb_outdir_t *d, int ws_fd, const char *rel_dir,
+                   size_t *n_copied, err_t *err);
+
+/* sb_outdir_open + sb_outdir_copy + sb_outdir_destroy. */
 int sb_files_copy_out(int ws_fd, const char *rel_dir, const char *dest_dir,
-                      uint64_t max_total, err_t *err);
+                      const sb_files_out_opts_t *o, size_t *n_copied,
+                      err_t *err);
 
 /* Copy the regular files and directories under dir fd `src_fd` into dir
  * fd `dest_fd` (both workspaces), at most `max_total` bytes; unsafe
@@ -64,7 +112,10 @@ int sb_files_copy_tree(int src_fd, int dest_fd, uint64_t max_total, uid_t owner,
  * (new reference), at most `max_entries`; unsafe entries are left out. */
 json_t *sb_files_list(int ws_fd, size_t max_entries);
 
-/* Remove `path` and everything below it without following symlinks. */
+/* Remove `path` and everything below it without following symlinks, at
+ * any depth: iterative, openat-based, two fds at most, ".." checked
+ * against the identity recorded on the way down. 0, or -1 when something
+ * could not be removed (what could be, was). */
 int sb_files_remove_tree(const char *path);
 
 #endif

@@ -317,6 +317,24 @@ s_set_keep_workspace(void *p, const char *v, err_t *err)
 }
 
 static int
+s_set_force(void *p, const char *v, err_t *err)
+{
+    (void)v;
+    (void)err;
+    ((sb_policy_t *)p)->out_force = true;
+    return 0;
+}
+
+static int
+s_set_keep_exec(void *p, const char *v, err_t *err)
+{
+    (void)v;
+    (void)err;
+    ((sb_policy_t *)p)->out_keep_exec = true;
+    return 0;
+}
+
+static int
 s_set_seccomp_audit(void *p, const char *v, err_t *err)
 {
     (void)v;
@@ -361,8 +379,20 @@ static const cliopt_t s_flags[] = {
      s_set_env, "MY_SETTING", "A=B"},
     {"bind", "HOST[:INSIDE]", "extra read-only bind mount", s_set_bind,
      "/usr/share/doc:/opt/doc", "relative"},
-    {"keep-workspace", "DIR", "copy /mnt/data to DIR when the sandbox ends",
+    {"keep-workspace", "DIR",
+     "copy /mnt/data to DIR (new or empty) when the\n"
+     "sandbox ends: no dot-files, links or exec bits; at\n"
+     "most --disk bytes, 10000 entries, 16 levels",
      s_set_keep_workspace, "kept-workspace", ""},
+    {"force", NULL,
+     "files out (--keep-workspace, ask's SESSION_files,\n"
+     "exec --out) may go into an existing non-empty\n"
+     "directory; nothing there is overwritten",
+     s_set_force, "", NULL},
+    {"keep-exec", NULL,
+     "files out keep an exec bit set in the box (0755;\n"
+     "never setuid or setgid)",
+     s_set_keep_exec, "", NULL},
     {"seccomp-audit", NULL,
      "let through, and report at the end, the system\n"
      "calls the seccomp allow list lacks (for new\n"
@@ -373,6 +403,14 @@ static const cliopt_t s_flags[] = {
      "in with --file",
      s_set_network, NULL, ""},
 };
+
+void
+sb_policy_out_opts(const sb_policy_t *p, sb_files_out_opts_t *o)
+{
+    sb_files_out_opts_init(o, p->workspace_bytes);
+    o->force = p->out_force;
+    o->keep_exec = p->out_keep_exec;
+}
 
 cliopt_group_t
 sb_policy_flags(sb_policy_t *p)

@@ -17,6 +17,7 @@
 #include "common/cliopt.h"
 #include "common/err.h"
 #include "common/strv.h"
+#include "sandbox/sb_files.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -49,6 +50,10 @@ typedef struct sb_policy {
     sb_bind_t *binds;         /* owned; extra read-only bind mounts */
     size_t n_binds;           /* entries in binds */
     char *keep_workspace_dir; /* owned; copy /mnt/data here at the end */
+    bool out_force;           /* --force: files out may go into an existing
+                                 non-empty directory (never overwriting) */
+    bool out_keep_exec;       /* --keep-exec: files out keep the owner's
+                                 exec bit */
     bool seccomp_audit;       /* let through and report what the seccomp allow
                                  list lacks (--seccomp-audit) */
 } sb_policy_t;
@@ -71,6 +76,9 @@ cliopt_group_t sb_policy_flags(sb_policy_t *p);
  * in `err` when the value is missing or malformed. */
 int sb_policy_parse_flag(sb_policy_t *p, const char *flag, const char *value,
                          err_t *err);
+/* The copy-out rules for this policy: bytes capped at the workspace size,
+ * default entry and depth caps, --force and --keep-exec. */
+void sb_policy_out_opts(const sb_policy_t *p, sb_files_out_opts_t *o);
 /* "2 GiB", "512 MiB", "1.5 GiB", "300 bytes" into buf; returns buf. */
 const char *sb_policy_format_bytes(uint64_t n, char *buf, size_t size);
 

@@ -5,7 +5,7 @@
  * cgroup namespaces; a read-only root built on tmpfs with /usr and a few
  * /etc entries bound read-only; fresh /proc (hidepid) and minimal /dev;
  * size-limited tmpfs at /tmp, $HOME, /dev/shm and /mnt/data (the
- * workspace); the run dir bound read-write at the same absolute path as on
+ * workspace); the run dir bound read-only at the same absolute path as on
  * the host; cgroup limits; uid 1000 with no capabilities, NO_NEW_PRIVS,
  * rlimits, Landlock (sb_landlock.h) and the seccomp filter of
  * sb_seccomp.h applied last.
@@ -29,6 +29,7 @@
 #define SANDBOX_SB_SANDBOX_H
 
 #include "common/err.h"
+#include "sandbox/sb_files.h"
 #include "sandbox/sb_policy.h"
 
 #include <jansson.h>
@@ -58,14 +59,40 @@ sb_sandbox_t *sb_sandbox_new(const sb_policy_t *p, err_t *err);
  * dropped; call sb_sandbox_finish() first to see them), remove the cgroup
  * and the run dir. Accepts NULL; sets *p to NULL. */
 void sb_sandbox_destroy(sb_sandbox_t **p);
+/* Like sb_sandbox_destroy() without waiting: kill the box and leave the
+ * rest (waiting for its processes to die, removing the cgroup and the run
+ * dir) to a detached reaper process, then free the object. For a launcher
+ * about to exit: the box's pid 1 stays its zombie until it does. A box
+ * not running, or whose workspace is to be kept, is destroyed in place. */
+void sb_sandbox_hand_off(sb_sandbox_t **p);
 
 /* The policy in force (borrowed). */
 const sb_policy_t *sb_sandbox_policy(const sb_sandbox_t *sb);
 /* Host path of the private run dir (mode 0700, owned by the sandbox
  * user). INVARIANT: the same absolute path inside is this directory,
- * bind-mounted read-write, so ipc:// socket paths work on both sides.
- * Short enough for unix socket names (< 60 bytes). Borrowed. */
+ * bind-mounted read-only (files the host hands the box: a connection
+ * file, wheels). Sockets go to sb_sandbox_sock_dir().
+ * Short enough for unix socket names (< 60 bytes). Read-only inside:
+ * the box cannot write host storage through it. Borrowed. */
 const char *sb_sandbox_run_dir(const sb_sandbox_t *sb);
+/* The socket dir: the one place inside where the box may create files
+ * besides its own tmpfs mounts (/tmp, $HOME, /dev/shm, /mnt/data); put
+ * ipc:// sockets here (e.g. the connection file's "ip" prefix). Inside,
+ * a tmpfs of SB_SOCK_DIR_BYTES and SB_SOCK_DIR_INODES, mode 0700, owned
+ * by the box's user; on the host, the same path is a symlink to it
+ * (through /proc/<pid>/fd of this process), valid once spawn returned,
+ * for any process of the same user. Short (< 60 bytes). Borrowed. */
+const char *sb_sandbox_sock_dir(const sb_sandbox_t *sb);
+#define SB_SOCK_DIR_BYTES (4u << 20)
+#define SB_SOCK_DIR_INODES 256
+/* Copy host file `host_path` (regular, at most SB_SOCK_DIR_BYTES / 4) to
+ * <sock dir>/NAME, mode 0600, owned by the box's user, in every box
+ * spawned from now on, as it reads at that spawn: a file the program must
+ * be able to rewrite (ipykernel rewrites its connection file) or a cache
+ * in a directory it must be able to write. A NAME given again replaces
+ * the earlier file. */
+int sb_sandbox_add_box_file(sb_sandbox_t *sb, const char *host_path,
+                            const char *name, err_t *err);
 /* Host uid and gid the sandboxed program runs as (uid 1000 inside). Files
  * the caller puts in the run dir for the program (a connection file) must
  * be readable by it: chown them to these or make them 0644. */
@@ -163,8 +190,8 @@ int sb_sandbox_read_file(sb_sandbox_t *sb, const char *relpath,
                          size_t max_bytes, char **data, size_t *len,
                          err_t *err);
 int sb_sandbox_copy_out(sb_sandbox_t *sb, const char *rel_dir,
-                        const char *host_dest_dir, size_t max_total,
-                        err_t *err);
+                        const char *host_dest_dir, const sb_files_out_opts_t *o,
+                        size_t *n_copied, err_t *err);
 /* True if the host file `host_path` (resolved through symlinks) is at the
  * same path inside the box: under /usr, /bin, /lib..., an /etc file the box
  * binds, the run dir, or a --bind whose inside path is its host path. */

@@ -13,6 +13,7 @@
 #include "common/cliopt.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/escape.h"
 #include "common/jpaths.h"
 #include "common/xalloc.h"
 #include "notebook-io/nb_notebook.h"
@@ -406,7 +407,8 @@ s_copy_out(ask_ui_t *ui, ag_session_t *session, const char *files_dir)
     json_array_foreach(all, i, f)
     {
         const char *p = json_string_value(json_object_get(f, "path"));
-        if (p && strncmp(p, "out/", 4) == 0)
+        /* What copy-out takes: not dot-names (it names those it skips). */
+        if (p && strncmp(p, "out/", 4) == 0 && !strstr(p, "/."))
             json_array_append(outs, f);
     }
     json_decref(all);
@@ -426,19 +428,33 @@ s_copy_out(ask_ui_t *ui, ag_session_t *session, const char *files_dir)
         return;
     }
     err_t cerr = {0};
-    int rc = sb_sandbox_copy_out(box, "out", files_dir, (size_t)1 << 30, &cerr);
-    printf("%sfiles:%s    %s/ (%zu):", s_c(ui, "\033[1m"), s_c(ui, "\033[0m"),
-           files_dir, json_array_size(outs));
-    json_array_foreach(outs, i, f)
-    {
-        char sz[32];
-        printf(
-            "%s %s (%s)", i ? "," : "",
-            json_string_value(json_object_get(f, "path")) + 4,
-            ag_tools_human_size(json_integer_value(json_object_get(f, "size")),
-                                sz, sizeof sz));
+    sb_files_out_opts_t o;
+    sb_policy_out_opts(sb_sandbox_policy(box), &o);
+    size_t copied = 0;
+    int rc = sb_sandbox_copy_out(box, "out", files_dir, &o, &copied, &cerr);
+    if (copied) {
+        /* Names come from the box: escaped, so they cannot move the cursor,
+         * retitle the terminal, write the clipboard or forge a line. */
+        buf_t line;
+        buf_init(&line, 0);
+        json_array_foreach(outs, i, f)
+        {
+            char sz[32];
+            buf_puts(&line, i ? ", " : " ");
+            esc_append(&line, json_string_value(json_object_get(f, "path")) + 4,
+                       strlen(json_string_value(json_object_get(f, "path"))) -
+                           4,
+                       ESC_NAME);
+            buf_printf(&line, " (%s)",
+                       ag_tools_human_size(
+                           json_integer_value(json_object_get(f, "size")), sz,
+                           sizeof sz));
+        }
+        printf("%sfiles:%s    %s/ (%zu):%s\n", s_c(ui, "\033[1m"),
+               s_c(ui, "\033[0m"), files_dir, json_array_size(outs),
+               buf_cstr(&line));
+        buf_release(&line);
     }
-    printf("\n");
     if (rc < 0)
         fprintf(stderr, "jupyter-agent ask: copying files out: %s\n",
                 cerr.text);
@@ -806,7 +822,7 @@ out:
     signal(SIGINT, SIG_DFL);
     ag_loop_destroy(&loop);
     ag_provider_destroy(&provider);
-    ag_session_destroy(&session);
+    ag_session_hand_off(&session);
     ag_session_opts_release(&a.sopts);
     buf_release(&ui.turn_text);
     free(a.question);

@@ -8,6 +8,7 @@
 #include "agent/session/ag_session.h"
 #include "common/cliopt.h"
 #include "common/err.h"
+#include "common/escape.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
 
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 static const char s_usage[] =
@@ -35,7 +37,9 @@ static const char s_usage[] =
     "      --merge-streams    in --json, one output per run of same-name\n"
     "                         stream text (default: one per message, as\n"
     "                         nbclient 0.7 stores them)\n"
-    "      --out DIR          save images as DIR/out-1.png, ...\n"
+    "      --out DIR          save images as DIR/out-1.png, ... (DIR new or\n"
+    "                         empty; each checked against its type; all\n"
+    "                         within --max-output and --disk)\n"
     "      --existing FILE    run in a kernel someone else started (its\n"
     "                         connection file); not sandboxed\n"
     "      --allow-unsigned   accept a connection file with an empty key\n";
@@ -68,13 +72,29 @@ s_on_iopub(const kb_msg_t *msg, void *arg)
 static char *
 s_on_input(const char *prompt, bool password, void *arg)
 {
-    (void)password;
     (void)arg;
-    fputs(prompt, stderr);
+    /* input(password=True), getpass(): no echo on a terminal, switched
+     * off before the prompt shows, so nothing typed after it echoes. */
+    struct termios old;
+    bool restore = false;
+    if (password && isatty(0) && tcgetattr(0, &old) == 0) {
+        struct termios quiet = old;
+        quiet.c_lflag &= ~(tcflag_t)(ECHO | ECHOE | ECHOK | ECHONL);
+        restore = tcsetattr(0, TCSAFLUSH, &quiet) == 0;
+    }
+    /* The prompt comes from the kernel: escaped (newlines kept), so it
+     * cannot retitle the terminal or write the clipboard. */
+    char *shown = esc_dup(prompt, ESC_KEEP_LINES);
+    fputs(shown, stderr);
+    free(shown);
     fflush(stderr);
     char *line = NULL;
     size_t cap = 0;
     ssize_t n = getline(&line, &cap, stdin);
+    if (restore) {
+        tcsetattr(0, TCSAFLUSH, &old);
+        fputc('\n', stderr);
+    }
     if (n <= 0) {
         free(line);
         return NULL;
@@ -120,7 +140,8 @@ ag_cmd_exec(int argc, char **argv)
                                         {"allow-unsigned", no_argument, 0, 'U'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
-    const char *code_arg = NULL, *existing = NULL;
+    const char *code_arg = NULL, *existing = NULL, *out_dir = NULL;
+    sb_outdir_t *img_dir = NULL;
     bool json = false, allow_unsigned = false, merge_streams = false;
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
@@ -156,7 +177,7 @@ ag_cmd_exec(int argc, char **argv)
             merge_streams = true;
             break;
         case 'o':
-            ui.render.img_dir = optarg;
+            out_dir = optarg;
             break;
         case 'e':
             existing = optarg;
@@ -201,6 +222,21 @@ ag_cmd_exec(int argc, char **argv)
     }
     ui.json = json;
     ui.render.color = isatty(1) && isatty(2);
+    if (out_dir) {
+        /* Images count against --max-output and --disk, whichever is
+         * smaller, and the same entry cap as every copy-out. */
+        sb_files_out_opts_t oo;
+        sb_policy_out_opts(&sopts.policy, &oo);
+        if (sopts.max_output_bytes && sopts.max_output_bytes < oo.max_bytes)
+            oo.max_bytes = sopts.max_output_bytes;
+        img_dir = sb_outdir_open(out_dir, &oo, &err);
+        if (!img_dir) {
+            err_prefix(&err, "--out");
+            free(code);
+            goto usage_error;
+        }
+        ui.render.img_dir = img_dir;
+    }
 
     ag_session_t *session =
         existing ? ag_session_attach(existing, allow_unsigned, &err)
@@ -208,6 +244,7 @@ ag_cmd_exec(int argc, char **argv)
     if (!session) {
         fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
         free(code);
+        sb_outdir_destroy(&img_dir);
         ag_session_opts_release(&sopts);
         return err.code ? err.code : ERR_KERNEL;
     }
@@ -247,15 +284,19 @@ ag_cmd_exec(int argc, char **argv)
             fclose(quiet.out);
         }
     } else if (rc) {
+        ag_render_end_lines(&ui.render);
         fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
     }
-    if (kb_output_truncated(out) && !json)
+    if (kb_output_truncated(out) && !json) {
+        ag_render_end_lines(&ui.render);
         fprintf(stderr,
                 "jupyter-agent exec: output was truncated at %zu "
                 "bytes; raise --max-output\n",
                 kb_output_bytes(out));
+    }
     kb_output_destroy(&out);
-    ag_session_destroy(&session);
+    ag_session_hand_off(&session);
+    sb_outdir_destroy(&img_dir);
     ag_session_opts_release(&sopts);
     free(code);
     return status;

@@ -9,6 +9,8 @@
 #include "agent/session/ag_session.h"
 #include "common/cliopt.h"
 #include "common/err.h"
+#include "common/escape.h"
+#include "common/size.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
@@ -69,6 +71,9 @@ static const char s_usage[] =
     "'O'\\''Brien'.\n"
     "                         Repeat -p for more; the last value of a name "
     "wins.\n"
+    "      --max-notebook-size BYTES\n"
+    "                         refuse a NOTEBOOK over this (default 256M);\n"
+    "                         it must be a regular file\n"
     "  -q, --quiet            no progress lines\n";
 
 static const char s_usage_tail[] =
@@ -114,18 +119,22 @@ s_on_cell(const nb_run_event_t *ev, void *arg)
     run_ui_t *ui = arg;
     if (ui->quiet)
         return;
-    char line[48];
-    s_first_line(nb_cell_source(nb_notebook_cell(ui->nb, ev->cell)), line,
-                 sizeof line);
+    char cut[48];
+    s_first_line(nb_cell_source(nb_notebook_cell(ui->nb, ev->cell)), cut,
+                 sizeof cut);
+    /* The notebook's text, on our progress line: escaped. */
+    char *line = esc_dup(cut, ESC_KEEP_LINES);
     if (!ev->done) {
         if (ui->tty)
             fprintf(stderr, "\r\033[K[%zu/%zu] cell %zu running  %s",
                     ev->ordinal, ev->total, ev->cell + 1, line);
+        free(line);
         return;
     }
     fprintf(stderr, "%s[%zu/%zu] cell %zu %s %.1f s  %s\n",
             ui->tty ? "\r\033[K" : "", ev->ordinal, ev->total, ev->cell + 1,
             ev->status, ev->duration_ms / 1000.0, line);
+    free(line);
 }
 
 /* Can we write `out` (atomically: a temporary file in its directory, then
@@ -211,6 +220,7 @@ ag_cmd_run(int argc, char **argv)
         {"kernel", required_argument, 0, 'k'},
         {"timeout", required_argument, 0, 't'},
         {"allow-errors", no_argument, 0, 'a'},
+        {"max-notebook-size", required_argument, 0, 'N'},
         {"merge-streams", no_argument, 0, 'S'},
         {"parameters", required_argument, 0, 'p'},
         {"quiet", no_argument, 0, 'q'},
@@ -225,7 +235,7 @@ ag_cmd_run(int argc, char **argv)
     bool inplace = false, allow_errors = false, quiet = false,
          merge_streams = false;
     char **pnames = NULL, **pvalues = NULL, *out_path = NULL;
-    size_t nparams = 0;
+    size_t nparams = 0, max_nb_bytes = NB_NOTEBOOK_DEFAULT_MAX_BYTES;
     nb_notebook_t *nb = NULL;
     ag_session_t *session = NULL;
     json_t *params = NULL;
@@ -283,6 +293,18 @@ ag_cmd_run(int argc, char **argv)
             pnames[nparams] = optarg;
             pvalues[nparams++] = argv[optind++];
             break;
+        case 'N': {
+            uint64_t n = 0;
+            if (size_parse(optarg, &n) < 0 || n == 0 || n > SIZE_MAX - 1) {
+                err_set(&err, ERR_USAGE,
+                        "--max-notebook-size: '%s' is not a size (e.g. "
+                        "512M, 1G)",
+                        optarg);
+                goto fail;
+            }
+            max_nb_bytes = (size_t)n;
+            break;
+        }
         case 'q':
             quiet = true;
             break;
@@ -312,7 +334,7 @@ ag_cmd_run(int argc, char **argv)
         goto fail;
     }
 
-    nb = nb_notebook_read_file(in_path, &err);
+    nb = nb_notebook_read_path(in_path, max_nb_bytes, &err);
     if (!nb)
         goto fail;
     for (const char *w = nb_notebook_warnings(nb); w && *w;) {
@@ -409,7 +431,7 @@ fail:
     if (err.code && status != ERR_IO)
         status = err.code;
 out:
-    ag_session_destroy(&session);
+    ag_session_hand_off(&session);
     nb_notebook_destroy(&nb);
     json_decref(params);
     free(pnames);

@@ -90,6 +90,10 @@ s_own_run(void *arg, const char *code, kb_output_t *out, err_t *err)
     kb_exec_opts_t xo;
     kb_exec_opts_init(&xo);
     xo.allow_stdin = false;
+    /* The model sends one cell at a time and needs each to run: with
+     * stop_on_error, ipykernel aborts a request that arrives just after a
+     * failed one (a replayed session, with no model latency, hits that). */
+    xo.stop_on_error = false;
     kb_exec_hooks_t hooks = {
         .on_iopub = s_on_iopub, .should_stop = s_should_stop, .arg = l};
     l->cell_t0 = clock_mono_ms();

@@ -34,23 +34,123 @@ ag_png_size(const unsigned char *png, size_t len, unsigned *w, unsigned *h)
     return 0;
 }
 
+/* Skip a control string's body (OSC, DCS, SOS, PM, APC) up to its
+ * terminator: BEL, ESC \ or the 8-bit ST (U+009C). */
+static const unsigned char *
+s_skip_string(const unsigned char *r)
+{
+    while (*r) {
+        if (*r == 0x07)
+            return r + 1;
+        if (r[0] == 0x1b && r[1] == '\\')
+            return r + 2;
+        if (r[0] == 0xc2 && r[1] == 0x9c)
+            return r + 2;
+        r++;
+    }
+    return r;
+}
+
+/* Skip a CSI's parameters and intermediates, then its final byte. */
+static const unsigned char *
+s_skip_csi(const unsigned char *r)
+{
+    while (*r >= 0x20 && *r <= 0x3f)
+        r++;
+    if (*r >= 0x40 && *r <= 0x7e)
+        r++;
+    return r;
+}
+
 char *
 ag_strip_ansi(char *s)
 {
-    char *w = s;
-    for (const char *r = s; *r;) {
-        if (r[0] == '\x1b' && r[1] == '[') {
-            r += 2;
-            while (*r && !(*r >= '@' && *r <= '~'))
-                r++;
-            if (*r)
-                r++;
+    unsigned char *w = (unsigned char *)s;
+    const unsigned char *r = (const unsigned char *)s;
+    while (*r) {
+        unsigned char c = r[0], n = r[1];
+        if (c == 0x1b) {
+            if (n == '[')
+                r = s_skip_csi(r + 2);
+            else if (n == ']' || n == 'P' || n == 'X' || n == '^' || n == '_')
+                r = s_skip_string(r + 2);
+            else if (n >= 0x20 && n <= 0x2f) { /* ESC ( B and the like */
+                r += 2;
+                while (*r >= 0x20 && *r <= 0x2f)
+                    r++;
+                if (*r >= 0x30 && *r <= 0x7e)
+                    r++;
+            } else if (n >= 0x30 && n <= 0x7e) /* ESC c, ESC 7, ... */
+                r += 2;
+            else
+                r++; /* a lone ESC */
+            continue;
+        }
+        if (c == 0xc2 && n >= 0x80 && n <= 0x9f) { /* C1 as UTF-8 */
+            if (n == 0x9b)
+                r = s_skip_csi(r + 2);
+            else if (n == 0x9d || n == 0x90 || n == 0x98 || n == 0x9e ||
+                     n == 0x9f)
+                r = s_skip_string(r + 2);
+            else
+                r += 2;
+            continue;
+        }
+        if ((c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f) {
+            r++; /* BEL, backspace, other C0 controls, DEL */
             continue;
         }
         *w++ = *r++;
     }
     *w = '\0';
     return s;
+}
+
+bool
+ag_image_type_ok(const char *mime, const unsigned char *d, size_t len)
+{
+    if (strcmp(mime, "image/png") == 0)
+        return len >= 8 && memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0;
+    if (strcmp(mime, "image/jpeg") == 0)
+        return len >= 3 && d[0] == 0xff && d[1] == 0xd8 && d[2] == 0xff;
+    if (strcmp(mime, "image/gif") == 0)
+        return len >= 6 &&
+               (memcmp(d, "GIF87a", 6) == 0 || memcmp(d, "GIF89a", 6) == 0);
+    if (strcmp(mime, "image/svg+xml") == 0) {
+        /* Skip a BOM, blanks, an XML declaration, comments and a doctype:
+         * the first element must be <svg. */
+        size_t i = len >= 3 && memcmp(d, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+        for (;;) {
+            while (i < len && (d[i] == ' ' || d[i] == '\t' || d[i] == '\r' ||
+                               d[i] == '\n'))
+                i++;
+            if (i + 1 < len && d[i] == '<' &&
+                (d[i + 1] == '?' || d[i + 1] == '!')) {
+                const void *gt = memchr(d + i, '>', len - i);
+                if (!gt)
+                    return false;
+                i = (size_t)((const unsigned char *)gt - d) + 1;
+                continue;
+            }
+            return i + 4 <= len && memcmp(d + i, "<svg", 4) == 0;
+        }
+    }
+    return false;
+}
+
+void
+ag_render_end_lines(ag_render_t *r)
+{
+    if (r->out_open) {
+        fputc('\n', r->out);
+        fflush(r->out);
+        r->out_open = false;
+    }
+    if (r->err_open) {
+        fputc('\n', r->err);
+        fflush(r->err);
+        r->err_open = false;
+    }
 }
 
 static void
@@ -60,6 +160,12 @@ s_save_image(ag_render_t *r, const char *mime, const char *b64)
     unsigned char *bin = ag_base64_decode(b64, &len);
     if (!bin) {
         fprintf(r->out, "[%s: invalid base64 data]\n", mime);
+        return;
+    }
+    if (!ag_image_type_ok(mime, bin, len)) {
+        fprintf(r->out, "[%s, %zu bytes: not a %s image; not saved]\n", mime,
+                len, mime + 6);
+        free(bin);
         return;
     }
     unsigned w = 0, h = 0;
@@ -72,16 +178,17 @@ s_save_image(ag_render_t *r, const char *mime, const char *b64)
         free(bin);
         return;
     }
-    mkdir(r->img_dir, 0755);
-    const char *ext = strcmp(mime, "image/jpeg") == 0 ? "jpg" : "png";
-    char *path = xasprintf("%s/out-%d.%s", r->img_dir, ++r->img_count, ext);
-    FILE *f = fopen(path, "wb");
-    if (f && fwrite(bin, 1, len, f) == len && fclose(f) == 0)
-        fprintf(r->out, "[%s%s saved to %s]\n", mime, dims, path);
+    const char *ext = strcmp(mime, "image/jpeg") == 0  ? "jpg"
+                      : strcmp(mime, "image/gif") == 0 ? "gif"
+                                                       : "png";
+    char name[64];
+    snprintf(name, sizeof name, "out-%d.%s", ++r->img_count, ext);
+    err_t err;
+    if (sb_outdir_write(r->img_dir, name, bin, len, &err) == 0)
+        fprintf(r->out, "[%s%s saved to %s/%s]\n", mime, dims,
+                sb_outdir_path(r->img_dir), name);
     else
-        fprintf(r->out, "[%s%s: cannot write %s: %s]\n", mime, dims, path,
-                strerror(errno));
-    free(path);
+        fprintf(r->out, "[%s%s: not saved: %s]\n", mime, dims, err.text);
     free(bin);
 }
 
@@ -97,7 +204,9 @@ s_put_text(FILE *f, const char *text)
 static void
 s_render_data(ag_render_t *r, json_t *data)
 {
-    static const char *const images[] = {"image/png", "image/jpeg"};
+    ag_render_end_lines(r);
+    static const char *const images[] = {"image/png", "image/jpeg",
+                                         "image/gif"};
     for (size_t i = 0; i < sizeof images / sizeof images[0]; i++) {
         const char *b64 = json_string_value(json_object_get(data, images[i]));
         if (b64) {
@@ -123,12 +232,16 @@ ag_render_output(ag_render_t *r, json_t *output)
     if (strcmp(type, "stream") == 0) {
         const char *name = json_string_value(json_object_get(output, "name"));
         const char *text = json_string_value(json_object_get(output, "text"));
-        if (text) {
-            FILE *f = name && strcmp(name, "stderr") == 0 ? r->err : r->out;
+        if (text && *text) {
+            bool to_err = name && strcmp(name, "stderr") == 0;
+            FILE *f = to_err ? r->err : r->out;
             fputs(text, f);
             fflush(f);
+            *(to_err ? &r->err_open : &r->out_open) =
+                text[strlen(text) - 1] != '\n';
         }
     } else if (strcmp(type, "error") == 0) {
+        ag_render_end_lines(r);
         json_t *tb = json_object_get(output, "traceback");
         size_t i;
         json_t *line;

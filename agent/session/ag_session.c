@@ -534,8 +534,8 @@ ag_session_attach(const char *connection_file, bool allow_unsigned, err_t *err)
     return s;
 }
 
-void
-ag_session_destroy(ag_session_t **ps)
+static void
+s_destroy(ag_session_t **ps, bool hand_off)
 {
     if (!ps || !*ps)
         return;
@@ -545,7 +545,10 @@ ag_session_destroy(ag_session_t **ps)
     if (audit) /* --seccomp-audit: what the allow list lacked */
         log_warn("%s", audit);
     free(audit);
-    kb_kernel_destroy(&s->kernel);
+    if (hand_off)
+        kb_kernel_hand_off(&s->kernel);
+    else
+        kb_kernel_destroy(&s->kernel);
     json_decref(s->policy);
     json_decref(s->packages);
     json_decref(s->inputs);
@@ -554,6 +557,18 @@ ag_session_destroy(ag_session_t **ps)
     free(s->warnings);
     free(s);
     *ps = NULL;
+}
+
+void
+ag_session_destroy(ag_session_t **ps)
+{
+    s_destroy(ps, false);
+}
+
+void
+ag_session_hand_off(ag_session_t **ps)
+{
+    s_destroy(ps, true);
 }
 
 json_t *

@@ -68,6 +68,11 @@ ag_session_t *ag_session_start(const ag_session_opts_t *o, err_t *err);
 ag_session_t *ag_session_attach(const char *connection_file,
                                 bool allow_unsigned, err_t *err);
 void ag_session_destroy(ag_session_t **s);
+/* ag_session_destroy() at the end of a command that exits right after
+ * (exec, run, ask): the kernel is not waited for; its box goes to whoever
+ * removes it (kb_kernel_hand_off). Not for long-running processes: a cold
+ * box's pid 1 stays their zombie until they exit. */
+void ag_session_hand_off(ag_session_t **s);
 
 kb_kernel_t *ag_session_kernel(ag_session_t *s); /* borrowed */
 /* Record the session's kernel (kernelspec, language_info) in a notebook

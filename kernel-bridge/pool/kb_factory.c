@@ -395,7 +395,12 @@ kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
         json_object_set_new(rl, "RLIMIT_DATA",
                             json_integer((json_int_t)pol->memory_bytes));
     sb_landlock_plan_t *ll = xmalloc(sizeof *ll);
-    sb_landlock_plan_box(ll, sb_landlock_abi(), pol, sb_sandbox_run_dir(box));
+    /* The run dir's parent: the run dir (a read-only mount) and the socket
+     * dir the kernel binds in (sb_sandbox_sock_dir). */
+    char *top = xstrdup(sb_sandbox_sock_dir(box));
+    *strrchr(top, '/') = '\0';
+    sb_landlock_plan_box(ll, sb_landlock_abi(), pol, top);
+    free(top);
     json_t *landlock = sb_landlock_plan_json(ll);
     free(ll);
     json_t *req = json_pack("{s:s, s:s, s:o, s:o, s:i, s:o, s:o}", "op", "fork",

@@ -284,11 +284,12 @@ s_handle_take(s_server_t *sv, s_conn_t *c, json_t *req)
     c->l = l;
     sb_sandbox_t *box = kb_launcher_warm_box(l);
     const char *w = sb_sandbox_warnings(box);
-    json_t *r = json_pack(
-        "{s:s, s:I, s:I, s:I, s:s}", "run_dir", sb_sandbox_run_dir(box), "uid",
-        (json_int_t)sb_sandbox_host_uid(box), "gid",
-        (json_int_t)sb_sandbox_host_gid(box), "pid",
-        (json_int_t)sb_sandbox_pid(box), "warnings", w ? w : "");
+    json_t *r =
+        json_pack("{s:s, s:s, s:I, s:I, s:I, s:s}", "run_dir",
+                  sb_sandbox_run_dir(box), "sock_dir", sb_sandbox_sock_dir(box),
+                  "uid", (json_int_t)sb_sandbox_host_uid(box), "gid",
+                  (json_int_t)sb_sandbox_host_gid(box), "pid",
+                  (json_int_t)sb_sandbox_pid(box), "warnings", w ? w : "");
     /* The launcher's pidfd: the kernel's own for a forked kernel (its box
      * runs a holder), else the box's init. */
     int fds[2] = {l->ops->pidfd(l->self), sb_sandbox_workspace_fd(box)};
@@ -572,6 +573,7 @@ out:
 typedef struct s_remote {
     int sock;           /* owned connection to the server */
     char *run_dir;      /* owned: the box's run dir on the host */
+    char *sock_dir;     /* owned: its socket dir (see sb_sandbox.h) */
     uid_t uid;          /* host uid of the box user */
     gid_t gid;          /* host gid of the box user */
     int pidfd;          /* owned pidfd of the box's init */
@@ -698,6 +700,12 @@ s_call(int sock, json_t *req, const int *fds, int nfds, int timeout_ms,
 }
 
 static const char *
+r_sock_dir(void *self)
+{
+    return ((s_remote_t *)self)->sock_dir;
+}
+
+static const char *
 r_run_dir(void *self)
 {
     return ((s_remote_t *)self)->run_dir;
@@ -806,23 +814,36 @@ static void
 r_destroy(void *self)
 {
     s_remote_t *r = self;
-    if (r->policy.keep_workspace_dir && r->ws_fd >= 0)
-        sb_files_copy_out(r->ws_fd, ".", r->policy.keep_workspace_dir,
-                          r->policy.workspace_bytes, NULL);
+    if (r->policy.keep_workspace_dir && r->ws_fd >= 0) {
+        sb_files_out_opts_t o;
+        sb_policy_out_opts(&r->policy, &o);
+        sb_files_copy_out(r->ws_fd, ".", r->policy.keep_workspace_dir, &o, NULL,
+                          NULL);
+    }
     close(r->sock); /* the server kills and removes the box */
     if (r->pidfd >= 0)
         close(r->pidfd);
     if (r->ws_fd >= 0)
         close(r->ws_fd);
     free(r->run_dir);
+    free(r->sock_dir);
     free(r->warnings);
     sb_policy_release(&r->policy);
     free(r);
 }
 
+/* The server owns the box and removes it when we hang up (r_destroy). */
+static int
+r_hand_off(void *self)
+{
+    s_remote_t *r = self;
+    return r->policy.keep_workspace_dir ? -1 : 0;
+}
+
 static const kb_launcher_ops_t s_remote_ops = {
     .name = "sandbox",
     .run_dir = r_run_dir,
+    .sock_dir = r_sock_dir,
     .spawn = r_spawn,
     .pidfd = r_pidfd,
     .signal = r_signal,
@@ -831,6 +852,7 @@ static const kb_launcher_ops_t s_remote_ops = {
     .build_env = r_build_env,
     .adopt_file = r_adopt_file,
     .destroy = r_destroy,
+    .hand_off = r_hand_off,
 };
 
 kb_launcher_t *
@@ -871,6 +893,8 @@ kb_serve_take(const char *socket_path, const char *kernel_name,
     s_remote_t *r = xcalloc(1, sizeof *r);
     r->sock = sock;
     r->run_dir = xstrdup(run_dir);
+    const char *sd = json_string_value(json_object_get(reply, "sock_dir"));
+    r->sock_dir = xstrdup(sd ? sd : run_dir);
     r->uid = (uid_t)json_integer_value(json_object_get(reply, "uid"));
     r->gid = (gid_t)json_integer_value(json_object_get(reply, "gid"));
     r->pidfd = fds[0];

@@ -36,7 +36,9 @@ struct kb_warm {
     sb_sandbox_t *box;     /* owned */
     char *kernel_name;     /* owned kernelspec name */
     char **argv;           /* owned: the spec's argv for our connection file */
-    char *conn_path;       /* owned: run_dir/kernel.json */
+    char *conn_path;       /* owned: run_dir/kernel.json (the host's) */
+    char *box_conn;        /* owned: sock_dir/kernel.json (the kernel's
+                              copy, see sb_sandbox_add_box_file) */
     int ctl;               /* owned host end of the control socket, or -1 */
     int out_fd;            /* owned memfd: the kernel's own stdout/stderr */
     bool handed_over;      /* launcher: the first spawn() happened */
@@ -139,7 +141,7 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     if (!w->box || kb_sandbox_check_program(w->box, spec.argv[0], err))
         goto fail;
     const char *run_dir = sb_sandbox_run_dir(w->box);
-    char *prefix = xasprintf("%s/kernel", run_dir);
+    char *prefix = xasprintf("%s/kernel", sb_sandbox_sock_dir(w->box));
     w->conn_path = xasprintf("%s/kernel.json", run_dir);
     int rc = kb_conn_init_ipc(&conn, prefix, err);
     free(prefix);
@@ -149,13 +151,10 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     conn.kernel_name = xstrdup(w->kernel_name);
     if (kb_conn_save(&conn, w->conn_path, err))
         goto fail;
-    if (chown(w->conn_path, sb_sandbox_host_uid(w->box),
-              sb_sandbox_host_gid(w->box))) {
-        err_set(err, ERR_SANDBOX, "cannot hand %s to the sandbox user: %s",
-                w->conn_path, strerror(errno));
+    if (kb_sandbox_adopt_file(w->box, w->conn_path, err))
         goto fail;
-    }
-    w->argv = kb_kernelspec_expand_argv(&spec, w->conn_path);
+    w->box_conn = xasprintf("%s/kernel.json", sb_sandbox_sock_dir(w->box));
+    w->argv = kb_kernelspec_expand_argv(&spec, w->box_conn);
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
         err_set(err, ERR_SANDBOX, "warm kernel: socketpair: %s",
                 strerror(errno));
@@ -166,7 +165,7 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     char *preload = xstrdup(o && o->preload ? o->preload : "");
     char *entry = xstrdup(kb_warm_entry_py), *dash_c = xstrdup("-c");
     char *const argv[] = {spec.argv[0], dash_c,  entry,
-                          w->conn_path, preload, NULL};
+                          w->box_conn,  preload, NULL};
     int spawned;
     if (factory) {
         /* The box runs a holder; the kernel is forked into it. The box
@@ -181,7 +180,7 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
         strv_free(henv);
         if (!spawned)
             spawned = kb_factory_fork(factory, w->box, sv[1], w->out_fd,
-                                      w->conn_path, env, &w->kpid, err);
+                                      w->box_conn, env, &w->kpid, err);
         if (!spawned) {
             w->factory = factory;
             w->kpidfd = (int)syscall(SYS_pidfd_open, w->kpid, 0);
@@ -252,6 +251,7 @@ kb_warm_destroy(kb_warm_t **pw)
         close(w->out_fd);
     strv_free(w->argv);
     free(w->conn_path);
+    free(w->box_conn);
     free(w->kernel_name);
     free(w);
     *pw = NULL;
@@ -425,6 +425,12 @@ kb_warm_kernel_pid(const kb_warm_t *w)
 }
 
 /* ---- the launcher ---- */
+
+static const char *
+s_sock_dir(void *self)
+{
+    return sb_sandbox_sock_dir(((kb_warm_t *)self)->box);
+}
 
 static const char *
 s_run_dir(void *self)
@@ -611,6 +617,7 @@ s_destroy(void *self)
 static const kb_launcher_ops_t s_ops = {
     .name = "sandbox",
     .run_dir = s_run_dir,
+    .sock_dir = s_sock_dir,
     .spawn = s_spawn,
     .pidfd = s_pidfd,
     .signal = s_signal,

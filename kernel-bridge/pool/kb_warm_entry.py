@@ -52,9 +52,9 @@ def _ja_warm():
             with open(path) as f:
                 info = json.load(f)
             chans = ('shell', 'iopub', 'stdin', 'control', 'hb')
-            same = (os.path.realpath(path) ==
-                    os.path.realpath(app.abs_connection_file)
-                    and info['transport'] == app.transport
+            # The host's file (in the read-only run dir), not the kernel's
+            # own copy in the socket dir: same transport, ip and ports.
+            same = (info['transport'] == app.transport
                     and info['ip'] == app.ip
                     and all(info[c + '_port'] == getattr(app, c + '_port')
                             for c in chans)

@@ -46,6 +46,8 @@ s_eval(kb_kernel_t *k, const char *code)
     kb_output_t *out = kb_output_new(NULL, 0);
     kb_exec_opts_t opts;
     kb_exec_opts_init(&opts);
+    /* one cell after another, also after a failed one: no aborts */
+    opts.stop_on_error = false;
     err_t err;
     char *text = NULL;
     if (kb_kernel_execute(k, code, &opts, 30000, out, NULL, &err) == 0) {
@@ -75,6 +77,8 @@ s_has_png(kb_kernel_t *k, const char *code)
     kb_output_t *out = kb_output_new(NULL, 0);
     kb_exec_opts_t opts;
     kb_exec_opts_init(&opts);
+    /* one cell after another, also after a failed one: no aborts */
+    opts.stop_on_error = false;
     err_t err;
     bool png = false;
     if (kb_kernel_execute(k, code, &opts, 60000, out, NULL, &err) == 0) {

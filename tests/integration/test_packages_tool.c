@@ -49,6 +49,8 @@ s_run(ag_session_t *s, const char *code, const char **status)
     err_t err = {0};
     kb_exec_opts_t xo;
     kb_exec_opts_init(&xo);
+    /* one cell after another, also after a failed one: no aborts */
+    xo.stop_on_error = false;
     kb_output_t *out = kb_output_new(NULL, 0);
     int rc = kb_kernel_execute(ag_session_kernel(s), code, &xo, 60000, out,
                                NULL, &err);

@@ -3,6 +3,7 @@
  * (/usr/bin/python3 with numpy, pandas, matplotlib, ipykernel) inside.
  */
 #include "common/strv.h"
+#include "sandbox/sb_cgroup.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
 #include "tests/tap.h"
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,8 +115,8 @@ t_python_stack(const sb_policy_t *p)
     sb_sandbox_destroy(&sb);
 }
 
-/* The run dir is the same path inside: a socket made inside is
- * reachable from the host at the host path. */
+/* The run dir and socket dir are the same paths inside: a socket made
+ * inside the socket dir is reachable from the host at the same path. */
 static void
 t_run_dir(const sb_policy_t *p)
 {
@@ -126,7 +128,7 @@ t_run_dir(const sb_policy_t *p)
        "the run dir is private (0700), owned by the sandbox user, short (%s)",
        rd);
     char sock[100];
-    snprintf(sock, sizeof sock, "%.80s/test.sock", rd);
+    snprintf(sock, sizeof sock, "%.80s/test.sock", sb_sandbox_sock_dir(sb));
     const char *argv[] = {
         PY, "-c",
         "import socket, sys\n"
@@ -158,7 +160,7 @@ t_run_dir(const sb_policy_t *p)
         close(s);
     }
     ok(got && strcmp(buf, "hello from inside") == 0,
-       "a unix socket bound inside at <run dir>/test.sock answers the host "
+       "a unix socket bound inside at <sock dir>/test.sock answers the host "
        "at the same path");
     close(pfd[0]);
     sb_exit_t ex;
@@ -388,6 +390,145 @@ t_keep_workspace(const sb_policy_t *p)
     sb_policy_release(&q);
 }
 
+/* Poll up to ~15 s until none of the paths exists; returns 1 if so. */
+static int
+s_all_gone(char *const paths[], int n)
+{
+    for (int round = 0; round < 150; round++) {
+        int left = 0;
+        for (int i = 0; i < n; i++)
+            left += paths[i] && access(paths[i], F_OK) == 0;
+        if (!left)
+            return 1;
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void
+t_hand_off(const sb_policy_t *p)
+{
+    sb_sandbox_t *sb = sb_sandbox_new(p, NULL);
+    const char *argv[] = {"/bin/sh", "-c", "sleep 600 & sleep 600", NULL};
+    err_t err;
+    if (!sb || sb_sandbox_spawn(sb, (char *const *)argv, s_env, -1, -1, &err)) {
+        ok(0, "a box to hand off starts: %s", sb ? err.text : "no box");
+        sb_sandbox_destroy(&sb);
+        return;
+    }
+    char *paths[4] = {strdup(sb_sandbox_run_dir(sb)), NULL, NULL, NULL};
+    const char *ctl[3] = {"memory", "pids", "cpu"};
+    for (int i = 0; i < 3; i++) {
+        const char *d = sb_sandbox_cgroup_dir(sb, ctl[i]);
+        paths[i + 1] = d ? strdup(d) : NULL;
+    }
+    sb_sandbox_hand_off(&sb);
+    ok(sb == NULL, "hand-off releases the box object at once");
+    ok(s_all_gone(paths, 4),
+       "a handed-off box's processes, cgroups and run dir are removed by "
+       "its reaper (%s)",
+       paths[0]);
+    for (int i = 0; i < 4; i++)
+        free(paths[i]);
+}
+
+/* Read a number from dir/file; -1 if it cannot. */
+static long
+s_read_long(const char *dir, const char *file)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "re");
+    long v = -1;
+    if (f && fscanf(f, "%ld", &v) != 1)
+        v = -1;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+static int
+s_write_text(const char *dir, const char *file, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "we");
+    if (!f)
+        return -1;
+    int rc = fputs(text, f) < 0;
+    return fclose(f) || rc ? -1 : 0;
+}
+
+/* cgroup v1: this process moves into a private cpu group of its own, so
+ * the boxes' cpu groups made here can be found and checked exactly. */
+static void
+t_cpu_weight(const sb_policy_t *p)
+{
+    struct statfs sf;
+    if (geteuid() != 0 || statfs("/sys/fs/cgroup/cpu", &sf) < 0 ||
+        sf.f_type != 0x27e0eb /* CGROUP_SUPER_MAGIC */) {
+        skip("CPU weight of the boxes' parent: needs root and cgroup v1 "
+             "(v2 weighs the shared parent instead: untested here)");
+        return;
+    }
+    /* Where we are now ("N:cpu,cpuacct:/path" or "N:cpu:/path"). */
+    char home[4096] = "/sys/fs/cgroup/cpu", line[4096];
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    while (f && fgets(line, sizeof line, f)) {
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        char *list = c1 + 1, *path = c2 + 1;
+        path[strcspn(path, "\n")] = '\0';
+        for (char *t = strtok(list, ","); t; t = strtok(NULL, ","))
+            if (strcmp(t, "cpu") == 0 && strcmp(path, "/") != 0)
+                snprintf(home, sizeof home, "/sys/fs/cgroup/cpu%.4000s", path);
+    }
+    if (f)
+        fclose(f);
+    char own[4200], pid[32];
+    snprintf(own, sizeof own, "%s/ja-test-weight-%d", home, (int)getpid());
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if (mkdir(own, 0755) < 0 || s_write_text(own, "cgroup.procs", pid) < 0) {
+        ok(0, "moving the test into a private cpu cgroup: %s", strerror(errno));
+        rmdir(own);
+        return;
+    }
+    sb_cgroup_t *cg[3];
+    char id[3][48], want[3][4400];
+    for (int i = 0; i < 3; i++) {
+        snprintf(id[i], sizeof id[i], "%d-weight%d", (int)getpid(), i);
+        snprintf(want[i], sizeof want[i], "%s/jupyter-agent-%s", own, id[i]);
+        cg[i] = sb_cgroup_new(p, id[i]);
+    }
+    const char *d0 = sb_cgroup_dir(cg[0], "cpu");
+    is_str(d0, want[0],
+           "a box's cpu cgroup stands beside the launcher's own processes, "
+           "not in a parent shared by every box");
+    int all = 1;
+    for (int i = 0; i < 3; i++)
+        all &= sb_cgroup_dir(cg[i], "cpu") &&
+               strcmp(sb_cgroup_dir(cg[i], "cpu"), want[i]) == 0 &&
+               s_read_long(want[i], "cpu.shares") == 1024;
+    ok(all, "three boxes: each has the weight of one ordinary process "
+            "(cpu.shares 1024), so busy boxes together weigh three tasks");
+    char shared[4400];
+    snprintf(shared, sizeof shared, "%s/jupyter-agent", own);
+    ok(access(shared, F_OK) < 0,
+       "no shared cpu parent whose weight all boxes would split");
+    ok(sb_cgroup_limits_cpu(cg[0]) &&
+           s_read_long(want[0], "cpu.cfs_quota_us") > 0,
+       "the --cpus quota still caps each box");
+    for (int i = 0; i < 3; i++)
+        sb_cgroup_destroy(&cg[i]);
+    ok(access(want[0], F_OK) < 0 && access(want[2], F_OK) < 0,
+       "the boxes' cpu cgroups are removed with them");
+    s_write_text(home, "cgroup.procs", pid);
+    ok(rmdir(own) == 0, "the private cpu cgroup is removed again");
+}
+
 int
 main(void)
 {
@@ -421,6 +562,8 @@ main(void)
     t_errors(&p);
     t_limits_reported(&p);
     t_keep_workspace(&p);
+    t_hand_off(&p);
+    t_cpu_weight(&p);
     strv_free(s_env);
     sb_policy_release(&p);
     return done_testing();

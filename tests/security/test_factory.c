@@ -36,6 +36,8 @@ s_eval(kb_kernel_t *k, const char *code, int timeout_ms, err_t *err)
     kb_output_t *out = kb_output_new(NULL, 0);
     kb_exec_opts_t opts;
     kb_exec_opts_init(&opts);
+    /* one cell after another, also after a failed one: no aborts */
+    opts.stop_on_error = false;
     char *text = NULL;
     err_t local;
     if (!err)

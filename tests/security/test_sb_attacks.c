@@ -895,7 +895,9 @@ s_inspect_tricks(sb_sandbox_t *sb, void *arg)
     if (!mkdtemp(dest))
         return;
     err_t err;
-    sb_sandbox_copy_out(sb, ".", dest, 1 << 20, &err);
+    sb_files_out_opts_t oo;
+    sb_files_out_opts_init(&oo, 1 << 20);
+    sb_sandbox_copy_out(sb, ".", dest, &oo, NULL, &err);
     char path[512];
     struct stat st;
     snprintf(path, sizeof path, "%s/ok.txt", dest);

@@ -1,0 +1,135 @@
+"""The whole `exec -c 1+1` command as a user waits for it (issue 19):
+first output on stdout and process exit, p50 and p99, cold and through
+`jupyter-agent serve`, side by side with a jupyter_client script doing the
+same (start a plain kernel, run 1+1, print, shut down, exit).
+
+    BUILD=build python3 bench/exec_wall.py
+
+Environment: EXEC_WALL_RUNS (default 10; QUICK=1: 3), EXEC_WALL_BASE (a
+second jupyter-agent binary, e.g. one built from an older commit: its rows
+are printed next to ours, interleaved run by run so both see the same
+machine load). Timings are never asserted.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import benchlib  # noqa: E402
+
+BUILD = os.environ.get("BUILD", "build")
+QUICK = os.environ.get("QUICK", "") not in ("", "0")
+JC_SCRIPT = r"""
+import jupyter_client
+km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
+r = kc.execute_interactive("1+1", output_hook=lambda m: None, timeout=60)
+print("2", flush=True)
+kc.stop_channels()
+km.shutdown_kernel()
+"""
+
+
+def one(argv, env):
+    """(first output ms, exit ms) of one command, or None if it failed."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         stdin=subprocess.DEVNULL, env=env)
+    first = None
+    out = b""
+    while True:
+        chunk = os.read(p.stdout.fileno(), 65536)
+        if first is None:
+            first = time.monotonic()
+        if not chunk:
+            break
+        out += chunk
+    rc = p.wait()
+    end = time.monotonic()
+    if rc != 0 or b"2" not in out:
+        return None
+    return ((first - t0) * 1000.0, (end - t0) * 1000.0)
+
+
+def stats(samples):
+    if not samples:
+        return "failed"
+    firsts = [s[0] for s in samples]
+    exits = [s[1] for s in samples]
+    return "%7.0f %7.0f %7.0f %7.0f" % (
+        benchlib.median(firsts), benchlib.percentile(firsts, 99),
+        benchlib.median(exits), benchlib.percentile(exits, 99))
+
+
+def main():
+    runs = 3 if QUICK else benchlib.env_int("EXEC_WALL_RUNS", 10)
+    ours = os.path.join(BUILD, "jupyter-agent")
+    base = os.environ.get("EXEC_WALL_BASE", "")
+    tmp = tempfile.mkdtemp(prefix="ja-execwall-")
+    os.chmod(tmp, 0o711)  # the box user reaches run dirs made in here
+    sockdir = os.path.join(tmp, "serve")
+    os.mkdir(sockdir, 0o700)
+    sock = os.path.join(sockdir, "serve.sock")
+    env = dict(os.environ, XDG_RUNTIME_DIR=tmp, JUPYTER_AGENT_SERVE_SOCKET=sock)
+    binaries = [("ours", ours)] + ([("base", base)] if base else [])
+    rows = {}
+    for mode in ("cold", "serve"):
+        for name, _ in binaries:
+            rows[(name, mode)] = []
+    rows[("jupyter_client", "plain")] = []
+    server = subprocess.Popen([ours, "serve", "--pool", "2", "--socket", sock],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=env)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            st = subprocess.run([ours, "serve", "--status", "--socket", sock],
+                                capture_output=True, text=True, env=env)
+            if st.returncode == 0 and json.loads(st.stdout).get("ready", 0) >= 2:
+                break
+            time.sleep(0.2)
+        for _ in range(runs):
+            for name, binary in binaries:
+                for mode in ("cold", "serve"):
+                    warm = "cold" if mode == "cold" else "pool"
+                    if mode == "serve":  # each run takes a ready kernel
+                        time.sleep(1.2)
+                    r = one([binary, "exec", "--warm", warm, "-c", "1+1"], env)
+                    if r:
+                        rows[(name, mode)].append(r)
+            r = one([sys.executable, "-c", JC_SCRIPT], env)
+            if r:
+                rows[("jupyter_client", "plain")].append(r)
+    finally:
+        server.terminate()
+        server.wait()
+        subprocess.run(["rm", "-rf", tmp])
+    load = os.getloadavg()[0]
+    print("\nwhole `exec -c 1+1` command, wall ms (%d runs, load average %.1f)"
+          % (runs, load))
+    print("%-44s %7s %7s %7s %7s" % ("", "1st p50", "1st p99", "exit p50",
+                                     "exit p99"))
+    labels = {"cold": "cold sandbox", "serve": "through serve (pool 2)"}
+    for name, _ in binaries:
+        for mode in ("cold", "serve"):
+            print("%-44s %s" % ("%s: %s" % (name, labels[mode]),
+                                stats(rows[(name, mode)])))
+    print("%-44s %s" % ("jupyter_client script (plain, no sandbox)",
+                        stats(rows[("jupyter_client", "plain")])))
+    jc = rows[("jupyter_client", "plain")]
+    if jc:
+        jc_exit = benchlib.median([s[1] for s in jc])
+        for name, _ in binaries:
+            for mode in ("cold", "serve"):
+                s = rows[(name, mode)]
+                if s:
+                    print("ratio exit p50, jupyter_client / %s %s: %.2fx" % (
+                        name, mode, jc_exit / benchlib.median([x[1] for x in s])))
+    return 0 if all(rows.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+/*
+ * sb_sandbox_impl: private to sandbox/sb_sandbox*.c. The box's state and
+ * the data the parent prepares for the child, shared by
+ *   sb_sandbox.c        the host side: new, spawn, wait, destroy, files
+ *   sb_sandbox_child.c  pid 1 and the program, from clone to exec
+ *   sb_sandbox_plan.c   the mount plan the child carries out
+ * The child-side code runs between clone and exec in a copy of a possibly
+ * multi-threaded process: it must not allocate, lock or use stdio (see
+ * sb_sandbox.c's header comment).
+ */
+#ifndef SANDBOX_SB_SANDBOX_IMPL_H
+#define SANDBOX_SB_SANDBOX_IMPL_H
+
+#include "common/buf.h"
+#include "sandbox/sb_cgroup.h"
+#include "sandbox/sb_landlock.h"
+#include "sandbox/sb_sandbox.h"
+#include "sandbox/sb_seccomp.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef ST_RELATIME
+#define ST_RELATIME 4096
+#endif
+
+/* When we run as root, inside uid/gid 0 and 1000 map to these host ids,
+ * which belong to no one: the box never holds a real host identity. */
+#define SB_ROOT_HOST_BASE 1000000u
+#define SETUP_TIMEOUT_MS 60000
+
+/* clone3's argument block (kernel ABI; declared here to avoid
+ * <linux/sched.h>, which clashes with glibc's <sched.h>). */
+struct s_clone_args {
+    uint64_t flags;
+    uint64_t pidfd;
+    uint64_t child_tid;
+    uint64_t parent_tid;
+    uint64_t exit_signal;
+    uint64_t stack;
+    uint64_t stack_size;
+    uint64_t tls;
+};
+
+/* ---- messages between parent and pid 1 (SOCK_SEQPACKET) ---- */
+
+enum s_msg_type {
+    MSG_GO = 1,         /* parent: maps written, go ahead */
+    MSG_WORKSPACE = 2,  /* pid 1: here is the workspace fd (SCM_RIGHTS) */
+    MSG_FILES_DONE = 3, /* parent: files copied in, continue */
+    MSG_ERROR = 4,      /* pid 1: step `text` failed with `errnum` */
+    MSG_RUNNING = 5,    /* pid 1: the program was exec'ed */
+    MSG_STATUS = 6,     /* pid 1: the program's wait status */
+    MSG_NEST_PIDFD = 7, /* nesting helper: a pidfd (SCM_RIGHTS) */
+    MSG_LISTENER = 8,   /* program: its seccomp audit listener (SCM_RIGHTS) */
+    MSG_SOCKDIR = 9     /* pid 1: here is the socket dir's fd (SCM_RIGHTS) */
+};
+
+struct s_msg {
+    int32_t type;   /* enum s_msg_type */
+    int32_t code;   /* MSG_ERROR: err code (ERR_SANDBOX or ERR_USAGE) */
+    int32_t errnum; /* MSG_ERROR: errno of the failed step */
+    int32_t status; /* MSG_STATUS: wait status of the program */
+    char text[512]; /* MSG_ERROR: the step, NUL-terminated */
+};
+
+/* ---- the mount plan ---- */
+
+enum s_op_kind {
+    OP_MKDIR,      /* mkdir -p dst */
+    OP_SYMLINK,    /* symlink src -> dst */
+    OP_BIND,       /* bind src on dst (read-only unless rw) */
+    OP_DEVNODE,    /* bind a host device node (keeps dev semantics) */
+    OP_TMPFS,      /* tmpfs on dst with data */
+    OP_PROC,       /* fresh proc on dst */
+    OP_PROC_RO,    /* dst (inside the new proc) bound read-only on itself */
+    OP_DEVPTS,     /* private devpts instance */
+    OP_WRITE,      /* create dst with content src (len bytes) */
+    OP_REMOUNT_RO, /* make mount dst read-only */
+    OP_WORKSPACE,  /* the /mnt/data tmpfs; its fd goes to the parent */
+    OP_SOCKDIR     /* the socket dir's tmpfs; its fd goes to the parent */
+};
+
+struct s_op {
+    enum s_op_kind kind; /* what to do */
+    char *src;           /* owned: source path, link target or content */
+    char *dst;           /* owned: absolute target under /newroot */
+    char *data;          /* owned: mount data, or NULL */
+    unsigned long flags; /* mount flags */
+    size_t len;          /* OP_WRITE: content length */
+    bool src_is_dir;     /* OP_BIND: make a directory (else file) */
+    bool rw;             /* OP_BIND: leave writable */
+    bool optional;       /* failure is not an error */
+    bool own;            /* OP_WRITE: mode 0600, owned by the box's user */
+    char *what;          /* owned: the step, for error messages */
+};
+
+struct s_plan {
+    struct s_op *ops; /* owned array */
+    size_t n;         /* entries used */
+};
+
+/* Everything pid 1 and the program need, prepared by the parent. */
+struct s_child {
+    int ctl;                   /* our end of the control socket */
+    int stdio[3];              /* fds for the program's 0, 1, 2 (or -1) */
+    bool root_mode;            /* launched by root: map 0 and 1000 */
+    const struct s_plan *plan; /* the mounts */
+    const sb_seccomp_prog_t *seccomp;      /* the program's filter */
+    const sb_seccomp_prog_t *seccomp_init; /* init's (never audit) */
+    const sb_landlock_plan_t *landlock;    /* the second wall */
+    bool share_net;       /* test knob: stay in the launcher's netns */
+    char *const *argv;    /* program */
+    char *const *envp;    /* its complete environment */
+    const char *hostname; /* inside */
+    struct rlimit rl_nofile, rl_fsize, rl_nproc, rl_data; /* limits */
+    bool limit_data; /* no memory cgroup: use RLIMIT_DATA */
+    /* nested box (sb_sandbox_nest_in): pid 1 writes its own one-uid maps */
+    bool map_self;
+};
+
+struct s_staged {
+    char *host; /* owned: host path */
+    char *name; /* owned: name in /mnt/data */
+};
+
+enum s_state { ST_NEW, ST_RUNNING, ST_REAPED };
+
+struct sb_sandbox {
+    sb_policy_t policy;         /* owned copy */
+    enum s_state state;         /* lifecycle */
+    bool root_mode;             /* euid 0 at new(): two-uid mapping */
+    uid_t host_uid;             /* host uid of inside uid 1000 */
+    gid_t host_gid;             /* host gid of inside gid 1000 */
+    char *top_dir;              /* owned: /tmp/ja-XXXXXX (removed at destroy) */
+    char *run_dir;              /* owned: top_dir/run (read-only inside) */
+    char *sock_dir;             /* owned: top_dir/sock; inside a small tmpfs,
+                                   on the host a symlink to it through
+                                   /proc/<our pid>/fd/<sock_fd> */
+    int sock_fd;                /* owned: the box's socket dir, or -1 */
+    struct s_staged *box_files; /* owned: copied into sock_dir at spawn */
+    size_t n_box_files;         /* entries in box_files */
+    int lock_fd;                /* owned: top_dir, flock'ed while we live */
+    char id[48];                /* "<pid>-<XXXXXX>", names the cgroup */
+    sb_cgroup_t *cg;            /* owned */
+    buf_t warnings;             /* "; "-separated */
+    struct s_staged *files;     /* owned: queued for /mnt/data */
+    size_t n_files;             /* entries in files */
+    int stdin_fd;               /* borrowed, or -1 */
+    pid_t pid;                  /* host pid of pid 1, or -1 */
+    int pidfd;                  /* owned, or -1 */
+    int ctl;                    /* owned control socket, or -1 */
+    int ws_fd;                  /* owned workspace dir fd, or -1 */
+    char ws_path[40];           /* "/proc/self/fd/N" */
+    bool killed;                /* sb_sandbox_kill was called */
+    bool finished;              /* sb_sandbox_finish ran */
+    long oom_base;              /* cgroup OOM kills before this box started */
+    sb_exit_t exit;             /* valid when state == ST_REAPED */
+    /* borrowed: the box to nest in (sb_sandbox_nest_in), or NULL */
+    const sb_sandbox_t *nest;
+    /* the program's seccomp filter lets setns() through */
+    bool allow_setns;
+    /* owned; --seccomp-audit's counts, or NULL */
+    sb_seccomp_audit_t *audit;
+    /* killed and given to a reaper (sb_sandbox_hand_off) */
+    bool handed_off;
+};
+
+/* Test-only weakenings (sb_sandbox.h): referenced weakly, so only a
+ * program that defines the symbol (a test) can turn them on. */
+extern sb_unsafe_test_knobs_t sb_unsafe_test_knobs __attribute__((weak));
+
+/* sb_sandbox_child.c */
+const sb_unsafe_test_knobs_t *sb_box_knobs(void);
+void sb_box_send(int fd, int type, int code, int errnum, int status,
+                 const char *text, const char *arg, int pass_fd);
+int sb_box_recv(int fd, struct s_msg *m, int *passed_fd);
+__attribute__((noreturn)) void sb_box_die(const struct s_child *c,
+                                          const char *step, const char *arg);
+__attribute__((noreturn)) void sb_box_init(const struct s_child *c);
+__attribute__((noreturn)) void sb_box_nest_helper(const int nsfd[2],
+                                                  const struct s_clone_args *ca,
+                                                  const struct s_child *c,
+                                                  int rep);
+void sb_box_close_others(const int *keep, int n);
+
+/* sb_sandbox_plan.c */
+void sb_box_plan_build(const sb_sandbox_t *sb, struct s_plan *pl);
+void sb_box_plan_release(struct s_plan *pl);
+
+#endif
