@@ -124,6 +124,25 @@ main(void)
                "mode=0755");
     must_mount("tmpfs", "/root/var/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
                "mode=1777");
+    /* The checkout, shared on its own (tag "checkout") and mounted at its
+     * own path: where it lies under a path given a tmpfs above (a clone in
+     * /tmp, as CI may make), the host root's copy is hidden. */
+    const char *dir = getenv("JA_DIR");
+    if (dir && dir[0] == '/') {
+        char path[4096];
+        snprintf(path, sizeof path, "/root%s", dir);
+        for (char *p = path + 6; *p; p++)
+            if (*p == '/') {
+                *p = '\0';
+                mkdir(path, 0755); /* exists already outside a tmpfs */
+                *p = '/';
+            }
+        mkdir(path, 0755);
+        if (mount("checkout", path, "9p", MS_RDONLY, opts) < 0) {
+            perror("ja-init: mounting the checkout over 9p");
+            power_off();
+        }
+    }
     /* switch_root, not a bare chroot: the kernel refuses user namespaces
      * (which the sandbox needs) to a chrooted process. */
     if (chdir("/root") < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 ||

@@ -86,6 +86,7 @@ timeout -k 5 "$BUDGET" "$QEMU" -nodefaults -machine pc,accel=tcg -cpu max \
     -kernel "/boot/vmlinuz-$KVER" -initrd "$W/initrd.cpio" \
     -append "console=ttyS0 panic=-1 loglevel=4 JA_GUEST_SCRIPT=$DIR/tests/cgroup2/guest/limits.sh JA_DIR=$DIR JA_BIN=$BIN" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+    -virtfs "local,path=$DIR,mount_tag=checkout,security_model=none,readonly=on,multidevs=remap" \
     -serial "file:$W/console.log" -serial "file:$W/tap.log" \
     >"$W/qemu.out" 2>&1
 rc=$?
