@@ -476,8 +476,8 @@ out:
 /* The one pass over an opened archive `a` (taken) of `size` bytes, named
  * `origin` in messages. */
 static nb_archive_t *
-s_read(struct archive *a, uint64_t size, const char *origin,
-       int extract_dirfd, const nb_archive_limits_t *lim_in, err_t *err)
+s_read(struct archive *a, uint64_t size, const char *origin, int extract_dirfd,
+       const nb_archive_limits_t *lim_in, err_t *err)
 {
     nb_archive_limits_t lim;
     if (lim_in)
