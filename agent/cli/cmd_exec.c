@@ -289,10 +289,12 @@ ag_cmd_exec(int argc, char **argv)
     }
     if (kb_output_truncated(out) && !json) {
         ag_render_end_lines(&ui.render);
+        /* The cap, not what was kept: since outputs are charged their real
+         * cost, a first output over the cap leaves 0 bytes stored. */
         fprintf(stderr,
-                "jupyter-agent exec: output was truncated at %zu "
-                "bytes; raise --max-output\n",
-                kb_output_bytes(out));
+                "jupyter-agent exec: output was cut at the --max-output cap "
+                "(%zu bytes); raise --max-output\n",
+                sopts.max_output_bytes);
     }
     kb_output_destroy(&out);
     ag_session_hand_off(&session);
