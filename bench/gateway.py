@@ -79,12 +79,15 @@ asyncio.run(main())
 """
 
 
-def timed(argv, env):
-    """(wall ms, client CPU ms, rc, stderr tail) of one command."""
+def timed(argv, env, lines=None):
+    """(wall ms, client CPU ms, rc, stderr tail) of one command; `lines`, a
+    list, gets the number of lines it printed."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    p = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL,
+    p = subprocess.run(argv, env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    if lines is not None:
+        lines.append(p.stdout.count(b"\n"))
     wall = (time.perf_counter() - t0) * 1000.0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = ((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)) * 1000.0
@@ -153,11 +156,13 @@ def main():
             failures.append("run: exit %d/%d: %s" % (rc1, rcn, (err1 or errn).strip()))
         # The output cell, minus a pass exec.
         wp, cp, rcp, _ = timed([ours, "exec"] + gw + ["-c", "pass"], env)
+        printed = []
         wo, co, rco, erro = timed([ours, "exec"] + gw + [
-            "--max-output", "1G", "-c", gateway_jc.outputs_cell(n)], env)
+            "--max-output", "1G", "-c", gateway_jc.outputs_cell(n)], env,
+            printed)
         cell = None
         if rcp == 0 and rco == 0:
-            cell = (wo - wp, co - cp)
+            cell = (wo - wp, co - cp, printed[0])
         else:
             failures.append("exec (outputs): exit %d: %s" % (rco, erro.strip()))
     finally:
@@ -184,12 +189,15 @@ def main():
             print("ratio round trip, %s p50 / ours per cell: %.2fx" % (
                 name, f["pass_p50_ms"] / per_cell))
     if cell is not None:
-        wall, cpu = cell
-        print("ours: %d-output cell %.0f ms wall, client CPU %.0f ms (%.0f µs "
-              "per output)" % (n, wall, cpu, cpu * 1000 / n))
+        wall, cpu, got = cell
+        print("ours: %d-output cell, %d arrived: %.0f ms wall, client CPU "
+              "%.0f ms (%.0f µs per output received)" % (
+                  n, got, wall, cpu, cpu * 1000 / max(1, got)))
         for name, f in ref.items():
-            print("ratio client CPU per output, %s / ours: %.2fx" % (
-                name, f["client_cpu_ms"] / cpu if cpu > 0 else float("nan")))
+            theirs = f["client_cpu_ms"] / max(1, f["outputs_kept"])
+            print("ratio client CPU per output received, %s / ours: %.2fx" % (
+                name, theirs / (cpu / max(1, got)) if cpu > 0 and got else
+                float("nan")))
             print("ratio cell wall, %s / ours: %.2fx" % (
                 name, f["cell_wall_ms"] / wall if wall > 0 else float("nan")))
     for f in dict.fromkeys(failures):
