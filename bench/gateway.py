@@ -131,7 +131,8 @@ def main():
             try:
                 ref[name] = fn(server)
             except Exception as e:
-                print("gateway: %s failed: %s" % (name, e), file=sys.stderr)
+                print("gateway: %s failed: %s %s" % (name, type(e).__name__, e),
+                      file=sys.stderr)
         # Whole commands, interleaved run by run.
         for _ in range(exec_runs):
             w, _, rc, err = timed([ours, "exec"] + gw + ["-c", "pass"], env)

@@ -346,7 +346,8 @@ def main():
             try:
                 rows.append((name, fn(server)))
             except Exception as e:  # a failed client is a missing row
-                print("gateway_jc: %s failed: %s" % (name, e), file=sys.stderr)
+                print("gateway_jc: %s failed: %s %s" % (name, type(e).__name__, e),
+                      file=sys.stderr)
                 rows.append((name, None))
     finally:
         server.stop()
