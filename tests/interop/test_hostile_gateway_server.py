@@ -358,3 +358,37 @@ def test_ws_close_mid_cell_and_on_every_reconnect(gateway):
         assert await asyncio.wait_for(ws.read_message(), 5) is None
         assert ws.close_code == 1011
     run(go())
+
+
+def legacy_msgs(frames):
+    out = []
+    for f in frames:
+        assert isinstance(f, str), "legacy mode sent a binary frame"
+        try:
+            out.append(json.loads(f))
+        except ValueError:
+            out.append(None)
+    return out
+
+
+def test_legacy_json_modes_misbehave_too(gateway):
+    """The legacy JSON framing gets the same faults where they apply."""
+    def collect(mode, **kw):
+        g = gateway(mode, protocol="legacy")
+        return run(exec_and_collect(g, **kw))
+
+    _, frames, _ = collect("wrong-channel", limit=4)
+    assert not {m["channel"] for m in legacy_msgs(frames)} & {
+        "shell", "iopub", "stdin", "control"}
+    _, frames, _ = collect("invalid-json", limit=4)
+    assert legacy_msgs(frames).count(None) == 1
+    msg_id, frames, _ = collect("forged-parent", limit=6)
+    assert all(m["parent_header"]["msg_id"] != msg_id
+               for m in legacy_msgs(frames))
+    msg_id, frames, closed = collect("flood", seconds=10, limit=2000)
+    msgs = legacy_msgs(frames)
+    assert not closed and len(msgs) == 2000
+    assert "execute_reply" not in {m["header"]["msg_type"] for m in msgs}
+    _, frames, closed = collect("ws-close", seconds=5)
+    assert closed and "execute_reply" not in {
+        m["header"]["msg_type"] for m in legacy_msgs(frames)}
