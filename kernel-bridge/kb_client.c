@@ -76,6 +76,24 @@ kb_exec_opts_init(kb_exec_opts_t *o)
     o->stop_on_error = true;
 }
 
+/* Watch `s` (the stdin socket) for its ZMTP handshake. Called before the
+ * socket connects: a monitor started later misses a handshake that already
+ * happened, which a warm kernel, bound long ago, finishes within a
+ * millisecond of the connect (issue 19: readiness then waited forever). */
+static void
+s_monitor_stdin(kb_client_t *c, void *s)
+{
+    char mon[80];
+    snprintf(mon, sizeof mon, "inproc://kb-stdin-%s", c->session);
+    if (zmq_socket_monitor(s, mon, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
+        c->stdin_mon = zmq_socket(c->zctx, ZMQ_PAIR);
+        if (zmq_connect(c->stdin_mon, mon) != 0) {
+            zmq_close(c->stdin_mon);
+            c->stdin_mon = NULL;
+        }
+    }
+}
+
 static void *
 s_socket(kb_client_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
          int64_t max_msg, err_t *err)
@@ -104,6 +122,10 @@ s_socket(kb_client_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
         zmq_setsockopt(s, ZMQ_REQ_RELAXED, &on, sizeof on);
         zmq_setsockopt(s, ZMQ_REQ_CORRELATE, &on, sizeof on);
     }
+    /* The kernel's stdin ROUTER drops an input_request addressed to a peer
+     * whose handshake has not finished, so readiness includes it. */
+    if (ch == KB_STDIN)
+        s_monitor_stdin(c, s);
     kb_conn_endpoint(conn, ch, endpoint, sizeof endpoint);
     if (zmq_connect(s, endpoint) != 0) {
         err_set(err, ERR_KERNEL, "cannot connect %s to %s: %s",
@@ -149,18 +171,6 @@ kb_client_new(const kb_conn_t *conn, const kb_client_opts_t *opts, err_t *err)
         if (!c->sock[ch]) {
             kb_client_destroy(&c);
             return NULL;
-        }
-    }
-    /* The kernel's stdin ROUTER drops an input_request addressed to a peer
-     * whose handshake has not finished, so readiness includes it. */
-    char mon[80];
-    snprintf(mon, sizeof mon, "inproc://kb-stdin-%s", c->session);
-    if (zmq_socket_monitor(c->sock[KB_STDIN], mon,
-                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
-        c->stdin_mon = zmq_socket(c->zctx, ZMQ_PAIR);
-        if (zmq_connect(c->stdin_mon, mon) != 0) {
-            zmq_close(c->stdin_mon);
-            c->stdin_mon = NULL;
         }
     }
     if (!c->stdin_mon)
@@ -509,7 +519,10 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
             return reply;
     }
     err_set(err, ERR_TIMEOUT,
-            "the kernel did not answer kernel_info within %d ms", timeout_ms);
+            "the kernel did not answer kernel_info within %d ms (reply: %s, "
+            "iopub: %s, stdin handshake: %s)",
+            timeout_ms, reply ? "yes" : "no", iopub_seen ? "yes" : "no",
+            s_stdin_ready(c) ? "yes" : "no");
 fail:
     kb_msg_destroy(&reply);
     return NULL;
