@@ -127,6 +127,38 @@ s_start_server(void)
     return pid;
 }
 
+/* What `serve --status` prints, parsed (new), or NULL. */
+static json_t *
+s_status_cli(void)
+{
+    int pfd[2];
+    if (pipe(pfd))
+        return NULL;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        char a0[] = "serve", a1[] = "--status", a2[] = "--socket";
+        char *argv[] = {a0, a1, a2, s_sock, NULL};
+        int rc = ag_cmd_serve(4, argv);
+        fflush(stdout);
+        _exit(rc);
+    }
+    close(pfd[1]);
+    char buf[8192];
+    size_t n = 0;
+    ssize_t got;
+    while (n < sizeof buf && (got = read(pfd[0], buf + n, sizeof buf - n)) > 0)
+        n += (size_t)got;
+    close(pfd[0]);
+    int status = -1;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return NULL;
+    return json_loadb(buf, n, 0, NULL);
+}
+
 static ag_session_t *
 s_session(ag_session_opts_t *o, err_t *err)
 {
@@ -164,6 +196,21 @@ main(void)
            (st.st_mode & 0777) == 0600,
        "its socket is private to the user (mode 0600)");
     ok(s_wait_stat("ready", 2), "the pool warms up to --pool 2");
+    json_t *js = s_status_cli();
+    long w_n = (long)json_integer_value(json_object_get(js, "warmups"));
+    long w_last =
+        (long)json_integer_value(json_object_get(js, "warmup_last_ms"));
+    long w_p50 = (long)json_integer_value(json_object_get(js, "warmup_p50_ms"));
+    long w_max = (long)json_integer_value(json_object_get(js, "warmup_max_ms"));
+    ok(js && w_n >= 2 && w_last > 0 && w_p50 > 0 && w_max >= w_p50 &&
+           w_max >= w_last &&
+           json_is_integer(json_object_get(js, "warmup_window")) &&
+           json_is_integer(json_object_get(js, "abandoned")) &&
+           json_is_false(json_object_get(js, "paused")),
+       "serve --status reports warm-up times: last %ld, p50 %ld, max %ld ms "
+       "over %ld warm-ups",
+       w_last, w_p50, w_max, w_n);
+    json_decref(js);
 
     /* A session with a file, in the default (auto) mode. */
     char host[] = "/tmp/ja-serve-in-XXXXXX";
