@@ -112,9 +112,10 @@ s_start_server(void)
         dup2(pfd[1], 1);
         close(pfd[0]);
         char a0[] = "serve", a1[] = "--pool", a2[] = "2", a3[] = "--preload",
-             a4[] = "import pandas", a5[] = "--socket", a7[] = "--factory";
-        char *argv[] = {a0, a1, a2, a3, a4, a5, s_sock, a7, NULL};
-        _exit(ag_cmd_serve(8, argv));
+             a4[] = "import pandas", a5[] = "--socket", a7[] = "--factory",
+             a8[] = "--warmup-timeout", a9[] = "120";
+        char *argv[] = {a0, a1, a2, a3, a4, a5, s_sock, a7, a8, a9, NULL};
+        _exit(ag_cmd_serve(10, argv));
     }
     close(pfd[1]);
     char line[512] = "";
@@ -189,6 +190,10 @@ main(void)
            strstr(err.text, "serve"),
        "--warm pool without a server fails and says to start one");
 
+    char b0[] = "serve", b1[] = "--warmup-timeout", b2[] = "0";
+    char *bad[] = {b0, b1, b2, NULL};
+    is_int(ag_cmd_serve(3, bad), ERR_USAGE,
+           "serve --warmup-timeout 0 is a usage error");
     pid_t server = s_start_server();
     ok(server > 0, "the server starts and says where it listens");
     struct stat st;
