@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 /* kb_kernel may ask the factory more than once (start, restart): always
@@ -310,6 +311,41 @@ main(void)
        "that miss re-arms the pool: it warms up again");
     ok(st.warmups == 0 && st.warmup_last_ms == -1 && st.warmup_p50_ms == -1,
        "abandoned warm-ups are not counted as warm-up times");
+    kb_pool_destroy(&pool);
+
+    /* A warm-up that hangs only for a while (until a wall-clock moment
+     * 12 s from now, past the first one's 10 s timeout): the retry gives a
+     * kernel that works. */
+    char *slow = NULL;
+    if (asprintf(&slow,
+                 "import time\n"
+                 "while time.time() < %lld: time.sleep(0.2)\n",
+                 (long long)time(NULL) + 12) < 0)
+        return 1;
+    kb_pool_opts_t once_slow = {.size = 1,
+                                .preload = slow,
+                                .warmup_timeout_ms = 10000,
+                                .max_retries = 3};
+    pool = kb_pool_new(&once_slow, &err);
+    free(slow);
+    end = clock_mono_ms() + 120000;
+    do {
+        kb_pool_poll(pool, 500);
+        kb_pool_stats(pool, &st);
+    } while (st.ready < 1 && !st.paused && clock_mono_ms() < end);
+    ok(st.abandoned >= 1 && st.ready == 1 && st.warmups == 1 && !st.paused,
+       "a warm-up abandoned for taking too long is retried, and the retry "
+       "becomes ready (abandoned %lu)",
+       st.abandoned);
+    once_t o4 = {0};
+    kb_kernel_t *k4 = NULL;
+    kb_launcher_t *l4 = kb_pool_take(pool, NULL, NULL, &err);
+    if (l4)
+        k4 = s_start(l4, &err, &o4);
+    r = k4 ? s_eval(k4, "1+1") : NULL;
+    is_str(r, "2", "the retried kernel runs code");
+    free(r);
+    kb_kernel_destroy(&k4);
     kb_pool_destroy(&pool);
     return done_testing();
 }
