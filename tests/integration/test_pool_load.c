@@ -216,7 +216,9 @@ main(void)
     int takes = s_env_int("JA_POOL_LOAD_TAKES", 8);
     int secs = s_env_int("JA_POOL_LOAD_SECS", 240);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int burners = (int)(cores > 0 && cores < MAX_BURNERS - 1 ? cores + 1 : 3);
+    int burners = cores > 0 ? (int)cores + 1 : 3;
+    if (burners > MAX_BURNERS)
+        burners = MAX_BURNERS;
     /* The burners outlive the last take's start by at most the time one
      * take may need, and are killed at the end anyway. */
     s_burn_start(burners, secs + 600);
