@@ -19,6 +19,7 @@
 #include "kernel-bridge/pool/kb_serve.h"
 #include "sandbox/sb_files.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -126,6 +127,67 @@ s_start_server(void)
     line[n] = '\0';
     diag("%s", strtok(line, "\n"));
     return pid;
+}
+
+static pid_t
+s_ppid(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')'); /* after the command name */
+    int ppid = -1;
+    if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+        return -1;
+    return ppid;
+}
+
+static bool
+s_cmdline_has(pid_t pid, const char *needle)
+{
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return false;
+    for (ssize_t i = 0; i < n; i++)
+        buf[i] = buf[i] ? buf[i] : ' ';
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+/* Send `sig` to the kernels forked by the factory of server `server`
+ * (processes running the zygote's code whose parent does too, below the
+ * server); returns how many. */
+static int
+s_signal_forked_kernels(pid_t server, int sig)
+{
+    int n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0 || !s_cmdline_has(pid, "_ja_zygote") ||
+            !s_cmdline_has(s_ppid(pid), "_ja_zygote"))
+            continue;
+        pid_t up = pid;
+        while (up > 1 && up != server)
+            up = s_ppid(up);
+        if (up == server && kill(pid, sig) == 0)
+            n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
 }
 
 /* What `serve --status` prints, parsed (new), or NULL. */
@@ -346,6 +408,23 @@ main(void)
     ok(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
        "a client took a kernel and exited without releasing it");
     ok(s_wait_stat("sessions", 0), "its box is destroyed when it hangs up");
+
+    /* A warm kernel that does not answer (frozen) costs its session a
+     * bounded wait, then a cold start: never a failure, never 60 s. */
+    ok(s_wait_stat("ready", 2), "the pool is full again");
+    int frozen = s_signal_forked_kernels(server, SIGSTOP);
+    ok(frozen >= 2, "its warm kernels are frozen (%d)", frozen);
+    ag_session_opts_t o5;
+    ag_session_opts_init(&o5);
+    ag_session_t *s5 = s_session(&o5, &err);
+    ok(s5 && !ag_session_is_warm(s5),
+       "a session whose warm kernel does not answer starts a cold one");
+    r = s5 ? s_eval(s5, "1+1", 30000, NULL) : NULL;
+    is_str(r, "2", "and that kernel runs code");
+    free(r);
+    ag_session_destroy(&s5);
+    ag_session_opts_release(&o5);
+    s_signal_forked_kernels(server, SIGCONT);
 
     /* A session in use when the server is stopped. */
     ok(s_wait_stat("ready", 2), "the pool refills again");
