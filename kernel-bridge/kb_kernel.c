@@ -183,7 +183,7 @@ s_launch(kb_kernel_t *k, err_t *err)
     if (!k->info) {
         char why[256] = "", detail[sizeof err->text + 4] = "";
         if (err && err->code == ERR_TIMEOUT)
-            snprintf(detail, sizeof detail, " (%s)", err->text);
+            snprintf(detail, sizeof detail, ": %s", err->text);
         if (k->launcher->ops->reap(k->launcher->self, 200, why, sizeof why))
             err_set(err, ERR_KERNEL, "kernel '%s' failed to start: %s", k->name,
                     why);
