@@ -22,6 +22,8 @@
 #define QUEUE_MAX_MSGS 100000
 #define RETRY_FIRST_MS 250
 #define RETRY_MAX_MS 2000
+/* Connections in a row that close before anything arrives on them. */
+#define MAX_FLAPS 5
 #define SYSTEM_CA "/etc/ssl/certs/ca-certificates.crt"
 
 typedef struct s_item {
@@ -65,6 +67,7 @@ typedef struct s_ws {
     int64_t lost_since;  /* CLOCK_MONOTONIC ms the socket closed; 0 open */
     int64_t next_retry;  /* when to try to reconnect */
     int retry_ms;        /* the current back-off */
+    int flaps;           /* connections in a row that delivered nothing */
     lws_sorted_usec_list_t sul; /* wakes lws_service at poll's deadline */
 } s_ws_t;
 
@@ -160,6 +163,8 @@ s_on_frame(s_ws_t *t, const uint8_t *data, size_t len, bool binary)
     else
         t->head[ch] = it;
     t->tail[ch] = it;
+    t->flaps = 0; /* this connection works */
+    t->retry_ms = 0;
     t->queued_bytes += it->len;
     t->queued_msgs++;
 }
@@ -206,19 +211,25 @@ s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
         break;
     }
     case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH: {
+        /* The subprotocol the server picked (the headers are gone once
+         * the socket is established); none means legacy framing. */
         char proto[64] = "";
-        lws_hdr_copy(wsi, proto, sizeof proto, WSI_TOKEN_PROTOCOL);
+        if (lws_hdr_copy(wsi, proto, sizeof proto, WSI_TOKEN_PROTOCOL) < 0)
+            proto[0] = '\0';
         t->proto =
             strcmp(proto, KB_WS_V1_PROTOCOL) == 0 ? KB_WS_V1 : KB_WS_LEGACY;
         break;
     }
-    case LWS_CALLBACK_CLIENT_ESTABLISHED:
+    case LWS_CALLBACK_CLIENT_ESTABLISHED: {
+        log_info("gateway: kernel %s: %s WebSocket framing", t->id,
+                 t->proto == KB_WS_V1 ? "v1 binary" : "legacy JSON");
         t->state = S_OPEN;
         t->lost_since = 0;
-        t->retry_ms = 0;
+        t->flaps++;
         if (t->out_head)
             lws_callback_on_writable(wsi);
         break;
+    }
     case LWS_CALLBACK_CLIENT_RECEIVE:
         s_on_rx(t, wsi, in, len);
         break;
@@ -339,6 +350,13 @@ s_maintain(s_ws_t *t)
     }
     if (now < t->next_retry)
         return 0;
+    if (t->flaps > MAX_FLAPS) {
+        s_set_gone(t,
+                   "the Jupyter server at %s keeps closing the WebSocket of "
+                   "kernel %s (%d times in a row: %s)",
+                   t->g->shown, t->id, t->flaps, t->conn_error);
+        return -1;
+    }
     char state[64];
     err_t err;
     if (kb_gateway_kernel_state(t->g, t->id, state, &err)) {
