@@ -15,7 +15,7 @@
 #include <string.h>
 
 #define DEFAULT_REQUEST_MS 30000
-#define DEFAULT_RECONNECT_MS 20000
+#define DEFAULT_RECONNECT_MS 10000
 /* A REST answer is a small JSON document; a server sending more is not
  * listened to. */
 #define MAX_BODY ((size_t)4 << 20)

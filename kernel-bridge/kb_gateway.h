@@ -46,7 +46,7 @@ typedef struct kb_gateway_opts {
                             NULL */
     int request_ms;      /* per REST request; 0 = 30 s */
     int reconnect_ms;    /* how long a dropped WebSocket is retried
-                            before the kernel counts as lost; 0 = 20 s */
+                            before the kernel counts as lost; 0 = 10 s */
 } kb_gateway_opts_t;
 
 /* Check and copy the options (no request is made). NULL with ERR_USAGE

@@ -24,6 +24,8 @@
 #define RETRY_MAX_MS 2000
 /* Connections in a row that close before anything arrives on them. */
 #define MAX_FLAPS 5
+/* How often a wait asks the REST API whether the kernel still exists. */
+#define CHECK_MS 3000
 #define SYSTEM_CA "/etc/ssl/certs/ca-certificates.crt"
 
 typedef struct s_item {
@@ -68,6 +70,7 @@ typedef struct s_ws {
     int64_t next_retry;  /* when to try to reconnect */
     int retry_ms;        /* the current back-off */
     int flaps;           /* connections in a row that delivered nothing */
+    int64_t checked_ms;  /* when the REST API last confirmed the kernel */
     lws_sorted_usec_list_t sul; /* wakes lws_service at poll's deadline */
 } s_ws_t;
 
@@ -489,6 +492,22 @@ s_tick(kb_transport_t *tp, bool heartbeat, err_t *err)
 {
     (void)heartbeat; /* the socket's state and the REST API tell */
     s_ws_t *t = (s_ws_t *)tp;
+    /* A kernel deleted on the server can leave its socket open and
+     * silent: ask the REST API now and then while someone waits. */
+    int64_t now = clock_mono_ms();
+    if (!t->gone && t->state == S_OPEN && now - t->checked_ms > CHECK_MS) {
+        char state[64];
+        err_t e;
+        t->checked_ms = now;
+        if (kb_gateway_kernel_state(t->g, t->id, state, &e) == 0) {
+            if (strcmp(state, "dead") == 0)
+                s_set_gone(t,
+                           "the Jupyter server at %s reports the kernel dead",
+                           t->g->shown);
+        } else if (strstr(e.text, "is gone from")) {
+            s_set_gone(t, "%s", e.text);
+        }
+    }
     if (s_maintain(t))
         return err_set(err, ERR_KERNEL, "%s", t->gone_why);
     return 0;
