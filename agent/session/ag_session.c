@@ -5,6 +5,7 @@
 #include "common/size.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
+#include "kernel-bridge/kb_files.h"
 #include "kernel-bridge/kb_launch_sandbox.h"
 #include "kernel-bridge/pool/kb_serve.h"
 #include "kernel-bridge/pool/kb_warm.h"
@@ -534,11 +535,6 @@ s_refuse_local_flags(const ag_session_opts_t *o, err_t *err)
                        tail);
     if (o->warm != AG_WARM_AUTO)
         return err_set(err, ERR_USAGE, "--warm picks a local kernel: %s", tail);
-    if (o->nfiles)
-        return err_set(err, ERR_USAGE,
-                       "--file copies into a local sandbox; files cannot be "
-                       "sent to a kernel on a gateway yet: %s",
-                       tail);
     sb_policy_t def;
     sb_policy_init_default(&def);
     json_t *want = sb_policy_to_json(&def),
@@ -590,6 +586,13 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
     char *token = NULL;
     if (s_refuse_local_flags(o, err) || s_gateway_token(o, &token, err))
         return NULL;
+    /* Hashed before the kernel starts, as for a local session. */
+    json_t *inputs = s_inputs_json(o->files, err);
+    if (!inputs) {
+        free(token);
+        err_prefix(err, "--file");
+        return NULL;
+    }
     char **env = s_gateway_env();
     kb_gateway_opts_t gopts = {.url = o->gateway_url,
                                .token = token,
@@ -604,11 +607,31 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
         sodium_memzero(token, strlen(token));
         free(token);
     }
-    if (!k)
+    if (!k) {
+        json_decref(inputs);
         return NULL;
+    }
+    /* No shared filesystem: each --file goes through the kernel itself,
+     * chunk by chunk, hash-checked (kb_files), into its working directory,
+     * under the same size cap as a local /mnt/data. */
+    for (size_t i = 0; i < o->nfiles; i++) {
+        char *path, *name;
+        ag_session_split_file_arg(o->files[i], &path, &name);
+        int rc =
+            sb_files_check_name(name, err) ||
+            kb_files_push(k, path, name, o->policy.workspace_bytes, NULL, err);
+        free(path);
+        free(name);
+        if (rc) {
+            err_prefix(err, "--file %s", o->files[i]);
+            kb_kernel_hand_off(&k);
+            json_decref(inputs);
+            return NULL;
+        }
+    }
     ag_session_t *s = xcalloc(1, sizeof *s);
     s->kernel = k;
-    s->inputs = json_array();
+    s->inputs = inputs;
     s->kernel_name = o->kernel_name ? xstrdup(o->kernel_name) : NULL;
     s->warnings = xasprintf("note: the kernel runs on the Jupyter server at "
                             "%s (kernel %s); its isolation is that "

@@ -343,11 +343,50 @@ def test_token_from_the_environment_and_url_from_the_environment(v1_server):
 
 
 @pytest.mark.parametrize("flag", [["--memory", "1G"], ["--no-sandbox"],
-                                  ["--warm", "cold"], ["--file", "/etc/hostname"]])
+                                  ["--warm", "cold"],
+                                  ["--packages", "/nonexistent"]])
 def test_local_sandbox_flags_are_refused_with_a_gateway(v1_server, flag):
     r = agent("exec", *v1_server.args(), *flag, "-c", "1")
     assert r.returncode == 2
     assert "isolation is the server's" in r.stderr
+
+
+def test_file_goes_into_the_remote_kernel_hash_checked(server, tmp):
+    """--file reaches a kernel that shares no filesystem with us, through
+    the kernel itself, byte for byte (3 MB: several chunks)."""
+    blob = os.path.join(tmp, "blob.bin")
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    with open(blob, "wb") as f:
+        f.write(data)
+    name = "in-%s.bin" % secrets.token_hex(4)
+    r = agent("exec", *server.args(), "--file", "%s:%s" % (blob, name), "-c",
+              "import hashlib, os\n"
+              "print(hashlib.sha256(open(%r, 'rb').read()).hexdigest())\n"
+              "os.remove(%r)" % (name, name))
+    assert r.returncode == 0, r.stderr
+    import hashlib
+    assert r.stdout.strip() == hashlib.sha256(data).hexdigest()
+
+
+def test_ask_copies_out_of_the_remote_kernel(v1_server, tmp):
+    """What the code saves under out/ in the remote kernel's directory
+    lands in SESSION_files/, through the kernel."""
+    sub = "s-" + secrets.token_hex(4)
+    srv = FakeLLM([code("Saving.",
+                        "import os\nos.makedirs(%r, exist_ok=True)\n"
+                        "open(%r, 'w').write('result 42\\n')\n"
+                        "os.chdir(%r)" % (sub + "/out", sub + "/out/r.txt",
+                                          sub)),
+                   answer("Saved.")], tmp)
+    out = os.path.join(tmp, "c.ipynb")
+    try:
+        r = agent("ask", *v1_server.args(), "--model", "openai:model-x",
+                  "-o", out, "save it", env=srv.env())
+    finally:
+        srv.stop()
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(tmp, "c_files", "r.txt")) as f:
+        assert f.read() == "result 42\n"
 
 
 def test_unknown_kernelspec_lists_what_the_server_offers(v1_server):
