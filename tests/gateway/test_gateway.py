@@ -542,3 +542,39 @@ def test_many_sessions_through_one_server(v1_server):
     print("%d sessions in %.1f s" % (CONCURRENCY, took))
     assert not bad
     assert v1_server.kernels() == []
+
+
+def test_agent_kernel_python_cells_run_on_the_gateway(v1_server, tmp):
+    """The agent as a Jupyter kernel, installed with --gateway: its
+    %%python cells run in a kernel of the Jupyter Server."""
+    from jupyter_client.manager import KernelManager
+    prefix = os.path.join(tmp, "prefix")
+    r = subprocess.run([BIN, "kernelspec", "install", "--prefix", prefix,
+                        "--", *v1_server.args()],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    saved = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = os.path.join(prefix, "share", "jupyter")
+    km = KernelManager(kernel_name="agent")
+    try:
+        km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=120)
+        outs = []
+        reply = kc.execute_interactive(
+            "%%python\nimport os\nprint(os.getpid())", timeout=120,
+            output_hook=lambda m: outs.append(m["content"])
+            if m["msg_type"] == "stream" else None)
+        assert reply["content"]["status"] == "ok"
+        pid = int(outs[0]["text"])
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            assert v1_server.runtime.encode() in f.read()
+        assert len(v1_server.kernels()) == 1
+        kc.stop_channels()
+    finally:
+        km.shutdown_kernel(now=False)
+        if saved is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = saved
