@@ -1,10 +1,12 @@
 /* kb_gateway internals shared by its REST half (kb_gateway.c) and its
- * WebSocket transport (kb_gateway_ws.c). Not a public header. */
+ * WebSocket transport (kb_gateway_ws.c). Not a public header; it does not
+ * include kb_gateway.h, so the two do not include each other. */
 #ifndef KERNEL_BRIDGE_KB_GATEWAY_INT_H
 #define KERNEL_BRIDGE_KB_GATEWAY_INT_H
 
-#include "kernel-bridge/kb_gateway.h"
+#include "common/err.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 
 /* The parts of the server's URL. */
@@ -34,7 +36,8 @@ void kb_gateway_release_parts(kb_gateway_parts_t *p);
  * are already an error about the token), *reply the parsed JSON body when
  * `reply` is given and the status < 300; -1 when the server could not be
  * reached or its answer was unusable. */
-int kb_gateway_request(kb_gateway_t *g, const char *method, const char *path,
-                       json_t *body, long *status, json_t **reply, err_t *err);
+int kb_gateway_request(struct kb_gateway *g, const char *method,
+                       const char *path, json_t *body, long *status,
+                       json_t **reply, err_t *err);
 
 #endif

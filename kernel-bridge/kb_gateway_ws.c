@@ -3,6 +3,7 @@
  * connection, serviced only from poll(), so nothing runs behind the
  * caller's back. Frames are queued per channel as they arrive (bounded),
  * and decoded with the receiver's limits when taken. */
+#include "kb_gateway.h"
 #include "kb_gateway_int.h"
 
 #include "common/buf.h"
