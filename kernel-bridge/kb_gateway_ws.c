@@ -12,6 +12,8 @@
 #include "common/xalloc.h"
 
 #include <libwebsockets.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,6 +227,11 @@ s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
         break;
     }
     case LWS_CALLBACK_CLIENT_ESTABLISHED: {
+        /* Requests are small and answered at once: without TCP_NODELAY,
+         * Nagle's algorithm and delayed ACKs add ~40 ms to each. */
+        int one = 1, fd = (int)lws_get_socket_fd(wsi);
+        if (fd >= 0)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         log_info("gateway: kernel %s: %s WebSocket framing", t->id,
                  t->proto == KB_WS_V1 ? "v1 binary" : "legacy JSON");
         t->state = S_OPEN;
