@@ -44,11 +44,13 @@ def free_port():
 class JupyterServer:
     """python3 -m jupyter_server on loopback, its own dirs, a random token."""
 
-    def __init__(self, tmp, legacy=False, port=None):
+    def __init__(self, tmp, legacy=False, port=None, tls=None):
         self.dir = tempfile.mkdtemp(prefix="srv-", dir=tmp)
         self.token = secrets.token_hex(24)
         self.port = port or free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
+        self.tls = tls
+        self.url = "%s://127.0.0.1:%d" % ("https" if tls else "http",
+                                          self.port)
         self.token_file = os.path.join(self.dir, "token")
         with open(self.token_file, "w") as f:
             f.write(self.token + "\n")
@@ -71,6 +73,9 @@ class JupyterServer:
                 "--ServerApp.iopub_msg_rate_limit=1e9"]
         if legacy:
             args.append("--ServerApp.kernel_ws_protocol=")
+        if tls:
+            args += ["--certfile=" + tls["cert.pem"],
+                     "--keyfile=" + tls["key.pem"]]
         if os.getuid() == 0:
             args.append("--allow-root")
         self.log = open(os.path.join(self.dir, "server.log"), "w")
@@ -94,7 +99,11 @@ class JupyterServer:
         req = urllib.request.Request(self.url + path, method=method,
                                      headers={"Authorization":
                                               "token " + self.token})
-        with urllib.request.urlopen(req, timeout=10) as r:
+        ctx = None
+        if self.tls:
+            import ssl
+            ctx = ssl.create_default_context(cafile=self.tls["ca.pem"])
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as r:
             body = r.read()
             return json.loads(body) if body else None
 
@@ -578,3 +587,65 @@ def test_agent_kernel_python_cells_run_on_the_gateway(v1_server, tmp):
             os.environ.pop("JUPYTER_PATH", None)
         else:
             os.environ["JUPYTER_PATH"] = saved
+
+
+def make_tls(d):
+    """A private CA and a certificate for 127.0.0.1 signed by it."""
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import ipaddress
+    now = datetime.datetime.utcnow()
+
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("test CA"))
+          .issuer_name(name("test CA")).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number())
+          .not_valid_before(now - datetime.timedelta(days=1))
+          .not_valid_after(now + datetime.timedelta(days=2))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None),
+                         critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(name("127.0.0.1"))
+            .issuer_name(ca.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    paths = {}
+    for n, data in (("ca.pem", ca.public_bytes(serialization.Encoding.PEM)),
+                    ("cert.pem",
+                     cert.public_bytes(serialization.Encoding.PEM)),
+                    ("key.pem", key.private_bytes(
+                        serialization.Encoding.PEM,
+                        serialization.PrivateFormat.TraditionalOpenSSL,
+                        serialization.NoEncryption()))):
+        paths[n] = os.path.join(d, n)
+        with open(paths[n], "wb") as f:
+            f.write(data)
+    return paths
+
+
+def test_tls_checks_the_certificate_and_takes_a_private_ca(tmp_root, tmp):
+    """https: a certificate from an unknown CA is refused, with a hint;
+    with --gateway-ca the REST calls and the wss:// socket both work."""
+    srv = JupyterServer(tmp_root, tls=make_tls(tmp))
+    try:
+        r = agent("exec", *srv.args(), "-c", "print('x')")
+        assert r.returncode == 3
+        assert "--gateway-ca" in r.stderr and srv.url in r.stderr
+        r = agent("exec", *srv.args(), "--gateway-ca", srv.tls["ca.pem"],
+                  "-c", "print('over tls')")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "over tls\n"
+        assert "v1 binary WebSocket framing" in r.stderr
+    finally:
+        srv.stop()
