@@ -516,6 +516,10 @@ s_tick(kb_transport_t *tp, bool heartbeat, err_t *err)
             s_set_gone(t, "%s", e.text);
         }
     }
+    /* What arrived before the loss is delivered first (poll reports the
+     * loss once the queues are empty). */
+    if (s_ready_bits(t, ~0u))
+        return 0;
     if (s_maintain(t))
         return err_set(err, ERR_KERNEL, "%s", t->gone_why);
     return 0;

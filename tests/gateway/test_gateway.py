@@ -649,3 +649,56 @@ def test_tls_checks_the_certificate_and_takes_a_private_ca(tmp_root, tmp):
         assert "v1 binary WebSocket framing" in r.stderr
     finally:
         srv.stop()
+
+
+def test_a_kernel_that_dies_is_reported_with_the_servers_restart(v1_server):
+    """The kernel process dies mid-cell; jupyter_server restarts it and says
+    so on the socket: the cell fails with that, not with a timeout."""
+    # (the pause: ipykernel's IOPub thread must send 'bye' before the
+    # process ends; os._exit races it, locally as well)
+    r = agent("exec", *v1_server.args(), "-c",
+              "import os, time\nprint('bye', flush=True)\ntime.sleep(1)\n"
+              "os._exit(1)")
+    assert r.returncode == 3
+    assert "bye" in r.stdout
+    assert "died on the Jupyter server at " + v1_server.url in r.stderr
+    assert "restarts it" in r.stderr
+
+
+def test_a_gateway_refusing_a_kernel_says_why(tmp):
+    """Enterprise Gateway answers POST /api/kernels with 403 when a limit
+    on kernels is reached: we repeat its reason, exit 3."""
+    import http.server
+    reason = "A max kernels per user limit has been set to 1 and that " \
+             "limit has been reached."
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def reply(self, status, body):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self.reply(200, {"default": "python3", "kernelspecs": {
+                "python3": {"name": "python3", "spec": {}}}})
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.reply(403, {"reason": "Forbidden", "message": reason})
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        r = agent("exec", "--gateway",
+                  "http://127.0.0.1:%d" % httpd.server_port, "-c", "1")
+    finally:
+        httpd.shutdown()
+    assert r.returncode == 3
+    assert "refused to start kernel 'python3' (HTTP 403)" in r.stderr
+    assert reason in r.stderr
