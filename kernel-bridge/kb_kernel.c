@@ -430,6 +430,8 @@ s_record_death(kb_kernel_t *k, kb_output_t *out, const char *werr_text,
     if (k->launcher)
         k->launcher->ops->reap(k->launcher->self, 2000, why, sizeof why);
     kb_output_set_died(out, why);
+    if (k->gw) /* the transport's words already say what happened */
+        return err_set(err, ERR_KERNEL, "%s", why);
     return err_set(err, ERR_KERNEL, "the kernel died: %s", why);
 }
 
