@@ -14,6 +14,7 @@ asserted.
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -145,6 +146,7 @@ def main():
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+        shutil.rmtree(tmp, ignore_errors=True)
     print("gateway: pass round trip   ours %.1f ms   python ws client %.1f ms"
           "   ratio %.2f   (local ZeroMQ: %.2f ms)" %
           (rt, py_rt, rt / py_rt, local_rt))
