@@ -25,8 +25,9 @@ Clients:
   - a minimal tornado WebSocket client speaking the
     v1.kernel.websocket.jupyter.org binary framing, the leanest Python way.
 
-bench/gateway.py runs the same through `jupyter-agent exec --gateway` and
-prints ratios; it imports Server and the cell from here.
+bench/gateway.py measures ours (`run --gateway`) on such a server; this
+file is the reference with jupyter_server's own client (`BENCHES=gateway_jc
+sh bench/run`).
 
 Lost outputs: the server's IOPub SUB socket and the kernel's PUB keep
 libzmq's default high-water mark (1000), so when the server falls behind

@@ -545,7 +545,10 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
         while ((m = s_next(c, KB_CONTROL, NULL, &r))) /* interrupt replies */
             kb_msg_destroy(&m);
         if (ready & KB_TRANSPORT_GONE) {
-            rc = err_set(err, ERR_KERNEL, "the kernel died");
+            /* The transport may know why (e.g. a server's own words). */
+            if (c->tp->ops->tick(c->tp, c->use_hb, err) == 0)
+                err_set(err, ERR_KERNEL, "the kernel died");
+            rc = -1;
             break;
         }
         if (drained) {
