@@ -45,7 +45,7 @@ EG_LIMIT = ("A max kernels per user limit has been set to 10 and user "
 
 MODES = {
     "normal": "answers correctly (the baseline)",
-    "oversized-frame": "a WebSocket frame announcing 1 GiB, 300 MiB sent, then EOF",
+    "oversized-frame": "a WebSocket frame announcing 1 GiB, 600 MiB sent, then EOF",
     "oversized-message": "one complete 300 MiB v1/JSON message (a stream output)",
     "offsets-past-end": "a v1 offset table pointing past the end of the frame",
     "offsets-decreasing": "a v1 offset table whose offsets go backwards",
@@ -369,7 +369,7 @@ class ChannelsHandler(tornado.websocket.WebSocketHandler):
 
     async def exec_oversized_frame(self, parent):
         await self.busy_input(parent)
-        await self.raw_message(GIB, 300 * MIB)
+        await self.raw_message(GIB, 600 * MIB)
         self.ws_connection.stream.close()
 
     async def exec_oversized_message(self, parent):

@@ -254,13 +254,13 @@ def raw_frames(g, kid, request, timeout=60):
                 return
 
 
-def test_oversized_frame_announces_1_gib_and_sends_300_mib(gateway):
+def test_oversized_frame_announces_1_gib_and_sends_600_mib(gateway):
     g = gateway("oversized-frame")
     kid = run(start_kernel(g))
     frames = list(raw_frames(g, kid, v1_encode(execute_request())))
     announced, received, _, _ = frames[-1]
     assert announced == 1 << 30
-    assert received == 300 * MIB
+    assert received == 600 * MIB
 
 
 def test_oversized_message_is_one_complete_300_mib_message(gateway):
