@@ -87,10 +87,16 @@ s_set_kernel_text(err_t *err, int code, const char *what, const char *text)
     free(e);
 }
 
-/* Execute `code` silently and return the one answer with id `rid` (a new
- * reference), or NULL + err. `op` names the request in messages. */
+/* Evaluate Python expression `expr` in a silent execution and return the
+ * one answer with id `rid` (a new reference), or NULL + err. `op` names
+ * the request in messages.
+ *
+ * The expression travels as the execute_request's user_expressions with
+ * empty code: ipykernel hashes every cell's code in pure Python for its
+ * debugger (about 0.7 s per MiB) and IPython keeps it in linecache for
+ * good, while a user expression is only eval()ed. */
 static json_t *
-s_exec(struct s_ctx *c, const char *code, const char *rid, const char *op,
+s_exec(struct s_ctx *c, const char *expr, const char *rid, const char *op,
        size_t cap, err_t *err)
 {
     kb_exec_opts_t xo;
@@ -98,11 +104,13 @@ s_exec(struct s_ctx *c, const char *code, const char *rid, const char *op,
     xo.silent = true;
     xo.store_history = false;
     xo.stop_on_error = false;
+    xo.user_expressions = json_pack("{s:s}", "r", expr);
     kb_output_t *out = kb_output_new(NULL, cap);
     kb_exec_hooks_t hooks = {.should_stop = s_truncated, .arg = out};
     json_t *answer = NULL;
     err_t e;
-    int rc = kb_kernel_execute(c->k, code, &xo, c->timeout_ms, out, &hooks, &e);
+    int rc = kb_kernel_execute(c->k, "", &xo, c->timeout_ms, out, &hooks, &e);
+    json_decref(xo.user_expressions);
     if (kb_output_truncated(out)) {
         err_set(err, ERR_KERNEL,
                 "the kernel answered a file request (%s) with more than "
@@ -139,6 +147,10 @@ s_exec(struct s_ctx *c, const char *code, const char *rid, const char *op,
         goto out;
     }
     if (!answer) {
+        json_t *ue = json_object_get(kb_output_user_expressions(out), "r");
+        const char *st = json_string_value(json_object_get(ue, "status"));
+        if (!error && st && strcmp(st, "error") == 0)
+            error = ue;
         if (error) {
             const char *en = json_string_value(json_object_get(error, "ename"));
             const char *ev =
@@ -171,9 +183,12 @@ out:
     return answer;
 }
 
-/* Send request `req` (stolen) and return the answer (new reference). */
+/* Send request `req` (stolen) and return the answer (new reference).
+ * `b64` (base64 text, or NULL) goes as a second argument, a plain Python
+ * literal, so the kernel does not scan it again as JSON. */
 static json_t *
-s_request(struct s_ctx *c, json_t *req, size_t cap, err_t *err)
+s_request_data(struct s_ctx *c, json_t *req, const char *b64, size_t cap,
+               err_t *err)
 {
     char rid[48];
     snprintf(rid, sizeof rid, "%s-%lu", c->nonce, ++c->seq);
@@ -196,12 +211,19 @@ s_request(struct s_ctx *c, json_t *req, size_t cap, err_t *err)
         err_set(err, ERR_USAGE, "file request (%s): not valid UTF-8", op);
         return NULL;
     }
-    char *code = xasprintf(
-        "__import__('sys').modules['" HELPER_MODULE "'].run(%s)", lit);
+    char *expr = xasprintf(
+        "__import__('sys').modules['" HELPER_MODULE "'].run(%s%s%s%s)", lit,
+        b64 ? ", '" : "", b64 ? b64 : "", b64 ? "'" : "");
     free(lit);
-    json_t *answer = s_exec(c, code, rid, op, cap, err);
-    free(code);
+    json_t *answer = s_exec(c, expr, rid, op, cap, err);
+    free(expr);
     return answer;
+}
+
+static json_t *
+s_request(struct s_ctx *c, json_t *req, size_t cap, err_t *err)
+{
+    return s_request_data(c, req, NULL, cap, err);
 }
 
 /* Install the helper unless this very source is installed already, then
@@ -403,11 +425,11 @@ kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
         crypto_hash_sha256_update(&whole, chunk, (unsigned long long)n);
         s_hex(hex, h);
         char *b64 = s_b64(chunk, (size_t)n);
-        a = s_request(&c,
-                      json_pack("{s:s, s:s, s:I, s:s, s:s}", "op", "put_chunk",
-                                "t", token, "o", (json_int_t)off, "b", b64, "h",
-                                hex),
-                      SMALL_ANSWER_BYTES, err);
+        a = s_request_data(&c,
+                           json_pack("{s:s, s:s, s:I, s:s}", "op", "put_chunk",
+                                     "t", token, "o", (json_int_t)off, "h",
+                                     hex),
+                           b64, SMALL_ANSWER_BYTES, err);
         free(b64);
         if (!a)
             goto abort;

@@ -1,7 +1,8 @@
 # kb_files (kb_files.c): the kernel's side of files in and out, for
 # kernels that share no filesystem with the host. The host executes this
 # source into a fresh module, sys.modules['_jupyter_agent_files'], and
-# then calls run(JSON) once per request, each a silent execute_request.
+# then calls run(JSON[, BASE64]) once per request, each evaluated as the
+# user expression of a silent execute_request with empty code.
 # Every call answers with exactly one display_data of type MIME:
 # {"r": the request's id, ...} or {"r": id, "error": text}.
 #
@@ -222,8 +223,10 @@ _OPS = {
 }
 
 
-def run(text):
+def run(text, data=None):
     req = json.loads(text)
+    if data is not None:
+        req['b'] = data
     rid = req.get('r')
     try:
         out = _OPS[req['op']](req)

@@ -33,14 +33,14 @@ static const char s_hostile[] =
     "    publish_display_data({m.MIME: obj})\n"
     "def _sha(b):\n"
     "    return hashlib.sha256(b).hexdigest()\n"
-    "def evil(text):\n"
+    "def evil(text, payload=None):\n"
     "    req = json.loads(text)\n"
     "    r, op, c = req['r'], req['op'], m.CFG\n"
     "    mode = c.get('mode', '')\n"
     "    data = c.get('data', 'hello').encode('latin-1')\n"
     "    lie = mode == 'put_lie' and op == 'put_end'\n"
     "    if op.startswith('put') and not lie or op == 'hello':\n"
-    "        return m.GENUINE(text)\n"
+    "        return m.GENUINE(text, payload)\n"
     "    if op == 'put_end':\n"
     "        return _say(r, {'size': req['size'], 'h': '0' * 64})\n"
     "    if op == 'ls':\n"
@@ -361,7 +361,10 @@ main(void)
     free(parent);
     free(dir);
     long rss1 = s_rss_kib();
-    ok(rss1 - rss0 < 32 * 1024, "and memory stayed bounded (RSS grew %ld KiB)",
+    /* One message is parsed whole before the answer's cap refuses it
+     * (the 8 MiB one here; the client's max_msg_bytes bounds it), and
+     * malloc keeps what was freed: a bound, not the stream's size. */
+    ok(rss1 - rss0 < 64 * 1024, "and memory stayed bounded (RSS grew %ld KiB)",
        rss1 - rss0);
     got = s_run(k, "print('alive')");
     ok(got && strcmp(got, "alive\n") == 0,
