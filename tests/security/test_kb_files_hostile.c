@@ -364,8 +364,14 @@ main(void)
     /* One message is parsed whole before the answer's cap refuses it
      * (the 8 MiB one here; the client's max_msg_bytes bounds it), and
      * malloc keeps what was freed: a bound, not the stream's size. */
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan holds freed memory in its quarantine (up to 256 MiB). */
+    skip("RSS is no measure under AddressSanitizer (grew %ld KiB)",
+         rss1 - rss0);
+#else
     ok(rss1 - rss0 < 64 * 1024, "and memory stayed bounded (RSS grew %ld KiB)",
        rss1 - rss0);
+#endif
     got = s_run(k, "print('alive')");
     ok(got && strcmp(got, "alive\n") == 0,
        "the kernel was stopped and still works");
