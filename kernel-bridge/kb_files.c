@@ -582,8 +582,9 @@ kb_files_list(kb_kernel_t *k, const char *rel_dir, size_t max_entries,
 static const char *
 s_kind_word(const char *k)
 {
-    static const char *const known[] = {"symbolic link", "FIFO", "socket",
-                                        "device", "special file"};
+    static const char *const known[] = {"symbolic link", "FIFO",
+                                        "socket",        "device",
+                                        "special file",  "name not UTF-8"};
     for (size_t i = 0; i < sizeof known / sizeof *known; i++)
         if (k && strcmp(k, known[i]) == 0)
             return known[i];

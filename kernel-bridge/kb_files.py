@@ -158,6 +158,14 @@ def _op_ls(req):
                 break
             p = rel + '/' + name if rel else name
             try:
+                p.encode('utf-8')
+            except UnicodeEncodeError:
+                # Not valid UTF-8 on disk: JSON cannot carry it.
+                out.append({'p': os.fsencode(p).decode('utf-8',
+                                                       'backslashreplace'),
+                            'k': 'name not UTF-8'})
+                continue
+            try:
                 st = os.lstat(os.path.join(base, p))
             except OSError:
                 continue

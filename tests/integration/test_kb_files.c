@@ -199,6 +199,7 @@ s_round_trip(kb_kernel_t *k, const char *label, const char *kdir)
         "open('.bashrc', 'w').write('evil')\n"
         "os.symlink('/etc/passwd', 'link')\n"
         "os.mkfifo('fifo')\n"
+        "open(b'bad\\xff', 'w').write('latin-1 name')\n"
         "print(sorted(n for n in os.listdir('.') if n.startswith('.ju')))",
         kdir ? "'" : "", kdir ? kdir : "os.getcwd()", kdir ? "'" : "");
     char *got = s_run(k, code);
@@ -221,8 +222,10 @@ s_round_trip(kb_kernel_t *k, const char *label, const char *kdir)
     ok(rc < 0 && strstr(err.text, "copied the rest") &&
            strstr(err.text, "'.bashrc' (dot-file; never copied out)") &&
            strstr(err.text, "'link' (symbolic link)") &&
-           strstr(err.text, "'fifo' (FIFO)"),
-       "%s: copy-out skips the dot-file, symlink and FIFO and names them",
+           strstr(err.text, "'fifo' (FIFO)") &&
+           strstr(err.text, "'bad\\\\xff' (name not UTF-8)"),
+       "%s: copy-out skips the dot-file, symlink, FIFO and a name that is "
+       "not UTF-8, and names them",
        label);
     diag("%s", err.text);
     ok(n == 10, "%s: 7 files and 3 directories come out (%zu)", label, n);
