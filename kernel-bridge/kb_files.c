@@ -226,10 +226,9 @@ s_request(struct s_ctx *c, json_t *req, size_t cap, err_t *err)
     return s_request_data(c, req, NULL, cap, err);
 }
 
-/* Install the helper unless this very source is installed already, then
- * "hello": the kernel directory as the kernel reports it (a new string). */
-static char *
-s_hello(struct s_ctx *c, err_t *err)
+/* The first 16 hex digits of kb_files.py's SHA-256: the helper version. */
+static const char *
+s_source_id(void)
 {
     static char id[17];
     if (!id[0]) {
@@ -238,39 +237,72 @@ s_hello(struct s_ctx *c, err_t *err)
                            strlen(kb_files_py));
         sodium_bin2hex(id, sizeof id, h, 8);
     }
+    return id;
+}
+
+/* Install the helper: its source executed into a fresh module, as a user
+ * expression (so neither the debugger's hash nor linecache sees it). */
+static int
+s_install(struct s_ctx *c, err_t *err)
+{
     json_t *src = json_string(kb_files_py);
     char *lit = json_dumps(src, JSON_COMPACT | JSON_ENCODE_ANY);
     json_decref(src);
-    /* One expression, run silently: nothing lands in the user's namespace
-     * or history. */
-    char *code = xasprintf(
+    char *expr = xasprintf(
         "(lambda m, s: (exec(compile(%s, '<jupyter-agent files>', 'exec'), "
         "m.__dict__), setattr(m, 'SOURCE_ID', '%s'), "
-        "s.modules.__setitem__(m.__name__, m)) if getattr(s.modules.get("
-        "m.__name__), 'SOURCE_ID', None) != '%s' else None)(__import__("
-        "'types').ModuleType('" HELPER_MODULE "'), __import__('sys'))",
-        lit, id, id);
+        "s.modules.__setitem__(m.__name__, m)))(__import__('types')."
+        "ModuleType('" HELPER_MODULE "'), __import__('sys'))",
+        lit, s_source_id());
     free(lit);
     kb_exec_opts_t xo;
     kb_exec_opts_init(&xo);
     xo.silent = true;
     xo.store_history = false;
     xo.stop_on_error = false;
+    xo.user_expressions = json_pack("{s:s}", "r", expr);
+    free(expr);
     kb_output_t *out = kb_output_new(NULL, SMALL_ANSWER_BYTES);
     kb_exec_hooks_t hooks = {.should_stop = s_truncated, .arg = out};
     err_t e;
-    int rc = kb_kernel_execute(c->k, code, &xo, c->timeout_ms, out, &hooks, &e);
-    free(code);
-    kb_output_destroy(&out);
-    if (rc < 0) {
+    int rc = kb_kernel_execute(c->k, "", &xo, c->timeout_ms, out, &hooks, &e);
+    json_decref(xo.user_expressions);
+    json_t *ue = json_object_get(kb_output_user_expressions(out), "r");
+    const char *st = json_string_value(json_object_get(ue, "status"));
+    if (rc < 0)
         err_set(err, e.code == ERR_TIMEOUT ? ERR_TIMEOUT : ERR_KERNEL,
                 "installing the file helper in the kernel: %s", e.text);
-        return NULL;
+    else if (!st || strcmp(st, "ok") != 0) {
+        const char *en = json_string_value(json_object_get(ue, "ename"));
+        const char *ev = json_string_value(json_object_get(ue, "evalue"));
+        char *t = xasprintf("%s: %s", en ? en : "no result",
+                            ev ? ev : "(an IPython kernel is needed)");
+        s_set_kernel_text(err, ERR_KERNEL,
+                          "installing the file helper in the kernel", t);
+        free(t);
+        rc = -1;
     }
+    kb_output_destroy(&out);
+    return rc;
+}
+
+/* "hello": the kernel directory as the kernel reports it (a new string),
+ * installing the helper first unless this very version answers. */
+static char *
+s_hello(struct s_ctx *c, err_t *err)
+{
     json_t *a = s_request(c, json_pack("{s:s}", "op", "hello"),
-                          SMALL_ANSWER_BYTES, err);
-    if (!a)
-        return NULL;
+                          SMALL_ANSWER_BYTES, NULL);
+    const char *id = json_string_value(json_object_get(a, "id"));
+    if (!id || strcmp(id, s_source_id()) != 0) {
+        json_decref(a);
+        if (s_install(c, err) < 0)
+            return NULL;
+        a = s_request(c, json_pack("{s:s}", "op", "hello"), SMALL_ANSWER_BYTES,
+                      err);
+        if (!a)
+            return NULL;
+    }
     const char *dir = json_string_value(json_object_get(a, "dir"));
     char *r = dir ? xstrdup(dir) : NULL;
     json_decref(a);

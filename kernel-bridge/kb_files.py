@@ -1,6 +1,7 @@
 # kb_files (kb_files.c): the kernel's side of files in and out, for
 # kernels that share no filesystem with the host. The host executes this
-# source into a fresh module, sys.modules['_jupyter_agent_files'], and
+# source into a fresh module, sys.modules['_jupyter_agent_files'] (when a
+# "hello" does not answer with this version's SOURCE_ID), and
 # then calls run(JSON[, BASE64]) once per request, each evaluated as the
 # user expression of a silent execute_request with empty code.
 # Every call answers with exactly one display_data of type MIME:
@@ -53,7 +54,8 @@ def _drop_put(t):
 
 
 def _op_hello(req):
-    return {'dir': _dir(req)}
+    # SOURCE_ID: set by the host when it installed this module.
+    return {'dir': _dir(req), 'id': globals().get('SOURCE_ID')}
 
 
 def _op_put_begin(req):

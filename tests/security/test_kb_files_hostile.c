@@ -68,6 +68,10 @@ static const char s_hostile[] =
     "    if mode == 'endless':\n"
     "        while True:\n"
     "            sys.stdout.write('y' * 65536)\n"
+    "            sys.stdout.flush()\n"
+    "    if mode == 'flood':\n"
+    "        while True:\n"
+    "            sys.stdout.write('y' * 65536)\n"
     "    if mode == 'silent':\n"
     "        return\n"
     "    if mode == 'sleep':\n"
@@ -360,6 +364,21 @@ main(void)
        "an endless stream is stopped at the answer's cap (%s)", err.text);
     free(parent);
     free(dir);
+    /* Unflushed, ipykernel buffers the flood itself: it may reach us as
+     * messages over the cap, or the kernel may die of its memory limit
+     * first. Either way the copy fails cleanly and we hold nothing. */
+    s_config(k, "{\"mode\": \"flood\", \"data\": \"0123456789\", "
+                "\"listing\": [{\"p\": \"f.txt\", \"s\": 10}]}");
+    rc = s_pull(k, NULL, 0, 4096, &parent, &dir, &err);
+    ok(rc < 0 && err.code == ERR_KERNEL &&
+           (strstr(err.text, "with more than") ||
+            strstr(err.text, "the kernel died")) &&
+           s_count(dir) == 0,
+       "an unflushed flood fails the copy cleanly (%s)", err.text);
+    free(parent);
+    free(dir);
+    if (!kb_kernel_alive(k) && kb_kernel_restart(k, &err) < 0)
+        diag("restart: %s", err.text);
     long rss1 = s_rss_kib();
     /* One message is parsed whole before the answer's cap refuses it
      * (the 8 MiB one here; the client's max_msg_bytes bounds it), and
