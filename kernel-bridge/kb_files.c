@@ -387,6 +387,9 @@ int
 kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
               uint64_t max_bytes, const kb_files_opts_t *o, err_t *err)
 {
+    err_t local; /* the cleanup looks at the error's code */
+    if (!err)
+        err = &local;
     if (sb_files_check_name(name, err) < 0)
         return -1;
     int fd = open(host_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
@@ -401,8 +404,7 @@ kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         err_set(err, ERR_USAGE,
-                "'%s' is not a regular file; only regular "
-                "files can go in",
+                "'%s' is not a regular file; only regular files can go in",
                 host_path);
         goto out;
     }
@@ -427,9 +429,7 @@ kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
     token = t ? xstrdup(t) : NULL;
     json_decref(a);
     if (!token) {
-        err_set(err, ERR_KERNEL,
-                "the kernel's file helper sent no transfer "
-                "token");
+        err_set(err, ERR_KERNEL, "the kernel's file helper sent no token");
         goto out;
     }
     crypto_hash_sha256_state whole;
@@ -508,10 +508,10 @@ kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
     rc = 0;
     goto out;
 abort:
-    if (err && err->code != ERR_TIMEOUT)
+    if (err->code != ERR_TIMEOUT)
         s_drop(&c, "put_abort", token);
 out:
-    if (rc < 0 && err)
+    if (rc < 0)
         err_prefix(err, "copying '%s' into the kernel", host_path);
     free(chunk);
     free(token);
@@ -731,7 +731,7 @@ s_pull_file(struct s_ctx *c, sb_outdir_t *d, const char *rel_dir, const char *p,
     rc = r < 0 ? -1 : 0;
     goto out;
 drop:
-    if (err && err->code != ERR_TIMEOUT)
+    if (err->code != ERR_TIMEOUT)
         s_drop(c, "get_close", token);
 out:
     sb_outfile_abort(&f);
@@ -746,6 +746,9 @@ int
 kb_files_pull(kb_kernel_t *k, const char *rel_dir, sb_outdir_t *d,
               const kb_files_opts_t *o, size_t *n_copied, err_t *err)
 {
+    err_t local; /* the cleanup looks at the error's code */
+    if (!err)
+        err = &local;
     if (n_copied)
         *n_copied = 0;
     struct s_ctx c;
