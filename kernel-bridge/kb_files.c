@@ -629,10 +629,12 @@ s_pull_file(struct s_ctx *c, sb_outdir_t *d, const char *rel_dir, const char *p,
             uint64_t size, bool exec, err_t *err)
 {
     sb_outfile_t *f = NULL;
-    int r = sb_outdir_create(d, p, size, exec, &f, err);
-    if (r != 0)
-        return r < 0 ? -1 : 0;
     char *kpath = s_join(rel_dir, p);
+    int r = sb_outdir_create(d, p, kpath, size, exec, &f, err);
+    if (r != 0) {
+        free(kpath);
+        return r < 0 ? -1 : 0;
+    }
     char *ep = esc_dup(kpath, ESC_NAME);
     char *token = NULL;
     unsigned char *bin = NULL;
@@ -770,18 +772,24 @@ kb_files_pull(kb_kernel_t *k, const char *rel_dir, sb_outdir_t *d,
     {
         const char *p = json_string_value(json_object_get(v, "p"));
         json_t *s = json_object_get(v, "s");
+        char *label = s_join(rel_dir, p);
         if (json_object_get(v, "k")) {
             sb_outdir_refuse(
-                d, p, s_kind_word(json_string_value(json_object_get(v, "k"))));
+                d, label,
+                s_kind_word(json_string_value(json_object_get(v, "k"))));
+            free(label);
             continue;
         }
         if (json_is_true(json_object_get(v, "d"))) {
-            if (sb_outdir_mkdir(d, p, err) < 0) {
+            int r = sb_outdir_mkdir(d, p, label, err);
+            free(label);
+            if (r < 0) {
                 rc = -1;
                 break;
             }
             continue;
         }
+        free(label);
         if (!json_is_integer(s) || json_integer_value(s) < 0) {
             char *ep = esc_dup(p, ESC_NAME);
             rc =

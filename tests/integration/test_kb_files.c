@@ -194,6 +194,7 @@ s_round_trip(kb_kernel_t *k, const char *label, const char *kdir)
         "os.makedirs('sub/deeper', exist_ok=True)\n"
         "os.makedirs('emptydir', exist_ok=True)\n"
         "open('sub/deeper/x.txt', 'w').write('deep')\n"
+        "open('sub/.hidden', 'w').write('dot')\n"
         "open('run.sh', 'w').write('#!/bin/sh\\n')\n"
         "os.chmod('run.sh', 0o755)\n"
         "open('.bashrc', 'w').write('evil')\n"
@@ -270,8 +271,13 @@ s_round_trip(kb_kernel_t *k, const char *label, const char *kdir)
     char *dest2 = xasprintf("%s/sub-%s", s_tmp, label);
     rc = kb_files_copy_out(k, "sub", dest2, &oo, &fo, &n, &err);
     p = xasprintf("%s/deeper/x.txt", dest2);
-    ok(rc == 0 && stat(p, &st) == 0,
+    ok(rc < 0 && stat(p, &st) == 0,
        "%s: copying out 'sub' puts its files at DIR/deeper/x.txt", label);
+    ok(strstr(err.text, "skipped 1 unsafe entry: 'sub/.hidden' (dot-file") !=
+           NULL,
+       "%s: and names what it skipped by its path in the kernel, as a local "
+       "copy-out of 'sub' does (%s)",
+       label, err.text);
     free(p);
     free(dest2);
 

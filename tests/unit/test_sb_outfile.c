@@ -74,7 +74,7 @@ main(void)
     sb_outdir_t *d = s_open("a", 1 << 20, 0, &path);
     sb_outfile_t *f = NULL;
 
-    int r = sb_outdir_create(d, "sub/x.txt", 5, false, &f, &err);
+    int r = sb_outdir_create(d, "sub/x.txt", NULL, 5, false, &f, &err);
     ok(r == 0 && f, "a file in a new subdirectory is started");
     ok(sb_outfile_write(f, "hel", 3, &err) == 0 &&
            sb_outfile_write(f, "lo", 2, &err) == 0,
@@ -92,14 +92,14 @@ main(void)
     ok(s_count(p) == 1, "and no temporary file is left beside it");
     free(p);
 
-    r = sb_outdir_create(d, "gone.txt", 5, false, &f, &err);
+    r = sb_outdir_create(d, "gone.txt", NULL, 5, false, &f, &err);
     sb_outfile_write(f, "abc", 3, &err);
     sb_outfile_abort(&f);
     ok(r == 0 && f == NULL && !s_exists(path, "gone.txt") && s_count(path) == 1,
        "an aborted file leaves nothing behind");
 
     /* Something appears under the name while the file is written. */
-    r = sb_outdir_create(d, "race.txt", 3, false, &f, &err);
+    r = sb_outdir_create(d, "race.txt", NULL, 3, false, &f, &err);
     sb_outfile_write(f, "new", 3, &err);
     p = xasprintf("%s/race.txt", path);
     int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
@@ -130,7 +130,7 @@ main(void)
         "a/../../b", "",       "d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/f"};
     int refused = 0;
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        r = sb_outdir_create(d, bad[i], 1, false, &f, &err);
+        r = sb_outdir_create(d, bad[i], NULL, 1, false, &f, &err);
         if (r == 1 && f == NULL)
             refused++;
         else
@@ -153,23 +153,23 @@ main(void)
     if (symlink(s_tmp, p) != 0)
         diag("symlink failed");
     free(p);
-    r = sb_outdir_create(d, "link/y.txt", 1, false, &f, &err);
+    r = sb_outdir_create(d, "link/y.txt", NULL, 1, false, &f, &err);
     ok(r == 1 && !s_exists(s_tmp, "y.txt"),
        "a path through a symlink in DIR is refused, not followed");
     sb_outdir_report(d, 0, NULL);
 
-    r = sb_outdir_mkdir(d, "empty/inner", &err);
+    r = sb_outdir_mkdir(d, "empty/inner", NULL, &err);
     p = xasprintf("%s/empty/inner", path);
     ok(r == 0 && stat(p, &st) == 0 && S_ISDIR(st.st_mode) &&
            (st.st_mode & 07777) == 0755,
        "directories are created 0755");
     free(p);
-    r = sb_outdir_mkdir(d, "d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d", &err);
+    r = sb_outdir_mkdir(d, "d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d", NULL, &err);
     ok(r == 1, "a 17th directory level is refused (as a local copy-out)");
-    r = sb_outdir_mkdir(d, "e/e/e/e/e/e/e/e/e/e/e/e/e/e/e/e", &err);
+    r = sb_outdir_mkdir(d, "e/e/e/e/e/e/e/e/e/e/e/e/e/e/e/e", NULL, &err);
     ok(r == 0, "16 levels are allowed");
-    r = sb_outdir_create(d, "e/e/e/e/e/e/e/e/e/e/e/e/e/e/e/e/f", 1, false, &f,
-                         &err);
+    r = sb_outdir_create(d, "e/e/e/e/e/e/e/e/e/e/e/e/e/e/e/e/f", NULL, 1, false,
+                         &f, &err);
     ok(r == 0, "and so is a file in the 16th");
     sb_outfile_abort(&f);
     sb_outdir_report(d, 0, NULL);
@@ -178,10 +178,10 @@ main(void)
 
     /* Caps: bytes written count, not bytes announced. */
     d = s_open("caps", 10, 3, &path);
-    r = sb_outdir_create(d, "big", 11, false, &f, &err);
+    r = sb_outdir_create(d, "big", NULL, 11, false, &f, &err);
     ok(r < 0 && strstr(err.text, "10-byte cap"),
        "a file announced over the byte cap is refused before writing");
-    r = sb_outdir_create(d, "liar", 2, false, &f, &err);
+    r = sb_outdir_create(d, "liar", NULL, 2, false, &f, &err);
     int w1 = sb_outfile_write(f, "0123456789", 10, &err);
     int w2 = sb_outfile_write(f, "X", 1, &err);
     ok(r == 0 && w1 == 0 && w2 < 0 && strstr(err.text, "10-byte cap"),
@@ -196,7 +196,7 @@ main(void)
     for (int i = 0; i < 4; i++) {
         char name[16];
         snprintf(name, sizeof name, "f%d", i);
-        r = sb_outdir_create(d, name, 0, false, &f, &err);
+        r = sb_outdir_create(d, name, NULL, 0, false, &f, &err);
         if (r == 0 && sb_outfile_commit(&f, &err) == 0)
             made++;
     }
@@ -211,7 +211,7 @@ main(void)
     o.keep_exec = true;
     path = xasprintf("%s/exec", s_tmp);
     d = sb_outdir_open(path, &o, &err);
-    r = sb_outdir_create(d, "run.sh", 0, true, &f, &err);
+    r = sb_outdir_create(d, "run.sh", NULL, 0, true, &f, &err);
     sb_outfile_commit(&f, &err);
     p = xasprintf("%s/run.sh", path);
     ok(r == 0 && stat(p, &st) == 0 && (st.st_mode & 07777) == 0755,
