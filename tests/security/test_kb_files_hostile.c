@@ -111,7 +111,7 @@ s_run(kb_kernel_t *k, const char *code)
     return text;
 }
 
-/* Set m.CFG from a JSON text. */
+/* Set m.CFG from a JSON text, with the forgery in place. */
 static void
 s_config(kb_kernel_t *k, const char *cfg_json)
 {
@@ -119,16 +119,24 @@ s_config(kb_kernel_t *k, const char *cfg_json)
     char *lit = json_dumps(s, JSON_ENCODE_ANY);
     json_decref(s);
     char *code = xasprintf("import json, sys\n"
-                           "sys.modules['_jupyter_agent_files'].CFG = "
-                           "json.loads(%s)\n"
-                           "print('ok')",
+                           "m = sys.modules.get('_jupyter_agent_files')\n"
+                           "m.CFG = json.loads(%s)\n"
+                           "print('ok' if m.run.__name__ == 'evil' else "
+                           "'genuine')",
                            lit);
     /* A stop at an answer's cap interrupts the kernel; the SIGINT may
-     * land after that execution ended, in the next one: try again. */
+     * land after that execution ended, in the next one, and a kernel that
+     * did not stop in time was restarted without the forgery: try again,
+     * putting it back. */
     bool done = false;
     for (int i = 0; i < 3 && !done; i++) {
         char *got = s_run(k, code);
         done = got && strcmp(got, "ok\n") == 0;
+        if (!done) {
+            diag("configuring the forgery: %s", got ? got : "no output");
+            free(kb_files_kernel_dir(k, NULL, NULL));
+            free(s_run(k, s_hostile));
+        }
         free(got);
     }
     if (!done)
