@@ -31,6 +31,8 @@
  * local copy-out does; a cap or a lying kernel stops the copy. What one
  * answer may cost is capped (KB_FILES_MAX_LIST_BYTES for a listing, about
  * 4/3 of a chunk for a chunk): a kernel that sends more is interrupted.
+ * One message is still received and parsed whole before that cap refuses
+ * it, so the client's max_msg_bytes (kb_client_opts_t) bounds the rest.
  *
  * Errors: ERR_USAGE for a refused argument, ERR_IO for a refused or failed
  * file (the kernel's refusals too, its text escaped), ERR_VERIFY for a
