@@ -16,6 +16,7 @@
 #define DEFAULT_MAX_MSG ((int64_t)256 << 20)
 #define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 #define TICK_MS 100
+#define RECONNECT_IVL_MS 10
 #define HB_INTERVAL_MS 3000
 #define HB_TIMEOUT_MS 10000
 #define IOPUB_RCVHWM 100000
@@ -90,6 +91,13 @@ s_socket(kb_client_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
     int linger = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
+    /* A kernel being started binds its sockets a while after we connect:
+     * retry every RECONNECT_IVL_MS instead of libzmq's 100 ms, which made
+     * a cold start wait up to 100 ms per channel after the bind. A failed
+     * connect on ipc is one syscall; no back-off (ivl max 0). */
+    int ivl = RECONNECT_IVL_MS, ivl_max = 0;
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
     if (type == ZMQ_DEALER)
         zmq_setsockopt(s, ZMQ_ROUTING_ID, c->session, strlen(c->session));
     if (type == ZMQ_SUB) {
@@ -464,8 +472,9 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
     /* A request sent before the kernel bound its sockets is queued, but the
      * iopub subscription may lag behind the reply; so resend every
      * READY_RESEND_MS until one reply AND iopub traffic for any of our
-     * requests have arrived. */
-    enum { READY_RESEND_MS = 200, READY_MAX_IDS = 64 };
+     * requests have arrived; once a reply came without iopub traffic (the
+     * kernel is up, our subscription was late), every READY_IOPUB_MS. */
+    enum { READY_RESEND_MS = 200, READY_IOPUB_MS = 20, READY_MAX_IDS = 64 };
     char ids[READY_MAX_IDS][40];
     size_t nids = 0;
     int64_t deadline = clock_mono_ms() + timeout_ms, next_send = 0;
@@ -483,7 +492,7 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
             kb_msg_destroy(&req);
             if (rc)
                 goto fail;
-            next_send = now + READY_RESEND_MS;
+            next_send = now + (reply ? READY_IOPUB_MS : READY_RESEND_MS);
         }
         size_t known = nids < READY_MAX_IDS ? nids : READY_MAX_IDS;
         unsigned ready = s_poll(c, (1u << KB_SHELL) | (1u << KB_IOPUB), 20);
@@ -500,9 +509,12 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
         r = s_round();
         while ((m = s_next(c, KB_SHELL, NULL, &r))) {
             if (!reply && strcmp(kb_msg_type(m), "kernel_info_reply") == 0 &&
-                s_is_ours(ids, known, kb_msg_parent_id(m)))
+                s_is_ours(ids, known, kb_msg_parent_id(m))) {
                 reply = m;
-            else
+                int64_t soon = clock_mono_ms() + READY_IOPUB_MS;
+                if (next_send > soon)
+                    next_send = soon;
+            } else
                 kb_msg_destroy(&m);
         }
         if (reply && iopub_seen && s_stdin_ready(c))
