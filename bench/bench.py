@@ -305,25 +305,27 @@ def cmd_startup_load():
 
 def startup_rows(bench, title):
     runs = benchlib.env_int("STARTUP_RUNS", 3 if QUICK else 10)
-    rounds = 1 if QUICK else 2
-    if bench == "startup_load":  # more, shorter rounds: the load drifts
-        rounds = 1 if QUICK else 5
-    per = max(1, runs // rounds)
+    # One start per round, the three side by side in alternating order: a
+    # shared machine's load drifts within seconds, and batches of starts
+    # of one kind caught different loads. The first round of each fills
+    # the page cache with one unreported start.
+    rounds = runs
+    per = 1
     warm = "0" if QUICK else "1"
     configs = [
-        ("jc", lambda: [PY, script("startup_jc.py"), str(per), warm]),
-        ("plain", lambda: [prog("startup"), "-l", "plain", "-r", str(per), "-w", warm]),
-        ("sandbox", lambda: [prog("startup"), "-l", "sandbox", "-r", str(per), "-w", warm]),
+        ("jc", lambda w: [PY, script("startup_jc.py"), str(per), w]),
+        ("plain", lambda w: [prog("startup"), "-l", "plain", "-r", str(per), "-w", w]),
+        ("sandbox", lambda w: [prog("startup"), "-l", "sandbox", "-r", str(per), "-w", w]),
     ]
-    print("\n== %s: cold start of a python3 ipykernel%s, %d runs each (+%s warm-up per batch); "
-          "times from the start call (load average %.1f)"
+    print("\n== %s: cold start of a python3 ipykernel%s, %d runs each, interleaved "
+          "(+%s warm-up); times from the start call (load average %.1f)"
           % (bench, title, per * rounds, warm, loadavg()))
     res = {name: {"ready_us": [], "result_us": []} for name, _ in configs}
-    for _, order in rounds_order(configs, rounds):
+    for r, order in rounds_order(configs, rounds):
         for name, argv in order:
             if "skipped" in res[name] or "error" in res[name]:
                 continue
-            out = run_client(argv())
+            out = run_client(argv(warm if r == 0 else "0"))
             for key in ("skipped", "error"):
                 if key in out:
                     res[name][key] = out[key]
