@@ -1,7 +1,8 @@
 """`jupyter-agent mcp --http`: ending a session (DELETE) answers without
 waiting for the session's kernel to die, and the server still kills, waits
 for and removes every box afterwards: no process, zombie, cgroup or run dir
-is left.
+is left. `mcp` over stdio, which hands its box off when its input ends,
+leaves nothing behind either.
 
 How "does not wait" is shown without timing anything: each session's box
 is frozen (a cgroup v1 freezer group of the test's own, which the sandbox
@@ -209,6 +210,31 @@ try:
     left = {"cgroups": all_box_cgroups(srv.pid),
             "run dirs": [n for n in os.listdir(RUN) if n.startswith("ja-sb-")]}
     ok(not any(left.values()), "nothing is left after the server stopped", left)
+
+    # stdio: at the end of input the process hands its box off and exits;
+    # the reaper it leaves removes the box.
+    msgs = [init, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "python", "arguments": {"code": "6 * 7"}}}]
+    p = subprocess.Popen([BIN, "mcp"], env=ENV, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out, _ = p.communicate(("\n".join(json.dumps(m) for m in msgs) +
+                            "\n").encode(), timeout=300)
+    ok(p.returncode == 0 and b"42" in out,
+       "mcp over stdio answers and exits 0 at the end of its input",
+       (p.returncode, out[-500:]))
+    deadline = time.time() + 60
+    left = None
+    while time.time() < deadline:
+        left = {"cgroups": all_box_cgroups(p.pid),
+                "run dirs": [n for n in os.listdir(RUN)
+                             if n.startswith("ja-sb-")]}
+        if not any(left.values()):
+            break
+        time.sleep(0.2)
+    ok(not any(left.values()),
+       "after mcp over stdio exits, no cgroup or run dir of its box is left",
+       left)
 finally:
     if os.path.isdir(ICE):
         try:
