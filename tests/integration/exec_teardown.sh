@@ -119,6 +119,21 @@ ok $? "that exec started exactly one kernel (no restart before the exit)"
 [ "$(cat "$T/starts" 2>/dev/null)" = start ] || echo "# kernel starts: $(wc -l <"$T/starts")"
 settle $pid
 ok $? "after that exec no process of it remains"
+rm -f "$T/starts"
+"$PY" -c 'import json, sys
+cell = {"cell_type": "code", "execution_count": None, "id": "s1",
+        "metadata": {}, "outputs": [], "source": sys.argv[1]}
+json.dump({"cells": [cell], "metadata": {"kernelspec": {"name": "python3",
+    "display_name": "Python 3", "language": "python"}},
+    "nbformat": 4, "nbformat_minor": 5}, open(sys.argv[2], "w"))' \
+    "$STUCK" "$T/stuck.ipynb"
+run_cli "$T/run-stuck.txt" run --no-sandbox --timeout 1 "$T/stuck.ipynb" \
+    -o "$T/stuck.out.ipynb"
+[ "$rc" = 6 ] && [ "$(cat "$T/starts" 2>/dev/null)" = start ]
+ok $? "run stopped by such a timeout exits 6 having started exactly one kernel"
+[ "$rc" = 6 ] || diag "$T/err"
+settle $pid
+ok $? "after that run no process of it remains"
 rm -rf "$T/.ipython" "$T/starts"
 run_cli "$T/stuck.txt" exec --warm cold --timeout 1 -c "$STUCK"
 [ "$rc" = 6 ] && grep -q "killed" "$T/err" && ! grep -q "restart" "$T/err"
