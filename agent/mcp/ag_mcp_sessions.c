@@ -8,6 +8,11 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* How long a new session waits for ended ones' boxes to go before it is
+ * refused for --max-sessions. */
+#define TEARDOWN_WAIT_MS 10000
 
 struct ag_mcp_session {
     char id[AG_MCP_SESSION_ID_LEN + 1]; /* hex */
@@ -51,7 +56,11 @@ ag_mcp_sessions_new(int max, int idle_ms, int lifetime_ms)
 {
     ag_mcp_sessions_t *t = xcalloc(1, sizeof *t);
     pthread_mutex_init(&t->lock, NULL);
-    pthread_cond_init(&t->torn_down, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->torn_down, &ca);
+    pthread_condattr_destroy(&ca);
     t->max = max;
     t->idle_ms = idle_ms;
     t->lifetime_ms = lifetime_ms;
@@ -189,7 +198,22 @@ ag_mcp_session_t *
 ag_mcp_sessions_add(ag_mcp_sessions_t *t, ag_mcp_server_t **server)
 {
     pthread_mutex_lock(&t->lock);
-    if (t->n >= t->max) {
+    /* Boxes still being torn down count against --max-sessions: closing
+     * and opening sessions in a loop must not pile up boxes. A new session
+     * waits a little for them rather than being refused. */
+    int64_t until = clock_mono_ms() + TEARDOWN_WAIT_MS;
+    while (t->n < t->max && t->n + t->tearing_down >= t->max &&
+           clock_mono_ms() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&t->torn_down, &t->lock, &ts);
+    }
+    if (t->n + t->tearing_down >= t->max) {
         pthread_mutex_unlock(&t->lock);
         ag_mcp_server_destroy(server);
         return NULL;

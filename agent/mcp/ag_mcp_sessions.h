@@ -37,7 +37,8 @@ void ag_mcp_sessions_end_all(ag_mcp_sessions_t *t);
 void ag_mcp_sessions_destroy(ag_mcp_sessions_t **p);
 
 /* Add `*server` (stolen, *server = NULL) as a new session and acquire it;
- * NULL (server destroyed) when max sessions already exist. */
+ * NULL (server destroyed) when max sessions already exist, counting ended
+ * ones whose box is still being removed (waited for up to 10 s). */
 ag_mcp_session_t *ag_mcp_sessions_add(ag_mcp_sessions_t *t,
                                       ag_mcp_server_t **server);
 /* The live session `id`, acquired (for the caller's exclusive use until

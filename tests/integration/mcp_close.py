@@ -133,7 +133,8 @@ def freezer(state):
         f.write(state)
 
 
-srv = subprocess.Popen([BIN, "mcp", "--http", "127.0.0.1:0"], env=ENV,
+srv = subprocess.Popen([BIN, "mcp", "--http", "127.0.0.1:0",
+                        "--max-sessions", str(N_SESSIONS)], env=ENV,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 port = None
 deadline = time.time() + 60
@@ -185,6 +186,11 @@ try:
     st, _, _ = post(port, {"jsonrpc": "2.0", "id": 3, "method": "ping"},
                     {"MCP-Session-Id": sids[0]})
     ok(st == 404, "a closed session's id is 404 at once", st)
+    st, _, raw = post(port, init)
+    ok(st == 503 and b"max-sessions" in raw,
+       "boxes still being removed count against --max-sessions (a new "
+       "session is refused while %d closed ones cannot die)" % N_SESSIONS,
+       (st, raw[:300]))
     freezer("THAWED")
 
     def leftovers():
