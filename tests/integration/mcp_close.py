@@ -53,6 +53,7 @@ os.makedirs(os.path.join(T, "home"))
 ENV = dict(os.environ, XDG_RUNTIME_DIR=RUN, HOME=os.path.join(T, "home"),
            JUPYTER_AGENT_SERVE_SOCKET=os.path.join(T, "no-serve.sock"))
 ICE = os.path.join(FREEZER, os.path.basename(T))
+SERVER_LOG = []  # the HTTP server's stderr lines, for diagnostics
 
 
 def post(port, body, headers=None, timeout=180):
@@ -60,10 +61,15 @@ def post(port, body, headers=None, timeout=180):
          "Accept": "application/json, text/event-stream"}
     h.update(headers or {})
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    c.request("POST", "/mcp", body=json.dumps(body).encode(), headers=h)
-    r = c.getresponse()
-    raw = r.read()
-    c.close()
+    try:
+        c.request("POST", "/mcp", body=json.dumps(body).encode(), headers=h)
+        r = c.getresponse()
+        raw = r.read()
+    except (OSError, http.client.HTTPException) as e:
+        return None, {}, ("no answer: %r; server's log ends: %s" % (
+            e, b"".join(SERVER_LOG)[-2000:].decode(errors="replace"))).encode()
+    finally:
+        c.close()
     return r.status, {k.lower(): v for k, v in r.getheaders()}, raw
 
 
@@ -143,7 +149,8 @@ while time.time() < deadline:
     m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)/mcp", line)
     if m:
         port = int(m.group(1))
-        threading.Thread(target=srv.stderr.read, daemon=True).start()
+        threading.Thread(target=lambda: SERVER_LOG.extend(
+            iter(srv.stderr.readline, b"")), daemon=True).start()
         break
     if not line and srv.poll() is not None:
         break
