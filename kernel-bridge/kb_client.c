@@ -378,7 +378,10 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
             return reply;
     }
     err_set(err, ERR_TIMEOUT,
-            "the kernel did not answer kernel_info within %d ms", timeout_ms);
+            "the kernel did not answer kernel_info within %d ms (reply: %s, "
+            "iopub: %s, stdin handshake: %s)",
+            timeout_ms, reply ? "yes" : "no", iopub_seen ? "yes" : "no",
+            c->tp->ops->ready(c->tp) ? "yes" : "no");
 fail:
     kb_msg_destroy(&reply);
     return NULL;
@@ -546,7 +549,10 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
         while ((m = s_next(c, KB_CONTROL, NULL, &r))) /* interrupt replies */
             kb_msg_destroy(&m);
         if (ready & KB_TRANSPORT_GONE) {
-            rc = err_set(err, ERR_KERNEL, "the kernel died");
+            /* The transport may know why (e.g. a server's own words). */
+            if (c->tp->ops->tick(c->tp, c->use_hb, err) == 0)
+                err_set(err, ERR_KERNEL, "the kernel died");
+            rc = -1;
             break;
         }
         if (drained) {

@@ -12,6 +12,7 @@
 
 #include "common/err.h"
 #include "kernel-bridge/kb_client.h"
+#include "kernel-bridge/kb_gateway.h"
 #include "kernel-bridge/kb_kernelspec.h"
 #include "kernel-bridge/kb_launcher.h"
 #include "kernel-bridge/kb_output.h"
@@ -35,6 +36,13 @@ typedef struct kb_kernel_opts {
     char *const *extra_args;         /* appended to the kernelspec's argv, as
                                         jupyter_client's extra_arguments; borrowed,
                                         NULL-terminated, or NULL */
+    /* Non-NULL: start `kernel_name` (NULL = the server's default) on this
+     * Jupyter Server or Gateway instead of here (borrowed; copied). The
+     * launcher, extra_env and extra_args are not used: the remote side
+     * runs and isolates the kernel. Interrupt, restart and shutdown go
+     * through its REST API; a kernel still running is deleted there when
+     * the kb_kernel_t is destroyed or handed off. */
+    const kb_gateway_opts_t *gateway;
 } kb_kernel_opts_t;
 
 kb_kernel_t *kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err);
@@ -55,7 +63,11 @@ json_t *kb_kernel_info(const kb_kernel_t *k);  /* borrowed content */
 const kb_kernelspec_t *
 kb_kernel_spec(const kb_kernel_t *k); /* NULL if attached */
 const char *kb_kernel_launcher_name(
-    const kb_kernel_t *k); /* "plain", "sandbox", "attached" */
+    const kb_kernel_t *k); /* "plain", "sandbox", "attached", "gateway" */
+/* For a kernel on a gateway: the server's URL (no secrets) and the
+ * kernel's id there; NULL for a local kernel. Borrowed. */
+const char *kb_kernel_gateway_url(const kb_kernel_t *k);
+const char *kb_kernel_remote_id(const kb_kernel_t *k);
 kb_launcher_t *
 kb_kernel_launcher(kb_kernel_t *k); /* borrowed; NULL if attached */
 /* Up to the last 4 KiB the kernel wrote to its own stdout/stderr (not
