@@ -4,6 +4,7 @@
 #include "kernel-bridge/kb_msg.h"
 #include "kernel-bridge/kb_wire.h"
 
+#include <sodium.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -47,6 +48,34 @@ s_python_signature(const kb_frame_t parts[4], char out[65])
         pclose(p);
     unlink(path);
     return rc;
+}
+
+/* kb_key_sign against libsodium's HMAC-SHA256 (an independent
+ * implementation) for a key of `len` bytes: keys longer than SHA-256's
+ * 64-byte block are hashed first (RFC 2104), shorter ones padded. */
+static bool
+s_matches_sodium(size_t len)
+{
+    char keytext[200];
+    for (size_t i = 0; i < len; i++)
+        keytext[i] = (char)('a' + i % 26);
+    const char *p[4] = {"{\"msg_id\":\"1\"}", "{}", "{}", "{\"a\":1}"};
+    kb_frame_t parts[4];
+    crypto_auth_hmacsha256_state st;
+    crypto_auth_hmacsha256_init(&st, (const unsigned char *)keytext, len);
+    for (int i = 0; i < 4; i++) {
+        parts[i] = (kb_frame_t){p[i], strlen(p[i])};
+        crypto_auth_hmacsha256_update(&st, (const unsigned char *)p[i],
+                                      strlen(p[i]));
+    }
+    unsigned char mac[crypto_auth_hmacsha256_BYTES];
+    crypto_auth_hmacsha256_final(&st, mac);
+    char want[65], got[65];
+    sodium_bin2hex(want, sizeof want, mac, sizeof mac);
+    kb_key_t *k = kb_key_new(keytext, len);
+    kb_key_sign(k, parts, got);
+    kb_key_destroy(&k);
+    return strcmp(want, got) == 0;
 }
 
 int
@@ -180,6 +209,11 @@ main(void)
     is_int(kb_wire_json_depth("]", 1), -1, "unbalanced JSON has no depth");
 
     kb_msg_destroy(&msg);
+    ok(s_matches_sodium(1) && s_matches_sodium(63) && s_matches_sodium(64) &&
+           s_matches_sodium(65) && s_matches_sodium(200),
+       "signatures equal libsodium's HMAC-SHA256 for keys of 1 to 200 bytes "
+       "(longer than a block are hashed first)");
+
     kb_key_destroy(&key);
     kb_key_destroy(&other);
     kb_key_destroy(&none);
