@@ -10,11 +10,18 @@
 #include <string.h>
 
 struct kb_msg {
-    json_t *header;        /* owned object */
-    json_t *parent_header; /* owned object; {} for requests */
-    json_t *metadata;      /* owned object */
-    json_t *content;       /* owned object */
-    kb_blob_t *ids;        /* owned array of nids routing identities */
+    json_t *header; /* owned object */
+    /* owned objects; {} for requests. NULL while a received message keeps
+     * them as their wire text (parsed on first use, see kb_msg_from_wire) */
+    json_t *parent_header;
+    json_t *metadata;
+    char *parent_text; /* owned wire text of parent_header, or NULL */
+    size_t parent_len;
+    char *parent_msg_id; /* owned: parent_header.msg_id read off the text */
+    char *metadata_text; /* owned wire text of metadata, or NULL */
+    size_t metadata_len;
+    json_t *content; /* owned object */
+    kb_blob_t *ids;  /* owned array of nids routing identities */
     size_t nids;
     kb_blob_t *bufs; /* owned array of nbufs binary buffers */
     size_t nbufs;
@@ -54,6 +61,47 @@ kb_msg_from_parts(json_t *header, json_t *parent_header, json_t *metadata,
     msg->metadata = metadata;
     msg->content = content;
     return msg;
+}
+
+static char *
+s_dup_text(const void *data, size_t len)
+{
+    char *t = xmalloc(len + 1);
+    memcpy(t, data, len);
+    t[len] = '\0';
+    return t;
+}
+
+kb_msg_t *
+kb_msg_from_wire(json_t *header, json_t *content, const kb_blob_t *parent,
+                 const char *parent_msg_id, const kb_blob_t *metadata)
+{
+    if (!json_is_object(header) || !json_is_object(content)) {
+        json_decref(header);
+        json_decref(content);
+        return NULL;
+    }
+    kb_msg_t *msg = xcalloc(1, sizeof *msg);
+    msg->header = header;
+    msg->content = content;
+    msg->parent_text = s_dup_text(parent->data, parent->len);
+    msg->parent_len = parent->len;
+    msg->parent_msg_id = xstrdup(parent_msg_id ? parent_msg_id : "");
+    msg->metadata_text = s_dup_text(metadata->data, metadata->len);
+    msg->metadata_len = metadata->len;
+    return msg;
+}
+
+/* The object in wire text checked by kb_wire, or {} if it does not parse
+ * after all (only a peer that signs garbage gets there). */
+static json_t *
+s_parse_object(const char *text, size_t len)
+{
+    json_t *v = json_loadb(text, len, 0, NULL);
+    if (json_is_object(v))
+        return v;
+    json_decref(v);
+    return json_object();
 }
 
 kb_msg_t *
@@ -98,6 +146,9 @@ kb_msg_destroy(kb_msg_t **pmsg)
     json_decref(msg->parent_header);
     json_decref(msg->metadata);
     json_decref(msg->content);
+    free(msg->parent_text);
+    free(msg->parent_msg_id);
+    free(msg->metadata_text);
     s_free_blobs(msg->ids, msg->nids);
     s_free_blobs(msg->bufs, msg->nbufs);
     free(msg);
@@ -112,15 +163,21 @@ kb_msg_header(const kb_msg_t *msg)
 }
 
 json_t *
-kb_msg_parent_header(const kb_msg_t *msg)
+kb_msg_parent_header(const kb_msg_t *cmsg)
 {
+    kb_msg_t *msg = (kb_msg_t *)cmsg; /* parsed on first use */
+    if (!msg->parent_header)
+        msg->parent_header = s_parse_object(msg->parent_text, msg->parent_len);
     assert(json_is_object(msg->parent_header)); /* kb_msg.h: never NULL */
     return msg->parent_header;
 }
 
 json_t *
-kb_msg_metadata(const kb_msg_t *msg)
+kb_msg_metadata(const kb_msg_t *cmsg)
 {
+    kb_msg_t *msg = (kb_msg_t *)cmsg; /* parsed on first use */
+    if (!msg->metadata)
+        msg->metadata = s_parse_object(msg->metadata_text, msg->metadata_len);
     assert(json_is_object(msg->metadata)); /* kb_msg.h: never NULL */
     return msg->metadata;
 }
@@ -145,6 +202,8 @@ void
 kb_msg_set_metadata(kb_msg_t *msg, json_t *metadata)
 {
     json_decref(msg->metadata);
+    free(msg->metadata_text);
+    msg->metadata_text = NULL;
     msg->metadata = json_is_object(metadata) ? metadata : json_object();
     if (!json_is_object(metadata))
         json_decref(metadata);
@@ -154,6 +213,9 @@ void
 kb_msg_set_parent(kb_msg_t *msg, const kb_msg_t *parent)
 {
     json_decref(msg->parent_header);
+    free(msg->parent_text);
+    free(msg->parent_msg_id);
+    msg->parent_text = msg->parent_msg_id = NULL;
     msg->parent_header = json_deep_copy(parent->header);
 }
 
@@ -179,7 +241,9 @@ kb_msg_id(const kb_msg_t *msg)
 const char *
 kb_msg_parent_id(const kb_msg_t *msg)
 {
-    return s_str(msg->parent_header, "msg_id");
+    if (msg->parent_msg_id)
+        return msg->parent_msg_id;
+    return s_str(kb_msg_parent_header(msg), "msg_id");
 }
 
 static void

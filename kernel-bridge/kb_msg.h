@@ -37,6 +37,14 @@ kb_msg_t *kb_msg_new(const char *msg_type, const char *session,
  * object). Returns NULL (releasing them) if any is not an object. */
 kb_msg_t *kb_msg_from_parts(json_t *header, json_t *parent_header,
                             json_t *metadata, json_t *content);
+/* For kb_wire: a received message whose parent_header and metadata stay
+ * their wire text (copied; checked for size, depth and shape by kb_wire)
+ * until first used, since most receivers only need parent_header.msg_id,
+ * read off the text as `parent_msg_id` (NULL = ""). Steals header and
+ * content; NULL if either is not an object. */
+kb_msg_t *kb_msg_from_wire(json_t *header, json_t *content,
+                           const kb_blob_t *parent, const char *parent_msg_id,
+                           const kb_blob_t *metadata);
 /* A reply/notification to `parent`: copies its header into parent_header
  * and its identities (so a ROUTER can route the answer back). */
 kb_msg_t *kb_msg_new_reply(const kb_msg_t *parent, const char *msg_type,

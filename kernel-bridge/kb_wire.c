@@ -203,21 +203,136 @@ s_reject(uint64_t *counter, err_t *err, const char *why)
     return err_set(err, ERR_KERNEL, "dropped message: %s", why);
 }
 
+/* The size and depth caps of one JSON part: 0, or -1 with err set. */
+static int
+s_check(const kb_frame_t *f, const kb_wire_limits_t *lim, err_t *err)
+{
+    if (lim->max_json_bytes && f->len > lim->max_json_bytes)
+        return err_set(err, ERR_KERNEL,
+                       "dropped message: JSON part of %zu bytes", f->len);
+    int depth = kb_wire_json_depth(f->data, f->len);
+    if (depth < 0 || (lim->max_json_depth && depth > lim->max_json_depth))
+        return err_set(err, ERR_KERNEL,
+                       "dropped message: JSON nested deeper than %d levels",
+                       lim->max_json_depth);
+    return 0;
+}
+
+static size_t
+s_ws(const char *s, size_t n, size_t i)
+{
+    while (i < n &&
+           (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* The end of the JSON string starting at s[i] == '"' (one past its closing
+ * quote), or 0 if it does not end; *escaped says whether it has a '\\'. */
+static size_t
+s_string_end(const char *s, size_t n, size_t i, bool *escaped)
+{
+    *escaped = false;
+    for (i++; i < n; i++) {
+        if ((unsigned char)s[i] < 0x20)
+            return 0;
+        if (s[i] == '\\') {
+            *escaped = true;
+            i++;
+        } else if (s[i] == '"') {
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+/* Read the top level of the JSON object in s[0..n) without building it:
+ * true if it is shaped like one (members "key": value separated by commas;
+ * nested values are skipped, their brackets balanced and strings closed),
+ * with *val and *vlen the plain string value of the LAST member named `key`
+ * (jansson keeps the last of duplicates), NULL if none or not a plain
+ * string. False for anything else, escapes in a key or in the wanted
+ * value included: the caller then parses the part in full. */
+static bool
+s_scan_object(const char *s, size_t n, const char *key, const char **val,
+              size_t *vlen)
+{
+    size_t klen = strlen(key), i = s_ws(s, n, 0);
+    bool esc;
+    *val = NULL;
+    if (i >= n || s[i] != '{')
+        return false;
+    i = s_ws(s, n, i + 1);
+    if (i < n && s[i] == '}')
+        return s_ws(s, n, i + 1) == n;
+    for (;;) {
+        if (i >= n || s[i] != '"')
+            return false;
+        size_t kend = s_string_end(s, n, i, &esc);
+        if (!kend || esc)
+            return false;
+        bool wanted = kend - i - 2 == klen && memcmp(s + i + 1, key, klen) == 0;
+        i = s_ws(s, n, kend);
+        if (i >= n || s[i] != ':')
+            return false;
+        i = s_ws(s, n, i + 1);
+        if (i >= n)
+            return false;
+        if (s[i] == '"') {
+            size_t end = s_string_end(s, n, i, &esc);
+            if (!end || (wanted && esc))
+                return false;
+            if (wanted) {
+                *val = s + i + 1;
+                *vlen = end - i - 2;
+            }
+            i = end;
+        } else if (s[i] == '{' || s[i] == '[') {
+            int depth = 0;
+            do {
+                if (s[i] == '"') {
+                    size_t end = s_string_end(s, n, i, &esc);
+                    if (!end)
+                        return false;
+                    i = end;
+                    continue;
+                }
+                if (s[i] == '{' || s[i] == '[')
+                    depth++;
+                else if (s[i] == '}' || s[i] == ']')
+                    depth--;
+                i++;
+            } while (depth > 0 && i < n);
+            if (depth)
+                return false;
+            if (wanted)
+                *val = NULL;
+        } else {
+            size_t start = i;
+            while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ' ' &&
+                   s[i] != '\t' && s[i] != '\n' && s[i] != '\r')
+                i++;
+            if (i == start)
+                return false;
+            if (wanted)
+                *val = NULL;
+        }
+        i = s_ws(s, n, i);
+        if (i < n && s[i] == ',') {
+            i = s_ws(s, n, i + 1);
+            continue;
+        }
+        if (i < n && s[i] == '}')
+            return s_ws(s, n, i + 1) == n;
+        return false;
+    }
+}
+
 static json_t *
 s_load(const kb_frame_t *f, const kb_wire_limits_t *lim, err_t *err)
 {
-    if (lim->max_json_bytes && f->len > lim->max_json_bytes) {
-        err_set(err, ERR_KERNEL, "dropped message: JSON part of %zu bytes",
-                f->len);
+    if (s_check(f, lim, err))
         return NULL;
-    }
-    int depth = kb_wire_json_depth(f->data, f->len);
-    if (depth < 0 || (lim->max_json_depth && depth > lim->max_json_depth)) {
-        err_set(err, ERR_KERNEL,
-                "dropped message: JSON nested deeper than %d levels",
-                lim->max_json_depth);
-        return NULL;
-    }
     json_error_t jerr;
     json_t *v = json_loadb(f->data, f->len, 0, &jerr);
     if (!v)
@@ -264,8 +379,22 @@ kb_wire_parse(const kb_frame_t *frames, size_t n, const kb_key_t *key,
         }
     }
 
+    /* parent_header and metadata pass the same caps, but when their top
+     * level is plainly an object they stay text until used (most receivers
+     * only need parent_header.msg_id, read here off the text; jansson
+     * builds ~15 allocations for a header). Anything unusual (escapes,
+     * odd shape) is parsed now, as the other two parts always are. */
+    const char *pid = NULL, *unused;
+    size_t pid_len = 0, unused_len;
+    bool lazy =
+        !s_check(&parts[1], lim, err) && !s_check(&parts[2], lim, err) &&
+        s_scan_object(parts[1].data, parts[1].len, "msg_id", &pid, &pid_len) &&
+        (!pid || pid_len < 64) &&
+        s_scan_object(parts[2].data, parts[2].len, "", &unused, &unused_len);
     json_t *json[4] = {0};
     for (int i = 0; i < 4; i++) {
+        if (lazy && (i == 1 || i == 2))
+            continue;
         json[i] = s_load(&parts[i], lim, err);
         if (!json[i]) {
             for (int j = 0; j < i; j++)
@@ -275,7 +404,17 @@ kb_wire_parse(const kb_frame_t *frames, size_t n, const kb_key_t *key,
             return NULL;
         }
     }
-    kb_msg_t *msg = kb_msg_from_parts(json[0], json[1], json[2], json[3]);
+    kb_msg_t *msg;
+    if (lazy) {
+        char id[64];
+        memcpy(id, pid ? pid : "", pid ? pid_len : 0);
+        id[pid ? pid_len : 0] = '\0';
+        kb_blob_t parent = {(void *)parts[1].data, parts[1].len};
+        kb_blob_t metadata = {(void *)parts[2].data, parts[2].len};
+        msg = kb_msg_from_wire(json[0], json[3], &parent, id, &metadata);
+    } else {
+        msg = kb_msg_from_parts(json[0], json[1], json[2], json[3]);
+    }
     if (!msg) {
         s_reject(malformed, err, "a JSON part is not an object");
         return NULL;

@@ -7,7 +7,9 @@
 #include "kernel-bridge/kb_wire.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -32,6 +34,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         kb_wire_stats_t stats = {0};
         kb_msg_t *msg = kb_wire_parse(frames, n, keys[k], NULL, &stats, NULL);
         if (msg) {
+            /* The parent id read off the wire text (kb_wire keeps a plain
+             * parent_header as text) is jansson's, whenever jansson
+             * parses that parent_header to an object. */
+            const char *id = kb_msg_parent_id(msg);
+            char copy[64];
+            snprintf(copy, sizeof copy, "%s", id);
+            json_t *parent = kb_msg_parent_header(msg);
+            const char *parsed =
+                json_string_value(json_object_get(parent, "msg_id"));
+            if (json_object_size(parent) && strlen(id) < sizeof copy &&
+                strcmp(copy, parsed ? parsed : "") != 0)
+                abort();
             kb_wire_out_t out;
             if (kb_wire_serialize(msg, keys[k], &out, NULL) == 0)
                 kb_wire_out_release(&out);

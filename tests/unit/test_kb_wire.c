@@ -78,6 +78,39 @@ s_matches_sodium(size_t len)
     return strcmp(want, got) == 0;
 }
 
+/* Sign and parse a message whose parent_header frame is `parent`. */
+static kb_msg_t *
+s_parse_with_parent(kb_key_t *key, const char *parent)
+{
+    const char *p[4] = {"{\"msg_id\":\"m\",\"msg_type\":\"stream\"}", parent,
+                        "{\"k\": [1, {\"x\": \"}\"}]}", "{}"};
+    kb_frame_t f[7] = {{KB_WIRE_DELIM, KB_WIRE_DELIM_LEN}};
+    char sig[65];
+    for (int i = 0; i < 4; i++)
+        f[3 + i] = (kb_frame_t){p[i], strlen(p[i])};
+    kb_key_sign(key, &f[3], sig);
+    f[1] = (kb_frame_t){sig, strlen(sig)};
+    f[2] = (kb_frame_t){NULL, 0};
+    /* frames: delimiter, signature, header, parent, metadata, content */
+    kb_frame_t g[6] = {f[0], f[1], f[3], f[4], f[5], f[6]};
+    return kb_wire_parse(g, 6, key, NULL, NULL, NULL);
+}
+
+/* The parent id kb_wire reads off the text equals jansson's. */
+static bool
+s_parent_id_is(kb_key_t *key, const char *parent, const char *want)
+{
+    kb_msg_t *m = s_parse_with_parent(key, parent);
+    bool same = m && strcmp(kb_msg_parent_id(m), want) == 0;
+    json_t *full = m ? kb_msg_parent_header(m) : NULL;
+    json_t *ref = json_loads(parent, 0, NULL);
+    same =
+        same && json_equal(full, ref) && strcmp(kb_msg_parent_id(m), want) == 0;
+    json_decref(ref);
+    kb_msg_destroy(&m);
+    return same;
+}
+
 int
 main(void)
 {
@@ -213,6 +246,28 @@ main(void)
            s_matches_sodium(65) && s_matches_sodium(200),
        "signatures equal libsodium's HMAC-SHA256 for keys of 1 to 200 bytes "
        "(longer than a block are hashed first)");
+
+    ok(s_parent_id_is(key, "{\"msg_id\":\"abc\"}", "abc") &&
+           s_parent_id_is(key,
+                          " { \"a\" : {\"msg_id\":\"no\"} , "
+                          "\"msg_id\" : \"yes\" } ",
+                          "yes") &&
+           s_parent_id_is(key, "{\"msg_id\":\"first\",\"msg_id\":\"last\"}",
+                          "last") &&
+           s_parent_id_is(key, "{\"msg_id\":\"a\\\"b\"}", "a\"b") &&
+           s_parent_id_is(key, "{\"msg_id\":7}", "") &&
+           s_parent_id_is(key, "{\"x\":[\"]\",{}],\"msg_id\":\"z\"}", "z") &&
+           s_parent_id_is(key, "{}", ""),
+       "the parent id read without parsing equals jansson's (nested, "
+       "duplicate, escaped, non-string, empty)");
+    {
+        kb_msg_t *m = s_parse_with_parent(key, "{\"msg_id\":\"a\",}");
+        ok(m == NULL, "a parent_header that is not JSON is still dropped");
+        kb_msg_destroy(&m);
+        m = s_parse_with_parent(key, "[\"msg_id\"]");
+        ok(m == NULL, "a parent_header that is not an object is dropped");
+        kb_msg_destroy(&m);
+    }
 
     kb_key_destroy(&key);
     kb_key_destroy(&other);
