@@ -249,17 +249,18 @@ s_string_end(const char *s, size_t n, size_t i, bool *escaped)
 /* Read the top level of the JSON object in s[0..n) without building it:
  * true if it is shaped like one (members "key": value separated by commas;
  * nested values are skipped, their brackets balanced and strings closed),
- * with *val and *vlen the plain string value of the LAST member named `key`
- * (jansson keeps the last of duplicates), NULL if none or not a plain
- * string. False for anything else, escapes in a key or in the wanted
+ * with vals[k] and lens[k] the plain string value of the LAST member named
+ * keys[k] (jansson keeps the last of duplicates), NULL if none or not a
+ * plain string. False for anything else, escapes in a key or in the wanted
  * value included: the caller then parses the part in full. */
 static bool
-s_scan_object(const char *s, size_t n, const char *key, const char **val,
-              size_t *vlen)
+s_scan_object(const char *s, size_t n, const char *const *keys, size_t nkeys,
+              const char **vals, size_t *lens)
 {
-    size_t klen = strlen(key), i = s_ws(s, n, 0);
+    size_t i = s_ws(s, n, 0), wanted = nkeys;
     bool esc;
-    *val = NULL;
+    for (size_t k = 0; k < nkeys; k++)
+        vals[k] = NULL;
     if (i >= n || s[i] != '{')
         return false;
     i = s_ws(s, n, i + 1);
@@ -271,7 +272,11 @@ s_scan_object(const char *s, size_t n, const char *key, const char **val,
         size_t kend = s_string_end(s, n, i, &esc);
         if (!kend || esc)
             return false;
-        bool wanted = kend - i - 2 == klen && memcmp(s + i + 1, key, klen) == 0;
+        wanted = nkeys; /* nkeys = none of them */
+        for (size_t k = 0; k < nkeys; k++)
+            if (kend - i - 2 == strlen(keys[k]) &&
+                memcmp(s + i + 1, keys[k], kend - i - 2) == 0)
+                wanted = k;
         i = s_ws(s, n, kend);
         if (i >= n || s[i] != ':')
             return false;
@@ -280,11 +285,11 @@ s_scan_object(const char *s, size_t n, const char *key, const char **val,
             return false;
         if (s[i] == '"') {
             size_t end = s_string_end(s, n, i, &esc);
-            if (!end || (wanted && esc))
+            if (!end || (wanted < nkeys && esc))
                 return false;
-            if (wanted) {
-                *val = s + i + 1;
-                *vlen = end - i - 2;
+            if (wanted < nkeys) {
+                vals[wanted] = s + i + 1;
+                lens[wanted] = end - i - 2;
             }
             i = end;
         } else if (s[i] == '{' || s[i] == '[') {
@@ -305,8 +310,8 @@ s_scan_object(const char *s, size_t n, const char *key, const char **val,
             } while (depth > 0 && i < n);
             if (depth)
                 return false;
-            if (wanted)
-                *val = NULL;
+            if (wanted < nkeys)
+                vals[wanted] = NULL;
         } else {
             size_t start = i;
             while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ' ' &&
@@ -314,8 +319,8 @@ s_scan_object(const char *s, size_t n, const char *key, const char **val,
                 i++;
             if (i == start)
                 return false;
-            if (wanted)
-                *val = NULL;
+            if (wanted < nkeys)
+                vals[wanted] = NULL;
         }
         i = s_ws(s, n, i);
         if (i < n && s[i] == ',') {
@@ -379,21 +384,29 @@ kb_wire_parse(const kb_frame_t *frames, size_t n, const kb_key_t *key,
         }
     }
 
-    /* parent_header and metadata pass the same caps, but when their top
-     * level is plainly an object they stay text until used (most receivers
-     * only need parent_header.msg_id, read here off the text; jansson
-     * builds ~15 allocations for a header). Anything unusual (escapes,
-     * odd shape) is parsed now, as the other two parts always are. */
-    const char *pid = NULL, *unused;
-    size_t pid_len = 0, unused_len;
+    /* All four parts pass the size and depth caps. When the top levels of
+     * header, parent_header and metadata are plainly objects, those three
+     * stay text until used: receivers mostly need header.msg_type,
+     * header.msg_id and parent_header.msg_id, read here off the text
+     * (jansson builds ~15 allocations per header). Anything unusual
+     * (escapes in those values, a missing msg_type, an odd top level) is
+     * parsed at once, as content always is. */
+    static const char *const hkeys[2] = {"msg_type", "msg_id"};
+    static const char *const pkeys[1] = {"msg_id"};
+    const char *hv[2], *pv[1], *unused;
+    size_t hl[2] = {0}, pl[1] = {0}, unused_len;
     bool lazy =
-        !s_check(&parts[1], lim, err) && !s_check(&parts[2], lim, err) &&
-        s_scan_object(parts[1].data, parts[1].len, "msg_id", &pid, &pid_len) &&
-        (!pid || pid_len < 64) &&
-        s_scan_object(parts[2].data, parts[2].len, "", &unused, &unused_len);
+        !s_check(&parts[0], lim, err) && !s_check(&parts[1], lim, err) &&
+        !s_check(&parts[2], lim, err) &&
+        s_scan_object(parts[0].data, parts[0].len, hkeys, 2, hv, hl) && hv[0] &&
+        hl[0] < KB_MSG_WIRE_ID_MAX && hl[1] < KB_MSG_WIRE_ID_MAX &&
+        s_scan_object(parts[1].data, parts[1].len, pkeys, 1, pv, pl) &&
+        pl[0] < KB_MSG_WIRE_ID_MAX &&
+        s_scan_object(parts[2].data, parts[2].len, NULL, 0, &unused,
+                      &unused_len);
     json_t *json[4] = {0};
     for (int i = 0; i < 4; i++) {
-        if (lazy && (i == 1 || i == 2))
+        if (lazy && i < 3)
             continue;
         json[i] = s_load(&parts[i], lim, err);
         if (!json[i]) {
@@ -406,22 +419,26 @@ kb_wire_parse(const kb_frame_t *frames, size_t n, const kb_key_t *key,
     }
     kb_msg_t *msg;
     if (lazy) {
-        char id[64];
-        memcpy(id, pid ? pid : "", pid ? pid_len : 0);
-        id[pid ? pid_len : 0] = '\0';
-        kb_blob_t parent = {(void *)parts[1].data, parts[1].len};
-        kb_blob_t metadata = {(void *)parts[2].data, parts[2].len};
-        msg = kb_msg_from_wire(json[0], json[3], &parent, id, &metadata);
+        kb_msg_wire_t w = {
+            .header = {parts[0].data, parts[0].len},
+            .parent = {parts[1].data, parts[1].len},
+            .metadata = {parts[2].data, parts[2].len},
+        };
+        memcpy(w.msg_type, hv[0], hl[0]);
+        memcpy(w.msg_id, hv[1] ? hv[1] : "", hv[1] ? hl[1] : 0);
+        memcpy(w.parent_msg_id, pv[0] ? pv[0] : "", pv[0] ? pl[0] : 0);
+        msg = kb_msg_from_wire(&w, json[3]);
     } else {
         msg = kb_msg_from_parts(json[0], json[1], json[2], json[3]);
+        if (msg &&
+            !json_is_string(json_object_get(kb_msg_header(msg), "msg_type"))) {
+            kb_msg_destroy(&msg);
+            s_reject(malformed, err, "header has no msg_type");
+            return NULL;
+        }
     }
     if (!msg) {
         s_reject(malformed, err, "a JSON part is not an object");
-        return NULL;
-    }
-    if (!json_is_string(json_object_get(kb_msg_header(msg), "msg_type"))) {
-        kb_msg_destroy(&msg);
-        s_reject(malformed, err, "header has no msg_type");
         return NULL;
     }
     for (size_t i = 0; i < delim; i++)

@@ -261,6 +261,38 @@ main(void)
        "the parent id read without parsing equals jansson's (nested, "
        "duplicate, escaped, non-string, empty)");
     {
+        const char *h = "{\"date\":\"x\",\"msg_type\":\"a\\u0062\"}";
+        kb_frame_t p[4] = {{h, strlen(h)}, {"{}", 2}, {"{}", 2}, {"{}", 2}};
+        char hsig[65];
+        kb_key_sign(key, p, hsig);
+        kb_frame_t g[6] = {{KB_WIRE_DELIM, KB_WIRE_DELIM_LEN},
+                           {hsig, 64},
+                           p[0],
+                           p[1],
+                           p[2],
+                           p[3]};
+        kb_msg_t *m = kb_wire_parse(g, 6, key, NULL, NULL, NULL);
+        ok(m && strcmp(kb_msg_type(m), "ab") == 0 &&
+               strcmp(kb_msg_id(m), "") == 0 &&
+               strcmp(
+                   json_string_value(json_object_get(kb_msg_header(m), "date")),
+                   "x") == 0,
+           "a header with an escaped msg_type is parsed in full (%s)",
+           m ? kb_msg_type(m) : "dropped");
+        kb_msg_destroy(&m);
+        const char *h2 = "{\"msg_type\":\"t\",\"msg_id\":\"i\",\"n\":[1]}";
+        p[0] = g[2] = (kb_frame_t){h2, strlen(h2)};
+        kb_key_sign(key, p, hsig);
+        m = kb_wire_parse(g, 6, key, NULL, NULL, NULL);
+        ok(m && strcmp(kb_msg_type(m), "t") == 0 &&
+               strcmp(kb_msg_id(m), "i") == 0 &&
+               json_array_size(json_object_get(kb_msg_header(m), "n")) == 1 &&
+               strcmp(kb_msg_type(m), "t") == 0,
+           "a header kept as text gives its msg_type and msg_id, and parses "
+           "in full on first use");
+        kb_msg_destroy(&m);
+    }
+    {
         kb_msg_t *m = s_parse_with_parent(key, "{\"msg_id\":\"a\",}");
         ok(m == NULL, "a parent_header that is not JSON is still dropped");
         kb_msg_destroy(&m);
