@@ -374,7 +374,10 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
             return reply;
     }
     err_set(err, ERR_TIMEOUT,
-            "the kernel did not answer kernel_info within %d ms", timeout_ms);
+            "the kernel did not answer kernel_info within %d ms (reply: %s, "
+            "iopub: %s, stdin handshake: %s)",
+            timeout_ms, reply ? "yes" : "no", iopub_seen ? "yes" : "no",
+            c->tp->ops->ready(c->tp) ? "yes" : "no");
 fail:
     kb_msg_destroy(&reply);
     return NULL;

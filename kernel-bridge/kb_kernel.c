@@ -181,14 +181,16 @@ s_launch(kb_kernel_t *k, err_t *err)
     kb_client_watch_fd(k->client, k->launcher->ops->pidfd(k->launcher->self));
     k->info = kb_client_wait_ready(k->client, k->opts.startup_timeout_ms, err);
     if (!k->info) {
-        char why[256] = "";
+        char why[256] = "", detail[sizeof err->text + 4] = "";
+        if (err && err->code == ERR_TIMEOUT)
+            snprintf(detail, sizeof detail, ": %s", err->text);
         if (k->launcher->ops->reap(k->launcher->self, 200, why, sizeof why))
             err_set(err, ERR_KERNEL, "kernel '%s' failed to start: %s", k->name,
                     why);
         else
             err_set(err, ERR_KERNEL,
-                    "kernel '%s' did not become ready within %d s", k->name,
-                    k->opts.startup_timeout_ms / 1000);
+                    "kernel '%s' did not become ready within %d s%s", k->name,
+                    k->opts.startup_timeout_ms / 1000, detail);
         s_fail_with_stderr(k, err);
         goto out;
     }

@@ -27,6 +27,24 @@ typedef struct s_zmq {
     int64_t hb_sent_ms;       /* when that ping went out */
 } s_zmq_t;
 
+/* Watch `s` (the stdin socket) for its ZMTP handshake. Called before the
+ * socket connects: a monitor started later misses a handshake that already
+ * happened, which a warm kernel, bound long ago, finishes within a
+ * millisecond of the connect (issue 19: readiness then waited forever). */
+static void
+s_monitor_stdin(s_zmq_t *c, void *s)
+{
+    char mon[80];
+    snprintf(mon, sizeof mon, "inproc://kb-stdin-%s", c->session);
+    if (zmq_socket_monitor(s, mon, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
+        c->stdin_mon = zmq_socket(c->zctx, ZMQ_PAIR);
+        if (zmq_connect(c->stdin_mon, mon) != 0) {
+            zmq_close(c->stdin_mon);
+            c->stdin_mon = NULL;
+        }
+    }
+}
+
 static void *
 s_socket(s_zmq_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
          int64_t max_msg, err_t *err)
@@ -55,6 +73,10 @@ s_socket(s_zmq_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
         zmq_setsockopt(s, ZMQ_REQ_RELAXED, &on, sizeof on);
         zmq_setsockopt(s, ZMQ_REQ_CORRELATE, &on, sizeof on);
     }
+    /* The kernel's stdin ROUTER drops an input_request addressed to a peer
+     * whose handshake has not finished, so readiness includes it. */
+    if (ch == KB_STDIN)
+        s_monitor_stdin(c, s);
     kb_conn_endpoint(conn, ch, endpoint, sizeof endpoint);
     if (zmq_connect(s, endpoint) != 0) {
         err_set(err, ERR_KERNEL, "cannot connect %s to %s: %s",
@@ -235,18 +257,6 @@ kb_transport_zmq_new(const kb_conn_t *conn, const char *session,
         if (!c->sock[ch]) {
             s_destroy(&c->base);
             return NULL;
-        }
-    }
-    /* The kernel's stdin ROUTER drops an input_request addressed to a peer
-     * whose handshake has not finished, so readiness includes it. */
-    char mon[80];
-    snprintf(mon, sizeof mon, "inproc://kb-stdin-%s", c->session);
-    if (zmq_socket_monitor(c->sock[KB_STDIN], mon,
-                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
-        c->stdin_mon = zmq_socket(c->zctx, ZMQ_PAIR);
-        if (zmq_connect(c->stdin_mon, mon) != 0) {
-            zmq_close(c->stdin_mon);
-            c->stdin_mon = NULL;
         }
     }
     if (!c->stdin_mon)

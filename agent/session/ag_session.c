@@ -24,6 +24,11 @@
 #define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 #define DEFAULT_IDLE_MS (30 * 60 * 1000)
 #define DEFAULT_LIFETIME_MS (8 * 60 * 60 * 1000)
+/* A warm kernel is already running: ready means one kernel_info round trip
+ * and our sockets' handshakes, milliseconds. One that is not ready after
+ * this (or refuses the hand-over) is dropped, and in --warm auto the
+ * session starts cold instead of waiting out a cold start's 60 s. */
+#define WARM_READY_MS 20000
 
 struct ag_session {
     kb_kernel_t *kernel; /* owned */
@@ -472,6 +477,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     if (warm) {
         kopts.launcher = s_warm_factory;
         kopts.launcher_arg = warm;
+        kopts.startup_timeout_ms = WARM_READY_MS;
     }
     if (o->packages_dir)
         kopts.extra_env = s_packages_env;
@@ -485,6 +491,18 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
          !strcmp(kname, "python3")))
         kopts.extra_args = hist_args;
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
+    if (!k && warm && o->warm == AG_WARM_AUTO) {
+        /* The failed start destroyed the warm launcher (and the server
+         * removes its box): a cold kernel, as with no server at all. */
+        log_warn("the warm kernel from 'jupyter-agent serve' did not start "
+                 "(%s); starting a cold one",
+                 err ? err->text : "no reason given");
+        warm = NULL;
+        kopts.launcher = s_sandbox_factory;
+        kopts.launcher_arg = (void *)o;
+        kopts.startup_timeout_ms = 0;
+        k = kb_kernel_start(&kopts, err);
+    }
     if (!k) {
         pk_trust_destroy(&trust);
         json_decref(inputs);
