@@ -329,8 +329,9 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
     /* A request sent before the kernel bound its sockets is queued, but the
      * iopub subscription may lag behind the reply; so resend every
      * READY_RESEND_MS until one reply AND iopub traffic for any of our
-     * requests have arrived. */
-    enum { READY_RESEND_MS = 200, READY_MAX_IDS = 64 };
+     * requests have arrived; once a reply came without iopub traffic (the
+     * kernel is up, our subscription was late), every READY_IOPUB_MS. */
+    enum { READY_RESEND_MS = 200, READY_IOPUB_MS = 20, READY_MAX_IDS = 64 };
     char ids[READY_MAX_IDS][40];
     size_t nids = 0;
     int64_t deadline = clock_mono_ms() + timeout_ms, next_send = 0;
@@ -348,7 +349,7 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
             kb_msg_destroy(&req);
             if (rc)
                 goto fail;
-            next_send = now + READY_RESEND_MS;
+            next_send = now + (reply ? READY_IOPUB_MS : READY_RESEND_MS);
         }
         size_t known = nids < READY_MAX_IDS ? nids : READY_MAX_IDS;
         unsigned ready = s_poll(c, (1u << KB_SHELL) | (1u << KB_IOPUB), 20);
@@ -365,9 +366,12 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
         r = s_round();
         while ((m = s_next(c, KB_SHELL, NULL, &r))) {
             if (!reply && strcmp(kb_msg_type(m), "kernel_info_reply") == 0 &&
-                s_is_ours(ids, known, kb_msg_parent_id(m)))
+                s_is_ours(ids, known, kb_msg_parent_id(m))) {
                 reply = m;
-            else
+                int64_t soon = clock_mono_ms() + READY_IOPUB_MS;
+                if (next_send > soon)
+                    next_send = soon;
+            } else
                 kb_msg_destroy(&m);
         }
         if (reply && iopub_seen && c->tp->ops->ready(c->tp))
@@ -472,7 +476,7 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
     const unsigned mask = (1u << KB_SHELL) | (1u << KB_IOPUB) |
                           (1u << KB_STDIN) | (1u << KB_CONTROL);
     int rc = 0, streak = 0;
-    int64_t last_drain = 0;
+    int64_t last_drain = 0, next_stop_check = 0;
     while (!(x->got_reply && x->got_idle)) {
         int wait = TICK_MS;
         if (deadline_ms > 0) {
@@ -484,15 +488,26 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
             if (left < wait)
                 wait = (int)left;
         }
-        if (hooks && hooks->should_stop && hooks->should_stop(hooks->arg)) {
-            rc = err_set(err, ERR_INTERRUPTED, "interrupted");
-            break;
-        }
-        if (c->tp->ops->tick(c->tp, c->use_hb, err)) {
-            rc = -1;
-            break;
+        /* should_stop and the heartbeat once per tick, not once per
+         * wake-up: a streaming cell wakes us thousands of times a second. */
+        int64_t now_ms = clock_mono_ms();
+        if (now_ms >= next_stop_check) {
+            next_stop_check = now_ms + TICK_MS;
+            if (hooks && hooks->should_stop && hooks->should_stop(hooks->arg)) {
+                rc = err_set(err, ERR_INTERRUPTED, "interrupted");
+                break;
+            }
+            if (c->tp->ops->tick(c->tp, c->use_hb, err)) {
+                rc = -1;
+                break;
+            }
         }
         unsigned ready = s_poll(c, mask, wait);
+        /* Read only the channels the poll found ready: an empty receive
+         * still costs libzmq system calls. When the kernel is gone, read
+         * them all for what it sent before dying. */
+        if (ready & KB_TRANSPORT_GONE)
+            ready |= mask;
         kb_msg_t *m;
         /* Drain iopub before looking at the death signal, so outputs the
          * kernel sent before dying are kept. Messages of other parents, and
@@ -502,7 +517,7 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
         kb_zmq_limits_t lim = c->limits;
         lim.parent_id = x->msg_id;
         s_round_t r = s_round();
-        for (;;) {
+        while (ready & (1u << KB_IOPUB)) {
             if (kb_output_truncated(out)) {
                 lim.status_only = true;
                 if (lim.max_bytes > STATUS_MAX_BYTES)
@@ -531,18 +546,21 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
             kb_msg_destroy(&m);
         }
         r = s_round();
-        while ((m = s_take_held(c)) || (m = s_next(c, KB_SHELL, NULL, &r))) {
+        while ((m = s_take_held(c)) || ((ready & (1u << KB_SHELL)) &&
+                                        (m = s_next(c, KB_SHELL, NULL, &r)))) {
             s_on_shell(x, m, out);
             kb_msg_destroy(&m);
         }
         r = s_round();
-        while ((m = s_next(c, KB_STDIN, NULL, &r))) {
+        while ((ready & (1u << KB_STDIN)) &&
+               (m = s_next(c, KB_STDIN, NULL, &r))) {
             if (strcmp(kb_msg_type(m), "input_request") == 0)
                 s_answer_input(c, m, hooks);
             kb_msg_destroy(&m);
         }
         r = s_round();
-        while ((m = s_next(c, KB_CONTROL, NULL, &r))) /* interrupt replies */
+        while ((ready & (1u << KB_CONTROL)) &&
+               (m = s_next(c, KB_CONTROL, NULL, &r))) /* interrupt replies */
             kb_msg_destroy(&m);
         if (ready & KB_TRANSPORT_GONE) {
             /* The transport may know why (e.g. a server's own words). */

@@ -30,6 +30,7 @@ struct kb_kernel {
     kb_msg_t *info;          /* owned kernel_info_reply */
     int out_fd;              /* owned memfd holding the kernel's stderr */
     bool dead;               /* the process is known to be gone */
+    bool no_restart;         /* kb_kernel_no_restart: the caller exits after */
     kb_gateway_t *gw;        /* owned; the server running it, or NULL */
     char *remote_id;         /* owned kernel id on gw, or NULL */
 };
@@ -484,17 +485,27 @@ kb_kernel_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
         rc = s_record_death(k, out, ierr.text, err);
         goto out;
     }
-    /* Still busy after the grace period: kill and start afresh. */
-    log_info("kernel ignored the interrupt; killing and restarting it");
-    err_t rerr;
-    int restarted = kb_kernel_restart(k, &rerr);
+    /* Still busy after the grace period: kill and start afresh, unless
+     * the caller exits right after (then a new kernel would only delay
+     * its exit; the killed one is reaped by whoever the caller hands the
+     * kernel to, or by kb_kernel_destroy). */
+    int restarted = -1;
+    if (k->no_restart && k->launcher) {
+        log_info("kernel ignored the interrupt; killing it");
+        k->launcher->ops->kill(k->launcher->self);
+    } else {
+        log_info("kernel ignored the interrupt; killing and restarting it");
+        err_t rerr;
+        restarted = kb_kernel_restart(k, &rerr);
+    }
     if (timed_out)
         rc = err_set(err, ERR_TIMEOUT,
                      "timed out after %g s; the interrupt did not stop it "
                      "within %d s, so the kernel was killed%s",
                      secs, k->opts.interrupt_grace_ms / 1000,
-                     restarted == 0 ? " and restarted (its state was lost)"
-                                    : " (restart failed)");
+                     restarted == 0  ? " and restarted (its state was lost)"
+                     : k->no_restart ? ""
+                                     : " (restart failed)");
     else
         rc = err_set(err, ERR_INTERRUPTED,
                      "interrupted; the kernel did not stop, so it was "
@@ -504,6 +515,12 @@ kb_kernel_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
 out:
     kb_exec_destroy(&x);
     return rc;
+}
+
+void
+kb_kernel_no_restart(kb_kernel_t *k)
+{
+    k->no_restart = true;
 }
 
 int

@@ -79,7 +79,8 @@ char *kb_kernel_stderr_tail(kb_kernel_t *k);
  * see kb_output_status). Returns -1 with:
  *   ERR_TIMEOUT  the limit passed: the kernel was interrupted; if it did not
  *                stop within the grace period it was killed and restarted
- *                (err says which; state was lost in that case);
+ *                (err says which; state was lost in that case; not
+ *                restarted after kb_kernel_no_restart);
  *   ERR_KERNEL   the kernel died (out records why, e.g. out of memory); it
  *                is NOT restarted automatically — call kb_kernel_restart;
  *   ERR_INTERRUPTED  hooks->should_stop asked to stop: the kernel was
@@ -88,6 +89,11 @@ int kb_kernel_execute(kb_kernel_t *k, const char *code,
                       const kb_exec_opts_t *opts, int timeout_ms,
                       kb_output_t *out, const kb_exec_hooks_t *hooks,
                       err_t *err);
+
+/* The caller exits after its next execution (exec, run): a kernel that
+ * ignores the interrupt after a timeout is killed but not restarted (the
+ * error says so), so the exit is not delayed by a start nobody uses. */
+void kb_kernel_no_restart(kb_kernel_t *k);
 
 int kb_kernel_interrupt(kb_kernel_t *k, err_t *err);
 int kb_kernel_restart(kb_kernel_t *k, err_t *err);

@@ -13,6 +13,7 @@
 #define HB_INTERVAL_MS 3000
 #define HB_TIMEOUT_MS 10000
 #define IOPUB_RCVHWM 100000
+#define RECONNECT_IVL_MS 10
 
 typedef struct s_zmq {
     kb_transport_t base;      /* first: a kb_transport_t * is an s_zmq_t * */
@@ -59,6 +60,13 @@ s_socket(s_zmq_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
     int linger = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
+    /* A kernel being started binds its sockets a while after we connect:
+     * retry every RECONNECT_IVL_MS instead of libzmq's 100 ms, which made
+     * a cold start wait up to 100 ms per channel after the bind. A failed
+     * connect on ipc is one syscall; no back-off (ivl max 0). */
+    int ivl = RECONNECT_IVL_MS, ivl_max = 0;
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
     if (type == ZMQ_DEALER)
         zmq_setsockopt(s, ZMQ_ROUTING_ID, c->session, strlen(c->session));
     if (type == ZMQ_SUB) {
