@@ -7,10 +7,14 @@ the cost per message over our local ZeroMQ path (`run`, sandboxed).
     BUILD=build python3 bench/gateway.py
 
 Ours is measured as the difference between a notebook of N+1 cells and
-one of 1 cell, so kernel start-up and shutdown cancel out. Environment:
+one of 1 cell, so kernel start-up and shutdown cancel out; its p50/p99
+come from the gaps between consecutive cells' shell.execute_reply times
+(our clock, microseconds) in the written notebook, the Python client's
+from timing each execution. Environment:
 GATEWAY_BENCH_CELLS (default 200; QUICK=1: 40). Timings are never
 asserted.
 """
+import datetime
 import json
 import os
 import secrets
@@ -104,19 +108,35 @@ def python_client(url, token):
                      m["content"]["execution_state"] == "idle")
     execute("pass")
     t = time.monotonic()
+    each = []
     for _ in range(N):
+        t1 = time.monotonic()
         execute("pass")
+        each.append((time.monotonic() - t1) * 1000)
     rt = (time.monotonic() - t) * 1000 / N
     t = time.monotonic()
     execute(LOUD)
     loud = (time.monotonic() - t) * 1000
     ws.close()
     api(url, token, "DELETE", "/api/kernels/" + kid)
-    return rt, loud
+    return rt, loud, each
+
+
+def gaps_ms(path):
+    """Ms between consecutive cells' shell.execute_reply in a notebook."""
+    nb = nbformat.read(path, as_version=4)
+    ends = [datetime.datetime.fromisoformat(
+        c.metadata["execution"]["shell.execute_reply"].replace("Z", "+00:00"))
+        for c in nb.cells]
+    return [(b - a).total_seconds() * 1000 for a, b in zip(ends, ends[1:])]
+
+
+def pct(samples):
+    return (benchlib.percentile(samples, 50), benchlib.percentile(samples, 99))
 
 
 def ours(tmp, cells, args):
-    """Wall ms of `run` over a notebook of `cells`."""
+    """Wall ms of `run` over a notebook of `cells` (b-out.ipynb kept)."""
     src = os.path.join(tmp, "b.ipynb")
     nbformat.write(new_notebook(cells=[new_code_cell(c) for c in cells]), src)
     t = time.monotonic()
@@ -138,11 +158,12 @@ def main():
         gw = ["--gateway", "http://" + url, "--gateway-token-file", tok]
         base = ours(tmp, ["pass"], gw)
         rt = (ours(tmp, ["pass"] * (N + 1), gw) - base) / N
+        each = gaps_ms(os.path.join(tmp, "b-out.ipynb"))
         loud = ours(tmp, ["pass", LOUD], gw) - base
         local_base = ours(tmp, ["pass"], [])
         local_rt = (ours(tmp, ["pass"] * (N + 1), []) - local_base) / N
         local_loud = ours(tmp, ["pass", LOUD], []) - local_base
-        py_rt, py_loud = python_client(url, token)
+        py_rt, py_loud, py_each = python_client(url, token)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
@@ -150,6 +171,8 @@ def main():
     print("gateway: pass round trip   ours %.1f ms   python ws client %.1f ms"
           "   ratio %.2f   (local ZeroMQ: %.2f ms)" %
           (rt, py_rt, rt / py_rt, local_rt))
+    print("gateway: pass round trip   ours p50 %.1f p99 %.1f ms   python ws "
+          "client p50 %.1f p99 %.1f ms" % (pct(each) + pct(py_each)))
     print("gateway: 20000-output cell ours %.0f ms   python ws client %.0f ms"
           "   ratio %.2f   (local ZeroMQ: %.0f ms; per message through "
           "the server +%.1f us)" %
@@ -160,6 +183,10 @@ def main():
         with open(path, "a") as f:
             f.write(json.dumps({"bench": "gateway", "pass_ms": rt,
                                 "pass_py_ms": py_rt, "pass_local_ms": local_rt,
+                                "pass_p50_ms": pct(each)[0],
+                                "pass_p99_ms": pct(each)[1],
+                                "pass_py_p50_ms": pct(py_each)[0],
+                                "pass_py_p99_ms": pct(py_each)[1],
                                 "loud_ms": loud, "loud_py_ms": py_loud,
                                 "loud_local_ms": local_loud}) + "\n")
 

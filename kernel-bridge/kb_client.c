@@ -139,8 +139,10 @@ kb_client_use_heartbeat(kb_client_t *c, bool on)
 }
 
 const kb_wire_stats_t *
-kb_client_stats(const kb_client_t *c)
+kb_client_stats(kb_client_t *c)
 {
+    if (c->tp->ops->collect)
+        c->tp->ops->collect(c->tp, &c->stats);
     return &c->stats;
 }
 

@@ -87,7 +87,9 @@ void kb_client_watch_fd(kb_client_t *c, int fd);
  * kernels we did not start and so have no pidfd for). */
 void kb_client_use_heartbeat(kb_client_t *c, bool on);
 
-const kb_wire_stats_t *kb_client_stats(const kb_client_t *c);
+/* What was accepted and dropped so far, the transport's refusals on
+ * arrival included. */
+const kb_wire_stats_t *kb_client_stats(kb_client_t *c);
 const char *kb_client_session(const kb_client_t *c);
 
 /* Send a request on shell or control and wait for its reply (matched by

@@ -66,14 +66,14 @@ typedef struct s_ws {
     size_t queued_bytes, queued_msgs;
     s_out_t *out_head, *out_tail; /* owned frames to send */
     uint64_t dropped;             /* frames refused on arrival, all time */
-    uint64_t unfolded;   /* of those, not yet added to a caller's stats */
-    bool gone;           /* the kernel is lost for good */
-    char gone_why[1024]; /* and why */
-    int64_t lost_since;  /* CLOCK_MONOTONIC ms the socket closed; 0 open */
-    int64_t next_retry;  /* when to try to reconnect */
-    int retry_ms;        /* the current back-off */
-    int flaps;           /* connections in a row that delivered nothing */
-    int64_t checked_ms;  /* when the REST API last confirmed the kernel */
+    kb_wire_stats_t unfolded;     /* of those, not yet in a caller's stats */
+    bool gone;                    /* the kernel is lost for good */
+    char gone_why[1024];          /* and why */
+    int64_t lost_since; /* CLOCK_MONOTONIC ms the socket closed; 0 open */
+    int64_t next_retry; /* when to try to reconnect */
+    int retry_ms;       /* the current back-off */
+    int flaps;          /* connections in a row that delivered nothing */
+    int64_t checked_ms; /* when the REST API last confirmed the kernel */
     lws_sorted_usec_list_t sul; /* wakes lws_service at poll's deadline */
 } s_ws_t;
 
@@ -113,11 +113,14 @@ s_watch_status(s_ws_t *t, const kb_msg_t *m)
                    t->g->shown);
 }
 
+/* A frame refused on arrival, counted in `counter` (a field of
+ * t->unfolded), or NULL when the decoder counted it there already. */
 static void
-s_drop(s_ws_t *t, const char *why)
+s_drop(s_ws_t *t, uint64_t *counter, const char *why)
 {
     t->dropped++;
-    t->unfolded++;
+    if (counter)
+        (*counter)++;
     log_debug("gateway: dropped a frame: %s", why);
 }
 
@@ -127,16 +130,17 @@ s_on_frame(s_ws_t *t, const uint8_t *data, size_t len, bool binary)
 {
     if (t->queued_msgs >= QUEUE_MAX_MSGS ||
         (t->queued_bytes && t->queued_bytes + len > QUEUE_MAX_BYTES)) {
-        s_drop(t, "the queues are full");
+        s_drop(t, &t->unfolded.overflow, "the queues are full");
         return;
     }
     err_t err;
     kb_channel_t ch;
     s_item_t *it = xcalloc(1, sizeof *it);
     if (t->proto == KB_WS_V1 && binary) {
-        if (kb_ws_channel(data, len, binary, t->proto, &ch, &err)) {
+        if (kb_ws_channel(data, len, binary, t->proto, &t->unfolded, &ch,
+                          &err)) {
             free(it);
-            s_drop(t, err.text);
+            s_drop(t, NULL, err.text);
             return;
         }
         it->raw = xmalloc(len ? len : 1);
@@ -153,11 +157,14 @@ s_on_frame(s_ws_t *t, const uint8_t *data, size_t len, bool binary)
             kb_msg_destroy(&m);
         }
     } else {
+        kb_wire_stats_t seen = {0};
         it->msg =
-            kb_ws_decode(data, len, binary, t->proto, NULL, NULL, &ch, &err);
+            kb_ws_decode(data, len, binary, t->proto, NULL, &seen, &ch, &err);
         if (!it->msg) {
             free(it);
-            s_drop(t, err.text);
+            seen.accepted = 0; /* counted when taken, below */
+            kb_wire_stats_add(&t->unfolded, &seen);
+            s_drop(t, NULL, err.text);
             return;
         }
         it->len = len;
@@ -175,27 +182,50 @@ s_on_frame(s_ws_t *t, const uint8_t *data, size_t len, bool binary)
     t->queued_msgs++;
 }
 
+/* Take part of a frame. A frame (or a fragmented message) is refused as
+ * soon as its announced length passes max_msg: what is left of it is read
+ * and discarded as it arrives, never stored, and the socket stays open
+ * (closing it would only make the server replay the same message when we
+ * reconnect). */
 static void
 s_on_rx(s_ws_t *t, struct lws *wsi, const void *in, size_t len)
 {
-    if (lws_is_first_fragment(wsi) && !t->rx.len)
-        t->rx_skip = false;
-    if (!t->rx_skip && buf_append(&t->rx, in, len)) {
-        t->rx_skip = true;
-        buf_reset(&t->rx);
-    }
-    if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi))
-        return;
-    if (t->rx_skip) {
+    size_t left = lws_remaining_packet_payload(wsi);
+    if (!t->rx_skip && (len > t->max_msg || left > t->max_msg - len ||
+                        t->rx.len > t->max_msg - len - left)) {
         char why[96];
         snprintf(why, sizeof why, "a frame of more than %zu bytes", t->max_msg);
-        s_drop(t, why);
-    } else {
+        s_drop(t, &t->unfolded.oversized, why);
+        t->rx_skip = true;
+        buf_release(&t->rx); /* frees what earlier fragments took */
+        buf_init(&t->rx, t->max_msg);
+    }
+    if (!t->rx_skip && buf_append(&t->rx, in, len)) {
+        s_drop(t, &t->unfolded.oversized, "a frame past the cap");
+        t->rx_skip = true; /* not reached: the check above comes first */
+        buf_reset(&t->rx);
+    }
+    if (!lws_is_final_fragment(wsi) || left)
+        return;
+    if (!t->rx_skip)
         s_on_frame(t, (const uint8_t *)t->rx.data, t->rx.len,
                    lws_frame_is_binary(wsi));
-    }
     t->rx_skip = false;
     buf_reset(&t->rx);
+}
+
+/* Acknowledge what arrived at once. jupyter_server leaves Nagle's
+ * algorithm on for kernel WebSockets, so after a small message (status
+ * busy) it holds the next one (the reply) until we ACK; Linux delays that
+ * ACK up to 40 ms. TCP_QUICKACK turns the delay off only until the kernel
+ * falls back into its interactive mode, so it is set again after every
+ * receive. */
+static void
+s_quickack(struct lws *wsi)
+{
+    int one = 1, fd = (int)lws_get_socket_fd(wsi);
+    if (fd >= 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
 }
 
 static int
@@ -232,6 +262,9 @@ s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
         int one = 1, fd = (int)lws_get_socket_fd(wsi);
         if (fd >= 0)
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        s_quickack(wsi);
+        t->rx_skip = false; /* a frame cut by the last close is gone */
+        buf_reset(&t->rx);
         log_info("gateway: kernel %s: %s WebSocket framing", t->id,
                  t->proto == KB_WS_V1 ? "v1 binary" : "legacy JSON");
         t->state = S_OPEN;
@@ -243,6 +276,7 @@ s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
     }
     case LWS_CALLBACK_CLIENT_RECEIVE:
         s_on_rx(t, wsi, in, len);
+        s_quickack(wsi);
         break;
     case LWS_CALLBACK_CLIENT_WRITEABLE: {
         s_out_t *o = t->out_head;
@@ -457,16 +491,22 @@ s_send(kb_transport_t *tp, kb_channel_t ch, const kb_msg_t *msg, err_t *err)
     return 0;
 }
 
+static void
+s_collect(kb_transport_t *tp, kb_wire_stats_t *stats)
+{
+    s_ws_t *t = (s_ws_t *)tp;
+    kb_wire_stats_add(stats, &t->unfolded);
+    memset(&t->unfolded, 0, sizeof t->unfolded);
+}
+
 static kb_msg_t *
 s_recv(kb_transport_t *tp, kb_channel_t ch, const kb_zmq_limits_t *lim,
        kb_wire_stats_t *stats, err_t *err)
 {
     s_ws_t *t = (s_ws_t *)tp;
     err_clear(err);
-    if (stats && t->unfolded) { /* frames refused on arrival */
-        stats->malformed += t->unfolded;
-        t->unfolded = 0;
-    }
+    if (stats)
+        s_collect(tp, stats);
     s_item_t *it = t->head[ch];
     if (!it)
         return NULL;
@@ -573,6 +613,7 @@ static const kb_transport_ops_t s_ops = {
     .poll = s_poll,
     .tick = s_tick,
     .ready = s_ready,
+    .collect = s_collect,
     .ping = s_ping,
     .destroy = s_destroy,
 };

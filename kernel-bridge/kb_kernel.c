@@ -438,6 +438,28 @@ s_record_death(kb_kernel_t *k, kb_output_t *out, const char *werr_text,
     return err_set(err, ERR_KERNEL, "the kernel died: %s", why);
 }
 
+/* What the kernel's side sent that we refused since `before`, for the end
+ * of a timeout's error (those may be the replies the execution waited
+ * for): "; the Jupyter server at URL sent 3 messages we refused
+ * (oversized: 1, malformed: 2)", or "" when nothing was refused. */
+static void
+s_refused(kb_kernel_t *k, const kb_wire_stats_t *before, char *out, size_t size)
+{
+    char kinds[192];
+    uint64_t n = kb_wire_stats_refused(before, kb_client_stats(k->client),
+                                       kinds, sizeof kinds);
+    out[0] = '\0';
+    if (n && k->gw)
+        snprintf(out, size,
+                 "; the Jupyter server at %s sent %llu message%s we refused "
+                 "(%s)",
+                 kb_gateway_url(k->gw), (unsigned long long)n,
+                 n == 1 ? "" : "s", kinds);
+    else if (n)
+        snprintf(out, size, "; the kernel sent %llu message%s we refused (%s)",
+                 (unsigned long long)n, n == 1 ? "" : "s", kinds);
+}
+
 int
 kb_kernel_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
                   int timeout_ms, kb_output_t *out,
@@ -446,6 +468,7 @@ kb_kernel_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
     if (k->dead)
         return err_set(err, ERR_KERNEL,
                        "the kernel is not running; restart it first");
+    kb_wire_stats_t before = *kb_client_stats(k->client);
     kb_exec_t *x = kb_client_execute_start(k->client, code, opts, err);
     if (!x)
         return -1;
@@ -472,12 +495,14 @@ kb_kernel_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
     quiet.should_stop = NULL;
     int again = kb_client_execute_wait(k->client, x, out, &quiet, grace, &ierr);
     double secs = timeout_ms / 1000.0;
+    char refused[512];
+    s_refused(k, &before, refused, sizeof refused);
     if (again == 0) {
         rc = timed_out
                  ? err_set(err, ERR_TIMEOUT,
                            "timed out after %g s (interrupted; kernel state "
-                           "kept)",
-                           secs)
+                           "kept)%s",
+                           secs, refused)
                  : err_set(err, ERR_INTERRUPTED, "interrupted");
         goto out;
     }
@@ -501,11 +526,12 @@ kb_kernel_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
     if (timed_out)
         rc = err_set(err, ERR_TIMEOUT,
                      "timed out after %g s; the interrupt did not stop it "
-                     "within %d s, so the kernel was killed%s",
+                     "within %d s, so the kernel was killed%s%s",
                      secs, k->opts.interrupt_grace_ms / 1000,
                      restarted == 0  ? " and restarted (its state was lost)"
                      : k->no_restart ? ""
-                                     : " (restart failed)");
+                                     : " (restart failed)",
+                     refused);
     else
         rc = err_set(err, ERR_INTERRUPTED,
                      "interrupted; the kernel did not stop, so it was "

@@ -51,6 +51,10 @@ typedef struct kb_transport_ops {
     /* True once input_request messages can reach us (ZMQ: the stdin
      * socket finished its handshake). */
     bool (*ready)(kb_transport_t *t);
+    /* Add to *stats what was refused on arrival and not yet reported
+     * through recv (a frame too large, malformed or for no channel, that
+     * left nothing to receive). NULL when recv reports every drop. */
+    void (*collect)(kb_transport_t *t, kb_wire_stats_t *stats);
     /* One liveness round trip within `ms`: 0 alive, -1 not. */
     int (*ping)(kb_transport_t *t, int ms);
     void (*destroy)(kb_transport_t *t);

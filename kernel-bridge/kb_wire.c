@@ -449,3 +449,47 @@ kb_wire_parse(const kb_frame_t *frames, size_t n, const kb_key_t *key,
         stats->accepted++;
     return msg;
 }
+
+void
+kb_wire_stats_add(kb_wire_stats_t *dst, const kb_wire_stats_t *src)
+{
+    dst->accepted += src->accepted;
+    dst->bad_signature += src->bad_signature;
+    dst->malformed += src->malformed;
+    dst->foreign += src->foreign;
+    dst->oversized += src->oversized;
+    dst->bad_channel += src->bad_channel;
+    dst->overflow += src->overflow;
+}
+
+uint64_t
+kb_wire_stats_refused(const kb_wire_stats_t *before, const kb_wire_stats_t *now,
+                      char *out, size_t size)
+{
+    const struct {
+        const char *name;
+        uint64_t n;
+    } kinds[] = {
+        {"oversized", now->oversized - before->oversized},
+        {"malformed", now->malformed - before->malformed},
+        {"unknown channel", now->bad_channel - before->bad_channel},
+        {"bad signature", now->bad_signature - before->bad_signature},
+        {"past the queue limit", now->overflow - before->overflow},
+    };
+    uint64_t total = 0;
+    size_t used = 0;
+    if (size)
+        out[0] = '\0';
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (!kinds[i].n)
+            continue;
+        total += kinds[i].n;
+        if (used < size) {
+            int w = snprintf(out + used, size - used, "%s%s: %llu",
+                             used ? ", " : "", kinds[i].name,
+                             (unsigned long long)kinds[i].n);
+            used += w > 0 ? (size_t)w : 0;
+        }
+    }
+    return total;
+}

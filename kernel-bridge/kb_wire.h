@@ -59,7 +59,22 @@ typedef struct kb_wire_stats {
     uint64_t bad_signature; /* missing/wrong signature: dropped unparsed */
     uint64_t malformed;     /* framing, size, depth or JSON errors */
     uint64_t foreign;       /* not for the waiting receiver: dropped unhashed */
+    /* Counted apart by transports that can tell (the WebSocket one): */
+    uint64_t oversized;   /* past the message size cap, refused unread */
+    uint64_t bad_channel; /* on a channel that does not exist */
+    uint64_t overflow;    /* arrived while the queues were full */
 } kb_wire_stats_t;
+
+/* Add each counter of `src` to `dst`. */
+void kb_wire_stats_add(kb_wire_stats_t *dst, const kb_wire_stats_t *src);
+
+/* How many messages were refused between the snapshot `before` and `now`
+ * (every counter but accepted and foreign: a message for an earlier
+ * request is routine), with the breakdown in out[size], e.g.
+ * "oversized: 1, malformed: 2" ("" when none). */
+uint64_t kb_wire_stats_refused(const kb_wire_stats_t *before,
+                               const kb_wire_stats_t *now, char *out,
+                               size_t size);
 
 /* Serialized frames of one message; owns every frame's bytes. */
 typedef struct kb_wire_out {

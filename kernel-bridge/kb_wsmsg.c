@@ -102,23 +102,25 @@ s_v1_split(const uint8_t *d, size_t len, kb_frame_t *views, size_t max,
 
 int
 kb_ws_channel(const void *data, size_t len, bool binary, kb_ws_proto_t proto,
-              kb_channel_t *ch, err_t *err)
+              kb_wire_stats_t *stats, kb_channel_t *ch, err_t *err)
 {
     if (proto == KB_WS_V1 && binary) {
         kb_frame_t views[KB_WS_MAX_PARTS + 1];
         const char *why = NULL;
-        if (!s_v1_split(data, len, views, KB_WS_MAX_PARTS + 1, &why))
-            return err_set(err, ERR_KERNEL,
-                           "dropped a message from the server: %s", why);
+        if (!s_v1_split(data, len, views, KB_WS_MAX_PARTS + 1, &why)) {
+            s_refuse(stats ? &stats->malformed : NULL, err, why);
+            return -1;
+        }
         int c = kb_ws_channel_from_name(views[0].data, views[0].len);
-        if (c < 0)
-            return err_set(err, ERR_KERNEL,
-                           "dropped a message from the server: unknown "
-                           "channel");
+        if (c < 0) {
+            s_refuse(stats ? &stats->bad_channel : NULL, err,
+                     "unknown channel");
+            return -1;
+        }
         *ch = (kb_channel_t)c;
         return 0;
     }
-    kb_msg_t *m = kb_ws_decode(data, len, binary, proto, NULL, NULL, ch, err);
+    kb_msg_t *m = kb_ws_decode(data, len, binary, proto, NULL, stats, ch, err);
     if (!m)
         return -1;
     kb_msg_destroy(&m);
@@ -140,7 +142,8 @@ s_decode_v1(const uint8_t *d, size_t len, const kb_zmq_limits_t *lim,
         return s_refuse(malformed, err, why);
     int c = kb_ws_channel_from_name(views[0].data, views[0].len);
     if (c < 0)
-        return s_refuse(malformed, err, "unknown channel");
+        return s_refuse(stats ? &stats->bad_channel : NULL, err,
+                        "unknown channel");
     if (lim &&
         ((lim->status_only &&
           !memmem(views[1].data, views[1].len, "status", 6)) ||
@@ -179,7 +182,7 @@ s_decode_json(const void *d, size_t len, kb_wire_stats_t *stats,
                                                          json_string_length(cj))
                                : -1;
     if (c < 0) {
-        s_refuse(malformed, err, "unknown channel");
+        s_refuse(stats ? &stats->bad_channel : NULL, err, "unknown channel");
         goto out;
     }
     static const char *const keys[4] = {"header", "parent_header", "metadata",
@@ -244,7 +247,7 @@ kb_ws_decode(const void *data, size_t len, bool binary, kb_ws_proto_t proto,
 {
     err_clear(err);
     if (lim && lim->max_bytes && len > lim->max_bytes)
-        return s_refuse(stats ? &stats->malformed : NULL, err,
+        return s_refuse(stats ? &stats->oversized : NULL, err,
                         "a frame larger than the message size cap");
     if (proto == KB_WS_V1) {
         if (!binary)

@@ -43,15 +43,18 @@ typedef enum { KB_WS_LEGACY, KB_WS_V1 } kb_ws_proto_t;
 #define KB_WS_MAX_PARTS KB_ZMQ_MAX_FRAMES
 
 /* The channel a frame is for, without parsing its JSON: 0 and *ch set, or
- * -1 (ERR_KERNEL: unknown channel name, bad offsets). Legacy frames carry
- * the channel inside their JSON, so for them this parses the whole frame
- * (see kb_ws_decode). */
+ * -1 (ERR_KERNEL: unknown channel name, bad offsets), counted in `stats`
+ * (may be NULL) as kb_ws_decode counts. Legacy frames carry the channel
+ * inside their JSON, so for them this parses the whole frame (see
+ * kb_ws_decode). */
 int kb_ws_channel(const void *data, size_t len, bool binary,
-                  kb_ws_proto_t proto, kb_channel_t *ch, err_t *err);
+                  kb_ws_proto_t proto, kb_wire_stats_t *stats, kb_channel_t *ch,
+                  err_t *err);
 
 /* Decode one frame into a new message (caller destroys) and its channel.
  * NULL with err when refused: counted in stats->malformed (bad framing,
- * JSON, size, depth, unknown channel) or stats->foreign (filtered out by
+ * JSON, depth), stats->oversized (past lim->max_bytes),
+ * stats->bad_channel (unknown channel) or stats->foreign (filtered out by
  * `lim`'s parent_id / status_only before any JSON was parsed; v1 only).
  * `lim` and `stats` may be NULL. */
 kb_msg_t *kb_ws_decode(const void *data, size_t len, bool binary,

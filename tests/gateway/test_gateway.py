@@ -11,6 +11,7 @@ import concurrent.futures
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -212,6 +213,29 @@ def test_exec_gives_the_outputs_a_local_kernel_gives(server):
     assert normalise_outputs(remote["outputs"]) == \
         normalise_outputs(mine["outputs"])
     assert_no_token(server, r.stdout, r.stderr)
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_replies_are_acknowledged_at_once_not_after_a_delayed_ack(v1_server,
+                                                                  tmp):
+    """jupyter-server 1.23 leaves Nagle on for kernel WebSockets: a reply
+    written after a small status waits for our ACK, which Linux delays up
+    to 40 ms. We ask for an immediate ACK (TCP_QUICKACK) after every
+    receive. The latency itself is bench/gateway.py's (never timed here);
+    this checks the socket option is set again and again, as it must be
+    (Linux clears it by itself)."""
+    trace = os.path.join(tmp, "strace")
+    r = subprocess.run(
+        ["strace", "-f", "-qq", "-e", "trace=setsockopt", "-o", trace, BIN,
+         "exec", "--gateway", v1_server.url, "--gateway-token-file",
+         v1_server.token_file, "-c", "for i in range(3): print(i)"],
+        capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "0\n1\n2\n"
+    with open(trace) as f:
+        quick = [ln for ln in f if "TCP_QUICKACK, [1]" in ln]
+    # kernel_info and the execution bring a dozen messages or more.
+    assert len(quick) >= 8, "TCP_QUICKACK set %d times" % len(quick)
 
 
 def test_exec_error_and_exit_code_match_local(server):

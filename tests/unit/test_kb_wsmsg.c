@@ -136,12 +136,14 @@ main(void)
     buf_reset(&b);
     s_v1(&b, "evil", s_parts, 4);
     m = s_decode(&b, true, KB_WS_V1, NULL, &st, &ch);
-    ok(!m && st.malformed == 7, "a frame for an unknown channel is refused");
-    ok(kb_ws_channel(b.data, b.len, true, KB_WS_V1, &ch, &err) != 0,
+    ok(!m && st.bad_channel == 1 && st.malformed == 6,
+       "a frame for an unknown channel is refused, counted as such");
+    ok(kb_ws_channel(b.data, b.len, true, KB_WS_V1, &st, &ch, &err) != 0 &&
+           st.bad_channel == 2,
        "... also when only its channel is asked for");
     buf_reset(&b);
     s_v1(&b, "hb", s_parts, 4);
-    ok(kb_ws_channel(b.data, b.len, true, KB_WS_V1, &ch, &err) != 0,
+    ok(kb_ws_channel(b.data, b.len, true, KB_WS_V1, NULL, &ch, &err) != 0,
        "a frame for the heartbeat channel is refused");
 
     buf_reset(&b);
@@ -152,7 +154,13 @@ main(void)
        "a message for another parent is dropped before its JSON is parsed");
     lim = (kb_zmq_limits_t){.max_bytes = 64};
     m = s_decode(&b, true, KB_WS_V1, &lim, &st, &ch);
-    ok(!m && st.malformed == 8, "a frame over the size cap is refused");
+    ok(!m && st.oversized == 1 && st.malformed == 6,
+       "a frame over the size cap is refused, counted as oversized");
+    char why[128];
+    ok(kb_wire_stats_refused(&(kb_wire_stats_t){0}, &st, why, sizeof why) ==
+               9 &&
+           !strcmp(why, "oversized: 1, malformed: 6, unknown channel: 2"),
+       "the refused messages are named by kind (not the foreign one): %s", why);
 
     /* Legacy JSON. */
     buf_reset(&b);
@@ -168,7 +176,8 @@ main(void)
     buf_printf(&b, "{\"header\":%s,\"parent_header\":{},\"content\":{}}",
                s_hdr);
     m = s_decode(&b, false, KB_WS_LEGACY, NULL, &st, &ch);
-    ok(!m && st.malformed == 9, "a legacy frame without a channel is refused");
+    ok(!m && st.bad_channel == 3,
+       "a legacy frame without a channel is refused");
     buf_reset(&b);
     buf_puts(&b, "{\"channel\":\"iopub\",\"header\":");
     for (int i = 0; i < 1000; i++)
@@ -177,7 +186,7 @@ main(void)
         buf_puts(&b, "]");
     buf_puts(&b, "}");
     m = s_decode(&b, false, KB_WS_LEGACY, NULL, &st, &ch);
-    ok(!m && st.malformed == 10, "JSON nested 1000 deep is refused unparsed");
+    ok(!m && st.malformed == 7, "JSON nested 1000 deep is refused unparsed");
 
     buf_release(&b);
     buf_release(&enc);
