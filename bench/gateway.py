@@ -42,6 +42,10 @@ PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
 N = benchlib.env_int("GATEWAY_BENCH_CELLS", 40 if QUICK else 200)
 LOUD = "for i in range(20000):\n    print(i, flush=True)"
+# After the reply, iopub silent this long means the idle was lost (the
+# server's IOPub high-water mark drops messages of a fast cell, see
+# bench/gateway_jc.py): stop waiting instead of hanging.
+QUIET = 5.0
 
 
 def start_server(tmp):
@@ -86,6 +90,7 @@ def python_client(url, token):
     ws = websocket.create_connection(
         "ws://%s/api/kernels/%s/channels?session_id=%s" % (url, kid, sess),
         header=["Authorization: token " + token])
+    ws.settimeout(QUIET)
 
     def execute(code):
         mid = str(uuid.uuid4())
@@ -100,7 +105,12 @@ def python_client(url, token):
             "buffers": []}))
         reply = idle = False
         while not (reply and idle):
-            m = json.loads(ws.recv())
+            try:
+                m = json.loads(ws.recv())
+            except websocket.WebSocketTimeoutException:
+                if reply:
+                    break
+                raise
             if m["parent_header"].get("msg_id") != mid:
                 continue
             reply |= m["msg_type"] == "execute_reply"

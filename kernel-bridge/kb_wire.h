@@ -71,7 +71,8 @@ void kb_wire_stats_add(kb_wire_stats_t *dst, const kb_wire_stats_t *src);
 /* How many messages were refused between the snapshot `before` and `now`
  * (every counter but accepted and foreign: a message for an earlier
  * request is routine), with the breakdown in out[size], e.g.
- * "oversized: 1, malformed: 2" ("" when none). */
+ * "oversized: 1, malformed: 2" ("" when none; `out` may be NULL when
+ * `size` is 0). */
 uint64_t kb_wire_stats_refused(const kb_wire_stats_t *before,
                                const kb_wire_stats_t *now, char *out,
                                size_t size);

@@ -46,7 +46,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         kb_msg_destroy(&m2);
         buf_release(&b);
         kb_msg_destroy(&m);
-    } else if (err.text[0] == '\0' || stats.malformed + stats.foreign != 1) {
+    } else if (err.text[0] == '\0' ||
+               kb_wire_stats_refused(&(kb_wire_stats_t){0}, &stats, NULL, 0) +
+                       stats.foreign !=
+                   1) {
         abort(); /* a refusal always says why, and is counted once */
     }
     free(frame);
