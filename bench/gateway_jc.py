@@ -40,7 +40,8 @@ kernel WebSockets, so a reply written right after a small status message
 waits for the client's delayed ACK (up to 40 ms on Linux). Measured here
 with the tornado client: `pass` p50 48 ms stock, 13 ms with the server
 patched to set_nodelay(True). Every client through this server pays it
-unless it acknowledges at once (TCP_QUICKACK after each read).
+unless it acknowledges at once (TCP_QUICKACK after each read), as ours
+does (bench/gateway.py: p50 4.3 ms against 48 ms without it).
 """
 import asyncio
 import json
