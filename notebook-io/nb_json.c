@@ -347,29 +347,56 @@ nb_json_dumps(const json_t *v, size_t *len)
 /* The rewrite nb_json_loadb hands to jansson: every literal jansson would
  * refuse becomes a marked string, "\u0000" + nonce + 'R' + literal, and
  * every lone surrogate escape in a string value "\u0000" + nonce + 'S' +
- * its 4 hex digits. The nonce occurs nowhere in the input. */
+ * its 4 hex digits. The nonce occurs nowhere in the input.
+ *
+ * Almost every notebook needs no rewrite, so the walk first runs dry
+ * (`copy` 0: nothing is written, it stops at the first rewrite needed) and
+ * jansson reads the input itself; only when a rewrite is needed does it
+ * run again, copying the unchanged runs of bytes whole. */
 enum { NONCE_LEN = 16 };
 
 typedef struct s_lenient {
     const char *in;
     size_t len, pos;
+    int copy;       /* 1: write the rewrite to `out`; 0: dry run */
+    int rewrite;    /* a rewrite is needed (the dry run stops there) */
+    size_t emitted; /* in[0..emitted) is accounted for in `out` */
     buf_t out;
     char nonce[NONCE_LEN + 1];
     size_t marks; /* markers written */
 } s_lenient_t;
 
+/* Copy the input up to `upto` (exclusive) to `out`, unchanged. */
 static void
-s_mark(s_lenient_t *l, char kind, const char *text, size_t n)
+s_flush(s_lenient_t *l, size_t upto)
 {
+    if (l->copy && upto > l->emitted)
+        buf_append(&l->out, l->in + l->emitted, upto - l->emitted);
+    if (upto > l->emitted)
+        l->emitted = upto;
+}
+
+/* Replace in[l->pos .. l->pos + skip) by `text` (a marker of `kind`, or
+ * with kind 0 the text itself). */
+static void
+s_replace(s_lenient_t *l, char kind, const char *text, size_t n, size_t skip)
+{
+    l->rewrite = 1;
+    if (!l->copy)
+        return;
+    s_flush(l, l->pos);
     if (kind == 'R') /* a value of its own: a whole string */
         buf_append(&l->out, "\"", 1);
-    buf_puts(&l->out, "\\u0000");
-    buf_puts(&l->out, l->nonce);
-    buf_append(&l->out, &kind, 1);
+    if (kind) {
+        buf_puts(&l->out, "\\u0000");
+        buf_puts(&l->out, l->nonce);
+        buf_append(&l->out, &kind, 1);
+        l->marks++;
+    }
     buf_append(&l->out, text, n);
     if (kind == 'R')
         buf_append(&l->out, "\"", 1);
-    l->marks++;
+    l->emitted = l->pos + skip;
 }
 
 static int
@@ -406,46 +433,50 @@ s_is_key(const s_lenient_t *l, size_t start)
     return 0;
 }
 
-/* Copy a string (l->pos at its opening quote), rewriting lone surrogates. */
+/* Walk a string (l->pos at its opening quote), rewriting lone surrogates. */
 static void
 s_copy_string(s_lenient_t *l)
 {
     size_t start = ++l->pos;
     int key = -1; /* unknown until a lone surrogate needs it */
-    buf_append(&l->out, "\"", 1);
-    while (l->pos < l->len && l->in[l->pos] != '"') {
+    while (l->pos < l->len) {
+        /* Only a quote or a backslash matters here. */
         const char *p = l->in + l->pos;
+        size_t rest = l->len - l->pos, k = 0;
+        while (k < rest && p[k] != '"' && p[k] != '\\')
+            k++;
+        l->pos += k;
+        if (k == rest || p[k] == '"')
+            break;
+        p += k;
         unsigned cp, lo;
-        if (*p != '\\' || l->pos + 1 >= l->len) {
-            buf_append(&l->out, p, 1);
+        if (l->pos + 1 >= l->len) {
             l->pos++;
             continue;
         }
         if (p[1] != 'u' || s_hex4(p + 2, l->len - l->pos - 2, &cp) ||
             cp < 0xD800 || cp > 0xDFFF) {
-            buf_append(&l->out, p, 2);
             l->pos += 2;
             continue;
         }
         if (cp < 0xDC00 && l->pos + 12 <= l->len && p[6] == '\\' &&
             p[7] == 'u' && !s_hex4(p + 8, 4, &lo) && lo >= 0xDC00 &&
             lo <= 0xDFFF) {
-            buf_append(&l->out, p, 12); /* a proper pair */
-            l->pos += 12;
+            l->pos += 12; /* a proper pair */
             continue;
         }
         if (key < 0)
             key = s_is_key(l, start);
         if (key)
-            buf_puts(&l->out, "\\ufffd");
+            s_replace(l, 0, "\\ufffd", 6, 6);
         else
-            s_mark(l, 'S', p + 2, 4);
+            s_replace(l, 'S', p + 2, 4, 6);
+        if (!l->copy)
+            return;
         l->pos += 6;
     }
-    if (l->pos < l->len) {
-        buf_append(&l->out, "\"", 1);
+    if (l->pos < l->len)
         l->pos++;
-    }
 }
 
 /* A number or NaN/Infinity literal at l->pos. */
@@ -458,7 +489,7 @@ s_copy_literal(s_lenient_t *l)
     for (size_t i = 0; i < 3; i++) {
         size_t w = strlen(words[i]);
         if (rest >= w && !memcmp(p, words[i], w)) {
-            s_mark(l, 'R', words[i], w);
+            s_replace(l, 'R', words[i], w, w);
             l->pos += w;
             return;
         }
@@ -468,29 +499,28 @@ s_copy_literal(s_lenient_t *l)
                         (strchr(".eE", p[n]) && (real = 1))))
         n++;
     if (n == 0) { /* not ours: let jansson report it */
-        buf_append(&l->out, p, 1);
         l->pos++;
         return;
     }
-    char *text = xstrndup(p, n);
-    errno = 0;
-    if (real) {
-        double d = strtod(text, NULL);
-        if (errno == ERANGE && isinf(d))
-            s_mark(l, 'R', d < 0 ? "-Infinity" : "Infinity", d < 0 ? 9 : 8);
-        else
-            buf_append(&l->out, p, n);
-    } else {
-        (void)strtoll(text, NULL, 10);
-        if (errno == ERANGE) {
+    /* Fewer than 19 characters: an integer fits in 64 bits, and a real
+     * without an exponent that long cannot overflow a double. */
+    if (n >= 19 || (real && memchr(p, 'e', n)) || (real && memchr(p, 'E', n))) {
+        char *text = xstrndup(p, n);
+        errno = 0;
+        if (real) {
+            double d = strtod(text, NULL);
+            if (errno == ERANGE && isinf(d))
+                s_replace(l, 'R', d < 0 ? "-Infinity" : "Infinity",
+                          d < 0 ? 9 : 8, n);
+        } else {
+            (void)strtoll(text, NULL, 10);
             /* Python writes int(text): no "-0", no leading '+' (JSON has
              * none anyway). */
-            s_mark(l, 'R', p, n);
-        } else {
-            buf_append(&l->out, p, n);
+            if (errno == ERANGE)
+                s_replace(l, 'R', p, n, n);
         }
+        free(text);
     }
-    free(text);
     l->pos += n;
 }
 
@@ -579,25 +609,38 @@ s_make_nonce(s_lenient_t *l)
     }
 }
 
+/* One walk over the input (see s_lenient_t). */
+static void
+s_walk(s_lenient_t *l)
+{
+    l->pos = 0;
+    while (l->pos < l->len && (l->copy || !l->rewrite)) {
+        char c = l->in[l->pos];
+        if (c == '"')
+            s_copy_string(l);
+        else if (c == '-' || (c >= '0' && c <= '9') || c == 'N' || c == 'I')
+            s_copy_literal(l);
+        else
+            l->pos++;
+    }
+}
+
 json_t *
 nb_json_loadb(const char *data, size_t len, json_error_t *err)
 {
     s_lenient_t l = {.in = data, .len = len};
+    json_t *root;
+
+    s_walk(&l);
+    if (!l.rewrite)
+        return json_loadb(data, len, JSON_ALLOW_NUL, err);
     s_make_nonce(&l);
     buf_init(&l.out, 0);
-    while (l.pos < len) {
-        char c = data[l.pos];
-        if (c == '"')
-            s_copy_string(&l);
-        else if (c == '-' || (c >= '0' && c <= '9') || c == 'N' || c == 'I')
-            s_copy_literal(&l);
-        else {
-            buf_append(&l.out, data + l.pos, 1);
-            l.pos++;
-        }
-    }
-    json_t *root = json_loadb(l.out.data ? l.out.data : "", l.out.len,
-                              JSON_ALLOW_NUL, err);
+    l.copy = 1;
+    s_walk(&l);
+    s_flush(&l, len);
+    root = json_loadb(l.out.data ? l.out.data : "", l.out.len, JSON_ALLOW_NUL,
+                      err);
     if (root && l.marks)
         s_unmark_tree(&l, root);
     buf_release(&l.out);
