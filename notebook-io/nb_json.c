@@ -609,6 +609,350 @@ s_make_nonce(s_lenient_t *l)
     }
 }
 
+/* ---- fast strict reading ---------------------------------------------- */
+
+/* jansson reads a character at a time through a callback (about 100 MB/s
+ * here), so nb_json_loadb first tries this reader, which takes the
+ * document from the buffer directly and builds the same jansson values.
+ * It declines (returns NULL) on anything but plain, valid JSON holding
+ * nothing Python-only: NaN, Infinity, integers past 64 bits, a real past
+ * the double range, a lone surrogate escape, "\u0000", a nesting deeper
+ * than S_FAST_DEPTH, or any error. Declined text goes the way it went
+ * before (the lenient rewrite, then jansson), so what a document reads as,
+ * and every error message, stay jansson's. On what it accepts it gives
+ * what json_loadb(data, len, JSON_ALLOW_NUL) gives. */
+enum { S_FAST_DEPTH = 512 };
+
+typedef struct s_fast {
+    const unsigned char *p, *end; /* the rest of the input */
+    char *scratch;                /* decoded strings with escapes */
+    size_t cap;                   /* bytes allocated at `scratch` */
+    int depth;                    /* containers open */
+} s_fast_t;
+
+static json_t *s_fast_value(s_fast_t *f);
+
+static void
+s_fast_ws(s_fast_t *f)
+{
+    while (f->p < f->end &&
+           (*f->p == ' ' || *f->p == '\n' || *f->p == '\r' || *f->p == '\t'))
+        f->p++;
+}
+
+/* The length of the valid UTF-8 sequence (2-4 bytes) at p, with the
+ * rules jansson applies (no overlong forms, no surrogates, nothing past
+ * U+10FFFF), or 0. */
+static size_t
+s_fast_utf8(const unsigned char *p, const unsigned char *end)
+{
+    unsigned c = p[0];
+    size_t n = c >= 0xC2 && c <= 0xDF   ? 2
+               : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4
+                                        : 0;
+    if (n == 0 || (size_t)(end - p) < n)
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F) ||
+        (c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F))
+        return 0;
+    return n;
+}
+
+static int
+s_fast_reserve(s_fast_t *f, size_t need)
+{
+    if (need <= f->cap)
+        return 0;
+    size_t cap = f->cap ? f->cap : 256;
+    while (cap < need)
+        cap *= 2;
+    char *grown = realloc(f->scratch, cap);
+    if (!grown)
+        return -1;
+    f->scratch = grown;
+    f->cap = cap;
+    return 0;
+}
+
+/* A string (f->p just past its opening quote): its bytes, decoded, in
+ * *s and *n; *s points into the input when the string has no escapes,
+ * else into f->scratch. 0, or -1 to decline. */
+static int
+s_fast_string(s_fast_t *f, const char **s, size_t *n)
+{
+    const unsigned char *start = f->p, *p = f->p, *end = f->end;
+    size_t used = 0; /* bytes decoded into scratch so far */
+    int escaped = 0;
+
+    for (;;) {
+        while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
+            p++;
+        if (p >= end || *p < 0x20)
+            return -1;
+        if (*p >= 0x80) {
+            size_t k = s_fast_utf8(p, end);
+            if (!k)
+                return -1;
+            p += k;
+            continue;
+        }
+        if (*p == '"')
+            break;
+        /* A backslash: move what came before it to scratch, then decode. */
+        if (s_fast_reserve(f, used + (size_t)(p - start) + 4))
+            return -1;
+        memcpy(f->scratch + used, start, (size_t)(p - start));
+        used += (size_t)(p - start);
+        escaped = 1;
+        if (end - p < 2)
+            return -1;
+        unsigned cp = 0, lo = 0;
+        char c = (char)p[1];
+        static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+        const char *simple = c ? strchr(from, c) : NULL;
+        int hex = c == 'u' &&
+                  !s_hex4((const char *)p + 2, (size_t)(end - p - 2), &cp);
+        if (simple) {
+            f->scratch[used++] = to[simple - from];
+            p += 2;
+        } else if (hex && cp != 0 && (cp < 0xD800 || cp > 0xDFFF)) {
+            p += 6;
+            if (cp < 0x80) {
+                f->scratch[used++] = (char)cp;
+            } else if (cp < 0x800) {
+                f->scratch[used++] = (char)(0xC0 | cp >> 6);
+                f->scratch[used++] = (char)(0x80 | (cp & 0x3F));
+            } else {
+                f->scratch[used++] = (char)(0xE0 | cp >> 12);
+                f->scratch[used++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                f->scratch[used++] = (char)(0x80 | (cp & 0x3F));
+            }
+        } else if (hex && cp >= 0xD800 && cp < 0xDC00 && end - p >= 12 &&
+                   p[6] == '\\' && p[7] == 'u' &&
+                   !s_hex4((const char *)p + 8, 4, &lo) && lo >= 0xDC00 &&
+                   lo <= 0xDFFF) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            p += 12;
+            f->scratch[used++] = (char)(0xF0 | cp >> 18);
+            f->scratch[used++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+            f->scratch[used++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            f->scratch[used++] = (char)(0x80 | (cp & 0x3F));
+        } else {
+            return -1; /* unknown escape, \u0000 or a lone surrogate */
+        }
+        start = p;
+    }
+    f->p = p + 1;
+    if (!escaped) {
+        *s = (const char *)start;
+        *n = (size_t)(p - start);
+        return 0;
+    }
+    if (s_fast_reserve(f, used + (size_t)(p - start) + 1))
+        return -1;
+    memcpy(f->scratch + used, start, (size_t)(p - start));
+    used += (size_t)(p - start);
+    f->scratch[used] = '\0';
+    *s = f->scratch;
+    *n = used;
+    return 0;
+}
+
+/* A number, with jansson's grammar and conversions (strtoll, strtod). */
+static json_t *
+s_fast_number(s_fast_t *f)
+{
+    const unsigned char *p = f->p, *end = f->end;
+    int real = 0;
+    char text[64];
+
+    if (p < end && *p == '-')
+        p++;
+    if (p < end && *p == '0') {
+        p++;
+    } else if (p < end && *p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    } else {
+        return NULL;
+    }
+    if (p < end && *p == '.') {
+        real = 1;
+        if (++p >= end || *p < '0' || *p > '9')
+            return NULL;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        real = 1;
+        if (++p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end || *p < '0' || *p > '9')
+            return NULL;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    size_t n = (size_t)(p - f->p);
+    if (n >= sizeof text || (!real && n >= 19))
+        return NULL; /* may be past 64 bits: the lenient path decides */
+    memcpy(text, f->p, n);
+    text[n] = '\0';
+    f->p = p;
+    char *stop;
+    errno = 0;
+    if (!real) {
+        long long i = strtoll(text, &stop, 10);
+        return *stop || errno ? NULL : json_integer((json_int_t)i);
+    }
+    double d = strtod(text, &stop);
+    if (*stop || (errno == ERANGE && isinf(d)))
+        return NULL; /* another locale's decimal point, or an overflow */
+    return json_real(d);
+}
+
+static json_t *
+s_fast_array(s_fast_t *f)
+{
+    json_t *a = json_array(), *v;
+    s_fast_ws(f);
+    if (f->p < f->end && *f->p == ']') {
+        f->p++;
+        return a;
+    }
+    for (;;) {
+        if (!(v = s_fast_value(f)) || json_array_append_new(a, v))
+            break;
+        s_fast_ws(f);
+        if (f->p >= f->end)
+            break;
+        if (*f->p++ == ']')
+            return a;
+        if (f->p[-1] != ',')
+            break;
+        s_fast_ws(f);
+    }
+    json_decref(a);
+    return NULL;
+}
+
+static json_t *
+s_fast_object(s_fast_t *f)
+{
+    json_t *o = json_object(), *v;
+    const char *s;
+    size_t n;
+    s_fast_ws(f);
+    if (f->p < f->end && *f->p == '}') {
+        f->p++;
+        return o;
+    }
+    for (;;) {
+        if (f->p >= f->end || *f->p++ != '"' || s_fast_string(f, &s, &n))
+            break;
+        /* The key, NUL-terminated: a copy unless it is in scratch. */
+        char small[64], *key = s == f->scratch    ? f->scratch
+                               : n < sizeof small ? small
+                                                  : malloc(n + 1);
+        if (!key)
+            break;
+        if (key != s) {
+            memcpy(key, s, n);
+            key[n] = '\0';
+        }
+        s_fast_ws(f);
+        int rc = -1;
+        if (f->p < f->end && *f->p++ == ':') {
+            s_fast_ws(f);
+            /* The value may reuse scratch: keep the key elsewhere. */
+            char *kept = key == f->scratch ? strdup(key) : key;
+            if (kept && (v = s_fast_value(f)))
+                rc = json_object_set_new_nocheck(o, kept, v);
+            if (kept != key)
+                free(kept);
+        }
+        if (key != small && key != f->scratch)
+            free(key);
+        if (rc)
+            break;
+        s_fast_ws(f);
+        if (f->p >= f->end)
+            break;
+        if (*f->p++ == '}')
+            return o;
+        if (f->p[-1] != ',')
+            break;
+        s_fast_ws(f);
+    }
+    json_decref(o);
+    return NULL;
+}
+
+static int
+s_fast_word(s_fast_t *f, const char *word, size_t n)
+{
+    if ((size_t)(f->end - f->p) < n || memcmp(f->p, word, n))
+        return -1;
+    f->p += n;
+    return 0;
+}
+
+static json_t *
+s_fast_value(s_fast_t *f)
+{
+    const char *s;
+    size_t n;
+    json_t *v = NULL;
+
+    if (f->p >= f->end)
+        return NULL;
+    switch (*f->p) {
+    case '{':
+    case '[':
+        if (f->depth >= S_FAST_DEPTH)
+            return NULL;
+        f->depth++;
+        v = *f->p++ == '{' ? s_fast_object(f) : s_fast_array(f);
+        f->depth--;
+        return v;
+    case '"':
+        f->p++;
+        return s_fast_string(f, &s, &n) ? NULL : json_stringn_nocheck(s, n);
+    case 't':
+        return s_fast_word(f, "true", 4) ? NULL : json_true();
+    case 'f':
+        return s_fast_word(f, "false", 5) ? NULL : json_false();
+    case 'n':
+        return s_fast_word(f, "null", 4) ? NULL : json_null();
+    default:
+        return s_fast_number(f);
+    }
+}
+
+/* A document: an object or array (jansson's default), nothing after it
+ * but whitespace. */
+static json_t *
+s_fast_load(const char *data, size_t len)
+{
+    s_fast_t f = {.p = (const unsigned char *)data,
+                  .end = (const unsigned char *)data + len};
+    json_t *root = NULL;
+
+    s_fast_ws(&f);
+    if (f.p < f.end && (*f.p == '{' || *f.p == '['))
+        root = s_fast_value(&f);
+    s_fast_ws(&f);
+    if (root && f.p != f.end) {
+        json_decref(root);
+        root = NULL;
+    }
+    free(f.scratch);
+    return root;
+}
+
 /* One walk over the input (see s_lenient_t). */
 static void
 s_walk(s_lenient_t *l)
@@ -627,6 +971,16 @@ s_walk(s_lenient_t *l)
 
 json_t *
 nb_json_loadb(const char *data, size_t len, json_error_t *err)
+{
+    json_t *root = s_fast_load(data, len);
+
+    if (root)
+        return root;
+    return nb_json_loadb_reference(data, len, err);
+}
+
+json_t *
+nb_json_loadb_reference(const char *data, size_t len, json_error_t *err)
 {
     s_lenient_t l = {.in = data, .len = len};
     json_t *root;
