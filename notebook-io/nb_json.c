@@ -853,28 +853,21 @@ s_fast_object(s_fast_t *f)
     for (;;) {
         if (f->p >= f->end || *f->p++ != '"' || s_fast_string(f, &s, &n))
             break;
-        /* The key, NUL-terminated: a copy unless it is in scratch. */
-        char small[64], *key = s == f->scratch    ? f->scratch
-                               : n < sizeof small ? small
-                                                  : malloc(n + 1);
+        /* The key, NUL-terminated, copied: the value may reuse (and move)
+         * the scratch buffer a key with escapes was decoded into. */
+        char small[64], *key = n < sizeof small ? small : malloc(n + 1);
         if (!key)
             break;
-        if (key != s) {
-            memcpy(key, s, n);
-            key[n] = '\0';
-        }
+        memcpy(key, s, n);
+        key[n] = '\0';
         s_fast_ws(f);
         int rc = -1;
         if (f->p < f->end && *f->p++ == ':') {
             s_fast_ws(f);
-            /* The value may reuse scratch: keep the key elsewhere. */
-            char *kept = key == f->scratch ? strdup(key) : key;
-            if (kept && (v = s_fast_value(f)))
-                rc = json_object_set_new_nocheck(o, kept, v);
-            if (kept != key)
-                free(kept);
+            if ((v = s_fast_value(f)))
+                rc = json_object_set_new_nocheck(o, key, v);
         }
-        if (key != small && key != f->scratch)
+        if (key != small)
             free(key);
         if (rc)
             break;
