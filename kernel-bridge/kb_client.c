@@ -1,24 +1,19 @@
 #include "kb_client.h"
 
+#include "kernel-bridge/kb_transport.h"
 #include "kernel-bridge/kb_zmq.h"
 
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <zmq.h>
 
 #define DEFAULT_MAX_MSG ((int64_t)256 << 20)
 #define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 #define TICK_MS 100
-#define HB_INTERVAL_MS 3000
-#define HB_TIMEOUT_MS 10000
-#define IOPUB_RCVHWM 100000
 #define KB_HELD_MAX 16
 /* One drain round reads at most DRAIN_MAX messages (dropped ones included)
  * or for DRAIN_MS from one channel, then the waiting loop looks at its
@@ -41,10 +36,7 @@
 #define STREAK_PAUSE_US 1000
 
 struct kb_client {
-    void *zctx;                  /* zmq context, owned unless borrowed */
-    bool borrowed_ctx;           /* zctx is the caller's */
-    void *sock[KB_NCHANNELS];    /* owned sockets, indexed by channel */
-    kb_key_t *key;               /* owned HMAC key */
+    kb_transport_t *tp;          /* owned: how messages travel */
     char session[37];            /* our session id (also routing id) */
     char *username;              /* owned */
     kb_wire_stats_t stats;       /* what was accepted and dropped */
@@ -52,13 +44,9 @@ struct kb_client {
     size_t max_output;           /* per-execution output cap */
     int watch_fd;                /* readable when the kernel died; -1 */
     bool use_hb;                 /* ping the heartbeat while waiting */
-    bool hb_pending;             /* a ping is out without its pong */
     kb_msg_t *held[KB_HELD_MAX]; /* owned shell replies a request read that
                            belong to someone else (an execution in flight) */
     size_t nheld;
-    void *stdin_mon;    /* owned PAIR: events of the stdin socket */
-    bool stdin_ready;   /* stdin finished its ZMTP handshake */
-    int64_t hb_sent_ms; /* when that ping went out */
 };
 
 struct kb_exec {
@@ -76,52 +64,9 @@ kb_exec_opts_init(kb_exec_opts_t *o)
     o->stop_on_error = true;
 }
 
-static void *
-s_socket(kb_client_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
-         int64_t max_msg, err_t *err)
-{
-    char endpoint[256];
-    void *s = zmq_socket(c->zctx, type);
-    if (!s) {
-        err_set(err, ERR_KERNEL, "cannot create %s socket: %s",
-                kb_channel_name(ch), zmq_strerror(errno));
-        return NULL;
-    }
-    int linger = 0;
-    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
-    if (type == ZMQ_DEALER)
-        zmq_setsockopt(s, ZMQ_ROUTING_ID, c->session, strlen(c->session));
-    if (type == ZMQ_SUB) {
-        /* libzmq's default of 1000 queued messages drops outputs (and the
-         * final idle status) whenever we fall behind a chatty cell. */
-        int hwm = IOPUB_RCVHWM;
-        zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
-        zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
-    }
-    if (type == ZMQ_REQ) { /* a lost pong must not wedge the socket */
-        int on = 1;
-        zmq_setsockopt(s, ZMQ_REQ_RELAXED, &on, sizeof on);
-        zmq_setsockopt(s, ZMQ_REQ_CORRELATE, &on, sizeof on);
-    }
-    kb_conn_endpoint(conn, ch, endpoint, sizeof endpoint);
-    if (zmq_connect(s, endpoint) != 0) {
-        err_set(err, ERR_KERNEL, "cannot connect %s to %s: %s",
-                kb_channel_name(ch), endpoint, zmq_strerror(errno));
-        zmq_close(s);
-        return NULL;
-    }
-    return s;
-}
-
 kb_client_t *
 kb_client_new(const kb_conn_t *conn, const kb_client_opts_t *opts, err_t *err)
 {
-    static const int types[KB_NCHANNELS] = {[KB_SHELL] = ZMQ_DEALER,
-                                            [KB_IOPUB] = ZMQ_SUB,
-                                            [KB_STDIN] = ZMQ_DEALER,
-                                            [KB_CONTROL] = ZMQ_DEALER,
-                                            [KB_HB] = ZMQ_REQ};
     kb_client_opts_t defaults = {0};
     if (!opts)
         opts = &defaults;
@@ -131,70 +76,39 @@ kb_client_new(const kb_conn_t *conn, const kb_client_opts_t *opts, err_t *err)
                 "unsigned); pass --allow-unsigned if you really mean it");
         return NULL;
     }
+    char session[37];
+    kb_msg_new_uuid(session);
+    int64_t max_msg =
+        opts->max_msg_bytes ? opts->max_msg_bytes : DEFAULT_MAX_MSG;
+    kb_transport_t *tp =
+        kb_transport_zmq_new(conn, session, max_msg, opts->zmq_ctx, err);
+    if (!tp)
+        return NULL;
+    return kb_client_new_transport(&tp, session, opts);
+}
+
+kb_client_t *
+kb_client_new_transport(kb_transport_t **tp, const char *session,
+                        const kb_client_opts_t *opts)
+{
+    kb_client_opts_t defaults = {0};
+    if (!opts)
+        opts = &defaults;
     kb_client_t *c = xcalloc(1, sizeof *c);
+    c->tp = *tp;
+    *tp = NULL;
     c->watch_fd = -1;
-    c->borrowed_ctx = opts->zmq_ctx != NULL;
-    c->zctx = opts->zmq_ctx ? opts->zmq_ctx : zmq_ctx_new();
-    c->key = kb_key_new(conn->key, strlen(conn->key));
-    kb_msg_new_uuid(c->session);
+    if (session)
+        snprintf(c->session, sizeof c->session, "%s", session);
+    else
+        kb_msg_new_uuid(c->session);
     c->username = xstrdup(opts->username ? opts->username : "jupyter-agent");
     c->max_output =
         opts->max_output_bytes ? opts->max_output_bytes : DEFAULT_MAX_OUTPUT;
     int64_t max_msg =
         opts->max_msg_bytes ? opts->max_msg_bytes : DEFAULT_MAX_MSG;
     c->limits.max_bytes = (size_t)max_msg;
-    for (int ch = 0; ch < KB_NCHANNELS; ch++) {
-        c->sock[ch] =
-            s_socket(c, (kb_channel_t)ch, types[ch], conn, max_msg, err);
-        if (!c->sock[ch]) {
-            kb_client_destroy(&c);
-            return NULL;
-        }
-    }
-    /* The kernel's stdin ROUTER drops an input_request addressed to a peer
-     * whose handshake has not finished, so readiness includes it. */
-    char mon[80];
-    snprintf(mon, sizeof mon, "inproc://kb-stdin-%s", c->session);
-    if (zmq_socket_monitor(c->sock[KB_STDIN], mon,
-                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
-        c->stdin_mon = zmq_socket(c->zctx, ZMQ_PAIR);
-        if (zmq_connect(c->stdin_mon, mon) != 0) {
-            zmq_close(c->stdin_mon);
-            c->stdin_mon = NULL;
-        }
-    }
-    if (!c->stdin_mon)
-        c->stdin_ready = true; /* cannot tell: do not wait for it */
     return c;
-}
-
-/* Consume monitor events; true once the stdin handshake succeeded. */
-static bool
-s_stdin_ready(kb_client_t *c)
-{
-    while (!c->stdin_ready && c->stdin_mon) {
-        zmq_msg_t ev;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, c->stdin_mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            break;
-        }
-        bool more = zmq_msg_more(&ev);
-        if (zmq_msg_size(&ev) >= 2) {
-            uint16_t event;
-            memcpy(&event, zmq_msg_data(&ev), sizeof event);
-            if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
-                c->stdin_ready = true;
-        }
-        zmq_msg_close(&ev);
-        while (more) { /* the endpoint frame */
-            zmq_msg_init(&ev);
-            zmq_msg_recv(&ev, c->stdin_mon, 0);
-            more = zmq_msg_more(&ev);
-            zmq_msg_close(&ev);
-        }
-    }
-    return c->stdin_ready;
 }
 
 void
@@ -205,16 +119,8 @@ kb_client_destroy(kb_client_t **pc)
     kb_client_t *c = *pc;
     for (size_t i = 0; i < c->nheld; i++)
         kb_msg_destroy(&c->held[i]);
-    if (c->stdin_mon) {
-        zmq_socket_monitor(c->sock[KB_STDIN], NULL, 0);
-        zmq_close(c->stdin_mon);
-    }
-    for (int ch = 0; ch < KB_NCHANNELS; ch++)
-        if (c->sock[ch])
-            zmq_close(c->sock[ch]);
-    if (c->zctx && !c->borrowed_ctx)
-        zmq_ctx_term(c->zctx);
-    kb_key_destroy(&c->key);
+    if (c->tp)
+        c->tp->ops->destroy(c->tp);
     free(c->username);
     free(c);
     *pc = NULL;
@@ -247,7 +153,7 @@ kb_client_session(const kb_client_t *c)
 static int
 s_send(kb_client_t *c, kb_channel_t ch, const kb_msg_t *msg, err_t *err)
 {
-    return kb_zmq_send(c->sock[ch], msg, c->key, kb_channel_name(ch), err);
+    return c->tp->ops->send(c->tp, ch, msg, err);
 }
 
 /* The budget of one drain round on one channel. */
@@ -272,8 +178,8 @@ s_next(kb_client_t *c, kb_channel_t ch, const kb_zmq_limits_t *lim,
     while (r->n < DRAIN_MAX && clock_mono_ms() < r->until) {
         err_t err;
         r->n++;
-        kb_msg_t *msg = kb_zmq_recv(c->sock[ch], c->key, lim ? lim : &c->limits,
-                                    &c->stats, &err);
+        kb_msg_t *msg = c->tp->ops->recv(c->tp, ch, lim ? lim : &c->limits,
+                                         &c->stats, &err);
         if (msg || !err.code)
             return msg;
         log_debug("%s: %s", kb_channel_name(ch), err.text);
@@ -292,54 +198,13 @@ s_take_held(kb_client_t *c)
     return m;
 }
 
-/* Heartbeat bookkeeping while waiting: returns -1 when the kernel has not
- * answered a ping for HB_TIMEOUT_MS. */
-static int
-s_heartbeat_tick(kb_client_t *c)
-{
-    if (!c->use_hb)
-        return 0;
-    int64_t now = clock_mono_ms();
-    if (c->hb_pending) {
-        char buf[64];
-        if (zmq_recv(c->sock[KB_HB], buf, sizeof buf, ZMQ_DONTWAIT) >= 0)
-            c->hb_pending = false;
-        else if (now - c->hb_sent_ms > HB_TIMEOUT_MS)
-            return -1;
-    } else if (now - c->hb_sent_ms > HB_INTERVAL_MS) {
-        if (zmq_send(c->sock[KB_HB], "ping", 4, ZMQ_DONTWAIT) == 4) {
-            c->hb_pending = true;
-            c->hb_sent_ms = now;
-        }
-    }
-    return 0;
-}
-
-/* Wait up to `ms` for any socket in `mask` (bit per channel) or the watch
- * fd. Returns a bitmask of ready channels, KB_NCHANNELS bit for the watch
- * fd, or 0 on timeout. */
+/* Wait up to `ms` for any channel in `mask` (bit per channel) or the
+ * watch fd. Returns a bitmask of ready channels, KB_TRANSPORT_GONE when the
+ * kernel is gone, or 0 on timeout. */
 static unsigned
 s_poll(kb_client_t *c, unsigned mask, int ms)
 {
-    zmq_pollitem_t items[KB_NCHANNELS + 1];
-    int map[KB_NCHANNELS + 1];
-    int n = 0;
-    for (int ch = 0; ch < KB_NCHANNELS; ch++)
-        if (mask & (1u << ch)) {
-            items[n] = (zmq_pollitem_t){c->sock[ch], 0, ZMQ_POLLIN, 0};
-            map[n++] = ch;
-        }
-    if (c->watch_fd >= 0) {
-        items[n] = (zmq_pollitem_t){NULL, c->watch_fd, ZMQ_POLLIN, 0};
-        map[n++] = KB_NCHANNELS;
-    }
-    if (zmq_poll(items, n, ms) <= 0)
-        return 0;
-    unsigned ready = 0;
-    for (int i = 0; i < n; i++)
-        if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
-            ready |= 1u << map[i];
-    return ready;
+    return c->tp->ops->poll(c->tp, mask, c->watch_fd, ms);
 }
 
 static kb_msg_t *
@@ -371,7 +236,7 @@ kb_client_request(kb_client_t *c, kb_channel_t ch, const char *msg_type,
          * it), which its own wait must still see. */
         unsigned ready =
             s_poll(c, 1u << ch, left < TICK_MS ? (int)left : TICK_MS);
-        if (ready & (1u << KB_NCHANNELS)) {
+        if (ready & KB_TRANSPORT_GONE) {
             err_set(err, ERR_KERNEL, "the kernel exited while waiting for %s",
                     msg_type);
             goto out;
@@ -417,7 +282,7 @@ kb_client_send_pump(kb_client_t *c, const char *msg_type, json_t *content,
         }
         unsigned ready =
             s_poll(c, 1u << KB_IOPUB, left < TICK_MS ? (int)left : TICK_MS);
-        if (ready & (1u << KB_NCHANNELS)) {
+        if (ready & KB_TRANSPORT_GONE) {
             err_set(err, ERR_KERNEL, "the kernel exited after %s", msg_type);
             goto out;
         }
@@ -487,7 +352,7 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
         }
         size_t known = nids < READY_MAX_IDS ? nids : READY_MAX_IDS;
         unsigned ready = s_poll(c, (1u << KB_SHELL) | (1u << KB_IOPUB), 20);
-        if (ready & (1u << KB_NCHANNELS)) {
+        if (ready & KB_TRANSPORT_GONE) {
             err_set(err, ERR_KERNEL, "the kernel exited during start-up");
             goto fail;
         }
@@ -505,7 +370,7 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
             else
                 kb_msg_destroy(&m);
         }
-        if (reply && iopub_seen && s_stdin_ready(c))
+        if (reply && iopub_seen && c->tp->ops->ready(c->tp))
             return reply;
     }
     err_set(err, ERR_TIMEOUT,
@@ -620,9 +485,8 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
             rc = err_set(err, ERR_INTERRUPTED, "interrupted");
             break;
         }
-        if (s_heartbeat_tick(c)) {
-            rc = err_set(err, ERR_KERNEL,
-                         "the kernel stopped answering its heartbeat");
+        if (c->tp->ops->tick(c->tp, c->use_hb, err)) {
+            rc = -1;
             break;
         }
         unsigned ready = s_poll(c, mask, wait);
@@ -677,7 +541,7 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
         r = s_round();
         while ((m = s_next(c, KB_CONTROL, NULL, &r))) /* interrupt replies */
             kb_msg_destroy(&m);
-        if (ready & (1u << KB_NCHANNELS)) {
+        if (ready & KB_TRANSPORT_GONE) {
             rc = err_set(err, ERR_KERNEL, "the kernel died");
             break;
         }
@@ -698,22 +562,5 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
 int
 kb_client_heartbeat(kb_client_t *c, int timeout_ms)
 {
-    char buf[64];
-    if (c->hb_pending) { /* collect an old pong first */
-        zmq_pollitem_t it = {c->sock[KB_HB], 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, timeout_ms) <= 0)
-            return -1;
-        zmq_recv(c->sock[KB_HB], buf, sizeof buf, 0);
-        c->hb_pending = false;
-    }
-    if (zmq_send(c->sock[KB_HB], "ping", 4, 0) != 4)
-        return -1;
-    zmq_pollitem_t it = {c->sock[KB_HB], 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&it, 1, timeout_ms) <= 0) {
-        c->hb_pending = true;
-        c->hb_sent_ms = clock_mono_ms();
-        return -1;
-    }
-    zmq_recv(c->sock[KB_HB], buf, sizeof buf, 0);
-    return 0;
+    return c->tp->ops->ping(c->tp, timeout_ms);
 }

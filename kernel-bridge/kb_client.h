@@ -1,5 +1,6 @@
 /*
- * kb_client: the client side of the Jupyter protocol over libzmq.
+ * kb_client: the client side of the Jupyter protocol: the execute model
+ * over a transport (kb_transport.h; ZeroMQ sockets unless said otherwise).
  *
  * Sockets: shell, control and stdin are DEALERs sharing one routing
  * identity (so the kernel routes input_request to our stdin), iopub is a
@@ -25,6 +26,7 @@
 #include "kernel-bridge/kb_conn.h"
 #include "kernel-bridge/kb_msg.h"
 #include "kernel-bridge/kb_output.h"
+#include "kernel-bridge/kb_transport.h"
 #include "kernel-bridge/kb_wire.h"
 
 #include <stdbool.h>
@@ -71,6 +73,11 @@ void kb_exec_opts_init(kb_exec_opts_t *o);
 /* Connect to the kernel described by `conn` (copied). */
 kb_client_t *kb_client_new(const kb_conn_t *conn, const kb_client_opts_t *opts,
                            err_t *err);
+/* A client over another transport (e.g. a Jupyter Server's WebSocket,
+ * kb_gateway.h): takes ownership of *tp and NULLs it. `session` is the
+ * header.session of our messages (NULL: a new one). Never fails. */
+kb_client_t *kb_client_new_transport(kb_transport_t **tp, const char *session,
+                                     const kb_client_opts_t *opts);
 void kb_client_destroy(kb_client_t **c);
 
 /* An fd that becomes readable when the kernel is gone (a pidfd); -1 for

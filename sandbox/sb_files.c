@@ -322,6 +322,9 @@ struct sb_outdir {
     sb_files_out_opts_t o; /* caps and rules */
     uint64_t bytes;        /* written so far */
     size_t entries;        /* files and directories created so far */
+    buf_t refused;         /* "'a' (FIFO), 'b' (dot-file ...)", escaped */
+    int n_refused;         /* entries skipped since the last report */
+    unsigned n_temp;       /* temporary names handed out (sb_outfile) */
 };
 
 sb_outdir_t *
@@ -401,6 +404,7 @@ sb_outdir_open(const char *path, const sb_files_out_opts_t *o, err_t *err)
     fd = -1;
     d->path = xstrdup(path);
     d->o = *o;
+    buf_init(&d->refused, 4096);
 out:
     if (fd >= 0)
         close(fd);
@@ -417,6 +421,7 @@ sb_outdir_destroy(sb_outdir_t **p)
         return;
     close((*p)->fd);
     free((*p)->path);
+    buf_release(&(*p)->refused);
     free(*p);
     *p = NULL;
 }
@@ -425,6 +430,18 @@ const char *
 sb_outdir_path(const sb_outdir_t *d)
 {
     return d->path;
+}
+
+const sb_files_out_opts_t *
+sb_outdir_opts(const sb_outdir_t *d)
+{
+    return &d->o;
+}
+
+size_t
+sb_outdir_entries(const sb_outdir_t *d)
+{
+    return d->entries;
 }
 
 /* Reserve one entry and `bytes` against the caps; -1 + err if over. */
@@ -476,25 +493,301 @@ sb_outdir_write(sb_outdir_t *d, const char *name, const void *data, size_t len,
     return rc;
 }
 
+const char *
+sb_files_out_refusal(const char *relpath, bool is_dir, unsigned max_depth)
+{
+    if (!*relpath)
+        return "empty name";
+    if (relpath[0] == '/')
+        return "absolute path; never copied out";
+    if (strlen(relpath) >= 4096)
+        return "path too long";
+    unsigned dirs = 0;
+    for (const char *c = relpath;;) {
+        const char *start = c;
+        while (*c && *c != '/')
+            c++;
+        size_t n = (size_t)(c - start);
+        bool last = *c == '\0';
+        if (n == 2 && start[0] == '.' && start[1] == '.')
+            return "'..' leads outside; never copied out";
+        if (n == 0 || (n == 1 && start[0] == '.'))
+            return "empty or '.' component";
+        if (start[0] == '.')
+            return last && !is_dir ? "dot-file; never copied out"
+                                   : "dot-directory; never copied out";
+        if (n > 255)
+            return "name too long";
+        if (last)
+            break;
+        dirs++;
+        c++;
+    }
+    if (dirs + (is_dir ? 1 : 0) > max_depth)
+        return "directory nested too deeply";
+    return NULL;
+}
+
+/* Open (creating as needed, each new one charged) the directories of
+ * `relpath` before its last component. Returns the last directory's fd
+ * (or a dup of DIR's) and sets *leaf to the last component; -2 when
+ * refused (recorded); -1 + err. */
+static int
+s_out_dirs(sb_outdir_t *d, const char *relpath, bool all, const char **leaf,
+           err_t *err)
+{
+    const char *why = sb_files_out_refusal(relpath, all, d->o.max_depth);
+    if (why) {
+        sb_outdir_refuse(d, relpath, why);
+        return -2;
+    }
+    int fd = fcntl(d->fd, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0)
+        return err_set(err, ERR_IO, "%s: %s", d->path, strerror(errno));
+    char comp[256];
+    const char *c = relpath;
+    for (;;) {
+        const char *start = c;
+        while (*c && *c != '/')
+            c++;
+        size_t n = (size_t)(c - start);
+        if (!*c && !all) {
+            *leaf = start;
+            return fd;
+        }
+        memcpy(comp, start, n);
+        comp[n] = '\0';
+        if (mkdirat(fd, comp, 0755) == 0) {
+            if (s_outdir_charge(d, 0, relpath, err) < 0) {
+                unlinkat(fd, comp, AT_REMOVEDIR);
+                close(fd);
+                return -1;
+            }
+        } else if (errno != EEXIST) {
+            char *e = esc_dup(relpath, ESC_NAME);
+            err_set(err, ERR_IO, "creating directory for '%s': %s", e,
+                    strerror(errno));
+            free(e);
+            close(fd);
+            return -1;
+        }
+        int sub = s_open_beneath(fd, comp, O_RDONLY | O_DIRECTORY);
+        close(fd);
+        if (sub < 0) {
+            sb_outdir_refuse(d, relpath,
+                             -sub == ELOOP || -sub == ENOTDIR
+                                 ? "a file or symbolic link is in its place"
+                                 : strerror(-sub));
+            return -2;
+        }
+        fd = sub;
+        if (!*c) {
+            *leaf = c;
+            return fd;
+        }
+        c++;
+    }
+}
+
+int
+sb_outdir_mkdir(sb_outdir_t *d, const char *relpath, err_t *err)
+{
+    const char *leaf;
+    int fd = s_out_dirs(d, relpath, true, &leaf, err);
+    if (fd < 0)
+        return fd == -2 ? 1 : -1;
+    close(fd);
+    return 0;
+}
+
+struct sb_outfile {
+    sb_outdir_t *od; /* borrowed: the caps and counters */
+    int dirfd;       /* owned: the file's directory */
+    int fd;          /* owned: the temporary file */
+    char *relpath;   /* owned: as claimed, for messages */
+    char *name;      /* owned: the final name in dirfd */
+    char tmp[64];    /* the temporary dot-name in dirfd */
+};
+
+int
+sb_outdir_create(sb_outdir_t *d, const char *relpath, uint64_t size, bool exec,
+                 sb_outfile_t **out, err_t *err)
+{
+    *out = NULL;
+    const char *leaf;
+    int dirfd = s_out_dirs(d, relpath, false, &leaf, err);
+    if (dirfd < 0)
+        return dirfd == -2 ? 1 : -1;
+    struct stat st;
+    if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        sb_outdir_refuse(d, relpath, "already exists; not overwritten");
+        close(dirfd);
+        return 1;
+    }
+    if (s_outdir_charge(d, size, relpath, err) < 0) {
+        close(dirfd);
+        return -1;
+    }
+    sb_outfile_t *f = xcalloc(1, sizeof *f);
+    f->od = d;
+    f->dirfd = dirfd;
+    f->fd = -1;
+    for (int tries = 0; f->fd < 0 && tries < 100; tries++) {
+        snprintf(f->tmp, sizeof f->tmp, ".jupyter-agent-%ld-%u.part",
+                 (long)getpid(), d->n_temp++);
+        f->fd = s_create_beneath(dirfd, f->tmp,
+                                 exec && d->o.keep_exec ? 0755 : 0644);
+        if (f->fd < 0 && f->fd != -EEXIST)
+            break;
+    }
+    if (f->fd < 0) {
+        char *e = esc_dup(relpath, ESC_NAME);
+        err_set(err, ERR_IO, "creating copy of '%s' in '%s': %s", e, d->path,
+                strerror(-f->fd));
+        free(e);
+        close(dirfd);
+        free(f);
+        return -1;
+    }
+    f->relpath = xstrdup(relpath);
+    f->name = xstrdup(leaf);
+    *out = f;
+    return 0;
+}
+
+int
+sb_outfile_write(sb_outfile_t *f, const void *data, size_t len, err_t *err)
+{
+    sb_outdir_t *d = f->od;
+    if (len > d->o.max_bytes || d->bytes > d->o.max_bytes - len) {
+        char *e = esc_dup(f->relpath, ESC_NAME);
+        err_set(err, ERR_IO,
+                "'%s' would pass the %llu-byte cap on files copied out; "
+                "stopped",
+                e, (unsigned long long)d->o.max_bytes);
+        free(e);
+        return -1;
+    }
+    if (file_write_all(f->fd, data, len) < 0) {
+        char *e = esc_dup(f->relpath, ESC_NAME);
+        err_set(err, ERR_IO, "writing '%s' in '%s': %s", e, d->path,
+                strerror(errno));
+        free(e);
+        return -1;
+    }
+    d->bytes += len;
+    return 0;
+}
+
+static void
+s_outfile_free(sb_outfile_t *f)
+{
+    if (f->fd >= 0)
+        close(f->fd);
+    close(f->dirfd);
+    free(f->relpath);
+    free(f->name);
+    free(f);
+}
+
+void
+sb_outfile_abort(sb_outfile_t **p)
+{
+    if (!p || !*p)
+        return;
+    unlinkat((*p)->dirfd, (*p)->tmp, 0);
+    s_outfile_free(*p);
+    *p = NULL;
+}
+
+int
+sb_outfile_commit(sb_outfile_t **p, err_t *err)
+{
+    sb_outfile_t *f = *p;
+    *p = NULL;
+    int rc = 0;
+    if (close(f->fd) < 0) {
+        f->fd = -1;
+        char *e = esc_dup(f->relpath, ESC_NAME);
+        rc = err_set(err, ERR_IO, "writing '%s' in '%s': %s", e, f->od->path,
+                     strerror(errno));
+        free(e);
+        goto out;
+    }
+    f->fd = -1;
+    /* Never over an existing entry: RENAME_NOREPLACE, or where the
+     * filesystem lacks it, a hard link (which fails on EEXIST too). */
+    int r = renameat2(f->dirfd, f->tmp, f->dirfd, f->name, RENAME_NOREPLACE);
+    if (r < 0 && (errno == EINVAL || errno == ENOSYS)) {
+        r = linkat(f->dirfd, f->tmp, f->dirfd, f->name, 0);
+        if (r == 0)
+            unlinkat(f->dirfd, f->tmp, 0);
+    }
+    if (r < 0 && errno == EEXIST) {
+        sb_outdir_refuse(f->od, f->relpath, "already exists; not overwritten");
+        rc = 1;
+    } else if (r < 0) {
+        char *e = esc_dup(f->relpath, ESC_NAME);
+        rc = err_set(err, ERR_IO, "moving '%s' into place in '%s': %s", e,
+                     f->od->path, strerror(errno));
+        free(e);
+    }
+out:
+    if (rc != 0)
+        unlinkat(f->dirfd, f->tmp, 0);
+    s_outfile_free(f);
+    return rc;
+}
+
 struct s_walk {
     uint64_t max_total; /* cap over all files (copy_tree) */
     uint64_t copied;    /* bytes so far (copy_tree) */
-    sb_outdir_t *od;    /* copy-out: caps, rules and counters; else NULL */
-    buf_t refused;      /* "a (FIFO), b (symbolic link)", names escaped */
-    int n_refused;      /* entries skipped as unsafe */
+    sb_outdir_t *od;    /* copy-out: caps, rules, counters and the entries
+                           skipped as unsafe; else NULL */
     json_t *list;       /* when listing: array to fill, else NULL */
     size_t max_entries; /* listing cap */
 };
 
+void
+sb_outdir_refuse(sb_outdir_t *d, const char *rel, const char *why)
+{
+    d->n_refused++;
+    if (d->n_refused <= 8) {
+        buf_puts(&d->refused, d->n_refused > 1 ? ", '" : "'");
+        esc_append(&d->refused, rel, strlen(rel), ESC_NAME);
+        buf_printf(&d->refused, "' (%s)", why);
+    }
+}
+
+int
+sb_outdir_report(sb_outdir_t *d, int rc, err_t *err)
+{
+    int n = d->n_refused;
+    if (n) {
+        if (rc < 0 && err) {
+            char first[sizeof err->text];
+            snprintf(first, sizeof first, "%s", err->text);
+            err_set(err, err->code, "%s; skipped %d unsafe entr%s before: %s%s",
+                    first, n, n == 1 ? "y" : "ies", buf_cstr(&d->refused),
+                    n > 8 ? ", ..." : "");
+        } else if (rc == 0)
+            rc = err_set(err, ERR_IO,
+                         "copied the rest, but skipped %d unsafe entr%s: %s%s",
+                         n, n == 1 ? "y" : "ies", buf_cstr(&d->refused),
+                         n > 8 ? ", ..." : "");
+    }
+    d->n_refused = 0;
+    buf_reset(&d->refused);
+    return rc;
+}
+
+/* An unsafe entry: named in the copy-out's error; box-to-box copies
+ * (copy_tree) skip it silently. */
 static void
 s_refuse(struct s_walk *w, const char *rel, const char *why)
 {
-    w->n_refused++;
-    if (w->n_refused <= 8) {
-        buf_puts(&w->refused, w->n_refused > 1 ? ", '" : "'");
-        esc_append(&w->refused, rel, strlen(rel), ESC_NAME);
-        buf_printf(&w->refused, "' (%s)", why);
-    }
+    if (w->od)
+        sb_outdir_refuse(w->od, rel, why);
 }
 
 static int s_walk_dir(struct s_walk *w, int dirfd, int destfd, const char *rel,
@@ -664,24 +957,10 @@ sb_outdir_copy(sb_outdir_t *od, int ws_fd, const char *rel_dir,
     if (src < 0)
         return -1;
     struct s_walk w = {.od = od};
-    buf_init(&w.refused, 4096);
     int rc = s_walk_dir(&w, src, od->fd, rel_dir, 0, err);
     if (n_copied)
         *n_copied = od->entries - before;
-    if (w.n_refused) {
-        if (rc < 0 && err) {
-            char first[sizeof err->text];
-            snprintf(first, sizeof first, "%s", err->text);
-            err_set(err, err->code, "%s; skipped %d unsafe entr%s before: %s%s",
-                    first, w.n_refused, w.n_refused == 1 ? "y" : "ies",
-                    buf_cstr(&w.refused), w.n_refused > 8 ? ", ..." : "");
-        } else if (rc == 0)
-            rc = err_set(err, ERR_IO,
-                         "copied the rest, but skipped %d unsafe entr%s: %s%s",
-                         w.n_refused, w.n_refused == 1 ? "y" : "ies",
-                         buf_cstr(&w.refused), w.n_refused > 8 ? ", ..." : "");
-    }
-    buf_release(&w.refused);
+    rc = sb_outdir_report(od, rc, err);
     close(src);
     return rc;
 }
@@ -733,9 +1012,7 @@ sb_files_copy_tree(int src_fd, int dest_fd, uint64_t max_total, uid_t owner,
         old_uid = setfsuid(owner);
     }
     struct s_walk w = {.max_total = max_total};
-    buf_init(&w.refused, 4096);
     int rc = s_walk_dir(&w, src_fd, dest_fd, ".", 0, err);
-    buf_release(&w.refused);
     if (owner != (uid_t)-1) {
         setfsuid((uid_t)old_uid);
         setfsgid((gid_t)old_gid);
@@ -749,13 +1026,11 @@ sb_files_list(int ws_fd, size_t max_entries)
     struct s_walk w = {.max_total = UINT64_MAX,
                        .list = json_array(),
                        .max_entries = max_entries};
-    buf_init(&w.refused, 4096);
     int src = s_open_rel_dir(ws_fd, ".", NULL);
     if (src >= 0) {
         s_walk_dir(&w, src, -1, ".", 0, NULL);
         close(src);
     }
-    buf_release(&w.refused);
     return w.list;
 }
 

@@ -85,6 +85,11 @@ sb_outdir_t *sb_outdir_open(const char *path, const sb_files_out_opts_t *o,
 void sb_outdir_destroy(sb_outdir_t **p);
 /* As given to sb_outdir_open (borrowed). */
 const char *sb_outdir_path(const sb_outdir_t *d);
+/* Its caps and rules (borrowed). */
+const sb_files_out_opts_t *sb_outdir_opts(const sb_outdir_t *d);
+/* Files and directories charged so far (created, or refused only once
+ * already charged: an existing name met at the rename). */
+size_t sb_outdir_entries(const sb_outdir_t *d);
 /* Write `len` bytes as new file `name` (a plain name, sb_files_check_name)
  * directly in DIR, O_EXCL, mode 0644, charged against the caps. */
 int sb_outdir_write(sb_outdir_t *d, const char *name, const void *data,
@@ -95,6 +100,49 @@ int sb_outdir_write(sb_outdir_t *d, const char *name, const void *data,
  * files and directories created. */
 int sb_outdir_copy(sb_outdir_t *d, int ws_fd, const char *rel_dir,
                    size_t *n_copied, err_t *err);
+
+/* Entries skipped as unsafe: `rel` (borrowed, escaped when reported)
+ * was not copied because `why`. sb_outdir_report names them. */
+void sb_outdir_refuse(sb_outdir_t *d, const char *rel, const char *why);
+/* End a copy whose result is `rc` (0 or -1 with err set): with entries
+ * skipped since the last report, 0 becomes -1 with ERR_IO "copied the
+ * rest, but skipped N unsafe entries: ..." and a -1's text gets "; skipped
+ * N unsafe entries before: ..." appended. Forgets them; returns the new
+ * rc. */
+int sb_outdir_report(sb_outdir_t *d, int rc, err_t *err);
+
+/* Files that arrive in pieces (from a kernel that shares no filesystem
+ * with us, kernel-bridge/kb_files.h), under the same rules and caps as
+ * sb_outdir_copy. `relpath` is the path below DIR the source claims: it
+ * is refused unless every component is a plain name (no "", ".", "..",
+ * no leading '.', at most 255 bytes; the whole under 4096 bytes) and it
+ * has at most max_depth directories above the file. Missing directories
+ * on the way are created 0755, each one charged as an entry.
+ *
+ * sb_outdir_create charges one entry and `size` (the announced size)
+ * against the caps and creates the file under a temporary dot-name in its
+ * directory (O_EXCL, 0644, or 0755 when `exec` and keep_exec). Returns 0
+ * with *out set; 1 when the entry was refused and recorded with
+ * sb_outdir_refuse (skip it, go on); -1 + err when the copy must stop (a
+ * cap, an I/O error). */
+typedef struct sb_outfile sb_outfile_t;
+/* Why sb_outdir_create (is_dir false) or sb_outdir_mkdir (true) refuses
+ * `relpath` with `max_depth`, or NULL when it does not (a static string). */
+const char *sb_files_out_refusal(const char *relpath, bool is_dir,
+                                 unsigned max_depth);
+int sb_outdir_create(sb_outdir_t *d, const char *relpath, uint64_t size,
+                     bool exec, sb_outfile_t **out, err_t *err);
+/* Directory `relpath` (and those above it), same rules and returns. */
+int sb_outdir_mkdir(sb_outdir_t *d, const char *relpath, err_t *err);
+/* Append `len` bytes; every byte is charged against the byte cap. 0, or
+ * -1 + err (the file is not removed: call sb_outfile_abort). */
+int sb_outfile_write(sb_outfile_t *f, const void *data, size_t len, err_t *err);
+/* Rename the temporary file to its name, never over an existing entry.
+ * 0; 1 when something exists there (refused and recorded, the temporary
+ * file removed); -1 + err. Destroys *f and sets it to NULL in every case. */
+int sb_outfile_commit(sb_outfile_t **f, err_t *err);
+/* Remove the temporary file and destroy *f (NULL accepted). */
+void sb_outfile_abort(sb_outfile_t **f);
 
 /* sb_outdir_open + sb_outdir_copy + sb_outdir_destroy. */
 int sb_files_copy_out(int ws_fd, const char *rel_dir, const char *dest_dir,

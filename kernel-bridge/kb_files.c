@@ -1,0 +1,760 @@
+/*
+ * kb_files: files through the kernel (kb_files.py on the kernel's side).
+ *
+ * Each request is one silent execute_request calling
+ * sys.modules['_jupyter_agent_files'].run(JSON); its answer is the one
+ * display_data of type KB_FILES_MIME whose "r" is the request's id. What
+ * the kernel answers is hostile: every field is checked for type and
+ * range before use, every answer's cost is capped by its kb_output (and a
+ * kernel that passes the cap is interrupted at once), and file data is
+ * checked chunk by chunk and as a whole.
+ */
+#include "kernel-bridge/kb_files.h"
+
+#include "common/escape.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+extern const char kb_files_py[]; /* kb_files.py, built in by tools/embed */
+
+#define HELPER_MODULE "_jupyter_agent_files"
+/* What any answer but a listing or a chunk may cost. */
+#define SMALL_ANSWER_BYTES (64 * 1024)
+
+void
+kb_files_opts_init(kb_files_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+}
+
+/* One API call's state: the kernel, the options, request ids. */
+struct s_ctx {
+    kb_kernel_t *k;
+    const char *dir;   /* borrowed kernel_dir or NULL */
+    size_t chunk;      /* clamped chunk_bytes */
+    int timeout_ms;    /* per request; 0 = none */
+    char nonce[17];    /* random, so stale answers never match */
+    unsigned long seq; /* requests sent */
+};
+
+static void
+s_ctx_init(struct s_ctx *c, kb_kernel_t *k, const kb_files_opts_t *o)
+{
+    kb_files_opts_t d;
+    if (!o) {
+        kb_files_opts_init(&d);
+        o = &d;
+    }
+    c->k = k;
+    c->dir = o->kernel_dir;
+    c->chunk = o->chunk_bytes ? o->chunk_bytes : KB_FILES_CHUNK_DEFAULT;
+    if (c->chunk < KB_FILES_CHUNK_MIN)
+        c->chunk = KB_FILES_CHUNK_MIN;
+    if (c->chunk > KB_FILES_CHUNK_MAX)
+        c->chunk = KB_FILES_CHUNK_MAX;
+    c->timeout_ms = o->timeout_ms == 0 ? 60000 : o->timeout_ms;
+    if (c->timeout_ms < 0)
+        c->timeout_ms = 0;
+    if (sodium_init() < 0)
+        abort();
+    unsigned char r[8];
+    randombytes_buf(r, sizeof r);
+    sodium_bin2hex(c->nonce, sizeof c->nonce, r, sizeof r);
+    c->seq = 0;
+}
+
+static bool
+s_truncated(void *arg)
+{
+    return kb_output_truncated(arg);
+}
+
+/* The kernel's text (an error, a name) made safe for a message. */
+static void
+s_set_kernel_text(err_t *err, int code, const char *what, const char *text)
+{
+    char *e = esc_dup(text ? text : "?", ESC_NAME);
+    err_set(err, code, "%s: %.600s", what, e);
+    free(e);
+}
+
+/* Execute `code` silently and return the one answer with id `rid` (a new
+ * reference), or NULL + err. `op` names the request in messages. */
+static json_t *
+s_exec(struct s_ctx *c, const char *code, const char *rid, const char *op,
+       size_t cap, err_t *err)
+{
+    kb_exec_opts_t xo;
+    kb_exec_opts_init(&xo);
+    xo.silent = true;
+    xo.store_history = false;
+    xo.stop_on_error = false;
+    kb_output_t *out = kb_output_new(NULL, cap);
+    kb_exec_hooks_t hooks = {.should_stop = s_truncated, .arg = out};
+    json_t *answer = NULL;
+    err_t e;
+    int rc = kb_kernel_execute(c->k, code, &xo, c->timeout_ms, out, &hooks, &e);
+    if (kb_output_truncated(out)) {
+        err_set(err, ERR_KERNEL,
+                "the kernel answered a file request (%s) with more than "
+                "%zu bytes; stopped it (%s)",
+                op, cap, rc < 0 ? e.text : "completed");
+        goto out;
+    }
+    if (rc < 0) {
+        err_set(err, e.code == ERR_TIMEOUT ? ERR_TIMEOUT : ERR_KERNEL,
+                "file request (%s): %s", op, e.text);
+        goto out;
+    }
+    size_t i, n = 0;
+    json_t *o, *error = NULL;
+    json_array_foreach(kb_output_outputs(out), i, o)
+    {
+        const char *type = json_string_value(json_object_get(o, "output_type"));
+        if (type && strcmp(type, "error") == 0 && !error)
+            error = o;
+        json_t *a = json_object_get(json_object_get(o, "data"), KB_FILES_MIME);
+        const char *r = json_string_value(json_object_get(a, "r"));
+        if (!json_is_object(a) || !r || strcmp(r, rid) != 0)
+            continue;
+        if (n++ == 0)
+            answer = json_incref(a);
+    }
+    if (n > 1) {
+        err_set(err, ERR_KERNEL,
+                "the kernel answered a file request (%s) %zu times; a "
+                "misbehaving kernel: stopped",
+                op, n);
+        json_decref(answer);
+        answer = NULL;
+        goto out;
+    }
+    if (!answer) {
+        if (error) {
+            const char *en = json_string_value(json_object_get(error, "ename"));
+            const char *ev =
+                json_string_value(json_object_get(error, "evalue"));
+            char *t = xasprintf("%s: %s", en ? en : "?", ev ? ev : "");
+            char what[128];
+            snprintf(what, sizeof what,
+                     "the kernel's file helper failed (%s); it needs an "
+                     "IPython kernel",
+                     op);
+            s_set_kernel_text(err, ERR_KERNEL, what, t);
+            free(t);
+        } else
+            err_set(err, ERR_KERNEL,
+                    "the kernel sent no answer to a file request (%s); it "
+                    "needs an IPython kernel (ipykernel)",
+                    op);
+        goto out;
+    }
+    const char *kerr = json_string_value(json_object_get(answer, "error"));
+    if (json_object_get(answer, "error")) {
+        char what[96];
+        snprintf(what, sizeof what, "the kernel refused (%s)", op);
+        s_set_kernel_text(err, ERR_IO, what, kerr ? kerr : "(no reason)");
+        json_decref(answer);
+        answer = NULL;
+    }
+out:
+    kb_output_destroy(&out);
+    return answer;
+}
+
+/* Send request `req` (stolen) and return the answer (new reference). */
+static json_t *
+s_request(struct s_ctx *c, json_t *req, size_t cap, err_t *err)
+{
+    char rid[48];
+    snprintf(rid, sizeof rid, "%s-%lu", c->nonce, ++c->seq);
+    json_object_set_new(req, "r", json_string(rid));
+    if (c->dir)
+        json_object_set_new(req, "dir", json_string(c->dir));
+    char op[32];
+    snprintf(op, sizeof op, "%s",
+             json_string_value(json_object_get(req, "op")));
+    /* The request as a Python string literal: JSON's string syntax, with
+     * non-ASCII kept as UTF-8 (so no \u surrogate pairs, which Python
+     * would not join). */
+    char *text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    json_t *s = json_string(text);
+    free(text);
+    char *lit = json_dumps(s, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(s);
+    if (!lit) {
+        err_set(err, ERR_USAGE, "file request (%s): not valid UTF-8", op);
+        return NULL;
+    }
+    char *code = xasprintf(
+        "__import__('sys').modules['" HELPER_MODULE "'].run(%s)", lit);
+    free(lit);
+    json_t *answer = s_exec(c, code, rid, op, cap, err);
+    free(code);
+    return answer;
+}
+
+/* Install the helper unless this very source is installed already, then
+ * "hello": the kernel directory as the kernel reports it (a new string). */
+static char *
+s_hello(struct s_ctx *c, err_t *err)
+{
+    static char id[17];
+    if (!id[0]) {
+        unsigned char h[crypto_hash_sha256_BYTES];
+        crypto_hash_sha256(h, (const unsigned char *)kb_files_py,
+                           strlen(kb_files_py));
+        sodium_bin2hex(id, sizeof id, h, 8);
+    }
+    json_t *src = json_string(kb_files_py);
+    char *lit = json_dumps(src, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(src);
+    /* One expression, run silently: nothing lands in the user's namespace
+     * or history. */
+    char *code = xasprintf(
+        "(lambda m, s: (exec(compile(%s, '<jupyter-agent files>', 'exec'), "
+        "m.__dict__), setattr(m, 'SOURCE_ID', '%s'), "
+        "s.modules.__setitem__(m.__name__, m)) if getattr(s.modules.get("
+        "m.__name__), 'SOURCE_ID', None) != '%s' else None)(__import__("
+        "'types').ModuleType('" HELPER_MODULE "'), __import__('sys'))",
+        lit, id, id);
+    free(lit);
+    kb_exec_opts_t xo;
+    kb_exec_opts_init(&xo);
+    xo.silent = true;
+    xo.store_history = false;
+    xo.stop_on_error = false;
+    kb_output_t *out = kb_output_new(NULL, SMALL_ANSWER_BYTES);
+    kb_exec_hooks_t hooks = {.should_stop = s_truncated, .arg = out};
+    err_t e;
+    int rc = kb_kernel_execute(c->k, code, &xo, c->timeout_ms, out, &hooks, &e);
+    free(code);
+    kb_output_destroy(&out);
+    if (rc < 0) {
+        err_set(err, e.code == ERR_TIMEOUT ? ERR_TIMEOUT : ERR_KERNEL,
+                "installing the file helper in the kernel: %s", e.text);
+        return NULL;
+    }
+    json_t *a = s_request(c, json_pack("{s:s}", "op", "hello"),
+                          SMALL_ANSWER_BYTES, err);
+    if (!a)
+        return NULL;
+    const char *dir = json_string_value(json_object_get(a, "dir"));
+    char *r = dir ? xstrdup(dir) : NULL;
+    json_decref(a);
+    if (!r)
+        err_set(err, ERR_KERNEL,
+                "the kernel's file helper did not name its directory");
+    return r;
+}
+
+char *
+kb_files_kernel_dir(kb_kernel_t *k, const kb_files_opts_t *o, err_t *err)
+{
+    struct s_ctx c;
+    s_ctx_init(&c, k, o);
+    return s_hello(&c, err);
+}
+
+/* A token the kernel chose: up to 32 hex digits (it goes back into a
+ * request, so nothing else is accepted). */
+static const char *
+s_token(json_t *answer)
+{
+    const char *t = json_string_value(json_object_get(answer, "t"));
+    if (!t || !*t || strlen(t) > 32 ||
+        strspn(t, "0123456789abcdef") != strlen(t))
+        return NULL;
+    return t;
+}
+
+static bool
+s_is_hex64(const char *h)
+{
+    return h && strlen(h) == 64 && strspn(h, "0123456789abcdef") == 64;
+}
+
+static void
+s_hex(char out[65], const unsigned char h[crypto_hash_sha256_BYTES])
+{
+    sodium_bin2hex(out, 65, h, crypto_hash_sha256_BYTES);
+}
+
+/* Read up to `want` bytes (short only at end of file). */
+static ssize_t
+s_read_full(int fd, unsigned char *b, size_t want)
+{
+    size_t got = 0;
+    while (got < want) {
+        ssize_t n = read(fd, b + got, want - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
+static char *
+s_b64(const unsigned char *b, size_t n)
+{
+    size_t len = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+    char *s = xmalloc(len);
+    sodium_bin2base64(s, len, b, n, sodium_base64_VARIANT_ORIGINAL);
+    return s;
+}
+
+/* Best effort: tell the kernel to drop transfer `t` (op put_abort or
+ * get_close); errors ignored (the kernel may be gone). */
+static void
+s_drop(struct s_ctx *c, const char *op, const char *t)
+{
+    if (!kb_kernel_alive(c->k))
+        return;
+    json_t *a = s_request(c, json_pack("{s:s, s:s}", "op", op, "t", t),
+                          SMALL_ANSWER_BYTES, NULL);
+    json_decref(a);
+}
+
+int
+kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
+              uint64_t max_bytes, const kb_files_opts_t *o, err_t *err)
+{
+    if (sb_files_check_name(name, err) < 0)
+        return -1;
+    int fd = open(host_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return err_set(err, ERR_USAGE, "cannot read '%s': %s", host_path,
+                       strerror(errno));
+    struct s_ctx c;
+    s_ctx_init(&c, k, o);
+    int rc = -1;
+    char *dir = NULL, *token = NULL;
+    unsigned char *chunk = NULL;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        err_set(err, ERR_USAGE,
+                "'%s' is not a regular file; only regular "
+                "files can go in",
+                host_path);
+        goto out;
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        err_set(err, ERR_USAGE,
+                "'%s' (%lld bytes) is over the %llu-byte cap on files in; "
+                "raise --disk",
+                host_path, (long long)st.st_size,
+                (unsigned long long)max_bytes);
+        goto out;
+    }
+    if (fcntl(fd, F_SETFL, 0) < 0 || !(dir = s_hello(&c, err)))
+        goto out;
+    json_t *a =
+        s_request(&c,
+                  json_pack("{s:s, s:s, s:I}", "op", "put_begin", "name", name,
+                            "size", (json_int_t)st.st_size),
+                  SMALL_ANSWER_BYTES, err);
+    if (!a)
+        goto out;
+    const char *t = s_token(a);
+    token = t ? xstrdup(t) : NULL;
+    json_decref(a);
+    if (!token) {
+        err_set(err, ERR_KERNEL,
+                "the kernel's file helper sent no transfer "
+                "token");
+        goto out;
+    }
+    crypto_hash_sha256_state whole;
+    crypto_hash_sha256_init(&whole);
+    chunk = xmalloc(c.chunk);
+    uint64_t off = 0;
+    for (;;) {
+        ssize_t n = s_read_full(fd, chunk, c.chunk);
+        if (n < 0) {
+            err_set(err, ERR_IO, "reading '%s': %s", host_path,
+                    strerror(errno));
+            goto abort;
+        }
+        if (n == 0)
+            break;
+        if (off + (uint64_t)n > (uint64_t)st.st_size) {
+            err_set(err, ERR_IO,
+                    "'%s' grew while it was being copied; try again",
+                    host_path);
+            goto abort;
+        }
+        unsigned char h[crypto_hash_sha256_BYTES];
+        char hex[65];
+        crypto_hash_sha256(h, chunk, (unsigned long long)n);
+        crypto_hash_sha256_update(&whole, chunk, (unsigned long long)n);
+        s_hex(hex, h);
+        char *b64 = s_b64(chunk, (size_t)n);
+        a = s_request(&c,
+                      json_pack("{s:s, s:s, s:I, s:s, s:s}", "op", "put_chunk",
+                                "t", token, "o", (json_int_t)off, "b", b64, "h",
+                                hex),
+                      SMALL_ANSWER_BYTES, err);
+        free(b64);
+        if (!a)
+            goto abort;
+        json_t *got = json_object_get(a, "n");
+        bool good = json_is_integer(got) &&
+                    json_integer_value(got) == (json_int_t)(off + (size_t)n);
+        json_decref(a);
+        if (!good) {
+            err_set(err, ERR_KERNEL,
+                    "the kernel did not confirm the chunk at offset %llu of "
+                    "'%s'",
+                    (unsigned long long)off, host_path);
+            goto abort;
+        }
+        off += (uint64_t)n;
+    }
+    if (off != (uint64_t)st.st_size) {
+        err_set(err, ERR_IO, "'%s' shrank while it was being copied; try again",
+                host_path);
+        goto abort;
+    }
+    unsigned char h[crypto_hash_sha256_BYTES];
+    char hex[65];
+    crypto_hash_sha256_final(&whole, h);
+    s_hex(hex, h);
+    a = s_request(&c,
+                  json_pack("{s:s, s:s, s:I, s:s}", "op", "put_end", "t", token,
+                            "size", (json_int_t)off, "h", hex),
+                  SMALL_ANSWER_BYTES, err);
+    if (!a)
+        goto out; /* the helper dropped its temporary file */
+    const char *kh = json_string_value(json_object_get(a, "h"));
+    json_t *ks = json_object_get(a, "size");
+    bool good = kh && strcmp(kh, hex) == 0 && json_is_integer(ks) &&
+                json_integer_value(ks) == (json_int_t)off;
+    json_decref(a);
+    if (!good) {
+        err_set(err, ERR_VERIFY,
+                "the kernel reports a different size or SHA-256 for '%s' "
+                "than was sent",
+                name);
+        goto out;
+    }
+    rc = 0;
+    goto out;
+abort:
+    if (err && err->code != ERR_TIMEOUT)
+        s_drop(&c, "put_abort", token);
+out:
+    if (rc < 0 && err)
+        err_prefix(err, "copying '%s' into the kernel", host_path);
+    free(chunk);
+    free(token);
+    free(dir);
+    close(fd);
+    return rc;
+}
+
+/* The listing of `rel_dir` (ls), checked for shape: the "e" array (a new
+ * reference) of at most max+1 entries, each an object with a string "p". */
+static json_t *
+s_list(struct s_ctx *c, const char *rel_dir, size_t max, unsigned depth,
+       err_t *err)
+{
+    if (strcmp(rel_dir, ".") != 0 && sb_files_check_relpath(rel_dir, err) < 0)
+        return NULL;
+    json_t *a =
+        s_request(c,
+                  json_pack("{s:s, s:s, s:I, s:I}", "op", "ls", "rel", rel_dir,
+                            "max", (json_int_t)max, "depth", (json_int_t)depth),
+                  KB_FILES_MAX_LIST_BYTES, err);
+    if (!a)
+        return NULL;
+    json_t *e = json_incref(json_object_get(a, "e"));
+    json_decref(a);
+    if (!json_is_array(e)) {
+        json_decref(e);
+        err_set(err, ERR_KERNEL, "the kernel's listing of '%s' is malformed",
+                rel_dir);
+        return NULL;
+    }
+    if (json_array_size(e) > max + 1) {
+        err_set(err, ERR_KERNEL,
+                "the kernel listed %zu entries under '%s', more than the %zu "
+                "asked for; a misbehaving kernel: stopped",
+                json_array_size(e), rel_dir, max + 1);
+        json_decref(e);
+        return NULL;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(e, i, v)
+    {
+        if (!json_is_string(json_object_get(v, "p"))) {
+            err_set(err, ERR_KERNEL,
+                    "the kernel's listing of '%s' is malformed (entry %zu)",
+                    rel_dir, i + 1);
+            json_decref(e);
+            return NULL;
+        }
+    }
+    return e;
+}
+
+/* "rel_dir/p", or p for ".": the path in the kernel's directory. */
+static char *
+s_join(const char *rel_dir, const char *p)
+{
+    return strcmp(rel_dir, ".") == 0 ? xstrdup(p)
+                                     : xasprintf("%s/%s", rel_dir, p);
+}
+
+json_t *
+kb_files_list(kb_kernel_t *k, const char *rel_dir, size_t max_entries,
+              const kb_files_opts_t *o, err_t *err)
+{
+    struct s_ctx c;
+    s_ctx_init(&c, k, o);
+    char *dir = s_hello(&c, err);
+    if (!dir)
+        return NULL;
+    free(dir);
+    json_t *e = s_list(&c, rel_dir, max_entries, SB_FILES_OUT_MAX_DEPTH, err);
+    if (!e)
+        return NULL;
+    json_t *list = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(e, i, v)
+    {
+        const char *p = json_string_value(json_object_get(v, "p"));
+        json_t *s = json_object_get(v, "s");
+        if (json_array_size(list) >= max_entries)
+            break;
+        if (!json_is_integer(s) || json_integer_value(s) < 0 ||
+            json_object_get(v, "k") || json_is_true(json_object_get(v, "d")) ||
+            sb_files_out_refusal(p, false, SB_FILES_OUT_MAX_DEPTH))
+            continue;
+        char *path = s_join(rel_dir, p);
+        json_array_append_new(list,
+                              json_pack("{s:s, s:O}", "path", path, "size", s));
+        free(path);
+    }
+    json_decref(e);
+    return list;
+}
+
+/* What the kernel says an entry is, as one of our own words (its text is
+ * never printed as given). */
+static const char *
+s_kind_word(const char *k)
+{
+    static const char *const known[] = {"symbolic link", "FIFO", "socket",
+                                        "device", "special file"};
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (k && strcmp(k, known[i]) == 0)
+            return known[i];
+    return "not a regular file";
+}
+
+/* Copy one file the listing announced: 0 copied or skipped, -1 stop. */
+static int
+s_pull_file(struct s_ctx *c, sb_outdir_t *d, const char *rel_dir, const char *p,
+            uint64_t size, bool exec, err_t *err)
+{
+    sb_outfile_t *f = NULL;
+    int r = sb_outdir_create(d, p, size, exec, &f, err);
+    if (r != 0)
+        return r < 0 ? -1 : 0;
+    char *kpath = s_join(rel_dir, p);
+    char *ep = esc_dup(kpath, ESC_NAME);
+    char *token = NULL;
+    unsigned char *bin = NULL;
+    int rc = -1;
+    json_t *a =
+        s_request(c, json_pack("{s:s, s:s}", "op", "get_open", "p", kpath),
+                  SMALL_ANSWER_BYTES, err);
+    if (!a)
+        goto out;
+    const char *t = s_token(a);
+    json_t *js = json_object_get(a, "s");
+    const char *wh = json_string_value(json_object_get(a, "h"));
+    char want[65] = "";
+    if (t && s_is_hex64(wh))
+        snprintf(want, sizeof want, "%s", wh);
+    token = t ? xstrdup(t) : NULL;
+    json_int_t total = json_is_integer(js) ? json_integer_value(js) : -1;
+    json_decref(a);
+    if (!token || !want[0] || total < 0) {
+        err_set(err, ERR_KERNEL,
+                "the kernel's answer for '%s' lacks a token, size or "
+                "SHA-256",
+                ep);
+        goto out;
+    }
+    crypto_hash_sha256_state whole;
+    crypto_hash_sha256_init(&whole);
+    bin = xmalloc(c->chunk);
+    uint64_t off = 0;
+    while (off < (uint64_t)total) {
+        size_t n = c->chunk;
+        if ((uint64_t)total - off < n)
+            n = (size_t)((uint64_t)total - off);
+        size_t b64max =
+            sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL) - 1;
+        a = s_request(c,
+                      json_pack("{s:s, s:s, s:I, s:I}", "op", "get_chunk", "t",
+                                token, "o", (json_int_t)off, "n",
+                                (json_int_t)n),
+                      b64max + SMALL_ANSWER_BYTES, err);
+        if (!a)
+            goto drop;
+        json_t *jo = json_object_get(a, "o");
+        const char *b = json_string_value(json_object_get(a, "b"));
+        const char *h = json_string_value(json_object_get(a, "h"));
+        size_t blen = b ? strlen(b) : 0;
+        size_t got = 0;
+        const char *why = NULL;
+        int code = ERR_KERNEL;
+        if (!json_is_integer(jo) || json_integer_value(jo) != (json_int_t)off)
+            why = "answers for another offset";
+        else if (!b || !s_is_hex64(h))
+            why = "lacks data or a SHA-256";
+        else if (blen > b64max)
+            why = "holds more bytes than asked for";
+        else if (sodium_base642bin(bin, c->chunk, b, blen, NULL, &got, NULL,
+                                   sodium_base64_VARIANT_ORIGINAL) != 0)
+            why = "is not base64";
+        else if (got != n)
+            why = "holds fewer bytes than announced";
+        unsigned char hb[crypto_hash_sha256_BYTES];
+        char hex[65];
+        if (!why) {
+            crypto_hash_sha256(hb, bin, got);
+            s_hex(hex, hb);
+            if (strcmp(hex, h) != 0) {
+                why = "does not match its SHA-256";
+                code = ERR_VERIFY;
+            }
+        }
+        json_decref(a);
+        if (why) {
+            err_set(err, code,
+                    "the kernel's chunk at offset %llu of '%s' %s; not kept",
+                    (unsigned long long)off, ep, why);
+            goto drop;
+        }
+        if (sb_outfile_write(f, bin, got, err) < 0)
+            goto drop;
+        crypto_hash_sha256_update(&whole, bin, got);
+        off += got;
+    }
+    unsigned char hb[crypto_hash_sha256_BYTES];
+    char hex[65];
+    crypto_hash_sha256_final(&whole, hb);
+    s_hex(hex, hb);
+    if (strcmp(hex, want) != 0) {
+        err_set(err, ERR_VERIFY,
+                "'%s': the SHA-256 of the %llu bytes received is not the one "
+                "the kernel announced; not kept",
+                ep, (unsigned long long)off);
+        goto drop;
+    }
+    s_drop(c, "get_close", token);
+    r = sb_outfile_commit(&f, err);
+    rc = r < 0 ? -1 : 0;
+    goto out;
+drop:
+    if (err && err->code != ERR_TIMEOUT)
+        s_drop(c, "get_close", token);
+out:
+    sb_outfile_abort(&f);
+    free(bin);
+    free(token);
+    free(ep);
+    free(kpath);
+    return rc;
+}
+
+int
+kb_files_pull(kb_kernel_t *k, const char *rel_dir, sb_outdir_t *d,
+              const kb_files_opts_t *o, size_t *n_copied, err_t *err)
+{
+    if (n_copied)
+        *n_copied = 0;
+    struct s_ctx c;
+    s_ctx_init(&c, k, o);
+    char *dir = s_hello(&c, err);
+    if (!dir)
+        return -1;
+    free(dir);
+    const sb_files_out_opts_t *oo = sb_outdir_opts(d);
+    size_t before = sb_outdir_entries(d);
+    size_t room = oo->max_entries > before ? oo->max_entries - before : 0;
+    json_t *e = s_list(&c, rel_dir, room, oo->max_depth, err);
+    if (!e)
+        return -1;
+    int rc = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(e, i, v)
+    {
+        const char *p = json_string_value(json_object_get(v, "p"));
+        json_t *s = json_object_get(v, "s");
+        if (json_object_get(v, "k")) {
+            sb_outdir_refuse(
+                d, p, s_kind_word(json_string_value(json_object_get(v, "k"))));
+            continue;
+        }
+        if (json_is_true(json_object_get(v, "d"))) {
+            if (sb_outdir_mkdir(d, p, err) < 0) {
+                rc = -1;
+                break;
+            }
+            continue;
+        }
+        if (!json_is_integer(s) || json_integer_value(s) < 0) {
+            char *ep = esc_dup(p, ESC_NAME);
+            rc =
+                err_set(err, ERR_KERNEL,
+                        "the kernel's listing gives '%s' no size; stopped", ep);
+            free(ep);
+            break;
+        }
+        if (s_pull_file(&c, d, rel_dir, p, (uint64_t)json_integer_value(s),
+                        json_is_true(json_object_get(v, "x")), err) < 0) {
+            rc = -1;
+            break;
+        }
+    }
+    json_decref(e);
+    if (n_copied)
+        *n_copied = sb_outdir_entries(d) - before;
+    return sb_outdir_report(d, rc, err);
+}
+
+int
+kb_files_copy_out(kb_kernel_t *k, const char *rel_dir, const char *dest_dir,
+                  const sb_files_out_opts_t *out, const kb_files_opts_t *o,
+                  size_t *n_copied, err_t *err)
+{
+    if (n_copied)
+        *n_copied = 0;
+    sb_outdir_t *d = sb_outdir_open(dest_dir, out, err);
+    if (!d)
+        return -1;
+    int rc = kb_files_pull(k, rel_dir, d, o, n_copied, err);
+    sb_outdir_destroy(&d);
+    return rc;
+}

@@ -1,0 +1,255 @@
+/* The ZeroMQ transport: sockets to a local kernel (see kb_transport.h). */
+#include "kb_transport.h"
+
+#include "common/clock.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define HB_INTERVAL_MS 3000
+#define HB_TIMEOUT_MS 10000
+#define IOPUB_RCVHWM 100000
+
+typedef struct s_zmq {
+    kb_transport_t base;      /* first: a kb_transport_t * is an s_zmq_t * */
+    void *zctx;               /* zmq context, owned unless borrowed */
+    bool borrowed_ctx;        /* zctx is the caller's */
+    void *sock[KB_NCHANNELS]; /* owned sockets, indexed by channel */
+    kb_key_t *key;            /* owned HMAC key */
+    char session[37];         /* routing id of shell, control and stdin */
+    bool hb_pending;          /* a ping is out without its pong */
+    void *stdin_mon;          /* owned PAIR: events of the stdin socket */
+    bool stdin_ready;         /* stdin finished its ZMTP handshake */
+    int64_t hb_sent_ms;       /* when that ping went out */
+} s_zmq_t;
+
+static void *
+s_socket(s_zmq_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
+         int64_t max_msg, err_t *err)
+{
+    char endpoint[256];
+    void *s = zmq_socket(c->zctx, type);
+    if (!s) {
+        err_set(err, ERR_KERNEL, "cannot create %s socket: %s",
+                kb_channel_name(ch), zmq_strerror(errno));
+        return NULL;
+    }
+    int linger = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
+    if (type == ZMQ_DEALER)
+        zmq_setsockopt(s, ZMQ_ROUTING_ID, c->session, strlen(c->session));
+    if (type == ZMQ_SUB) {
+        /* libzmq's default of 1000 queued messages drops outputs (and the
+         * final idle status) whenever we fall behind a chatty cell. */
+        int hwm = IOPUB_RCVHWM;
+        zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+        zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
+    }
+    if (type == ZMQ_REQ) { /* a lost pong must not wedge the socket */
+        int on = 1;
+        zmq_setsockopt(s, ZMQ_REQ_RELAXED, &on, sizeof on);
+        zmq_setsockopt(s, ZMQ_REQ_CORRELATE, &on, sizeof on);
+    }
+    kb_conn_endpoint(conn, ch, endpoint, sizeof endpoint);
+    if (zmq_connect(s, endpoint) != 0) {
+        err_set(err, ERR_KERNEL, "cannot connect %s to %s: %s",
+                kb_channel_name(ch), endpoint, zmq_strerror(errno));
+        zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void
+s_destroy(kb_transport_t *t)
+{
+    s_zmq_t *c = (s_zmq_t *)t;
+    if (c->stdin_mon) {
+        zmq_socket_monitor(c->sock[KB_STDIN], NULL, 0);
+        zmq_close(c->stdin_mon);
+    }
+    for (int ch = 0; ch < KB_NCHANNELS; ch++)
+        if (c->sock[ch])
+            zmq_close(c->sock[ch]);
+    if (c->zctx && !c->borrowed_ctx)
+        zmq_ctx_term(c->zctx);
+    kb_key_destroy(&c->key);
+    free(c);
+}
+
+/* Consume monitor events; true once the stdin handshake succeeded. */
+static bool
+s_ready(kb_transport_t *t)
+{
+    s_zmq_t *c = (s_zmq_t *)t;
+    while (!c->stdin_ready && c->stdin_mon) {
+        zmq_msg_t ev;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, c->stdin_mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            break;
+        }
+        bool more = zmq_msg_more(&ev);
+        if (zmq_msg_size(&ev) >= 2) {
+            uint16_t event;
+            memcpy(&event, zmq_msg_data(&ev), sizeof event);
+            if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+                c->stdin_ready = true;
+        }
+        zmq_msg_close(&ev);
+        while (more) { /* the endpoint frame */
+            zmq_msg_init(&ev);
+            zmq_msg_recv(&ev, c->stdin_mon, 0);
+            more = zmq_msg_more(&ev);
+            zmq_msg_close(&ev);
+        }
+    }
+    return c->stdin_ready;
+}
+
+static int
+s_send(kb_transport_t *t, kb_channel_t ch, const kb_msg_t *msg, err_t *err)
+{
+    s_zmq_t *c = (s_zmq_t *)t;
+    return kb_zmq_send(c->sock[ch], msg, c->key, kb_channel_name(ch), err);
+}
+
+static kb_msg_t *
+s_recv(kb_transport_t *t, kb_channel_t ch, const kb_zmq_limits_t *lim,
+       kb_wire_stats_t *stats, err_t *err)
+{
+    s_zmq_t *c = (s_zmq_t *)t;
+    return kb_zmq_recv(c->sock[ch], c->key, lim, stats, err);
+}
+
+/* Heartbeat bookkeeping while waiting: returns -1 when the kernel has not
+ * answered a ping for HB_TIMEOUT_MS. */
+static int
+s_tick(kb_transport_t *t, bool heartbeat, err_t *err)
+{
+    s_zmq_t *c = (s_zmq_t *)t;
+    if (!heartbeat)
+        return 0;
+    int64_t now = clock_mono_ms();
+    if (c->hb_pending) {
+        char buf[64];
+        if (zmq_recv(c->sock[KB_HB], buf, sizeof buf, ZMQ_DONTWAIT) >= 0)
+            c->hb_pending = false;
+        else if (now - c->hb_sent_ms > HB_TIMEOUT_MS)
+            return err_set(err, ERR_KERNEL,
+                           "the kernel stopped answering its heartbeat");
+    } else if (now - c->hb_sent_ms > HB_INTERVAL_MS) {
+        if (zmq_send(c->sock[KB_HB], "ping", 4, ZMQ_DONTWAIT) == 4) {
+            c->hb_pending = true;
+            c->hb_sent_ms = now;
+        }
+    }
+    return 0;
+}
+
+/* Wait up to `ms` for any socket in `mask` (bit per channel) or the watch
+ * fd. Returns a bitmask of ready channels, KB_TRANSPORT_GONE for the watch
+ * fd, or 0 on timeout. */
+static unsigned
+s_poll(kb_transport_t *t, unsigned mask, int watch_fd, int ms)
+{
+    s_zmq_t *c = (s_zmq_t *)t;
+    zmq_pollitem_t items[KB_NCHANNELS + 1];
+    int map[KB_NCHANNELS + 1];
+    int n = 0;
+    for (int ch = 0; ch < KB_NCHANNELS; ch++)
+        if (mask & (1u << ch)) {
+            items[n] = (zmq_pollitem_t){c->sock[ch], 0, ZMQ_POLLIN, 0};
+            map[n++] = ch;
+        }
+    if (watch_fd >= 0) {
+        items[n] = (zmq_pollitem_t){NULL, watch_fd, ZMQ_POLLIN, 0};
+        map[n++] = KB_NCHANNELS;
+    }
+    if (zmq_poll(items, n, ms) <= 0)
+        return 0;
+    unsigned ready = 0;
+    for (int i = 0; i < n; i++)
+        if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+            ready |= 1u << map[i];
+    return ready;
+}
+
+static int
+s_ping(kb_transport_t *t, int timeout_ms)
+{
+    s_zmq_t *c = (s_zmq_t *)t;
+    char buf[64];
+    if (c->hb_pending) { /* collect an old pong first */
+        zmq_pollitem_t it = {c->sock[KB_HB], 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, timeout_ms) <= 0)
+            return -1;
+        zmq_recv(c->sock[KB_HB], buf, sizeof buf, 0);
+        c->hb_pending = false;
+    }
+    if (zmq_send(c->sock[KB_HB], "ping", 4, 0) != 4)
+        return -1;
+    zmq_pollitem_t it = {c->sock[KB_HB], 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, timeout_ms) <= 0) {
+        c->hb_pending = true;
+        c->hb_sent_ms = clock_mono_ms();
+        return -1;
+    }
+    zmq_recv(c->sock[KB_HB], buf, sizeof buf, 0);
+    return 0;
+}
+
+static const kb_transport_ops_t s_ops = {
+    .send = s_send,
+    .recv = s_recv,
+    .poll = s_poll,
+    .tick = s_tick,
+    .ready = s_ready,
+    .ping = s_ping,
+    .destroy = s_destroy,
+};
+
+kb_transport_t *
+kb_transport_zmq_new(const kb_conn_t *conn, const char *session,
+                     int64_t max_msg, void *zmq_ctx, err_t *err)
+{
+    static const int types[KB_NCHANNELS] = {[KB_SHELL] = ZMQ_DEALER,
+                                            [KB_IOPUB] = ZMQ_SUB,
+                                            [KB_STDIN] = ZMQ_DEALER,
+                                            [KB_CONTROL] = ZMQ_DEALER,
+                                            [KB_HB] = ZMQ_REQ};
+    s_zmq_t *c = xcalloc(1, sizeof *c);
+    c->base.ops = &s_ops;
+    c->borrowed_ctx = zmq_ctx != NULL;
+    c->zctx = zmq_ctx ? zmq_ctx : zmq_ctx_new();
+    c->key = kb_key_new(conn->key, strlen(conn->key));
+    snprintf(c->session, sizeof c->session, "%s", session);
+    for (int ch = 0; ch < KB_NCHANNELS; ch++) {
+        c->sock[ch] =
+            s_socket(c, (kb_channel_t)ch, types[ch], conn, max_msg, err);
+        if (!c->sock[ch]) {
+            s_destroy(&c->base);
+            return NULL;
+        }
+    }
+    /* The kernel's stdin ROUTER drops an input_request addressed to a peer
+     * whose handshake has not finished, so readiness includes it. */
+    char mon[80];
+    snprintf(mon, sizeof mon, "inproc://kb-stdin-%s", c->session);
+    if (zmq_socket_monitor(c->sock[KB_STDIN], mon,
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
+        c->stdin_mon = zmq_socket(c->zctx, ZMQ_PAIR);
+        if (zmq_connect(c->stdin_mon, mon) != 0) {
+            zmq_close(c->stdin_mon);
+            c->stdin_mon = NULL;
+        }
+    }
+    if (!c->stdin_mon)
+        c->stdin_ready = true; /* cannot tell: do not wait for it */
+    return &c->base;
+}
