@@ -27,14 +27,15 @@ s_member_cmp(const void *a, const void *b)
 static int
 s_newline(buf_t *out, int depth)
 {
+    /* The newline and up to 32 spaces in one append (most lines). */
     static const char spaces[] = "\n                                ";
-    if (buf_append(out, "\n", 1))
+    int n = depth < 32 ? depth : 32;
+    if (buf_append(out, spaces, (size_t)n + 1))
         return -1;
-    while (depth > 0) {
-        int n = depth < 32 ? depth : 32;
+    for (depth -= n; depth > 0; depth -= n) {
+        n = depth < 32 ? depth : 32;
         if (buf_append(out, spaces + 1, (size_t)n))
             return -1;
-        depth -= n;
     }
     return 0;
 }
