@@ -133,6 +133,21 @@ s_test_errors(void)
                        "\"x\": \"a\\ud800\"",
                        "a lone surrogate escape is read and written back as "
                        "the same escape");
+    ok(s_fails_with(NB_HEAD "\"cells\": [{\"cell_type\": \"markdown\", "
+                            "\"metadata\": {}, \"source\": [\"a\\n\", "
+                            "-Infinity]}]}",
+                    "\"source\" must be a string or a list of strings"),
+       "a source list holding -Infinity is refused, as nbformat refuses it "
+       "(it is a number, not text)");
+    s_reads_byte_exact(NB_HEAD "\"cells\": [{\"cell_type\": \"code\", "
+                               "\"metadata\": {}, \"source\": \"\", "
+                               "\"execution_count\": null, \"outputs\": "
+                               "[{\"output_type\": \"display_data\", "
+                               "\"metadata\": {}, \"data\": {\"text/plain\": "
+                               "[\"x\\n\", NaN]}}]}]}",
+                       "\"text/plain\": [\n       \"x\\n\",\n       NaN\n",
+                       "a mime bundle list holding NaN is kept as a list "
+                       "(not joined into invalid text), as nbformat keeps it");
     s_reads_byte_exact(NB_HEAD "\"cells\": [], \"x\": [1, 9223372036854775808, "
                                "-9223372036854775809]}",
                        "9223372036854775808,\n  -9223372036854775809\n",
