@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <yajl/yajl_parse.h>
 
 /* One member of an object, for sorting. */
 struct s_member {
@@ -610,42 +611,43 @@ s_make_nonce(s_lenient_t *l)
     }
 }
 
-/* ---- fast strict reading ---------------------------------------------- */
+/* ---- plain JSON through yajl ------------------------------------------ */
 
 /* jansson reads a character at a time through a callback (about 100 MB/s
- * here), so nb_json_loadb first tries this reader, which takes the
- * document from the buffer directly and builds the same jansson values.
- * It declines (returns NULL) on anything but plain, valid JSON holding
- * nothing Python-only: NaN, Infinity, integers past 64 bits, a real past
- * the double range, a lone surrogate escape, "\u0000", a nesting deeper
- * than S_FAST_DEPTH, or any error. Declined text goes the way it went
- * before (the lenient rewrite, then jansson), so what a document reads as,
- * and every error message, stay jansson's. On what it accepts it gives
- * what json_loadb(data, len, JSON_ALLOW_NUL) gives. */
-enum { S_FAST_DEPTH = 512 };
+ * here), so nb_json_loadb first has yajl's SAX parser read the buffer and
+ * builds the same jansson values from its callbacks. That path declines
+ * (returns NULL) anything but plain, valid JSON holding nothing
+ * Python-only: NaN, Infinity, integers past 64 bits, a real past the
+ * double range, a lone surrogate escape, "\u0000", a nesting deeper than
+ * S_SAX_DEPTH, or any error. Declined text goes the way it went before
+ * (the lenient rewrite, then jansson), so what a document reads as, and
+ * every error message, stay jansson's. On what it accepts it gives what
+ * json_loadb(data, len, JSON_ALLOW_NUL) gives.
+ *
+ * Where yajl is laxer than jansson, s_sax_plain declines first: yajl
+ * checks only the shape of a UTF-8 sequence (it takes overlong forms,
+ * encoded surrogates and code points past U+10FFFF), takes \v and \f as
+ * whitespace, turns a lone surrogate escape into '?' or its own bytes
+ * and \u0000 into a NUL. */
+enum { S_SAX_DEPTH = 512 };
 
-typedef struct s_fast {
-    const unsigned char *p, *end; /* the rest of the input */
-    char *scratch;                /* decoded strings with escapes */
-    size_t cap;                   /* bytes allocated at `scratch` */
-    int depth;                    /* containers open */
-} s_fast_t;
-
-static json_t *s_fast_value(s_fast_t *f);
-
-static void
-s_fast_ws(s_fast_t *f)
-{
-    while (f->p < f->end &&
-           (*f->p == ' ' || *f->p == '\n' || *f->p == '\r' || *f->p == '\t'))
-        f->p++;
-}
+typedef struct s_sax {
+    json_t *open[S_SAX_DEPTH]; /* containers open, innermost last */
+    int depth;                 /* entries in `open` */
+    json_t *root;              /* the document, once it has begun */
+    const char *in;            /* the input: keys in it need no copy */
+    size_t len;                /* bytes at `in` */
+    const char *key;           /* the member name awaiting its value */
+    size_t keylen;             /* bytes at `key` (never a NUL among them) */
+    char *keybuf;              /* a copy of a key yajl decoded */
+    size_t keycap;             /* bytes allocated at `keybuf` */
+} s_sax_t;
 
 /* The length of the valid UTF-8 sequence (2-4 bytes) at p, with the
  * rules jansson applies (no overlong forms, no surrogates, nothing past
  * U+10FFFF), or 0. */
 static size_t
-s_fast_utf8(const unsigned char *p, const unsigned char *end)
+s_utf8_len(const unsigned char *p, const unsigned char *end)
 {
     unsigned c = p[0];
     size_t n = c >= 0xC2 && c <= 0xDF   ? 2
@@ -663,288 +665,222 @@ s_fast_utf8(const unsigned char *p, const unsigned char *end)
     return n;
 }
 
-static int
-s_fast_reserve(s_fast_t *f, size_t need)
+/* The bytes an escape at p (a backslash) takes, or 0 when it is one yajl
+ * reads otherwise than jansson: \u0000, or a surrogate that is not a high
+ * one followed by a low one. An escape yajl refuses counts as 2 bytes:
+ * yajl fails on it anyway. */
+static size_t
+s_escape_len(const unsigned char *p, const unsigned char *end)
 {
-    if (need <= f->cap)
+    unsigned cp, lo;
+    if (end - p < 6 || p[1] != 'u' ||
+        s_hex4((const char *)p + 2, (size_t)(end - p - 2), &cp))
+        return 2;
+    if (cp == 0 || (cp >= 0xDC00 && cp <= 0xDFFF))
         return 0;
-    size_t cap = f->cap ? f->cap : 256;
-    while (cap < need)
-        cap *= 2;
-    char *grown = realloc(f->scratch, cap);
-    if (!grown)
-        return -1;
-    f->scratch = grown;
-    f->cap = cap;
+    if (cp < 0xD800 || cp > 0xDFFF)
+        return 6;
+    if (end - p >= 12 && p[6] == '\\' && p[7] == 'u' &&
+        !s_hex4((const char *)p + 8, 4, &lo) && lo >= 0xDC00 && lo <= 0xDFFF)
+        return 12;
     return 0;
 }
 
-/* A string (f->p just past its opening quote): its bytes, decoded, in
- * *s and *n; *s points into the input when the string has no escapes,
- * else into f->scratch. 0, or -1 to decline. */
+/* Whether yajl may read the input: valid UTF-8 by jansson's rules, no
+ * control byte but tab, newline and carriage return (inside a string
+ * both refuse one; outside, yajl also skips \v and \f), no escape that
+ * s_escape_len refuses. Eight bytes at a time where none needs a look. */
 static int
-s_fast_string(s_fast_t *f, const char **s, size_t *n)
+s_sax_plain(const char *data, size_t len)
 {
-    const unsigned char *start = f->p, *p = f->p, *end = f->end;
-    size_t used = 0; /* bytes decoded into scratch so far */
-    int escaped = 0;
-
-    for (;;) {
-        while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
-            p++;
-        if (p >= end || *p < 0x20)
-            return -1;
-        if (*p >= 0x80) {
-            size_t k = s_fast_utf8(p, end);
-            if (!k)
-                return -1;
-            p += k;
-            continue;
-        }
-        if (*p == '"')
-            break;
-        /* A backslash: move what came before it to scratch, then decode. */
-        if (s_fast_reserve(f, used + (size_t)(p - start) + 4))
-            return -1;
-        memcpy(f->scratch + used, start, (size_t)(p - start));
-        used += (size_t)(p - start);
-        escaped = 1;
-        if (end - p < 2)
-            return -1;
-        unsigned cp = 0, lo = 0;
-        char c = (char)p[1];
-        static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-        const char *simple = c ? strchr(from, c) : NULL;
-        int hex = c == 'u' &&
-                  !s_hex4((const char *)p + 2, (size_t)(end - p - 2), &cp);
-        if (simple) {
-            f->scratch[used++] = to[simple - from];
-            p += 2;
-        } else if (hex && cp != 0 && (cp < 0xD800 || cp > 0xDFFF)) {
-            p += 6;
-            if (cp < 0x80) {
-                f->scratch[used++] = (char)cp;
-            } else if (cp < 0x800) {
-                f->scratch[used++] = (char)(0xC0 | cp >> 6);
-                f->scratch[used++] = (char)(0x80 | (cp & 0x3F));
-            } else {
-                f->scratch[used++] = (char)(0xE0 | cp >> 12);
-                f->scratch[used++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                f->scratch[used++] = (char)(0x80 | (cp & 0x3F));
+    const unsigned char *p = (const unsigned char *)data, *end = p + len;
+    const uint64_t ones = 0x0101010101010101ULL, high = ones * 0x80;
+    while (p < end) {
+        if (end - p >= 8) {
+            uint64_t w, bs;
+            memcpy(&w, p, 8);
+            bs = w ^ (ones * '\\');
+            /* a byte >= 0x80, < 0x20, or a backslash */
+            if (!((w | ((w - ones * 0x20) & ~w) | ((bs - ones) & ~bs)) &
+                  high)) {
+                p += 8;
+                continue;
             }
-        } else if (hex && cp >= 0xD800 && cp < 0xDC00 && end - p >= 12 &&
-                   p[6] == '\\' && p[7] == 'u' &&
-                   !s_hex4((const char *)p + 8, 4, &lo) && lo >= 0xDC00 &&
-                   lo <= 0xDFFF) {
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            p += 12;
-            f->scratch[used++] = (char)(0xF0 | cp >> 18);
-            f->scratch[used++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-            f->scratch[used++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            f->scratch[used++] = (char)(0x80 | (cp & 0x3F));
-        } else {
-            return -1; /* unknown escape, \u0000 or a lone surrogate */
         }
-        start = p;
+        size_t n = 1;
+        if (*p >= 0x80)
+            n = s_utf8_len(p, end);
+        else if (*p == '\\')
+            n = s_escape_len(p, end);
+        else if (*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r')
+            n = 0;
+        if (n == 0)
+            return 0;
+        p += n < (size_t)(end - p) ? n : (size_t)(end - p);
     }
-    f->p = p + 1;
-    if (!escaped) {
-        *s = (const char *)start;
-        *n = (size_t)(p - start);
-        return 0;
-    }
-    if (s_fast_reserve(f, used + (size_t)(p - start) + 1))
-        return -1;
-    memcpy(f->scratch + used, start, (size_t)(p - start));
-    used += (size_t)(p - start);
-    f->scratch[used] = '\0';
-    *s = f->scratch;
-    *n = used;
-    return 0;
+    return 1;
 }
 
-/* A number, with jansson's grammar and conversions (strtoll, strtod). */
-static json_t *
-s_fast_number(s_fast_t *f)
+/* Put v where the document stands: the root, the next element of the
+ * innermost array, or the value of the member named last. 1, or 0 to
+ * stop yajl (the document declines). */
+static int
+s_sax_add(s_sax_t *s, json_t *v)
 {
-    const unsigned char *p = f->p, *end = f->end;
-    int real = 0;
-    char text[64];
+    if (!v)
+        return 0;
+    if (s->depth == 0) {
+        if (s->root || !(json_is_object(v) || json_is_array(v))) {
+            json_decref(v); /* jansson reads an object or array only */
+            return 0;
+        }
+        s->root = v;
+        return 1;
+    }
+    json_t *top = s->open[s->depth - 1];
+    if (json_is_array(top))
+        return json_array_append_new(top, v) == 0;
+    /* Last wins for a repeated name, as in jansson. */
+    return json_object_setn_new_nocheck(top, s->key, s->keylen, v) == 0;
+}
 
-    if (p < end && *p == '-')
-        p++;
-    if (p < end && *p == '0') {
-        p++;
-    } else if (p < end && *p >= '1' && *p <= '9') {
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-    } else {
-        return NULL;
+static int
+s_sax_open(s_sax_t *s, json_t *v)
+{
+    if (s->depth >= S_SAX_DEPTH) {
+        json_decref(v);
+        return 0;
     }
-    if (p < end && *p == '.') {
-        real = 1;
-        if (++p >= end || *p < '0' || *p > '9')
-            return NULL;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
+    /* Added at once, so only the innermost object ever waits for a key. */
+    if (!s_sax_add(s, json_incref(v))) {
+        json_decref(v);
+        return 0;
     }
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        real = 1;
-        if (++p < end && (*p == '+' || *p == '-'))
-            p++;
-        if (p >= end || *p < '0' || *p > '9')
-            return NULL;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-    }
-    size_t n = (size_t)(p - f->p);
+    s->open[s->depth++] = v;
+    json_decref(v); /* its parent (or s->root) holds it */
+    return 1;
+}
+
+static int
+s_sax_null(void *ctx)
+{
+    return s_sax_add(ctx, json_null());
+}
+
+static int
+s_sax_boolean(void *ctx, int b)
+{
+    return s_sax_add(ctx, json_boolean(b));
+}
+
+/* The number's text, with jansson's conversions (strtoll, strtod). */
+static int
+s_sax_number(void *ctx, const char *num, size_t n)
+{
+    char text[64], *stop;
+    int real =
+        memchr(num, '.', n) || memchr(num, 'e', n) || memchr(num, 'E', n);
     if (n >= sizeof text || (!real && n >= 19))
-        return NULL; /* may be past 64 bits: the lenient path decides */
-    memcpy(text, f->p, n);
+        return 0; /* may be past 64 bits: the lenient path decides */
+    memcpy(text, num, n);
     text[n] = '\0';
-    f->p = p;
-    char *stop;
     errno = 0;
     if (!real) {
         long long i = strtoll(text, &stop, 10);
-        return *stop || errno ? NULL : json_integer((json_int_t)i);
+        return !*stop && !errno && s_sax_add(ctx, json_integer((json_int_t)i));
     }
     double d = strtod(text, &stop);
     if (*stop || (errno == ERANGE && isinf(d)))
-        return NULL; /* another locale's decimal point, or an overflow */
-    return json_real(d);
-}
-
-static json_t *
-s_fast_array(s_fast_t *f)
-{
-    json_t *a = json_array(), *v;
-    s_fast_ws(f);
-    if (f->p < f->end && *f->p == ']') {
-        f->p++;
-        return a;
-    }
-    for (;;) {
-        if (!(v = s_fast_value(f)) || json_array_append_new(a, v))
-            break;
-        s_fast_ws(f);
-        if (f->p >= f->end)
-            break;
-        if (*f->p++ == ']')
-            return a;
-        if (f->p[-1] != ',')
-            break;
-        s_fast_ws(f);
-    }
-    json_decref(a);
-    return NULL;
-}
-
-static json_t *
-s_fast_object(s_fast_t *f)
-{
-    json_t *o = json_object(), *v;
-    const char *s;
-    size_t n;
-    s_fast_ws(f);
-    if (f->p < f->end && *f->p == '}') {
-        f->p++;
-        return o;
-    }
-    for (;;) {
-        if (f->p >= f->end || *f->p++ != '"' || s_fast_string(f, &s, &n))
-            break;
-        /* The key, NUL-terminated, copied: the value may reuse (and move)
-         * the scratch buffer a key with escapes was decoded into. */
-        char small[64], *key = n < sizeof small ? small : malloc(n + 1);
-        if (!key)
-            break;
-        memcpy(key, s, n);
-        key[n] = '\0';
-        s_fast_ws(f);
-        int rc = -1;
-        if (f->p < f->end && *f->p++ == ':') {
-            s_fast_ws(f);
-            if ((v = s_fast_value(f)))
-                rc = json_object_set_new_nocheck(o, key, v);
-        }
-        if (key != small)
-            free(key);
-        if (rc)
-            break;
-        s_fast_ws(f);
-        if (f->p >= f->end)
-            break;
-        if (*f->p++ == '}')
-            return o;
-        if (f->p[-1] != ',')
-            break;
-        s_fast_ws(f);
-    }
-    json_decref(o);
-    return NULL;
+        return 0; /* another locale's decimal point, or an overflow */
+    return s_sax_add(ctx, json_real(d));
 }
 
 static int
-s_fast_word(s_fast_t *f, const char *word, size_t n)
+s_sax_string(void *ctx, const unsigned char *str, size_t n)
 {
-    if ((size_t)(f->end - f->p) < n || memcmp(f->p, word, n))
-        return -1;
-    f->p += n;
-    return 0;
+    return s_sax_add(ctx, json_stringn_nocheck((const char *)str, n));
+}
+
+static int
+s_sax_key(void *ctx, const unsigned char *str, size_t n)
+{
+    s_sax_t *s = ctx;
+    const char *k = (const char *)str;
+    if (k >= s->in && k < s->in + s->len) {
+        s->key = k; /* no escapes: it stays where it is */
+    } else {
+        /* yajl decoded it into a buffer it reuses for the value. */
+        if (n > s->keycap) {
+            char *grown = realloc(s->keybuf, n);
+            if (!grown)
+                return 0;
+            s->keybuf = grown;
+            s->keycap = n;
+        }
+        if (n)
+            memcpy(s->keybuf, k, n);
+        s->key = s->keybuf;
+    }
+    s->keylen = n;
+    return 1;
+}
+
+static int
+s_sax_start_map(void *ctx)
+{
+    return s_sax_open(ctx, json_object());
+}
+
+static int
+s_sax_start_array(void *ctx)
+{
+    return s_sax_open(ctx, json_array());
+}
+
+static int
+s_sax_end(void *ctx)
+{
+    ((s_sax_t *)ctx)->depth--;
+    return 1;
 }
 
 static json_t *
-s_fast_value(s_fast_t *f)
+s_sax_load(const char *data, size_t len)
 {
-    const char *s;
-    size_t n;
-    json_t *v = NULL;
+    static const yajl_callbacks callbacks = {
+        .yajl_null = s_sax_null,
+        .yajl_boolean = s_sax_boolean,
+        .yajl_number = s_sax_number, /* the text: we convert it */
+        .yajl_string = s_sax_string,
+        .yajl_start_map = s_sax_start_map,
+        .yajl_map_key = s_sax_key,
+        .yajl_end_map = s_sax_end,
+        .yajl_start_array = s_sax_start_array,
+        .yajl_end_array = s_sax_end,
+    };
+    s_sax_t s = {.in = data, .len = len};
 
-    if (f->p >= f->end)
+    if (!s_sax_plain(data, len))
         return NULL;
-    switch (*f->p) {
-    case '{':
-    case '[':
-        if (f->depth >= S_FAST_DEPTH)
-            return NULL;
-        f->depth++;
-        v = *f->p++ == '{' ? s_fast_object(f) : s_fast_array(f);
-        f->depth--;
-        return v;
-    case '"':
-        f->p++;
-        return s_fast_string(f, &s, &n) ? NULL : json_stringn_nocheck(s, n);
-    case 't':
-        return s_fast_word(f, "true", 4) ? NULL : json_true();
-    case 'f':
-        return s_fast_word(f, "false", 5) ? NULL : json_false();
-    case 'n':
-        return s_fast_word(f, "null", 4) ? NULL : json_null();
-    default:
-        return s_fast_number(f);
+    yajl_handle h = yajl_alloc(&callbacks, NULL, &s);
+    if (!h)
+        return NULL;
+    /* yajl's defaults, spelled out: strict JSON, one whole document. */
+    yajl_config(h, yajl_allow_comments, 0);
+    yajl_config(h, yajl_dont_validate_strings, 0);
+    yajl_config(h, yajl_allow_trailing_garbage, 0);
+    yajl_config(h, yajl_allow_multiple_values, 0);
+    yajl_config(h, yajl_allow_partial_values, 0);
+    int ok =
+        yajl_parse(h, (const unsigned char *)data, len) == yajl_status_ok &&
+        yajl_complete_parse(h) == yajl_status_ok && s.root;
+    yajl_free(h);
+    free(s.keybuf);
+    if (!ok) {
+        json_decref(s.root);
+        return NULL;
     }
-}
-
-/* A document: an object or array (jansson's default), nothing after it
- * but whitespace. */
-static json_t *
-s_fast_load(const char *data, size_t len)
-{
-    s_fast_t f = {.p = (const unsigned char *)data,
-                  .end = (const unsigned char *)data + len};
-    json_t *root = NULL;
-
-    s_fast_ws(&f);
-    if (f.p < f.end && (*f.p == '{' || *f.p == '['))
-        root = s_fast_value(&f);
-    s_fast_ws(&f);
-    if (root && f.p != f.end) {
-        json_decref(root);
-        root = NULL;
-    }
-    free(f.scratch);
-    return root;
+    return s.root;
 }
 
 /* One walk over the input (see s_lenient_t). */
@@ -966,7 +902,7 @@ s_walk(s_lenient_t *l)
 json_t *
 nb_json_loadb(const char *data, size_t len, json_error_t *err)
 {
-    json_t *root = s_fast_load(data, len);
+    json_t *root = s_sax_load(data, len);
 
     if (root)
         return root;

@@ -1,6 +1,9 @@
 /*
- * Fuzz target: arbitrary bytes as JSON, read by nb_json_loadb (its fast
- * reader first) and by nb_json_loadb_reference (jansson's parser alone).
+ * Fuzz target: arbitrary bytes as JSON, read by nb_json_loadb (yajl's
+ * parser first, jansson for what it declines) and by
+ * nb_json_loadb_reference (jansson's parser alone). The yajl-* inputs are
+ * where yajl reads more than jansson does (\v and \f as whitespace,
+ * lax UTF-8, a high surrogate escape with any escape after it).
  *
  * Both must agree on every input: both refuse it with the same error
  * (line, column, text), or both read it into values that are equal and
