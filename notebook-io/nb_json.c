@@ -641,6 +641,8 @@ typedef struct s_sax {
     size_t keylen;             /* bytes at `key` (never a NUL among them) */
     char *keybuf;              /* a copy of a key yajl decoded */
     size_t keycap;             /* bytes allocated at `keybuf` */
+    yajl_handle h;             /* the parser calling us */
+    size_t end;                /* bytes up to the root's end, or 0 */
 } s_sax_t;
 
 /* The length of the valid UTF-8 sequence (2-4 bytes) at p, with the
@@ -819,7 +821,7 @@ s_sax_key(void *ctx, const unsigned char *str, size_t n)
         }
         if (n)
             memcpy(s->keybuf, k, n);
-        s->key = s->keybuf;
+        s->key = n ? s->keybuf : ""; /* never NULL for jansson */
     }
     s->keylen = n;
     return 1;
@@ -837,11 +839,17 @@ s_sax_start_array(void *ctx)
     return s_sax_open(ctx, json_array());
 }
 
+/* A container ends. When it is the root, yajl stops there: what follows
+ * is checked by s_sax_load, not by yajl, which takes an unterminated
+ * string after the document for input still to come. */
 static int
 s_sax_end(void *ctx)
 {
-    ((s_sax_t *)ctx)->depth--;
-    return 1;
+    s_sax_t *s = ctx;
+    if (--s->depth > 0)
+        return 1;
+    s->end = yajl_get_bytes_consumed(s->h); /* just past the bracket */
+    return 0;
 }
 
 static json_t *
@@ -862,7 +870,7 @@ s_sax_load(const char *data, size_t len)
 
     if (!s_sax_plain(data, len))
         return NULL;
-    yajl_handle h = yajl_alloc(&callbacks, NULL, &s);
+    yajl_handle h = s.h = yajl_alloc(&callbacks, NULL, &s);
     if (!h)
         return NULL;
     /* yajl's defaults, spelled out: strict JSON, one whole document. */
@@ -871,9 +879,14 @@ s_sax_load(const char *data, size_t len)
     yajl_config(h, yajl_allow_trailing_garbage, 0);
     yajl_config(h, yajl_allow_multiple_values, 0);
     yajl_config(h, yajl_allow_partial_values, 0);
-    int ok =
-        yajl_parse(h, (const unsigned char *)data, len) == yajl_status_ok &&
-        yajl_complete_parse(h) == yajl_status_ok && s.root;
+    /* s_sax_end stops yajl at the root's end: only whitespace may follow
+     * (jansson's rule; s_sax_plain has refused \v and \f already). */
+    int ok = yajl_parse(h, (const unsigned char *)data, len) ==
+                 yajl_status_client_canceled &&
+             s.end > 0 && s.end <= len;
+    for (size_t i = s.end; ok && i < len; i++)
+        ok = data[i] == ' ' || data[i] == '\n' || data[i] == '\r' ||
+             data[i] == '\t';
     yajl_free(h);
     free(s.keybuf);
     if (!ok) {
