@@ -699,15 +699,19 @@ s_sax_plain(const char *data, size_t len)
     const uint64_t ones = 0x0101010101010101ULL, high = ones * 0x80;
     while (p < end) {
         if (end - p >= 8) {
-            uint64_t w, bs;
+            uint64_t w, bs, look;
             memcpy(&w, p, 8);
             bs = w ^ (ones * '\\');
-            /* a byte >= 0x80, < 0x20, or a backslash */
-            if (!((w | ((w - ones * 0x20) & ~w) | ((bs - ones) & ~bs)) &
-                  high)) {
+            /* Flags a byte >= 0x80, < 0x20, or a backslash; the lowest
+             * flag is always a real one (a false one sits above it). */
+            look = (w | ((w - ones * 0x20) & ~w) | ((bs - ones) & ~bs)) & high;
+            if (!look) {
                 p += 8;
                 continue;
             }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            p += __builtin_ctzll(look) / 8; /* the plain bytes before it */
+#endif
         }
         size_t n = 1;
         if (*p >= 0x80)
