@@ -100,3 +100,43 @@ def env_int(name, default):
         return v if v > 0 else default
     except ValueError:
         return default
+
+
+BURNER = r"""
+import sys, time
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    pass
+"""
+
+
+class cpu_load:
+    """A bounded background CPU load for "under contention" rows: `n` busy
+    loops (BENCH_LOAD, default 2: one per core on a 2-core machine), each
+    in a session of its own, as unrelated work on a shared machine is (so
+    each gets its own autogroup). Every loop also ends by itself after
+    `limit_s`, so a benchmark that dies cannot leave them spinning.
+
+        with benchlib.cpu_load() as n: ...
+    """
+
+    def __init__(self, n=None, limit_s=900):
+        self.n = env_int("BENCH_LOAD", 2) if n is None else n
+        self.limit_s = limit_s
+        self.procs = []
+
+    def __enter__(self):
+        import subprocess
+        for _ in range(self.n):
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-c", BURNER, str(self.limit_s)],
+                start_new_session=True, stdin=subprocess.DEVNULL))
+        time.sleep(1.0)  # let the load average and the scheduler see them
+        return self.n
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+        return False

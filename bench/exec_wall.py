@@ -5,6 +5,9 @@ same (start a plain kernel, run 1+1, print, shut down, exit).
 
     BUILD=build python3 bench/exec_wall.py
 
+Then the same again while a bounded background CPU load runs (BENCH_LOAD
+busy loops, default 2; EXEC_WALL_LOAD=0 skips that table).
+
 Environment: EXEC_WALL_RUNS (default 10; QUICK=1: 3), EXEC_WALL_BASE (a
 second jupyter-agent binary, e.g. one built from an older commit: its rows
 are printed next to ours, interleaved run by run so both see the same
@@ -64,6 +67,80 @@ def stats(samples):
         benchlib.median(exits), benchlib.percentile(exits, 99))
 
 
+def measure(runs, binaries, ours, env, sock):
+    """One table's samples: {(binary name, mode): [(first, exit)]}."""
+    rows = {}
+    for mode in ("cold", "serve"):
+        for name, _ in binaries:
+            rows[(name, mode)] = []
+    rows[("jupyter_client", "plain")] = []
+    for _ in range(runs):
+        for name, binary in binaries:
+            for mode in ("cold", "serve"):
+                warm = "cold" if mode == "cold" else "pool"
+                if mode == "serve":  # each run takes a ready kernel
+                    wait_ready(ours, env, sock, 2, 1.2)
+                r = one([binary, "exec", "--warm", warm, "-c", "1+1"], env)
+                if r:
+                    rows[(name, mode)].append(r)
+        r = one([sys.executable, "-c", JC_SCRIPT], env)
+        if r:
+            rows[("jupyter_client", "plain")].append(r)
+    return rows
+
+
+def wait_ready(ours, env, sock, want, at_least_s, limit_s=300):
+    """Sleep at_least_s, then until serve reports `want` ready kernels (or
+    limit_s passed): under load a refill takes longer than the pause."""
+    time.sleep(at_least_s)
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        st = subprocess.run([ours, "serve", "--status", "--socket", sock],
+                            capture_output=True, text=True, env=env)
+        if st.returncode == 0 and json.loads(st.stdout).get("ready", 0) >= want:
+            return
+        time.sleep(0.2)
+
+
+def report(title, rows, binaries, runs, out):
+    load = os.getloadavg()[0]
+    print("\nwhole `exec -c 1+1` command%s, wall ms (%d runs, load average %.1f)"
+          % (title, runs, load))
+    print("%-44s %7s %7s %7s %7s" % ("", "1st p50", "1st p99", "exit p50",
+                                     "exit p99"))
+    labels = {"cold": "cold sandbox", "serve": "through serve (pool 2)"}
+    for name, _ in binaries:
+        for mode in ("cold", "serve"):
+            print("%-44s %s" % ("%s: %s" % (name, labels[mode]),
+                                stats(rows[(name, mode)])))
+    print("%-44s %s" % ("jupyter_client script (plain, no sandbox)",
+                        stats(rows[("jupyter_client", "plain")])))
+    jc = rows[("jupyter_client", "plain")]
+    if not jc:
+        return
+    jc_exit = benchlib.median([s[1] for s in jc])
+    jc_first = benchlib.median([s[0] for s in jc])
+    for name, _ in binaries:
+        for mode in ("cold", "serve"):
+            s = rows[(name, mode)]
+            if not s:
+                continue
+            exit_p50 = benchlib.median([x[1] for x in s])
+            print("ratio, jupyter_client / %s %s: exit p50 %.2fx, exit p99 %.2fx, "
+                  "first output p50 %.2fx" % (
+                      name, mode, jc_exit / exit_p50,
+                      benchlib.percentile([x[1] for x in jc], 99) /
+                      benchlib.percentile([x[1] for x in s], 99),
+                      jc_first / benchlib.median([x[0] for x in s])))
+            if name == "ours":
+                out[mode + ("_load" if title else "")] = {
+                    "exit_p50": exit_p50,
+                    "exit_p99": benchlib.percentile([x[1] for x in s], 99),
+                    "first_p50": benchlib.median([x[0] for x in s]),
+                    "jc_exit_p50": jc_exit, "jc_first_p50": jc_first,
+                    "load_average": load}
+
+
 def main():
     runs = 3 if QUICK else benchlib.env_int("EXEC_WALL_RUNS", 10)
     ours = os.path.join(BUILD, "jupyter-agent")
@@ -75,60 +152,31 @@ def main():
     sock = os.path.join(sockdir, "serve.sock")
     env = dict(os.environ, XDG_RUNTIME_DIR=tmp, JUPYTER_AGENT_SERVE_SOCKET=sock)
     binaries = [("ours", ours)] + ([("base", base)] if base else [])
-    rows = {}
-    for mode in ("cold", "serve"):
-        for name, _ in binaries:
-            rows[(name, mode)] = []
-    rows[("jupyter_client", "plain")] = []
     server = subprocess.Popen([ours, "serve", "--pool", "2", "--socket", sock],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env=env)
+    out = {"bench": "exec_wall"}
+    complete = True
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            st = subprocess.run([ours, "serve", "--status", "--socket", sock],
-                                capture_output=True, text=True, env=env)
-            if st.returncode == 0 and json.loads(st.stdout).get("ready", 0) >= 2:
-                break
-            time.sleep(0.2)
-        for _ in range(runs):
-            for name, binary in binaries:
-                for mode in ("cold", "serve"):
-                    warm = "cold" if mode == "cold" else "pool"
-                    if mode == "serve":  # each run takes a ready kernel
-                        time.sleep(1.2)
-                    r = one([binary, "exec", "--warm", warm, "-c", "1+1"], env)
-                    if r:
-                        rows[(name, mode)].append(r)
-            r = one([sys.executable, "-c", JC_SCRIPT], env)
-            if r:
-                rows[("jupyter_client", "plain")].append(r)
+        wait_ready(ours, env, sock, 2, 0)
+        rows = measure(runs, binaries, ours, env, sock)
+        report("", rows, binaries, runs, out)
+        complete &= all(rows.values())
+        if os.environ.get("EXEC_WALL_LOAD", "1") != "0":
+            with benchlib.cpu_load() as n:
+                rows = measure(runs, binaries, ours, env, sock)
+                report(" under a CPU load of %d busy loops" % n, rows, binaries,
+                       runs, out)
+            complete &= all(rows.values())
     finally:
         server.terminate()
         server.wait()
         subprocess.run(["rm", "-rf", tmp])
-    load = os.getloadavg()[0]
-    print("\nwhole `exec -c 1+1` command, wall ms (%d runs, load average %.1f)"
-          % (runs, load))
-    print("%-44s %7s %7s %7s %7s" % ("", "1st p50", "1st p99", "exit p50",
-                                     "exit p99"))
-    labels = {"cold": "cold sandbox", "serve": "through serve (pool 2)"}
-    for name, _ in binaries:
-        for mode in ("cold", "serve"):
-            print("%-44s %s" % ("%s: %s" % (name, labels[mode]),
-                                stats(rows[(name, mode)])))
-    print("%-44s %s" % ("jupyter_client script (plain, no sandbox)",
-                        stats(rows[("jupyter_client", "plain")])))
-    jc = rows[("jupyter_client", "plain")]
-    if jc:
-        jc_exit = benchlib.median([s[1] for s in jc])
-        for name, _ in binaries:
-            for mode in ("cold", "serve"):
-                s = rows[(name, mode)]
-                if s:
-                    print("ratio exit p50, jupyter_client / %s %s: %.2fx" % (
-                        name, mode, jc_exit / benchlib.median([x[1] for x in s])))
-    return 0 if all(rows.values()) else 1
+    path = os.environ.get("BENCH_RESULTS")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(out) + "\n")
+    return 0 if complete else 1
 
 
 if __name__ == "__main__":

@@ -329,8 +329,9 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
     /* A request sent before the kernel bound its sockets is queued, but the
      * iopub subscription may lag behind the reply; so resend every
      * READY_RESEND_MS until one reply AND iopub traffic for any of our
-     * requests have arrived. */
-    enum { READY_RESEND_MS = 200, READY_MAX_IDS = 64 };
+     * requests have arrived; once a reply came without iopub traffic (the
+     * kernel is up, our subscription was late), every READY_IOPUB_MS. */
+    enum { READY_RESEND_MS = 200, READY_IOPUB_MS = 20, READY_MAX_IDS = 64 };
     char ids[READY_MAX_IDS][40];
     size_t nids = 0;
     int64_t deadline = clock_mono_ms() + timeout_ms, next_send = 0;
@@ -348,7 +349,7 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
             kb_msg_destroy(&req);
             if (rc)
                 goto fail;
-            next_send = now + READY_RESEND_MS;
+            next_send = now + (reply ? READY_IOPUB_MS : READY_RESEND_MS);
         }
         size_t known = nids < READY_MAX_IDS ? nids : READY_MAX_IDS;
         unsigned ready = s_poll(c, (1u << KB_SHELL) | (1u << KB_IOPUB), 20);
@@ -365,16 +366,22 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
         r = s_round();
         while ((m = s_next(c, KB_SHELL, NULL, &r))) {
             if (!reply && strcmp(kb_msg_type(m), "kernel_info_reply") == 0 &&
-                s_is_ours(ids, known, kb_msg_parent_id(m)))
+                s_is_ours(ids, known, kb_msg_parent_id(m))) {
                 reply = m;
-            else
+                int64_t soon = clock_mono_ms() + READY_IOPUB_MS;
+                if (next_send > soon)
+                    next_send = soon;
+            } else
                 kb_msg_destroy(&m);
         }
         if (reply && iopub_seen && c->tp->ops->ready(c->tp))
             return reply;
     }
     err_set(err, ERR_TIMEOUT,
-            "the kernel did not answer kernel_info within %d ms", timeout_ms);
+            "the kernel did not answer kernel_info within %d ms (reply: %s, "
+            "iopub: %s, stdin handshake: %s)",
+            timeout_ms, reply ? "yes" : "no", iopub_seen ? "yes" : "no",
+            c->tp->ops->ready(c->tp) ? "yes" : "no");
 fail:
     kb_msg_destroy(&reply);
     return NULL;
@@ -542,7 +549,10 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
         while ((m = s_next(c, KB_CONTROL, NULL, &r))) /* interrupt replies */
             kb_msg_destroy(&m);
         if (ready & KB_TRANSPORT_GONE) {
-            rc = err_set(err, ERR_KERNEL, "the kernel died");
+            /* The transport may know why (e.g. a server's own words). */
+            if (c->tp->ops->tick(c->tp, c->use_hb, err) == 0)
+                err_set(err, ERR_KERNEL, "the kernel died");
+            rc = -1;
             break;
         }
         if (drained) {

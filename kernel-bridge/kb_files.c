@@ -87,10 +87,16 @@ s_set_kernel_text(err_t *err, int code, const char *what, const char *text)
     free(e);
 }
 
-/* Execute `code` silently and return the one answer with id `rid` (a new
- * reference), or NULL + err. `op` names the request in messages. */
+/* Evaluate Python expression `expr` in a silent execution and return the
+ * one answer with id `rid` (a new reference), or NULL + err. `op` names
+ * the request in messages.
+ *
+ * The expression travels as the execute_request's user_expressions with
+ * empty code: ipykernel hashes every cell's code in pure Python for its
+ * debugger (about 0.7 s per MiB) and IPython keeps it in linecache for
+ * good, while a user expression is only eval()ed. */
 static json_t *
-s_exec(struct s_ctx *c, const char *code, const char *rid, const char *op,
+s_exec(struct s_ctx *c, const char *expr, const char *rid, const char *op,
        size_t cap, err_t *err)
 {
     kb_exec_opts_t xo;
@@ -98,11 +104,13 @@ s_exec(struct s_ctx *c, const char *code, const char *rid, const char *op,
     xo.silent = true;
     xo.store_history = false;
     xo.stop_on_error = false;
+    xo.user_expressions = json_pack("{s:s}", "r", expr);
     kb_output_t *out = kb_output_new(NULL, cap);
     kb_exec_hooks_t hooks = {.should_stop = s_truncated, .arg = out};
     json_t *answer = NULL;
     err_t e;
-    int rc = kb_kernel_execute(c->k, code, &xo, c->timeout_ms, out, &hooks, &e);
+    int rc = kb_kernel_execute(c->k, "", &xo, c->timeout_ms, out, &hooks, &e);
+    json_decref(xo.user_expressions);
     if (kb_output_truncated(out)) {
         err_set(err, ERR_KERNEL,
                 "the kernel answered a file request (%s) with more than "
@@ -139,6 +147,10 @@ s_exec(struct s_ctx *c, const char *code, const char *rid, const char *op,
         goto out;
     }
     if (!answer) {
+        json_t *ue = json_object_get(kb_output_user_expressions(out), "r");
+        const char *st = json_string_value(json_object_get(ue, "status"));
+        if (!error && st && strcmp(st, "error") == 0)
+            error = ue;
         if (error) {
             const char *en = json_string_value(json_object_get(error, "ename"));
             const char *ev =
@@ -171,9 +183,12 @@ out:
     return answer;
 }
 
-/* Send request `req` (stolen) and return the answer (new reference). */
+/* Send request `req` (stolen) and return the answer (new reference).
+ * `b64` (base64 text, or NULL) goes as a second argument, a plain Python
+ * literal, so the kernel does not scan it again as JSON. */
 static json_t *
-s_request(struct s_ctx *c, json_t *req, size_t cap, err_t *err)
+s_request_data(struct s_ctx *c, json_t *req, const char *b64, size_t cap,
+               err_t *err)
 {
     char rid[48];
     snprintf(rid, sizeof rid, "%s-%lu", c->nonce, ++c->seq);
@@ -196,18 +211,24 @@ s_request(struct s_ctx *c, json_t *req, size_t cap, err_t *err)
         err_set(err, ERR_USAGE, "file request (%s): not valid UTF-8", op);
         return NULL;
     }
-    char *code = xasprintf(
-        "__import__('sys').modules['" HELPER_MODULE "'].run(%s)", lit);
+    char *expr = xasprintf(
+        "__import__('sys').modules['" HELPER_MODULE "'].run(%s%s%s%s)", lit,
+        b64 ? ", '" : "", b64 ? b64 : "", b64 ? "'" : "");
     free(lit);
-    json_t *answer = s_exec(c, code, rid, op, cap, err);
-    free(code);
+    json_t *answer = s_exec(c, expr, rid, op, cap, err);
+    free(expr);
     return answer;
 }
 
-/* Install the helper unless this very source is installed already, then
- * "hello": the kernel directory as the kernel reports it (a new string). */
-static char *
-s_hello(struct s_ctx *c, err_t *err)
+static json_t *
+s_request(struct s_ctx *c, json_t *req, size_t cap, err_t *err)
+{
+    return s_request_data(c, req, NULL, cap, err);
+}
+
+/* The first 16 hex digits of kb_files.py's SHA-256: the helper version. */
+static const char *
+s_source_id(void)
 {
     static char id[17];
     if (!id[0]) {
@@ -216,39 +237,72 @@ s_hello(struct s_ctx *c, err_t *err)
                            strlen(kb_files_py));
         sodium_bin2hex(id, sizeof id, h, 8);
     }
+    return id;
+}
+
+/* Install the helper: its source executed into a fresh module, as a user
+ * expression (so neither the debugger's hash nor linecache sees it). */
+static int
+s_install(struct s_ctx *c, err_t *err)
+{
     json_t *src = json_string(kb_files_py);
     char *lit = json_dumps(src, JSON_COMPACT | JSON_ENCODE_ANY);
     json_decref(src);
-    /* One expression, run silently: nothing lands in the user's namespace
-     * or history. */
-    char *code = xasprintf(
+    char *expr = xasprintf(
         "(lambda m, s: (exec(compile(%s, '<jupyter-agent files>', 'exec'), "
         "m.__dict__), setattr(m, 'SOURCE_ID', '%s'), "
-        "s.modules.__setitem__(m.__name__, m)) if getattr(s.modules.get("
-        "m.__name__), 'SOURCE_ID', None) != '%s' else None)(__import__("
-        "'types').ModuleType('" HELPER_MODULE "'), __import__('sys'))",
-        lit, id, id);
+        "s.modules.__setitem__(m.__name__, m)))(__import__('types')."
+        "ModuleType('" HELPER_MODULE "'), __import__('sys'))",
+        lit, s_source_id());
     free(lit);
     kb_exec_opts_t xo;
     kb_exec_opts_init(&xo);
     xo.silent = true;
     xo.store_history = false;
     xo.stop_on_error = false;
+    xo.user_expressions = json_pack("{s:s}", "r", expr);
+    free(expr);
     kb_output_t *out = kb_output_new(NULL, SMALL_ANSWER_BYTES);
     kb_exec_hooks_t hooks = {.should_stop = s_truncated, .arg = out};
     err_t e;
-    int rc = kb_kernel_execute(c->k, code, &xo, c->timeout_ms, out, &hooks, &e);
-    free(code);
-    kb_output_destroy(&out);
-    if (rc < 0) {
+    int rc = kb_kernel_execute(c->k, "", &xo, c->timeout_ms, out, &hooks, &e);
+    json_decref(xo.user_expressions);
+    json_t *ue = json_object_get(kb_output_user_expressions(out), "r");
+    const char *st = json_string_value(json_object_get(ue, "status"));
+    if (rc < 0)
         err_set(err, e.code == ERR_TIMEOUT ? ERR_TIMEOUT : ERR_KERNEL,
                 "installing the file helper in the kernel: %s", e.text);
-        return NULL;
+    else if (!st || strcmp(st, "ok") != 0) {
+        const char *en = json_string_value(json_object_get(ue, "ename"));
+        const char *ev = json_string_value(json_object_get(ue, "evalue"));
+        char *t = xasprintf("%s: %s", en ? en : "no result",
+                            ev ? ev : "(an IPython kernel is needed)");
+        s_set_kernel_text(err, ERR_KERNEL,
+                          "installing the file helper in the kernel", t);
+        free(t);
+        rc = -1;
     }
+    kb_output_destroy(&out);
+    return rc;
+}
+
+/* "hello": the kernel directory as the kernel reports it (a new string),
+ * installing the helper first unless this very version answers. */
+static char *
+s_hello(struct s_ctx *c, err_t *err)
+{
     json_t *a = s_request(c, json_pack("{s:s}", "op", "hello"),
-                          SMALL_ANSWER_BYTES, err);
-    if (!a)
-        return NULL;
+                          SMALL_ANSWER_BYTES, NULL);
+    const char *id = json_string_value(json_object_get(a, "id"));
+    if (!id || strcmp(id, s_source_id()) != 0) {
+        json_decref(a);
+        if (s_install(c, err) < 0)
+            return NULL;
+        a = s_request(c, json_pack("{s:s}", "op", "hello"), SMALL_ANSWER_BYTES,
+                      err);
+        if (!a)
+            return NULL;
+    }
     const char *dir = json_string_value(json_object_get(a, "dir"));
     char *r = dir ? xstrdup(dir) : NULL;
     json_decref(a);
@@ -333,6 +387,9 @@ int
 kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
               uint64_t max_bytes, const kb_files_opts_t *o, err_t *err)
 {
+    err_t local; /* the cleanup looks at the error's code */
+    if (!err)
+        err = &local;
     if (sb_files_check_name(name, err) < 0)
         return -1;
     int fd = open(host_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
@@ -347,8 +404,7 @@ kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         err_set(err, ERR_USAGE,
-                "'%s' is not a regular file; only regular "
-                "files can go in",
+                "'%s' is not a regular file; only regular files can go in",
                 host_path);
         goto out;
     }
@@ -373,9 +429,7 @@ kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
     token = t ? xstrdup(t) : NULL;
     json_decref(a);
     if (!token) {
-        err_set(err, ERR_KERNEL,
-                "the kernel's file helper sent no transfer "
-                "token");
+        err_set(err, ERR_KERNEL, "the kernel's file helper sent no token");
         goto out;
     }
     crypto_hash_sha256_state whole;
@@ -403,11 +457,11 @@ kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
         crypto_hash_sha256_update(&whole, chunk, (unsigned long long)n);
         s_hex(hex, h);
         char *b64 = s_b64(chunk, (size_t)n);
-        a = s_request(&c,
-                      json_pack("{s:s, s:s, s:I, s:s, s:s}", "op", "put_chunk",
-                                "t", token, "o", (json_int_t)off, "b", b64, "h",
-                                hex),
-                      SMALL_ANSWER_BYTES, err);
+        a = s_request_data(&c,
+                           json_pack("{s:s, s:s, s:I, s:s}", "op", "put_chunk",
+                                     "t", token, "o", (json_int_t)off, "h",
+                                     hex),
+                           b64, SMALL_ANSWER_BYTES, err);
         free(b64);
         if (!a)
             goto abort;
@@ -454,10 +508,10 @@ kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
     rc = 0;
     goto out;
 abort:
-    if (err && err->code != ERR_TIMEOUT)
+    if (err->code != ERR_TIMEOUT)
         s_drop(&c, "put_abort", token);
 out:
-    if (rc < 0 && err)
+    if (rc < 0)
         err_prefix(err, "copying '%s' into the kernel", host_path);
     free(chunk);
     free(token);
@@ -560,8 +614,9 @@ kb_files_list(kb_kernel_t *k, const char *rel_dir, size_t max_entries,
 static const char *
 s_kind_word(const char *k)
 {
-    static const char *const known[] = {"symbolic link", "FIFO", "socket",
-                                        "device", "special file"};
+    static const char *const known[] = {"symbolic link", "FIFO",
+                                        "socket",        "device",
+                                        "special file",  "name not UTF-8"};
     for (size_t i = 0; i < sizeof known / sizeof *known; i++)
         if (k && strcmp(k, known[i]) == 0)
             return known[i];
@@ -574,10 +629,12 @@ s_pull_file(struct s_ctx *c, sb_outdir_t *d, const char *rel_dir, const char *p,
             uint64_t size, bool exec, err_t *err)
 {
     sb_outfile_t *f = NULL;
-    int r = sb_outdir_create(d, p, size, exec, &f, err);
-    if (r != 0)
-        return r < 0 ? -1 : 0;
     char *kpath = s_join(rel_dir, p);
+    int r = sb_outdir_create(d, p, kpath, size, exec, &f, err);
+    if (r != 0) {
+        free(kpath);
+        return r < 0 ? -1 : 0;
+    }
     char *ep = esc_dup(kpath, ESC_NAME);
     char *token = NULL;
     unsigned char *bin = NULL;
@@ -676,7 +733,7 @@ s_pull_file(struct s_ctx *c, sb_outdir_t *d, const char *rel_dir, const char *p,
     rc = r < 0 ? -1 : 0;
     goto out;
 drop:
-    if (err && err->code != ERR_TIMEOUT)
+    if (err->code != ERR_TIMEOUT)
         s_drop(c, "get_close", token);
 out:
     sb_outfile_abort(&f);
@@ -691,6 +748,9 @@ int
 kb_files_pull(kb_kernel_t *k, const char *rel_dir, sb_outdir_t *d,
               const kb_files_opts_t *o, size_t *n_copied, err_t *err)
 {
+    err_t local; /* the cleanup looks at the error's code */
+    if (!err)
+        err = &local;
     if (n_copied)
         *n_copied = 0;
     struct s_ctx c;
@@ -712,18 +772,24 @@ kb_files_pull(kb_kernel_t *k, const char *rel_dir, sb_outdir_t *d,
     {
         const char *p = json_string_value(json_object_get(v, "p"));
         json_t *s = json_object_get(v, "s");
+        char *label = s_join(rel_dir, p);
         if (json_object_get(v, "k")) {
             sb_outdir_refuse(
-                d, p, s_kind_word(json_string_value(json_object_get(v, "k"))));
+                d, label,
+                s_kind_word(json_string_value(json_object_get(v, "k"))));
+            free(label);
             continue;
         }
         if (json_is_true(json_object_get(v, "d"))) {
-            if (sb_outdir_mkdir(d, p, err) < 0) {
+            int r = sb_outdir_mkdir(d, p, label, err);
+            free(label);
+            if (r < 0) {
                 rc = -1;
                 break;
             }
             continue;
         }
+        free(label);
         if (!json_is_integer(s) || json_integer_value(s) < 0) {
             char *ep = esc_dup(p, ESC_NAME);
             rc =

@@ -1,7 +1,9 @@
 # kb_files (kb_files.c): the kernel's side of files in and out, for
 # kernels that share no filesystem with the host. The host executes this
-# source into a fresh module, sys.modules['_jupyter_agent_files'], and
-# then calls run(JSON) once per request, each a silent execute_request.
+# source into a fresh module, sys.modules['_jupyter_agent_files'] (when a
+# "hello" does not answer with this version's SOURCE_ID), and
+# then calls run(JSON[, BASE64]) once per request, each evaluated as the
+# user expression of a silent execute_request with empty code.
 # Every call answers with exactly one display_data of type MIME:
 # {"r": the request's id, ...} or {"r": id, "error": text}.
 #
@@ -52,7 +54,8 @@ def _drop_put(t):
 
 
 def _op_hello(req):
-    return {'dir': _dir(req)}
+    # SOURCE_ID: set by the host when it installed this module.
+    return {'dir': _dir(req), 'id': globals().get('SOURCE_ID')}
 
 
 def _op_put_begin(req):
@@ -157,6 +160,14 @@ def _op_ls(req):
                 break
             p = rel + '/' + name if rel else name
             try:
+                p.encode('utf-8')
+            except UnicodeEncodeError:
+                # Not valid UTF-8 on disk: JSON cannot carry it.
+                out.append({'p': os.fsencode(p).decode('utf-8',
+                                                       'backslashreplace'),
+                            'k': 'name not UTF-8'})
+                continue
+            try:
                 st = os.lstat(os.path.join(base, p))
             except OSError:
                 continue
@@ -222,8 +233,10 @@ _OPS = {
 }
 
 
-def run(text):
+def run(text, data=None):
     req = json.loads(text)
+    if data is not None:
+        req['b'] = data
     rid = req.get('r')
     try:
         out = _OPS[req['op']](req)

@@ -30,6 +30,9 @@ struct kb_kernel {
     kb_msg_t *info;          /* owned kernel_info_reply */
     int out_fd;              /* owned memfd holding the kernel's stderr */
     bool dead;               /* the process is known to be gone */
+    bool no_restart;         /* kb_kernel_no_restart: the caller exits after */
+    kb_gateway_t *gw;        /* owned; the server running it, or NULL */
+    char *remote_id;         /* owned kernel id on gw, or NULL */
 };
 
 /* The kernel's environment: the launcher's rules plus what the kernelspec
@@ -181,14 +184,16 @@ s_launch(kb_kernel_t *k, err_t *err)
     kb_client_watch_fd(k->client, k->launcher->ops->pidfd(k->launcher->self));
     k->info = kb_client_wait_ready(k->client, k->opts.startup_timeout_ms, err);
     if (!k->info) {
-        char why[256] = "";
+        char why[256] = "", detail[sizeof err->text + 4] = "";
+        if (err && err->code == ERR_TIMEOUT)
+            snprintf(detail, sizeof detail, ": %s", err->text);
         if (k->launcher->ops->reap(k->launcher->self, 200, why, sizeof why))
             err_set(err, ERR_KERNEL, "kernel '%s' failed to start: %s", k->name,
                     why);
         else
             err_set(err, ERR_KERNEL,
-                    "kernel '%s' did not become ready within %d s", k->name,
-                    k->opts.startup_timeout_ms / 1000);
+                    "kernel '%s' did not become ready within %d s%s", k->name,
+                    k->opts.startup_timeout_ms / 1000, detail);
         s_fail_with_stderr(k, err);
         goto out;
     }
@@ -209,6 +214,45 @@ out:
     return rc;
 }
 
+/* Start the kernel on the gateway (or, on a restart, reconnect to it)
+ * and wait for kernel_info over a new WebSocket session. */
+static int
+s_launch_remote(kb_kernel_t *k, err_t *err)
+{
+    k->dead = false;
+    if (!k->remote_id) {
+        k->remote_id = kb_gateway_start_kernel(k->gw, k->opts.kernel_name, err);
+        if (!k->remote_id)
+            return -1;
+    }
+    char session[37];
+    kb_msg_new_uuid(session);
+    kb_transport_t *tp = kb_gateway_connect(k->gw, k->remote_id, session, 0,
+                                            k->opts.startup_timeout_ms, err);
+    if (!tp)
+        return -1;
+    kb_client_opts_t copts = {.max_output_bytes = k->opts.max_output_bytes};
+    k->client = kb_client_new_transport(&tp, session, &copts);
+    k->info = kb_client_wait_ready(k->client, k->opts.startup_timeout_ms, err);
+    if (!k->info) {
+        err_prefix(err, "kernel %s on %s", k->remote_id, kb_gateway_url(k->gw));
+        kb_client_destroy(&k->client);
+        return -1;
+    }
+    return 0;
+}
+
+static kb_kernel_t *
+s_start_remote(kb_kernel_t *k, err_t *err)
+{
+    k->gw = kb_gateway_new(k->opts.gateway, err);
+    if (!k->gw || s_launch_remote(k, err)) {
+        kb_kernel_destroy(&k);
+        return NULL;
+    }
+    return k;
+}
+
 kb_kernel_t *
 kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err)
 {
@@ -220,6 +264,10 @@ kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err)
         k->opts.startup_timeout_ms = DEFAULT_STARTUP_MS;
     if (!k->opts.interrupt_grace_ms)
         k->opts.interrupt_grace_ms = DEFAULT_GRACE_MS;
+    if (k->opts.gateway) {
+        k->name = xstrdup(k->opts.kernel_name ? k->opts.kernel_name : "");
+        return s_start_remote(k, err);
+    }
     k->name = xstrdup(k->opts.kernel_name ? k->opts.kernel_name : "python3");
     if (kb_kernelspec_find(k->name, &k->spec, err)) {
         free(k->name);
@@ -279,9 +327,13 @@ kb_kernel_destroy(kb_kernel_t **pk)
     if (!pk || !*pk)
         return;
     kb_kernel_t *k = *pk;
-    if (k->launcher && !k->dead)
+    if (k->remote_id) /* even when it died: the server may have restarted it */
+        kb_gateway_delete(k->gw, k->remote_id, NULL);
+    else if (k->launcher && !k->dead)
         kb_kernel_shutdown(k, NULL);
     kb_client_destroy(&k->client);
+    free(k->remote_id);
+    kb_gateway_destroy(&k->gw);
     kb_launcher_destroy(&k->launcher);
     kb_msg_destroy(&k->info);
     if (k->has_spec)
@@ -324,7 +376,21 @@ kb_kernel_spec(const kb_kernel_t *k)
 const char *
 kb_kernel_launcher_name(const kb_kernel_t *k)
 {
+    if (k->gw)
+        return "gateway";
     return k->launcher ? k->launcher->ops->name : "attached";
+}
+
+const char *
+kb_kernel_gateway_url(const kb_kernel_t *k)
+{
+    return k->gw ? kb_gateway_url(k->gw) : NULL;
+}
+
+const char *
+kb_kernel_remote_id(const kb_kernel_t *k)
+{
+    return k->remote_id;
 }
 
 kb_launcher_t *
@@ -336,6 +402,8 @@ kb_kernel_launcher(kb_kernel_t *k)
 int
 kb_kernel_interrupt(kb_kernel_t *k, err_t *err)
 {
+    if (k->gw)
+        return kb_gateway_interrupt(k->gw, k->remote_id, err);
     bool by_message =
         !k->launcher || (k->has_spec && k->spec.interrupt_mode &&
                          strcmp(k->spec.interrupt_mode, "message") == 0);
@@ -355,13 +423,18 @@ kb_kernel_interrupt(kb_kernel_t *k, err_t *err)
 
 /* The kernel is gone: reap it and record why in `out`. */
 static int
-s_record_death(kb_kernel_t *k, kb_output_t *out, err_t *err)
+s_record_death(kb_kernel_t *k, kb_output_t *out, const char *werr_text,
+               err_t *err)
 {
-    char why[256] = "the kernel stopped answering";
+    char why[1024] = "the kernel stopped answering";
     k->dead = true;
+    if (k->gw && werr_text)
+        snprintf(why, sizeof why, "%s", werr_text);
     if (k->launcher)
         k->launcher->ops->reap(k->launcher->self, 2000, why, sizeof why);
     kb_output_set_died(out, why);
+    if (k->gw) /* the transport's words already say what happened */
+        return err_set(err, ERR_KERNEL, "%s", why);
     return err_set(err, ERR_KERNEL, "the kernel died: %s", why);
 }
 
@@ -382,7 +455,7 @@ kb_kernel_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
     if (rc == 0)
         goto out;
     if (werr.code == ERR_KERNEL) {
-        rc = s_record_death(k, out, err);
+        rc = s_record_death(k, out, werr.text, err);
         goto out;
     }
     /* Timed out or asked to stop: interrupt, then give it a grace period. */
@@ -409,20 +482,30 @@ kb_kernel_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
         goto out;
     }
     if (ierr.code == ERR_KERNEL) {
-        rc = s_record_death(k, out, err);
+        rc = s_record_death(k, out, ierr.text, err);
         goto out;
     }
-    /* Still busy after the grace period: kill and start afresh. */
-    log_info("kernel ignored the interrupt; killing and restarting it");
-    err_t rerr;
-    int restarted = kb_kernel_restart(k, &rerr);
+    /* Still busy after the grace period: kill and start afresh, unless
+     * the caller exits right after (then a new kernel would only delay
+     * its exit; the killed one is reaped by whoever the caller hands the
+     * kernel to, or by kb_kernel_destroy). */
+    int restarted = -1;
+    if (k->no_restart && k->launcher) {
+        log_info("kernel ignored the interrupt; killing it");
+        k->launcher->ops->kill(k->launcher->self);
+    } else {
+        log_info("kernel ignored the interrupt; killing and restarting it");
+        err_t rerr;
+        restarted = kb_kernel_restart(k, &rerr);
+    }
     if (timed_out)
         rc = err_set(err, ERR_TIMEOUT,
                      "timed out after %g s; the interrupt did not stop it "
                      "within %d s, so the kernel was killed%s",
                      secs, k->opts.interrupt_grace_ms / 1000,
-                     restarted == 0 ? " and restarted (its state was lost)"
-                                    : " (restart failed)");
+                     restarted == 0  ? " and restarted (its state was lost)"
+                     : k->no_restart ? ""
+                                     : " (restart failed)");
     else
         rc = err_set(err, ERR_INTERRUPTED,
                      "interrupted; the kernel did not stop, so it was "
@@ -434,9 +517,24 @@ out:
     return rc;
 }
 
+void
+kb_kernel_no_restart(kb_kernel_t *k)
+{
+    k->no_restart = true;
+}
+
 int
 kb_kernel_restart(kb_kernel_t *k, err_t *err)
 {
+    if (k->gw) {
+        kb_client_destroy(&k->client);
+        kb_msg_destroy(&k->info);
+        if (kb_gateway_restart(k->gw, k->remote_id, err)) {
+            k->dead = true;
+            return -1;
+        }
+        return s_launch_remote(k, err);
+    }
     if (!k->has_spec)
         return err_set(err, ERR_USAGE,
                        "cannot restart a kernel this program did not start");
@@ -455,6 +553,8 @@ kb_kernel_alive(kb_kernel_t *k)
 {
     if (k->dead)
         return false;
+    if (k->gw)
+        return k->client && kb_client_heartbeat(k->client, 3000) == 0;
     if (k->launcher) {
         char why[64];
         if (k->launcher->ops->reap(k->launcher->self, 0, why, sizeof why)) {
@@ -469,6 +569,11 @@ kb_kernel_alive(kb_kernel_t *k)
 void
 kb_kernel_kill(kb_kernel_t *k)
 {
+    if (k->gw && !k->dead) {
+        kb_gateway_delete(k->gw, k->remote_id, NULL);
+        k->dead = true;
+        return;
+    }
     if (k->launcher && !k->dead) {
         char why[64];
         k->launcher->ops->kill(k->launcher->self);
@@ -480,6 +585,11 @@ kb_kernel_kill(kb_kernel_t *k)
 int
 kb_kernel_shutdown(kb_kernel_t *k, err_t *err)
 {
+    if (k->gw) { /* the server asks the kernel to shut down, then kills */
+        int rc = k->dead ? 0 : kb_gateway_delete(k->gw, k->remote_id, err);
+        k->dead = true;
+        return rc;
+    }
     if (!k->client)
         return 0;
     kb_msg_t *reply = kb_client_request(

@@ -12,6 +12,7 @@
 
 #include "common/err.h"
 #include "kernel-bridge/kb_client.h"
+#include "kernel-bridge/kb_gateway.h"
 #include "kernel-bridge/kb_kernelspec.h"
 #include "kernel-bridge/kb_launcher.h"
 #include "kernel-bridge/kb_output.h"
@@ -35,6 +36,13 @@ typedef struct kb_kernel_opts {
     char *const *extra_args;         /* appended to the kernelspec's argv, as
                                         jupyter_client's extra_arguments; borrowed,
                                         NULL-terminated, or NULL */
+    /* Non-NULL: start `kernel_name` (NULL = the server's default) on this
+     * Jupyter Server or Gateway instead of here (borrowed; copied). The
+     * launcher, extra_env and extra_args are not used: the remote side
+     * runs and isolates the kernel. Interrupt, restart and shutdown go
+     * through its REST API; a kernel still running is deleted there when
+     * the kb_kernel_t is destroyed or handed off. */
+    const kb_gateway_opts_t *gateway;
 } kb_kernel_opts_t;
 
 kb_kernel_t *kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err);
@@ -55,7 +63,11 @@ json_t *kb_kernel_info(const kb_kernel_t *k);  /* borrowed content */
 const kb_kernelspec_t *
 kb_kernel_spec(const kb_kernel_t *k); /* NULL if attached */
 const char *kb_kernel_launcher_name(
-    const kb_kernel_t *k); /* "plain", "sandbox", "attached" */
+    const kb_kernel_t *k); /* "plain", "sandbox", "attached", "gateway" */
+/* For a kernel on a gateway: the server's URL (no secrets) and the
+ * kernel's id there; NULL for a local kernel. Borrowed. */
+const char *kb_kernel_gateway_url(const kb_kernel_t *k);
+const char *kb_kernel_remote_id(const kb_kernel_t *k);
 kb_launcher_t *
 kb_kernel_launcher(kb_kernel_t *k); /* borrowed; NULL if attached */
 /* Up to the last 4 KiB the kernel wrote to its own stdout/stderr (not
@@ -67,7 +79,8 @@ char *kb_kernel_stderr_tail(kb_kernel_t *k);
  * see kb_output_status). Returns -1 with:
  *   ERR_TIMEOUT  the limit passed: the kernel was interrupted; if it did not
  *                stop within the grace period it was killed and restarted
- *                (err says which; state was lost in that case);
+ *                (err says which; state was lost in that case; not
+ *                restarted after kb_kernel_no_restart);
  *   ERR_KERNEL   the kernel died (out records why, e.g. out of memory); it
  *                is NOT restarted automatically — call kb_kernel_restart;
  *   ERR_INTERRUPTED  hooks->should_stop asked to stop: the kernel was
@@ -76,6 +89,11 @@ int kb_kernel_execute(kb_kernel_t *k, const char *code,
                       const kb_exec_opts_t *opts, int timeout_ms,
                       kb_output_t *out, const kb_exec_hooks_t *hooks,
                       err_t *err);
+
+/* The caller exits after its next execution (exec, run): a kernel that
+ * ignores the interrupt after a timeout is killed but not restarted (the
+ * error says so), so the exit is not delayed by a start nobody uses. */
+void kb_kernel_no_restart(kb_kernel_t *k);
 
 int kb_kernel_interrupt(kb_kernel_t *k, err_t *err);
 int kb_kernel_restart(kb_kernel_t *k, err_t *err);

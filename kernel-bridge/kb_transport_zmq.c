@@ -13,6 +13,7 @@
 #define HB_INTERVAL_MS 3000
 #define HB_TIMEOUT_MS 10000
 #define IOPUB_RCVHWM 100000
+#define RECONNECT_IVL_MS 10
 
 typedef struct s_zmq {
     kb_transport_t base;      /* first: a kb_transport_t * is an s_zmq_t * */
@@ -26,6 +27,24 @@ typedef struct s_zmq {
     bool stdin_ready;         /* stdin finished its ZMTP handshake */
     int64_t hb_sent_ms;       /* when that ping went out */
 } s_zmq_t;
+
+/* Watch `s` (the stdin socket) for its ZMTP handshake. Called before the
+ * socket connects: a monitor started later misses a handshake that already
+ * happened, which a warm kernel, bound long ago, finishes within a
+ * millisecond of the connect (issue 19: readiness then waited forever). */
+static void
+s_monitor_stdin(s_zmq_t *c, void *s)
+{
+    char mon[80];
+    snprintf(mon, sizeof mon, "inproc://kb-stdin-%s", c->session);
+    if (zmq_socket_monitor(s, mon, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
+        c->stdin_mon = zmq_socket(c->zctx, ZMQ_PAIR);
+        if (zmq_connect(c->stdin_mon, mon) != 0) {
+            zmq_close(c->stdin_mon);
+            c->stdin_mon = NULL;
+        }
+    }
+}
 
 static void *
 s_socket(s_zmq_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
@@ -41,6 +60,13 @@ s_socket(s_zmq_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
     int linger = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
+    /* A kernel being started binds its sockets a while after we connect:
+     * retry every RECONNECT_IVL_MS instead of libzmq's 100 ms, which made
+     * a cold start wait up to 100 ms per channel after the bind. A failed
+     * connect on ipc is one syscall; no back-off (ivl max 0). */
+    int ivl = RECONNECT_IVL_MS, ivl_max = 0;
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
     if (type == ZMQ_DEALER)
         zmq_setsockopt(s, ZMQ_ROUTING_ID, c->session, strlen(c->session));
     if (type == ZMQ_SUB) {
@@ -55,6 +81,10 @@ s_socket(s_zmq_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
         zmq_setsockopt(s, ZMQ_REQ_RELAXED, &on, sizeof on);
         zmq_setsockopt(s, ZMQ_REQ_CORRELATE, &on, sizeof on);
     }
+    /* The kernel's stdin ROUTER drops an input_request addressed to a peer
+     * whose handshake has not finished, so readiness includes it. */
+    if (ch == KB_STDIN)
+        s_monitor_stdin(c, s);
     kb_conn_endpoint(conn, ch, endpoint, sizeof endpoint);
     if (zmq_connect(s, endpoint) != 0) {
         err_set(err, ERR_KERNEL, "cannot connect %s to %s: %s",
@@ -235,18 +265,6 @@ kb_transport_zmq_new(const kb_conn_t *conn, const char *session,
         if (!c->sock[ch]) {
             s_destroy(&c->base);
             return NULL;
-        }
-    }
-    /* The kernel's stdin ROUTER drops an input_request addressed to a peer
-     * whose handshake has not finished, so readiness includes it. */
-    char mon[80];
-    snprintf(mon, sizeof mon, "inproc://kb-stdin-%s", c->session);
-    if (zmq_socket_monitor(c->sock[KB_STDIN], mon,
-                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
-        c->stdin_mon = zmq_socket(c->zctx, ZMQ_PAIR);
-        if (zmq_connect(c->stdin_mon, mon) != 0) {
-            zmq_close(c->stdin_mon);
-            c->stdin_mon = NULL;
         }
     }
     if (!c->stdin_mon)

@@ -531,14 +531,14 @@ sb_files_out_refusal(const char *relpath, bool is_dir, unsigned max_depth)
 /* Open (creating as needed, each new one charged) the directories of
  * `relpath` before its last component. Returns the last directory's fd
  * (or a dup of DIR's) and sets *leaf to the last component; -2 when
- * refused (recorded); -1 + err. */
+ * refused (recorded); -1 + err. Messages name `label`. */
 static int
-s_out_dirs(sb_outdir_t *d, const char *relpath, bool all, const char **leaf,
-           err_t *err)
+s_out_dirs(sb_outdir_t *d, const char *relpath, const char *label, bool all,
+           const char **leaf, err_t *err)
 {
     const char *why = sb_files_out_refusal(relpath, all, d->o.max_depth);
     if (why) {
-        sb_outdir_refuse(d, relpath, why);
+        sb_outdir_refuse(d, label, why);
         return -2;
     }
     int fd = fcntl(d->fd, F_DUPFD_CLOEXEC, 3);
@@ -558,13 +558,13 @@ s_out_dirs(sb_outdir_t *d, const char *relpath, bool all, const char **leaf,
         memcpy(comp, start, n);
         comp[n] = '\0';
         if (mkdirat(fd, comp, 0755) == 0) {
-            if (s_outdir_charge(d, 0, relpath, err) < 0) {
+            if (s_outdir_charge(d, 0, label, err) < 0) {
                 unlinkat(fd, comp, AT_REMOVEDIR);
                 close(fd);
                 return -1;
             }
         } else if (errno != EEXIST) {
-            char *e = esc_dup(relpath, ESC_NAME);
+            char *e = esc_dup(label, ESC_NAME);
             err_set(err, ERR_IO, "creating directory for '%s': %s", e,
                     strerror(errno));
             free(e);
@@ -574,7 +574,7 @@ s_out_dirs(sb_outdir_t *d, const char *relpath, bool all, const char **leaf,
         int sub = s_open_beneath(fd, comp, O_RDONLY | O_DIRECTORY);
         close(fd);
         if (sub < 0) {
-            sb_outdir_refuse(d, relpath,
+            sb_outdir_refuse(d, label,
                              -sub == ELOOP || -sub == ENOTDIR
                                  ? "a file or symbolic link is in its place"
                                  : strerror(-sub));
@@ -590,10 +590,11 @@ s_out_dirs(sb_outdir_t *d, const char *relpath, bool all, const char **leaf,
 }
 
 int
-sb_outdir_mkdir(sb_outdir_t *d, const char *relpath, err_t *err)
+sb_outdir_mkdir(sb_outdir_t *d, const char *relpath, const char *label,
+                err_t *err)
 {
     const char *leaf;
-    int fd = s_out_dirs(d, relpath, true, &leaf, err);
+    int fd = s_out_dirs(d, relpath, label ? label : relpath, true, &leaf, err);
     if (fd < 0)
         return fd == -2 ? 1 : -1;
     close(fd);
@@ -610,21 +611,23 @@ struct sb_outfile {
 };
 
 int
-sb_outdir_create(sb_outdir_t *d, const char *relpath, uint64_t size, bool exec,
-                 sb_outfile_t **out, err_t *err)
+sb_outdir_create(sb_outdir_t *d, const char *relpath, const char *label,
+                 uint64_t size, bool exec, sb_outfile_t **out, err_t *err)
 {
     *out = NULL;
+    if (!label)
+        label = relpath;
     const char *leaf;
-    int dirfd = s_out_dirs(d, relpath, false, &leaf, err);
+    int dirfd = s_out_dirs(d, relpath, label, false, &leaf, err);
     if (dirfd < 0)
         return dirfd == -2 ? 1 : -1;
     struct stat st;
     if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        sb_outdir_refuse(d, relpath, "already exists; not overwritten");
+        sb_outdir_refuse(d, label, "already exists; not overwritten");
         close(dirfd);
         return 1;
     }
-    if (s_outdir_charge(d, size, relpath, err) < 0) {
+    if (s_outdir_charge(d, size, label, err) < 0) {
         close(dirfd);
         return -1;
     }
@@ -641,7 +644,7 @@ sb_outdir_create(sb_outdir_t *d, const char *relpath, uint64_t size, bool exec,
             break;
     }
     if (f->fd < 0) {
-        char *e = esc_dup(relpath, ESC_NAME);
+        char *e = esc_dup(label, ESC_NAME);
         err_set(err, ERR_IO, "creating copy of '%s' in '%s': %s", e, d->path,
                 strerror(-f->fd));
         free(e);
@@ -649,7 +652,7 @@ sb_outdir_create(sb_outdir_t *d, const char *relpath, uint64_t size, bool exec,
         free(f);
         return -1;
     }
-    f->relpath = xstrdup(relpath);
+    f->relpath = xstrdup(label);
     f->name = xstrdup(leaf);
     *out = f;
     return 0;

@@ -119,6 +119,10 @@ int sb_outdir_report(sb_outdir_t *d, int rc, err_t *err);
  * has at most max_depth directories above the file. Missing directories
  * on the way are created 0755, each one charged as an entry.
  *
+ * Messages and the skipped list name the entry `label` (NULL: relpath),
+ * e.g. its path in the source, as sb_outdir_copy names "out/x" when it
+ * copies "out".
+ *
  * sb_outdir_create charges one entry and `size` (the announced size)
  * against the caps and creates the file under a temporary dot-name in its
  * directory (O_EXCL, 0644, or 0755 when `exec` and keep_exec). Returns 0
@@ -130,10 +134,11 @@ typedef struct sb_outfile sb_outfile_t;
  * `relpath` with `max_depth`, or NULL when it does not (a static string). */
 const char *sb_files_out_refusal(const char *relpath, bool is_dir,
                                  unsigned max_depth);
-int sb_outdir_create(sb_outdir_t *d, const char *relpath, uint64_t size,
-                     bool exec, sb_outfile_t **out, err_t *err);
+int sb_outdir_create(sb_outdir_t *d, const char *relpath, const char *label,
+                     uint64_t size, bool exec, sb_outfile_t **out, err_t *err);
 /* Directory `relpath` (and those above it), same rules and returns. */
-int sb_outdir_mkdir(sb_outdir_t *d, const char *relpath, err_t *err);
+int sb_outdir_mkdir(sb_outdir_t *d, const char *relpath, const char *label,
+                    err_t *err);
 /* Append `len` bytes; every byte is charged against the byte cap. 0, or
  * -1 + err (the file is not removed: call sb_outfile_abort). */
 int sb_outfile_write(sb_outfile_t *f, const void *data, size_t len, err_t *err);

@@ -16,6 +16,7 @@
 #include "common/escape.h"
 #include "common/jpaths.h"
 #include "common/xalloc.h"
+#include "kernel-bridge/kb_files.h"
 #include "notebook-io/nb_notebook.h"
 
 #include <dirent.h>
@@ -393,14 +394,47 @@ s_by_path(const void *a, const void *b)
     return strcmp(pa ? pa : "", pb ? pb : "");
 }
 
+/* The files under out/ of a remote kernel's working directory, as
+ * sb_sandbox_list_files lists a box's ([{path, size}], paths starting with
+ * "out/"); an empty list when it has no out/ or cannot say. */
+static json_t *
+s_remote_list(kb_kernel_t *k)
+{
+    err_t err;
+    json_t *got = kb_files_list(k, "out", 10000, NULL, &err);
+    json_t *all = json_array();
+    size_t i;
+    json_t *f;
+    json_array_foreach(got, i, f)
+    {
+        const char *p = json_string_value(json_object_get(f, "path"));
+        if (!p)
+            continue;
+        char *full =
+            strncmp(p, "out/", 4) == 0 ? xstrdup(p) : xasprintf("out/%s", p);
+        json_array_append_new(all, json_pack("{s:s, s:O}", "path", full, "size",
+                                             json_object_get(f, "size")));
+        free(full);
+    }
+    json_decref(got);
+    return all;
+}
+
 /* Copy /mnt/data/out/ to files_dir; prints what came out. */
 static void
 s_copy_out(ask_ui_t *ui, ag_session_t *session, const char *files_dir)
 {
     sb_sandbox_t *box = session ? ag_session_sandbox(session) : NULL;
-    if (!box)
+    kb_kernel_t *remote =
+        session && kb_kernel_gateway_url(ag_session_kernel(session))
+            ? ag_session_kernel(session)
+            : NULL;
+    if (!box && !remote)
         return;
-    json_t *all = sb_sandbox_list_files(box, 10000);
+    /* A kernel on a gateway shares no filesystem with us: its out/ (in its
+     * working directory) comes through the kernel itself (kb_files). */
+    json_t *all =
+        box ? sb_sandbox_list_files(box, 10000) : s_remote_list(remote);
     json_t *outs = json_array();
     size_t i;
     json_t *f;
@@ -429,9 +463,19 @@ s_copy_out(ask_ui_t *ui, ag_session_t *session, const char *files_dir)
     }
     err_t cerr = {0};
     sb_files_out_opts_t o;
-    sb_policy_out_opts(sb_sandbox_policy(box), &o);
     size_t copied = 0;
-    int rc = sb_sandbox_copy_out(box, "out", files_dir, &o, &copied, &cerr);
+    int rc;
+    if (box) {
+        sb_policy_out_opts(sb_sandbox_policy(box), &o);
+        rc = sb_sandbox_copy_out(box, "out", files_dir, &o, &copied, &cerr);
+    } else {
+        sb_policy_t def;
+        sb_policy_init_default(&def);
+        sb_policy_out_opts(&def, &o);
+        rc = kb_files_copy_out(remote, "out", files_dir, &o, NULL, &copied,
+                               &cerr);
+        sb_policy_release(&def);
+    }
     if (copied) {
         /* Names come from the box: escaped, so they cannot move the cursor,
          * retitle the terminal, write the clipboard or forge a line. */

@@ -259,6 +259,10 @@ ag_cmd_exec(int argc, char **argv)
                              .on_input = s_on_input,
                              .should_stop = ag_interrupt_should_stop,
                              .arg = &ui};
+    /* One execution, then exit: a kernel killed after a timeout is not
+     * restarted (an attached one is never restarted anyway). */
+    if (!existing)
+        kb_kernel_no_restart(ag_session_kernel(session));
     kb_output_t *out = kb_output_new(NULL, sopts.max_output_bytes);
     kb_output_merge_streams(out, merge_streams);
     int rc = kb_kernel_execute(ag_session_kernel(session), code, &xopts,

@@ -387,6 +387,9 @@ ag_cmd_run(int argc, char **argv)
     ropts.hooks.should_stop = ag_interrupt_should_stop;
     nb_run_result_t res;
     err_t rerr = {0};
+    /* A timeout stops the run, which then exits: a kernel killed after
+     * ignoring the interrupt is not restarted. */
+    kb_kernel_no_restart(ag_session_kernel(session));
     nb_run_notebook(nb, ag_session_kernel(session), &ropts, &res, &rerr);
     if (res.code == ERR_INTERRUPTED && res.executed == 0) {
         /* Nothing ran: writing would only clear outputs (--inplace!). */

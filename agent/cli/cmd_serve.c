@@ -35,12 +35,17 @@ static const char s_usage[] =
     "      --factory          fork the kernels from one process that imported\n"
     "                         --preload once (pages shared: far less memory\n"
     "                         per session); each still runs in its own box\n"
+    "      --warmup-timeout S abandon a warm-up not ready after S seconds\n"
+    "                         and retry it (default 60; after 3 such in a\n"
+    "                         row the pool pauses until a session misses)\n"
     "      --socket PATH      unix socket (default "
     "$XDG_RUNTIME_DIR/jupyter-agent/\n"
     "                         serve.sock or ~/.cache/jupyter-agent/serve.sock;"
     "\n"
     "                         $JUPYTER_AGENT_SERVE_SOCKET overrides both)\n"
-    "      --status           print the running server's counters as JSON\n"
+    "      --status           print the running server's counters and\n"
+    "                         warm-up times (last, p50 of the last 32, max)\n"
+    "                         as JSON\n"
     "      --stop             ask the running server to exit: it stops\n"
     "                         handing out kernels at once, lets sessions in\n"
     "                         use finish, and says how many it left running\n"
@@ -59,15 +64,17 @@ s_listening(const char *path, void *arg)
 int
 ag_cmd_serve(int argc, char **argv)
 {
-    static const struct option own[] = {{"pool", required_argument, 0, 'p'},
-                                        {"preload", required_argument, 0, 'P'},
-                                        {"kernel", required_argument, 0, 'k'},
-                                        {"socket", required_argument, 0, 's'},
-                                        {"status", no_argument, 0, 'S'},
-                                        {"stop", no_argument, 0, 'X'},
-                                        {"factory", no_argument, 0, 'F'},
-                                        {"help", no_argument, 0, 'h'},
-                                        {0, 0, 0, 0}};
+    static const struct option own[] = {
+        {"pool", required_argument, 0, 'p'},
+        {"preload", required_argument, 0, 'P'},
+        {"kernel", required_argument, 0, 'k'},
+        {"socket", required_argument, 0, 's'},
+        {"status", no_argument, 0, 'S'},
+        {"stop", no_argument, 0, 'X'},
+        {"factory", no_argument, 0, 'F'},
+        {"warmup-timeout", required_argument, 0, 'W'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     kb_serve_opts_t o = {0};
     sb_policy_t policy;
     sb_policy_init_default(&policy);
@@ -99,6 +106,18 @@ ag_cmd_serve(int argc, char **argv)
         case 'P':
             o.preload = optarg;
             break;
+        case 'W': {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 1 || n > 3600) {
+                err_set(&err, ERR_USAGE,
+                        "--warmup-timeout takes 1..3600 seconds, not '%s'",
+                        optarg);
+                goto usage_error;
+            }
+            o.warmup_timeout_ms = (int)n * 1000;
+            break;
+        }
         case 'k':
             o.kernel_name = optarg;
             break;

@@ -48,17 +48,32 @@ ag_mcp_server_new(const ag_mcp_config_t *cfg)
     return s;
 }
 
-void
-ag_mcp_server_destroy(ag_mcp_server_t **p)
+static void
+s_server_free(ag_mcp_server_t **p, bool hand_off)
 {
     if (!p || !*p)
         return;
     ag_mcp_server_t *s = *p;
-    ag_mcp_box_destroy(&s->box);
+    if (hand_off)
+        ag_mcp_box_hand_off(&s->box);
+    else
+        ag_mcp_box_destroy(&s->box);
     json_decref(s->running);
     pthread_mutex_destroy(&s->lock);
     free(s);
     *p = NULL;
+}
+
+void
+ag_mcp_server_destroy(ag_mcp_server_t **p)
+{
+    s_server_free(p, false);
+}
+
+void
+ag_mcp_server_hand_off(ag_mcp_server_t **p)
+{
+    s_server_free(p, true);
 }
 
 const char *

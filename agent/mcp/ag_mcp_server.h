@@ -41,6 +41,9 @@ typedef struct ag_mcp_io {
 ag_mcp_server_t *ag_mcp_server_new(const ag_mcp_config_t *cfg);
 /* Ends the session: kills its kernel, removes its sandbox. */
 void ag_mcp_server_destroy(ag_mcp_server_t **p);
+/* ag_mcp_server_destroy() for a process about to exit: its kernel is not
+ * waited for (ag_mcp_box_hand_off). */
+void ag_mcp_server_hand_off(ag_mcp_server_t **p);
 
 /* Handle one message or batch (borrowed). Returns the response (an object,
  * or an array for a batch; new reference) or NULL when nothing is to be

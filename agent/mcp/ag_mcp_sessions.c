@@ -8,6 +8,11 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* How long a new session waits for ended ones' boxes to go before it is
+ * refused for --max-sessions. */
+#define TEARDOWN_WAIT_MS 10000
 
 struct ag_mcp_session {
     char id[AG_MCP_SESSION_ID_LEN + 1]; /* hex */
@@ -22,14 +27,15 @@ struct ag_mcp_session {
     /* The session's own thread runs its requests: the sandboxes it spawns
      * die with the thread that spawned them (PR_SET_PDEATHSIG), so that
      * must be one living as long as the session, not an HTTP connection's. */
-    pthread_t thread;       /* runs s_thread */
-    pthread_mutex_t jlock;  /* guards the job fields below */
-    pthread_cond_t jcond;   /* signals a new job, a done job, or quit */
-    const json_t *job;      /* the message to handle (borrowed), or NULL */
-    const ag_mcp_io_t *jio; /* its transport (borrowed) */
-    json_t *jresp;          /* the response (owned until taken) */
-    bool jdone;             /* jresp is set */
-    bool quit;              /* the thread is to destroy the server, end */
+    pthread_t thread;         /* runs s_thread */
+    pthread_mutex_t jlock;    /* guards the job fields below */
+    pthread_cond_t jcond;     /* signals a new job, a done job, or quit */
+    const json_t *job;        /* the message to handle (borrowed), or NULL */
+    const ag_mcp_io_t *jio;   /* its transport (borrowed) */
+    json_t *jresp;            /* the response (owned until taken) */
+    bool jdone;               /* jresp is set */
+    bool quit;                /* the thread is to destroy the server, end */
+    ag_mcp_sessions_t *table; /* counts the session's teardown */
 };
 
 struct ag_mcp_sessions {
@@ -39,6 +45,10 @@ struct ag_mcp_sessions {
     int max;                /* limit on n */
     int idle_ms;            /* 0 = no limit */
     int lifetime_ms;        /* 0 = no limit */
+    /* Ended sessions whose thread still tears their box down; the table
+     * outlives them (ag_mcp_sessions_destroy waits on `torn_down`). */
+    int tearing_down;
+    pthread_cond_t torn_down;
 };
 
 ag_mcp_sessions_t *
@@ -46,6 +56,11 @@ ag_mcp_sessions_new(int max, int idle_ms, int lifetime_ms)
 {
     ag_mcp_sessions_t *t = xcalloc(1, sizeof *t);
     pthread_mutex_init(&t->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->torn_down, &ca);
+    pthread_condattr_destroy(&ca);
     t->max = max;
     t->idle_ms = idle_ms;
     t->lifetime_ms = lifetime_ms;
@@ -73,8 +88,21 @@ s_thread(void *arg)
         pthread_cond_broadcast(&s->jcond);
     }
     pthread_mutex_unlock(&s->jlock);
+    /* Detached (s_free): whoever ended the session did not wait for this.
+     * The box's processes are killed, waited for (they are children of
+     * this process: no zombie stays) and its cgroup and run dir removed
+     * here, off the request that ended it. */
     log_info("mcp: session %.8s… ended; destroying its sandbox", s->id);
     ag_mcp_server_destroy(&s->server);
+    ag_mcp_sessions_t *t = s->table;
+    pthread_cond_destroy(&s->jcond);
+    pthread_mutex_destroy(&s->jlock);
+    pthread_mutex_destroy(&s->busy);
+    free(s);
+    pthread_mutex_lock(&t->lock);
+    if (--t->tearing_down == 0)
+        pthread_cond_broadcast(&t->torn_down);
+    pthread_mutex_unlock(&t->lock);
     return NULL;
 }
 
@@ -95,18 +123,21 @@ ag_mcp_session_handle(ag_mcp_session_t *s, const json_t *msg,
     return resp;
 }
 
+/* The last reference is gone: the session's thread tears its box down
+ * and frees it, without the caller (a DELETE, the expiry check) waiting
+ * for the kernel to die. */
 static void
 s_free(ag_mcp_session_t *s)
 {
+    ag_mcp_sessions_t *t = s->table;
+    pthread_mutex_lock(&t->lock);
+    t->tearing_down++;
+    pthread_mutex_unlock(&t->lock);
+    pthread_detach(s->thread);
     pthread_mutex_lock(&s->jlock);
     s->quit = true;
     pthread_cond_broadcast(&s->jcond);
     pthread_mutex_unlock(&s->jlock);
-    pthread_join(s->thread, NULL);
-    pthread_cond_destroy(&s->jcond);
-    pthread_mutex_destroy(&s->jlock);
-    pthread_mutex_destroy(&s->busy);
-    free(s);
 }
 
 /* Drop one reference (t->lock held); true when the caller must free. */
@@ -153,6 +184,11 @@ ag_mcp_sessions_destroy(ag_mcp_sessions_t **p)
         return;
     ag_mcp_sessions_t *t = *p;
     ag_mcp_sessions_end_all(t);
+    pthread_mutex_lock(&t->lock);
+    while (t->tearing_down > 0) /* no box outlives the server */
+        pthread_cond_wait(&t->torn_down, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+    pthread_cond_destroy(&t->torn_down);
     pthread_mutex_destroy(&t->lock);
     free(t);
     *p = NULL;
@@ -162,7 +198,22 @@ ag_mcp_session_t *
 ag_mcp_sessions_add(ag_mcp_sessions_t *t, ag_mcp_server_t **server)
 {
     pthread_mutex_lock(&t->lock);
-    if (t->n >= t->max) {
+    /* Boxes still being torn down count against --max-sessions: closing
+     * and opening sessions in a loop must not pile up boxes. A new session
+     * waits a little for them rather than being refused. */
+    int64_t until = clock_mono_ms() + TEARDOWN_WAIT_MS;
+    while (t->n < t->max && t->n + t->tearing_down >= t->max &&
+           clock_mono_ms() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&t->torn_down, &t->lock, &ts);
+    }
+    if (t->n + t->tearing_down >= t->max) {
         pthread_mutex_unlock(&t->lock);
         ag_mcp_server_destroy(server);
         return NULL;
@@ -173,6 +224,7 @@ ag_mcp_sessions_add(ag_mcp_sessions_t *t, ag_mcp_server_t **server)
     sodium_bin2hex(s->id, sizeof s->id, raw, sizeof raw);
     s->server = *server;
     *server = NULL;
+    s->table = t;
     pthread_mutex_init(&s->busy, NULL);
     pthread_mutex_init(&s->jlock, NULL);
     pthread_cond_init(&s->jcond, NULL);

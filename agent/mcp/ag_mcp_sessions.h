@@ -9,8 +9,10 @@
  * sandbox are destroyed once no request uses it any more.
  *
  * Each session runs its requests on a thread of its own
- * (ag_mcp_session_handle), which destroys the session's server at the end.
- * Thread-safe.
+ * (ag_mcp_session_handle), which destroys the session's server at the end:
+ * ending a session does not wait for its kernel to die (the thread kills
+ * it, waits for it and removes its box afterwards); destroying the table
+ * waits until every ended session's box is gone. Thread-safe.
  */
 #ifndef AGENT_MCP_AG_MCP_SESSIONS_H
 #define AGENT_MCP_AG_MCP_SESSIONS_H
@@ -29,12 +31,14 @@ ag_mcp_sessions_t *ag_mcp_sessions_new(int max, int idle_ms, int lifetime_ms);
 /* End every session: running requests are cancelled, and each session is
  * destroyed when the last request using it lets go. */
 void ag_mcp_sessions_end_all(ag_mcp_sessions_t *t);
-/* ag_mcp_sessions_end_all, then free the table: no request may still
- * use it (stop the HTTP daemon first). */
+/* ag_mcp_sessions_end_all, wait until every ended session's box was
+ * removed, then free the table: no request may still use it (stop the
+ * HTTP daemon first). */
 void ag_mcp_sessions_destroy(ag_mcp_sessions_t **p);
 
 /* Add `*server` (stolen, *server = NULL) as a new session and acquire it;
- * NULL (server destroyed) when max sessions already exist. */
+ * NULL (server destroyed) when max sessions already exist, counting ended
+ * ones whose box is still being removed (waited for up to 10 s). */
 ag_mcp_session_t *ag_mcp_sessions_add(ag_mcp_sessions_t *t,
                                       ag_mcp_server_t **server);
 /* The live session `id`, acquired (for the caller's exclusive use until

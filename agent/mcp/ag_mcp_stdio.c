@@ -222,8 +222,10 @@ ag_mcp_stdio_run(const ag_mcp_config_t *cfg, int in_fd, FILE *out,
         else
             rc = err_set(err, ERR_IO, "%s", nerr.text);
     }
-    ag_mcp_server_destroy(&io.server);
-    log_info("mcp: input ended; the session's sandbox is gone");
+    /* The process exits next: the box goes to a reaper (or the serve
+     * daemon) instead of being waited for. */
+    ag_mcp_server_hand_off(&io.server);
+    log_info("mcp: input ended; the session's sandbox was handed off");
     if (io.write_failed && rc == 0)
         rc = err_set(err, ERR_IO, "the client stopped reading our output");
     return rc;

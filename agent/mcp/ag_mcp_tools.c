@@ -776,8 +776,8 @@ ag_mcp_box_new(const ag_mcp_config_t *cfg)
     return b;
 }
 
-void
-ag_mcp_box_destroy(ag_mcp_box_t **p)
+static void
+s_box_free(ag_mcp_box_t **p, bool hand_off)
 {
     if (!p || !*p)
         return;
@@ -785,7 +785,9 @@ ag_mcp_box_destroy(ag_mcp_box_t **p)
     /* The session ends with its client, who may not wait long (the SDK
      * kills a stdio server 4 s after closing its input): no graceful
      * kernel shutdown, the whole box goes. */
-    if (b->session)
+    if (hand_off)
+        ag_session_hand_off(&b->session);
+    else if (b->session)
         kb_kernel_kill(ag_session_kernel(b->session));
     ag_session_destroy(&b->session);
     ag_tools_destroy(&b->tools);
@@ -794,6 +796,18 @@ ag_mcp_box_destroy(ag_mcp_box_t **p)
     free(b->expired_note);
     free(b);
     *p = NULL;
+}
+
+void
+ag_mcp_box_destroy(ag_mcp_box_t **p)
+{
+    s_box_free(p, false);
+}
+
+void
+ag_mcp_box_hand_off(ag_mcp_box_t **p)
+{
+    s_box_free(p, true);
 }
 
 /* ---- instructions ----------------------------------------------------- */

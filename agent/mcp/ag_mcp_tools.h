@@ -71,6 +71,9 @@ typedef struct ag_mcp_call {
 
 ag_mcp_box_t *ag_mcp_box_new(const ag_mcp_config_t *cfg);
 void ag_mcp_box_destroy(ag_mcp_box_t **p);
+/* ag_mcp_box_destroy() for a process about to exit (stdio at end of
+ * input): the kernel is not waited for (ag_session_hand_off). */
+void ag_mcp_box_hand_off(ag_mcp_box_t **p);
 
 /* The tools as tools/list returns them: [{name, description, inputSchema
  * [, outputSchema]}]. New reference. */

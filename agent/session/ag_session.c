@@ -1,9 +1,11 @@
 #include "agent/session/ag_session.h"
 
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/size.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
+#include "kernel-bridge/kb_files.h"
 #include "kernel-bridge/kb_launch_sandbox.h"
 #include "kernel-bridge/pool/kb_serve.h"
 #include "kernel-bridge/pool/kb_warm.h"
@@ -14,7 +16,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <sodium.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -24,6 +28,11 @@
 #define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 #define DEFAULT_IDLE_MS (30 * 60 * 1000)
 #define DEFAULT_LIFETIME_MS (8 * 60 * 60 * 1000)
+/* A warm kernel is already running: ready means one kernel_info round trip
+ * and our sockets' handshakes, milliseconds. One that is not ready after
+ * this (or refuses the hand-over) is dropped, and in --warm auto the
+ * session starts cold instead of waiting out a cold start's 60 s. */
+#define WARM_READY_MS 20000
 
 struct ag_session {
     kb_kernel_t *kernel; /* owned */
@@ -36,6 +45,7 @@ struct ag_session {
     pk_trust_t *trust;   /* owned keys trusted for packages_dir, or NULL */
     json_t *packages;    /* owned array of install reports, or NULL */
     json_t *inputs;      /* owned array: the --file inputs with SHA-256 */
+    char *kernel_name;   /* owned --kernel on a gateway, or NULL */
 };
 
 /* Installed packages are on the kernel's path from its start, so they
@@ -53,6 +63,9 @@ ag_session_opts_init(ag_session_opts_t *o)
     o->idle_timeout_ms = DEFAULT_IDLE_MS;
     o->max_lifetime_ms = DEFAULT_LIFETIME_MS;
     sb_policy_init_default(&o->policy);
+    const char *url = getenv("JUPYTER_GATEWAY_URL");
+    if (url && *url)
+        o->gateway_url = xstrdup(url);
 }
 
 void
@@ -69,6 +82,12 @@ ag_session_opts_release(ag_session_opts_t *o)
     o->ntrusts = 0;
     free(o->packages_dir);
     o->packages_dir = NULL;
+    free(o->gateway_url);
+    o->gateway_url = NULL;
+    free(o->gateway_token_file);
+    o->gateway_token_file = NULL;
+    free(o->gateway_ca);
+    o->gateway_ca = NULL;
     sb_policy_release(&o->policy);
 }
 
@@ -162,6 +181,52 @@ s_set_trust(void *o, const char *v, err_t *err)
     return 0;
 }
 
+/* Replace the owned string *slot with a copy of v. */
+static void
+s_set_str(char **slot, const char *v)
+{
+    free(*slot);
+    *slot = xstrdup(v);
+}
+
+static int
+s_set_gateway(void *o, const char *v, err_t *err)
+{
+    (void)err;
+    s_set_str(&((ag_session_opts_t *)o)->gateway_url, v);
+    return 0;
+}
+
+static int
+s_set_gateway_token_file(void *o, const char *v, err_t *err)
+{
+    (void)err;
+    s_set_str(&((ag_session_opts_t *)o)->gateway_token_file, v);
+    return 0;
+}
+
+static int
+s_set_gateway_ca(void *o, const char *v, err_t *err)
+{
+    (void)err;
+    s_set_str(&((ag_session_opts_t *)o)->gateway_ca, v);
+    return 0;
+}
+
+static const cliopt_t s_gateway_flags[] = {
+    {"gateway", "URL",
+     "run the kernel on this Jupyter Server or\n"
+     "Enterprise Gateway (default $JUPYTER_GATEWAY_URL);\n"
+     "--kernel names one of its kernelspecs",
+     s_set_gateway, "http://127.0.0.1:8888", NULL},
+    {"gateway-token-file", "FILE",
+     "its token, read from FILE (default\n"
+     "$JUPYTER_GATEWAY_AUTH_TOKEN)",
+     s_set_gateway_token_file, "token.txt", NULL},
+    {"gateway-ca", "FILE", "trust this CA (PEM) for its TLS certificate",
+     s_set_gateway_ca, "ca.pem", NULL},
+};
+
 /* The session's own flags; the sandbox's are sb_policy_flags(). */
 static const cliopt_t s_session_flags[] = {
     {"file", "PATH[:NAME]", "copy a file into /mnt/data before start",
@@ -213,6 +278,8 @@ ag_session_flags(ag_session_opts_t *o,
     groups[2] = CLIOPT_GROUP("packages (there is no network; only wheels from "
                              "a signed directory)",
                              s_packages_flags, o);
+    groups[3] = CLIOPT_GROUP("remote kernels (the isolation is the server's)",
+                             s_gateway_flags, o);
 }
 
 int
@@ -418,9 +485,171 @@ s_make_out_dir(sb_sandbox_t *box)
         log_warn("%s", err.text);
 }
 
+/* The gateway's token: --gateway-token-file, else the environment.
+ * 0 with *token a new string or NULL (no token), or -1. */
+static int
+s_gateway_token(const ag_session_opts_t *o, char **token, err_t *err)
+{
+    *token = NULL;
+    if (!o->gateway_token_file) {
+        const char *t = getenv("JUPYTER_GATEWAY_AUTH_TOKEN");
+        if (t && *t)
+            *token = xstrdup(t);
+        return 0;
+    }
+    FILE *f = fopen(o->gateway_token_file, "r");
+    if (!f)
+        return err_set(err, ERR_USAGE,
+                       "--gateway-token-file: cannot read %s: %s",
+                       o->gateway_token_file, strerror(errno));
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    bool more = fgetc(f) != EOF;
+    fclose(f);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
+                 buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+        n--;
+    buf[n] = '\0';
+    int rc = 0;
+    if (more || n == 0 || strlen(buf) != n || strpbrk(buf, "\r\n"))
+        rc = err_set(err, ERR_USAGE,
+                     "--gateway-token-file: %s must hold the token on one "
+                     "line (and at most 4 KiB)",
+                     o->gateway_token_file);
+    else
+        *token = xstrdup(buf);
+    sodium_memzero(buf, sizeof buf);
+    return rc;
+}
+
+/* Flags that shape a local sandbox mean nothing to a remote kernel; say so
+ * rather than ignore them. */
+static int
+s_refuse_local_flags(const ag_session_opts_t *o, err_t *err)
+{
+    static const char tail[] =
+        "with --gateway the kernel runs on the server, and its isolation "
+        "is the server's (see README: Remote kernels); drop the flag or "
+        "the gateway";
+    if (o->no_sandbox)
+        return err_set(err, ERR_USAGE, "--no-sandbox: %s", tail);
+    if (o->packages_dir || o->ninstalls || o->ntrusts)
+        return err_set(err, ERR_USAGE,
+                       "--packages/--install/--trust install into a local "
+                       "sandbox: %s",
+                       tail);
+    if (o->warm != AG_WARM_AUTO)
+        return err_set(err, ERR_USAGE, "--warm picks a local kernel: %s", tail);
+    sb_policy_t def;
+    sb_policy_init_default(&def);
+    json_t *want = sb_policy_to_json(&def),
+           *got = sb_policy_to_json(&o->policy);
+    buf_t diff;
+    buf_init(&diff, 512);
+    const char *key;
+    json_t *v;
+    json_object_foreach(got, key, v)
+    {
+        if (!json_equal(v, json_object_get(want, key)))
+            buf_printf(&diff, "%s%s", diff.len ? ", " : "", key);
+    }
+    int rc = 0;
+    if (diff.len)
+        rc = err_set(err, ERR_USAGE,
+                     "sandbox flags were given (they set: %s): %s",
+                     buf_cstr(&diff), tail);
+    buf_release(&diff);
+    json_decref(want);
+    json_decref(got);
+    sb_policy_release(&def);
+    return rc;
+}
+
+/* KERNEL_* variables for the gateway: ours, plus KERNEL_USERNAME (what
+ * jupyter_server's GatewayClient sends). New list. */
+static char **
+s_gateway_env(void)
+{
+    extern char **environ;
+    char **env = NULL;
+    size_t n = 0;
+    bool have_user = false;
+    for (char **e = environ; e && *e; e++)
+        if (strncmp(*e, "KERNEL_", 7) == 0) {
+            strv_push(&env, &n, xstrdup(*e));
+            have_user |= strncmp(*e, "KERNEL_USERNAME=", 16) == 0;
+        }
+    const char *user = getenv("USER");
+    if (!have_user && user && *user)
+        strv_push(&env, &n, xasprintf("KERNEL_USERNAME=%s", user));
+    return env;
+}
+
+static ag_session_t *
+s_start_gateway(const ag_session_opts_t *o, err_t *err)
+{
+    char *token = NULL;
+    if (s_refuse_local_flags(o, err) || s_gateway_token(o, &token, err))
+        return NULL;
+    /* Hashed before the kernel starts, as for a local session. */
+    json_t *inputs = s_inputs_json(o->files, err);
+    if (!inputs) {
+        free(token);
+        err_prefix(err, "--file");
+        return NULL;
+    }
+    char **env = s_gateway_env();
+    kb_gateway_opts_t gopts = {.url = o->gateway_url,
+                               .token = token,
+                               .ca_file = o->gateway_ca,
+                               .env = env};
+    kb_kernel_opts_t kopts = {.kernel_name = o->kernel_name,
+                              .max_output_bytes = o->max_output_bytes,
+                              .gateway = &gopts};
+    kb_kernel_t *k = kb_kernel_start(&kopts, err);
+    strv_free(env);
+    if (token) {
+        sodium_memzero(token, strlen(token));
+        free(token);
+    }
+    if (!k) {
+        json_decref(inputs);
+        return NULL;
+    }
+    /* No shared filesystem: each --file goes through the kernel itself,
+     * chunk by chunk, hash-checked (kb_files), into its working directory,
+     * under the same size cap as a local /mnt/data. */
+    for (size_t i = 0; i < o->nfiles; i++) {
+        char *path, *name;
+        ag_session_split_file_arg(o->files[i], &path, &name);
+        int rc =
+            sb_files_check_name(name, err) ||
+            kb_files_push(k, path, name, o->policy.workspace_bytes, NULL, err);
+        free(path);
+        free(name);
+        if (rc) {
+            err_prefix(err, "--file %s", o->files[i]);
+            kb_kernel_hand_off(&k);
+            json_decref(inputs);
+            return NULL;
+        }
+    }
+    ag_session_t *s = xcalloc(1, sizeof *s);
+    s->kernel = k;
+    s->inputs = inputs;
+    s->kernel_name = o->kernel_name ? xstrdup(o->kernel_name) : NULL;
+    s->warnings = xasprintf("note: the kernel runs on the Jupyter server at "
+                            "%s (kernel %s); its isolation is that "
+                            "server's.\n",
+                            kb_kernel_gateway_url(k), kb_kernel_remote_id(k));
+    return s;
+}
+
 ag_session_t *
 ag_session_start(const ag_session_opts_t *o, err_t *err)
 {
+    if (o->gateway_url && *o->gateway_url)
+        return s_start_gateway(o, err);
     if (o->no_sandbox && o->nfiles) {
         err_set(err, ERR_USAGE,
                 "--file copies into the sandbox's /mnt/data; it does not work "
@@ -472,6 +701,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     if (warm) {
         kopts.launcher = s_warm_factory;
         kopts.launcher_arg = warm;
+        kopts.startup_timeout_ms = WARM_READY_MS;
     }
     if (o->packages_dir)
         kopts.extra_env = s_packages_env;
@@ -485,6 +715,18 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
          !strcmp(kname, "python3")))
         kopts.extra_args = hist_args;
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
+    if (!k && warm && o->warm == AG_WARM_AUTO) {
+        /* The failed start destroyed the warm launcher (and the server
+         * removes its box): a cold kernel, as with no server at all. */
+        log_warn("the warm kernel from 'jupyter-agent serve' did not start "
+                 "(%s); starting a cold one",
+                 err ? err->text : "no reason given");
+        warm = NULL;
+        kopts.launcher = s_sandbox_factory;
+        kopts.launcher_arg = (void *)o;
+        kopts.startup_timeout_ms = 0;
+        k = kb_kernel_start(&kopts, err);
+    }
     if (!k) {
         pk_trust_destroy(&trust);
         json_decref(inputs);
@@ -555,6 +797,7 @@ s_destroy(ag_session_t **ps, bool hand_off)
     pk_trust_destroy(&s->trust);
     free(s->packages_dir);
     free(s->warnings);
+    free(s->kernel_name);
     free(s);
     *ps = NULL;
 }
@@ -595,7 +838,9 @@ ag_session_record_kernel(ag_session_t *s, nb_record_t *rec)
 {
     kb_kernel_t *k = ag_session_kernel(s);
     const kb_kernelspec_t *spec = kb_kernel_spec(k);
-    const char *name = spec ? spec->name : "python3";
+    const char *name = spec             ? spec->name
+                       : s->kernel_name ? s->kernel_name
+                                        : "python3";
     const char *display = spec && spec->display_name[0]
                               ? spec->display_name
                               : "Python 3 (ipykernel)";
@@ -655,6 +900,11 @@ ag_session_is_warm(ag_session_t *s)
 json_t *
 ag_session_policy_json(ag_session_t *s)
 {
+    const char *url = kb_kernel_gateway_url(s->kernel);
+    if (url)
+        return json_pack("{s:b, s:{s:s, s:s}}", "sandboxed", 0, "gateway",
+                         "url", url, "kernel_id",
+                         kb_kernel_remote_id(s->kernel));
     if (s->policy && s->packages)
         return json_pack("{s:b, s:O, s:O}", "sandboxed", 1, "limits", s->policy,
                          "packages", s->packages);

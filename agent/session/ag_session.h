@@ -33,13 +33,18 @@ typedef struct ag_session_opts {
     size_t ninstalls;
     char **trusts; /* owned NULL-terminated --trust KEY|FILE list */
     size_t ntrusts;
-    int idle_timeout_ms;    /* a long-lived session (the agent kernel's) idle
-                               this long is stopped; default 30 min, 0 = never */
-    int max_lifetime_ms;    /* ... or this long after it started; default 8 h,
-                               0 = no limit */
-    bool history_in_memory; /* an ipykernel keeps IPython's history in
-                               memory, not in ~/.ipython (as nbclient and
-                               papermill start it) */
+    int idle_timeout_ms;      /* a long-lived session (the agent kernel's) idle
+                                 this long is stopped; default 30 min, 0 = never */
+    int max_lifetime_ms;      /* ... or this long after it started; default 8 h,
+                                 0 = no limit */
+    bool history_in_memory;   /* an ipykernel keeps IPython's history in
+                                 memory, not in ~/.ipython (as nbclient and
+                                 papermill start it) */
+    char *gateway_url;        /* owned --gateway URL (default
+                                 $JUPYTER_GATEWAY_URL), or NULL: run here */
+    char *gateway_token_file; /* owned --gateway-token-file, or NULL:
+                                 $JUPYTER_GATEWAY_AUTH_TOKEN */
+    char *gateway_ca;         /* owned --gateway-ca PEM file, or NULL */
 } ag_session_opts_t;
 
 /* Where the kernel comes from (--warm). AUTO: a warm kernel from a running
@@ -54,9 +59,10 @@ void ag_session_opts_release(ag_session_opts_t *o);
 /* The flag groups every session-starting command (exec, run, ask, kernel)
  * accepts, in help order: the session's own (--file, --max-output, --warm,
  * --idle-timeout, --max-lifetime, --no-sandbox), the sandbox policy
- * (sb_policy_flags) and the packages (--packages, --install, --trust).
+ * (sb_policy_flags), the packages (--packages, --install, --trust) and
+ * the remote kernels (--gateway, --gateway-token-file, --gateway-ca).
  * Their targets are `o` and `&o->policy`; see common/cliopt.h. */
-#define AG_SESSION_NGROUPS 3
+#define AG_SESSION_NGROUPS 4
 void ag_session_flags(ag_session_opts_t *o,
                       cliopt_group_t groups[AG_SESSION_NGROUPS]);
 /* One of those flags outside getopt ("--packages", "DIR" or
@@ -88,7 +94,9 @@ const char *ag_session_workspace(ag_session_t *s);
  * them for report archives: [{"name", "path" (absolute, on the host),
  * "sha256", "size"}], hashed when the session started. New reference. */
 json_t *ag_session_inputs_json(ag_session_t *s);
-/* The sandbox policy as JSON for notebook metadata (new reference). */
+/* The sandbox policy as JSON for notebook metadata (new reference); for a
+ * kernel on a gateway {"sandboxed": false, "gateway": {"url", "kernel_id"}}
+ * (the URL without any secret). */
 json_t *ag_session_policy_json(ag_session_t *s);
 /* True when the kernel came warm from a 'jupyter-agent serve' pool (its
  * sandbox then belongs to the server: ag_session_sandbox() is NULL, the

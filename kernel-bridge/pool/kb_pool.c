@@ -2,11 +2,13 @@
 #include "kernel-bridge/pool/kb_pool.h"
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/pool/kb_warm.h"
 
 #include <jansson.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,21 +17,27 @@
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
 #define REFILL_DELAY_MS 300
+#define WARMUP_TIMEOUT_MS 60000 /* as long as a cold start may take */
+#define MAX_RETRIES 3
 
 struct kb_pool {
-    char *kernel_name;     /* owned */
-    sb_policy_t policy;    /* owned copy */
-    json_t *policy_json;   /* owned: what kb_pool_matches compares */
-    char *preload;         /* owned, or NULL */
-    kb_factory_t *factory; /* borrowed, or NULL */
-    unsigned size;         /* target of ready + starting */
-    unsigned max_starting; /* warm-ups at once */
-    kb_warm_t **warm;      /* owned array: starting and ready kernels */
-    size_t n;              /* entries in warm */
-    int64_t next_start_ms; /* no new warm-up before this (backoff) */
-    int backoff_ms;        /* current backoff after a failure, or 0 */
-    kb_pool_stats_t st;    /* counters; ready/starting filled on demand */
-    char last_error[512];  /* most recent warm-up failure */
+    char *kernel_name;      /* owned */
+    sb_policy_t policy;     /* owned copy */
+    json_t *policy_json;    /* owned: what kb_pool_matches compares */
+    char *preload;          /* owned, or NULL */
+    kb_factory_t *factory;  /* borrowed, or NULL */
+    unsigned size;          /* target of ready + starting */
+    unsigned max_starting;  /* warm-ups at once */
+    kb_warm_t **warm;       /* owned array: starting and ready kernels */
+    size_t n;               /* entries in warm */
+    int64_t next_start_ms;  /* no new warm-up before this (backoff) */
+    int backoff_ms;         /* current backoff after a failure, or 0 */
+    int warmup_timeout_ms;  /* abandon a warm-up after this */
+    unsigned max_retries;   /* abandoned in a row before pausing */
+    unsigned abandoned_row; /* abandoned in a row (reset by a ready one) */
+    int times[KB_POOL_WARMUP_WINDOW]; /* ring of warm-up times, ms */
+    kb_pool_stats_t st;   /* counters; ready/starting filled on demand */
+    char last_error[512]; /* most recent warm-up failure */
 };
 
 kb_pool_t *
@@ -47,6 +55,10 @@ kb_pool_new(const kb_pool_opts_t *o, err_t *err)
     p->factory = o ? o->factory : NULL;
     p->size = o && o->size ? o->size : 2;
     p->max_starting = o && o->max_starting ? o->max_starting : 2;
+    p->warmup_timeout_ms = o && o->warmup_timeout_ms > 0 ? o->warmup_timeout_ms
+                                                         : WARMUP_TIMEOUT_MS;
+    p->max_retries = o && o->max_retries ? o->max_retries : MAX_RETRIES;
+    p->st.warmup_last_ms = p->st.warmup_p50_ms = p->st.warmup_max_ms = -1;
     return p;
 }
 
@@ -96,26 +108,93 @@ s_note_failure(kb_pool_t *p, const char *why)
     p->next_start_ms = clock_mono_ms() + p->backoff_ms;
 }
 
-/* Drop failed kernels, then start new ones up to the target. */
+static int
+s_cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* A warm-up finished in `ms`: the window, last, p50 and max. */
+static void
+s_note_warmup(kb_pool_t *p, int64_t ms)
+{
+    int v = ms > INT32_MAX ? INT32_MAX : (int)ms;
+    p->times[p->st.warmups % KB_POOL_WARMUP_WINDOW] = v;
+    p->st.warmups++;
+    p->st.warmup_last_ms = v;
+    if (v > p->st.warmup_max_ms)
+        p->st.warmup_max_ms = v;
+    size_t n = p->st.warmups < KB_POOL_WARMUP_WINDOW ? p->st.warmups
+                                                     : KB_POOL_WARMUP_WINDOW;
+    int sorted[KB_POOL_WARMUP_WINDOW];
+    memcpy(sorted, p->times, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, s_cmp_int);
+    p->st.warmup_p50_ms = sorted[(n - 1) / 2];
+}
+
+/* kb_warm_poll, noting a warm-up that just became ready. */
+static kb_warm_state_t
+s_poll_one(kb_pool_t *p, kb_warm_t *w)
+{
+    kb_warm_state_t before = kb_warm_state(w);
+    kb_warm_state_t s = kb_warm_poll(w, 0);
+    if (before == KB_WARM_STARTING && s == KB_WARM_READY) {
+        s_note_warmup(p, kb_warm_warmup_ms(w));
+        p->backoff_ms = 0; /* it works again */
+        p->abandoned_row = 0;
+    }
+    return s;
+}
+
+/* Give up on a warm-up that took too long; pause after too many. */
+static void
+s_abandon(kb_pool_t *p, size_t i)
+{
+    char why[256];
+    p->st.abandoned++;
+    p->abandoned_row++;
+    snprintf(why, sizeof why,
+             "warm-up of a '%s' kernel abandoned: not ready after %d s "
+             "(%u in a row)",
+             p->kernel_name, p->warmup_timeout_ms / 1000, p->abandoned_row);
+    s_note_failure(p, why);
+    if (p->abandoned_row > p->max_retries) {
+        p->st.paused = true;
+        log_warn("pool: %s; pausing: sessions start cold, and the next one "
+                 "re-arms the pool",
+                 why);
+    } else {
+        log_warn("pool: %s; retrying in %d s (retry %u of %u)", why,
+                 p->backoff_ms / 1000, p->abandoned_row, p->max_retries);
+    }
+    kb_warm_destroy(&p->warm[i]);
+    s_remove(p, i);
+}
+
+/* Drop failed and overdue kernels, then start new ones up to the target. */
 static void
 s_refill(kb_pool_t *p)
 {
     for (size_t i = 0; i < p->n;) {
-        kb_warm_state_t s = kb_warm_poll(p->warm[i], 0);
+        kb_warm_state_t s = s_poll_one(p, p->warm[i]);
         if (s == KB_WARM_FAILED) {
             s_note_failure(p, kb_warm_error(p->warm[i]));
             kb_warm_destroy(&p->warm[i]);
             s_remove(p, i);
             continue;
         }
-        if (s == KB_WARM_READY)
-            p->backoff_ms = 0; /* it works again */
+        if (s == KB_WARM_STARTING &&
+            kb_warm_age_ms(p->warm[i]) >= p->warmup_timeout_ms) {
+            s_abandon(p, i);
+            continue;
+        }
         i++;
     }
     unsigned ready, starting;
     s_count(p, &ready, &starting);
-    while (ready + starting < p->size && starting < p->max_starting &&
-           clock_mono_ms() >= p->next_start_ms) {
+    while (!p->st.paused && ready + starting < p->size &&
+           starting < p->max_starting && clock_mono_ms() >= p->next_start_ms) {
         kb_warm_opts_t wo = {.kernel_name = p->kernel_name,
                              .policy = &p->policy,
                              .preload = p->preload};
@@ -170,17 +249,44 @@ kb_pool_fds(const kb_pool_t *p, int *fds, size_t max)
     return k;
 }
 
+/* Milliseconds until the oldest warm-up in progress is overdue, or -1. */
+static int
+s_next_overdue_ms(const kb_pool_t *p)
+{
+    int64_t least = -1;
+    for (size_t i = 0; i < p->n; i++) {
+        if (kb_warm_state(p->warm[i]) != KB_WARM_STARTING)
+            continue;
+        int64_t left = p->warmup_timeout_ms - kb_warm_age_ms(p->warm[i]);
+        if (left < 0)
+            left = 0;
+        if (least < 0 || left < least)
+            least = left;
+    }
+    return (int)least;
+}
+
+/* The sooner of two waits where -1 means "none". */
+static int
+s_sooner(int a, int b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
 int
 kb_pool_next_ms(const kb_pool_t *p)
 {
     unsigned ready, starting;
     s_count(p, &ready, &starting);
-    if (ready + starting >= p->size)
-        return ready ? 1000 : -1; /* look at idle kernels now and then */
+    int overdue = s_next_overdue_ms(p);
+    if (p->st.paused)
+        return overdue;
+    if (ready + starting >= p->size) /* look at idle kernels now and then */
+        return s_sooner(ready ? 1000 : -1, overdue);
     if (starting >= p->max_starting)
-        return -1; /* the next start waits for a warm-up to finish */
+        return overdue; /* the next start waits for a warm-up to finish */
     int64_t wait = p->next_start_ms - clock_mono_ms();
-    return wait > 0 ? (int)wait : 0;
+    return s_sooner(wait > 0 ? (int)wait : 0, overdue);
 }
 
 bool
@@ -215,7 +321,7 @@ kb_pool_take(kb_pool_t *p, const char *kernel_name, const sb_policy_t *policy,
     }
     size_t i = 0;
     while (i < p->n && !l) {
-        if (kb_warm_poll(p->warm[i], 0) != KB_WARM_READY) {
+        if (s_poll_one(p, p->warm[i]) != KB_WARM_READY) {
             i++;
             continue;
         }
@@ -239,6 +345,13 @@ kb_pool_take(kb_pool_t *p, const char *kernel_name, const sb_policy_t *policy,
     if (!l) {
         p->st.misses++;
         err_set(err, ERR_KERNEL, "pool: no warm kernel ready");
+        if (p->st.paused) { /* someone wants kernels again: re-arm */
+            p->st.paused = false;
+            p->abandoned_row = 0;
+            p->backoff_ms = 0;
+            p->next_start_ms = clock_mono_ms() + REFILL_DELAY_MS;
+            log_info("pool: a session found no warm kernel; warming again");
+        }
     }
     s_refill(p);
     return l;

@@ -10,6 +10,20 @@
  * session's first cells do not compete with it. After a warm-up failure the
  * next start waits (1 s, doubling up to 60 s) so a broken kernel does not spin.
  *
+ * A warm-up still not ready after warmup_timeout_ms is abandoned (its box
+ * killed, a warning logged, counted in `abandoned`) and retried after the
+ * same back-off. After max_retries abandoned warm-ups in a row the pool
+ * pauses: it starts no more warm-ups (sessions start cold) until the next
+ * take that finds nothing ready, which re-arms it. A warm-up that becomes
+ * ready resets the count.
+ *
+ * A take never waits: it hands out a READY kernel or is a miss at once,
+ * even while warm-ups are starting, and the caller starts a cold kernel.
+ * Waiting would pay off only for a warm-up about to finish, and the pool
+ * cannot tell one from a warm-up that is stalled (the ones that overrun
+ * are exactly those under load); a miss costs at most a cold start, a wait
+ * on a stalled warm-up up to warmup_timeout_ms.
+ *
  * INVARIANT: a kernel leaves the pool exactly once. kb_pool_take() removes
  * it before returning it, and the pool keeps no reference to it.
  */
@@ -35,16 +49,32 @@ typedef struct kb_pool_opts {
     kb_factory_t *factory;     /* borrowed: fork kernels from it (shared
                                   pages; preload is then the factory's), or
                                   NULL: a fresh interpreter per kernel */
+    int warmup_timeout_ms;     /* abandon a warm-up after this; 0 = 60 s */
+    unsigned max_retries;      /* abandoned in a row before pausing; 0 = 3 */
 } kb_pool_opts_t;
 
+/* Warm-up times (start to ready) are kept for the last KB_POOL_WARMUP_WINDOW
+ * warm-ups; p50 is over those. */
+#define KB_POOL_WARMUP_WINDOW 32
+
 typedef struct kb_pool_stats {
-    unsigned ready;         /* kernels waiting for a session */
-    unsigned starting;      /* warm-ups in progress */
-    unsigned long hits;     /* takes served from the pool */
-    unsigned long misses;   /* takes that found nothing ready or no match */
-    unsigned long started;  /* warm-ups begun */
-    unsigned long failed;   /* warm-ups that failed or kernels that died */
-    const char *last_error; /* borrowed; "" when none */
+    unsigned ready;          /* kernels waiting for a session */
+    unsigned starting;       /* warm-ups in progress */
+    unsigned long hits;      /* takes served from the pool */
+    unsigned long misses;    /* takes that found nothing ready or no match */
+    unsigned long started;   /* warm-ups begun */
+    unsigned long failed;    /* warm-ups that failed or kernels that died
+                                (abandoned ones included) */
+    unsigned long abandoned; /* warm-ups killed for taking too long */
+    bool paused;             /* too many abandoned in a row: not warming
+                                until the next take */
+    unsigned long warmups;   /* warm-ups that became ready */
+    int warmup_last_ms;      /* the most recent one's time, or -1 */
+    int warmup_p50_ms;       /* median of the last KB_POOL_WARMUP_WINDOW, or
+                                -1 */
+    int warmup_max_ms;       /* the longest since the pool was created, or
+                                -1 */
+    const char *last_error;  /* borrowed; "" when none */
 } kb_pool_stats_t;
 
 /* A pool; nothing starts until the first kb_pool_poll()/kb_pool_take(). */

@@ -330,14 +330,25 @@ s_stats_json(const s_server_t *sv)
     if (sv->pool)
         kb_pool_stats(sv->pool, &st);
     size_t taken = s_sessions(sv);
-    return json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:i}",
-                     "ready", (int)st.ready, "starting", (int)st.starting,
-                     "hits", (json_int_t)st.hits, "misses",
-                     (json_int_t)(st.misses + sv->mismatches), "started",
-                     (json_int_t)st.started, "failed", (json_int_t)st.failed,
-                     "sessions", (json_int_t)taken, "last_error", st.last_error,
-                     "kernel", sv->kernel_name, "factory_pid",
-                     sv->factory ? (int)kb_factory_pid(sv->factory) : 0);
+    json_t *j = json_pack(
+        "{s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:i}", "ready",
+        (int)st.ready, "starting", (int)st.starting, "hits",
+        (json_int_t)st.hits, "misses", (json_int_t)(st.misses + sv->mismatches),
+        "started", (json_int_t)st.started, "failed", (json_int_t)st.failed,
+        "sessions", (json_int_t)taken, "last_error",
+        st.last_error ? st.last_error : "", "kernel", sv->kernel_name,
+        "factory_pid", sv->factory ? (int)kb_factory_pid(sv->factory) : 0);
+    /* Warm-up times of this server's one pool: start to ready, in ms; -1
+     * before the first. */
+    json_object_set_new(j, "abandoned", json_integer((json_int_t)st.abandoned));
+    json_object_set_new(j, "paused", json_boolean(st.paused));
+    json_object_set_new(j, "warmups", json_integer((json_int_t)st.warmups));
+    json_object_set_new(j, "warmup_last_ms", json_integer(st.warmup_last_ms));
+    json_object_set_new(j, "warmup_p50_ms", json_integer(st.warmup_p50_ms));
+    json_object_set_new(j, "warmup_max_ms", json_integer(st.warmup_max_ms));
+    json_object_set_new(j, "warmup_window",
+                        json_integer(KB_POOL_WARMUP_WINDOW));
+    return j;
 }
 
 /* One request; returns false when the connection should be dropped. */
@@ -494,7 +505,8 @@ kb_serve_run(const kb_serve_opts_t *o, err_t *err)
                          .factory = sv->factory,
                          .policy = o->policy,
                          .size = o->pool_size ? o->pool_size : 4,
-                         .preload = o->preload};
+                         .preload = o->preload,
+                         .warmup_timeout_ms = o->warmup_timeout_ms};
     sv->pool = kb_pool_new(&po, err);
     if (!sv->pool)
         goto out;

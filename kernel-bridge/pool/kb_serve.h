@@ -25,7 +25,10 @@
  *   {"op":"spawn","argv","env"} + [out] ->  <- {"ok":true} + [pidfd]
  *   {"op":"reap"}                       ->  <- {"ok":true,"done":B,"why":S}
  *   {"op":"kill"}                       ->  <- {"ok":true}
- *   {"op":"stats"}                      ->  <- {"ok":true, pool counters}
+ *   {"op":"stats"}                      ->  <- {"ok":true, pool counters,
+ *                                              warm-up times: warmup_last_ms,
+ *                                              warmup_p50_ms (last
+ *                                              warmup_window), warmup_max_ms}
  *   {"op":"stop"}                       ->  <- {"ok":true,"sessions_left":N}:
  *                                              the socket and the unused
  *                                              warm kernels go at once; the
@@ -57,9 +60,11 @@ typedef struct kb_serve_opts {
     const sb_policy_t *policy; /* borrowed; NULL = default */
     unsigned pool_size;        /* 0 = 4 */
     const char *preload;       /* warm-up code, or NULL */
-    bool factory; /* fork kernels from one preloaded factory process
-                     (kb_factory.h: shared pages) instead of starting a
-                     fresh interpreter per kernel */
+    bool factory;          /* fork kernels from one preloaded factory process
+                              (kb_factory.h: shared pages) instead of starting a
+                              fresh interpreter per kernel */
+    int warmup_timeout_ms; /* abandon and retry a warm-up not ready after
+                              this (kb_pool.h); 0 = 60 s */
     /* Called once the socket listens (e.g. to print it); may be NULL. */
     void (*on_listening)(const char *path, void *arg);
     void *arg;

@@ -46,6 +46,8 @@ struct kb_warm {
     kb_factory_t *factory; /* borrowed; set while the kernel is a forked one */
     pid_t kpid;            /* forked kernel's host pid, or -1 */
     int kpidfd;            /* owned pidfd of the forked kernel, or -1 */
+    int64_t started_ms;    /* CLOCK_MONOTONIC ms when the warm-up began */
+    int64_t warmup_ms;     /* start to ready, or -1 while not ready */
     char error[512];       /* why it failed */
 };
 
@@ -118,6 +120,8 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     char **env = NULL;
     int sv[2] = {-1, -1};
     kb_warm_t *w = xcalloc(1, sizeof *w);
+    w->started_ms = clock_mono_ms();
+    w->warmup_ms = -1;
     w->ctl = w->out_fd = w->kpidfd = -1;
     w->kpid = -1;
     w->state = KB_WARM_STARTING;
@@ -360,6 +364,7 @@ kb_warm_poll(kb_warm_t *w, int timeout_ms)
             json_t *m = s_read_msg(w);
             if (m && json_is_true(json_object_get(m, "ready"))) {
                 w->state = KB_WARM_READY;
+                w->warmup_ms = clock_mono_ms() - w->started_ms;
             } else if (m && json_is_string(json_object_get(m, "error"))) {
                 s_fail(w, json_string_value(json_object_get(m, "error")));
             } else if (!m && !(pf[0].revents & POLLIN)) {
@@ -422,6 +427,18 @@ pid_t
 kb_warm_kernel_pid(const kb_warm_t *w)
 {
     return w->factory ? w->kpid : -1;
+}
+
+int64_t
+kb_warm_age_ms(const kb_warm_t *w)
+{
+    return clock_mono_ms() - w->started_ms;
+}
+
+int64_t
+kb_warm_warmup_ms(const kb_warm_t *w)
+{
+    return w->warmup_ms;
 }
 
 /* ---- the launcher ---- */

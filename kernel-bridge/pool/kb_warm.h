@@ -41,6 +41,7 @@
 #include "sandbox/sb_sandbox.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct kb_warm kb_warm_t;
@@ -89,6 +90,11 @@ const char *kb_warm_kernel_name(const kb_warm_t *w);
 pid_t kb_warm_pid(const kb_warm_t *w);
 /* Host pid of a forked kernel (kb_warm_fork), else -1. */
 pid_t kb_warm_kernel_pid(const kb_warm_t *w);
+/* Milliseconds since kb_warm_start/kb_warm_fork was called. */
+int64_t kb_warm_age_ms(const kb_warm_t *w);
+/* How long the warm-up took, from that call until kb_warm_poll() saw the
+ * kernel ready; -1 while it is not ready. */
+int64_t kb_warm_warmup_ms(const kb_warm_t *w);
 
 /* Turn a READY warm kernel into a launcher for kb_kernel_start() (it takes
  * ownership: *w becomes NULL). NULL with ERR_KERNEL if it is not ready. */

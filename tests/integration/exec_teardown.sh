@@ -100,6 +100,47 @@ ok $? "--keep-workspace still shuts the kernel down gracefully first (an unclose
 settle $pid
 ok $? "after exec --keep-workspace nothing of it remains"
 
+# A timeout whose interrupt is ignored kills the kernel; exec exits right
+# after, so it must not start a new one first. Kernel starts are counted
+# by an IPython startup file (a plain kernel reads $HOME/.ipython).
+mkdir -p "$T/.ipython/profile_default/startup"
+printf 'open("%s/starts", "a").write("start\\n")\n' "$T" \
+    >"$T/.ipython/profile_default/startup/00-count.py"
+STUCK='import signal, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+print("stuck", flush=True)
+time.sleep(120)'
+run_cli "$T/stuck.txt" exec --no-sandbox --timeout 1 -c "$STUCK"
+[ "$rc" = 6 ] && grep -q stuck "$T/stuck.txt" && grep -q "killed" "$T/err" &&
+    ! grep -q "restart" "$T/err"
+ok $? "exec after a timeout the interrupt could not end exits 6, the kernel killed, not restarted"
+[ "$(cat "$T/starts" 2>/dev/null)" = start ]
+ok $? "that exec started exactly one kernel (no restart before the exit)"
+[ "$(cat "$T/starts" 2>/dev/null)" = start ] || echo "# kernel starts: $(wc -l <"$T/starts")"
+settle $pid
+ok $? "after that exec no process of it remains"
+rm -f "$T/starts"
+"$PY" -c 'import json, sys
+cell = {"cell_type": "code", "execution_count": None, "id": "s1",
+        "metadata": {}, "outputs": [], "source": sys.argv[1]}
+json.dump({"cells": [cell], "metadata": {"kernelspec": {"name": "python3",
+    "display_name": "Python 3", "language": "python"}},
+    "nbformat": 4, "nbformat_minor": 5}, open(sys.argv[2], "w"))' \
+    "$STUCK" "$T/stuck.ipynb"
+run_cli "$T/run-stuck.txt" run --no-sandbox --timeout 1 "$T/stuck.ipynb" \
+    -o "$T/stuck.out.ipynb"
+[ "$rc" = 6 ] && [ "$(cat "$T/starts" 2>/dev/null)" = start ]
+ok $? "run stopped by such a timeout exits 6 having started exactly one kernel"
+[ "$rc" = 6 ] || diag "$T/err"
+settle $pid
+ok $? "after that run no process of it remains"
+rm -rf "$T/.ipython" "$T/starts"
+run_cli "$T/stuck.txt" exec --warm cold --timeout 1 -c "$STUCK"
+[ "$rc" = 6 ] && grep -q "killed" "$T/err" && ! grep -q "restart" "$T/err"
+ok $? "the same in a sandbox: exits 6, the kernel killed, not restarted"
+settle $pid
+ok $? "after that exec no process, cgroup or run dir of it remains"
+
 # Through serve: the daemon owns the box; exec hangs up and exits, and the
 # daemon removes the box it handed out.
 mkdir -m 700 "$T/serve"

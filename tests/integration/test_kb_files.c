@@ -194,11 +194,13 @@ s_round_trip(kb_kernel_t *k, const char *label, const char *kdir)
         "os.makedirs('sub/deeper', exist_ok=True)\n"
         "os.makedirs('emptydir', exist_ok=True)\n"
         "open('sub/deeper/x.txt', 'w').write('deep')\n"
+        "open('sub/.hidden', 'w').write('dot')\n"
         "open('run.sh', 'w').write('#!/bin/sh\\n')\n"
         "os.chmod('run.sh', 0o755)\n"
         "open('.bashrc', 'w').write('evil')\n"
         "os.symlink('/etc/passwd', 'link')\n"
         "os.mkfifo('fifo')\n"
+        "open(b'bad\\xff', 'w').write('latin-1 name')\n"
         "print(sorted(n for n in os.listdir('.') if n.startswith('.ju')))",
         kdir ? "'" : "", kdir ? kdir : "os.getcwd()", kdir ? "'" : "");
     char *got = s_run(k, code);
@@ -221,8 +223,10 @@ s_round_trip(kb_kernel_t *k, const char *label, const char *kdir)
     ok(rc < 0 && strstr(err.text, "copied the rest") &&
            strstr(err.text, "'.bashrc' (dot-file; never copied out)") &&
            strstr(err.text, "'link' (symbolic link)") &&
-           strstr(err.text, "'fifo' (FIFO)"),
-       "%s: copy-out skips the dot-file, symlink and FIFO and names them",
+           strstr(err.text, "'fifo' (FIFO)") &&
+           strstr(err.text, "'bad\\\\xff' (name not UTF-8)"),
+       "%s: copy-out skips the dot-file, symlink, FIFO and a name that is "
+       "not UTF-8, and names them",
        label);
     diag("%s", err.text);
     ok(n == 10, "%s: 7 files and 3 directories come out (%zu)", label, n);
@@ -267,8 +271,13 @@ s_round_trip(kb_kernel_t *k, const char *label, const char *kdir)
     char *dest2 = xasprintf("%s/sub-%s", s_tmp, label);
     rc = kb_files_copy_out(k, "sub", dest2, &oo, &fo, &n, &err);
     p = xasprintf("%s/deeper/x.txt", dest2);
-    ok(rc == 0 && stat(p, &st) == 0,
+    ok(rc < 0 && stat(p, &st) == 0,
        "%s: copying out 'sub' puts its files at DIR/deeper/x.txt", label);
+    ok(strstr(err.text, "skipped 1 unsafe entry: 'sub/.hidden' (dot-file") !=
+           NULL,
+       "%s: and names what it skipped by its path in the kernel, as a local "
+       "copy-out of 'sub' does (%s)",
+       label, err.text);
     free(p);
     free(dest2);
 

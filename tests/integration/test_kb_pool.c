@@ -12,8 +12,10 @@
 #include "kernel-bridge/pool/kb_warm.h"
 #include "sandbox/sb_files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 /* kb_kernel may ask the factory more than once (start, restart): always
@@ -95,6 +97,34 @@ s_has_png(kb_kernel_t *k, const char *code)
     return png;
 }
 
+/* Processes whose command line contains `needle`. */
+static int
+s_procs_with(const char *needle)
+{
+    int n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char path[300], buf[8192];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t got = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (got <= 0)
+            continue;
+        for (ssize_t i = 0; i < got; i++)
+            buf[i] = buf[i] ? buf[i] : ' ';
+        buf[got] = '\0';
+        n += strstr(buf, needle) != NULL;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
 static void
 s_fill(kb_pool_t *p, unsigned want, int ms)
 {
@@ -119,6 +149,11 @@ main(void)
     is_int(st.ready, 2, "the pool warms up to its size");
     if (st.last_error[0])
         diag("last error: %s", st.last_error);
+    ok(st.warmups == 2 && st.warmup_last_ms > 0 && st.warmup_p50_ms >= 0 &&
+           st.warmup_max_ms >= st.warmup_p50_ms &&
+           st.warmup_max_ms >= st.warmup_last_ms,
+       "warm-up times are recorded (last %d, p50 %d, max %d ms)",
+       st.warmup_last_ms, st.warmup_p50_ms, st.warmup_max_ms);
 
     /* Take both, and a third while none is ready. */
     kb_launcher_t *l1 = kb_pool_take(pool, NULL, NULL, &err);
@@ -227,6 +262,90 @@ main(void)
     kb_pool_stats(pool, &st);
     ok(st.started == 1 && st.starting == 0,
        "after a failure the pool backs off instead of restarting at once");
+    kb_pool_destroy(&pool);
+
+    /* A warm-up that hangs (its preload sleeps an hour): abandoned after
+     * warmup_timeout_ms, retried a bounded number of times, then paused;
+     * a take meanwhile is a miss at once, never a wait; a miss re-arms. */
+    kb_pool_opts_t hang = {.size = 1,
+                           .preload = "import time; time.sleep(3600)  # "
+                                      "ja-pool-hang-test",
+                           .warmup_timeout_ms = 2000,
+                           .max_retries = 2};
+    pool = kb_pool_new(&hang, &err);
+    kb_pool_poll(pool, 0);
+    kb_pool_stats(pool, &st);
+    ok(st.starting == 1, "a warm-up starts");
+    l3 = kb_pool_take(pool, NULL, NULL, &err);
+    kb_pool_stats(pool, &st);
+    ok(l3 == NULL && err.code == ERR_KERNEL && st.starting == 1 &&
+           st.misses == 1,
+       "a take while the only warm-up is still starting is a miss at once "
+       "(the session starts cold rather than wait on it)");
+    end = clock_mono_ms() + 1500;
+    while (s_procs_with("ja-pool-hang-test") == 0 && clock_mono_ms() < end)
+        usleep(50000);
+    ok(s_procs_with("ja-pool-hang-test") > 0,
+       "the hanging warm-up's process is visible from here");
+    end = clock_mono_ms() + 120000;
+    do {
+        kb_pool_poll(pool, 500);
+        kb_pool_stats(pool, &st);
+    } while (!st.paused && clock_mono_ms() < end);
+    ok(st.abandoned == 3 && st.started == 3,
+       "a warm-up that takes too long is abandoned and retried, at most "
+       "max_retries times in a row (abandoned %lu, started %lu)",
+       st.abandoned, st.started);
+    ok(st.paused && st.starting == 0 && strstr(st.last_error, "abandoned"),
+       "then the pool pauses and says why (%s)", st.last_error);
+    ok(s_procs_with("ja-pool-hang-test") == 0,
+       "no process of an abandoned warm-up is left running");
+    kb_pool_poll(pool, 1500);
+    kb_pool_stats(pool, &st);
+    ok(st.started == 3, "a paused pool starts no more warm-ups");
+    ok(kb_pool_take(pool, NULL, NULL, &err) == NULL,
+       "a take from a paused pool is a miss");
+    kb_pool_poll(pool, 1500);
+    kb_pool_stats(pool, &st);
+    ok(!st.paused && st.started == 4 && st.starting == 1,
+       "that miss re-arms the pool: it warms up again");
+    ok(st.warmups == 0 && st.warmup_last_ms == -1 && st.warmup_p50_ms == -1,
+       "abandoned warm-ups are not counted as warm-up times");
+    kb_pool_destroy(&pool);
+
+    /* A warm-up that hangs only for a while (until a wall-clock moment
+     * 12 s from now, past the first one's 10 s timeout): the retry gives a
+     * kernel that works. */
+    char *slow = NULL;
+    if (asprintf(&slow,
+                 "import time\n"
+                 "while time.time() < %lld: time.sleep(0.2)\n",
+                 (long long)time(NULL) + 12) < 0)
+        return 1;
+    kb_pool_opts_t once_slow = {.size = 1,
+                                .preload = slow,
+                                .warmup_timeout_ms = 10000,
+                                .max_retries = 3};
+    pool = kb_pool_new(&once_slow, &err);
+    free(slow);
+    end = clock_mono_ms() + 120000;
+    do {
+        kb_pool_poll(pool, 500);
+        kb_pool_stats(pool, &st);
+    } while (st.ready < 1 && !st.paused && clock_mono_ms() < end);
+    ok(st.abandoned >= 1 && st.ready == 1 && st.warmups == 1 && !st.paused,
+       "a warm-up abandoned for taking too long is retried, and the retry "
+       "becomes ready (abandoned %lu)",
+       st.abandoned);
+    once_t o4 = {0};
+    kb_kernel_t *k4 = NULL;
+    kb_launcher_t *l4 = kb_pool_take(pool, NULL, NULL, &err);
+    if (l4)
+        k4 = s_start(l4, &err, &o4);
+    r = k4 ? s_eval(k4, "1+1") : NULL;
+    is_str(r, "2", "the retried kernel runs code");
+    free(r);
+    kb_kernel_destroy(&k4);
     kb_pool_destroy(&pool);
     return done_testing();
 }

@@ -19,6 +19,7 @@
 #include "kernel-bridge/pool/kb_serve.h"
 #include "sandbox/sb_files.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -112,9 +113,10 @@ s_start_server(void)
         dup2(pfd[1], 1);
         close(pfd[0]);
         char a0[] = "serve", a1[] = "--pool", a2[] = "2", a3[] = "--preload",
-             a4[] = "import pandas", a5[] = "--socket", a7[] = "--factory";
-        char *argv[] = {a0, a1, a2, a3, a4, a5, s_sock, a7, NULL};
-        _exit(ag_cmd_serve(8, argv));
+             a4[] = "import pandas", a5[] = "--socket", a7[] = "--factory",
+             a8[] = "--warmup-timeout", a9[] = "120";
+        char *argv[] = {a0, a1, a2, a3, a4, a5, s_sock, a7, a8, a9, NULL};
+        _exit(ag_cmd_serve(10, argv));
     }
     close(pfd[1]);
     char line[512] = "";
@@ -125,6 +127,99 @@ s_start_server(void)
     line[n] = '\0';
     diag("%s", strtok(line, "\n"));
     return pid;
+}
+
+static pid_t
+s_ppid(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')'); /* after the command name */
+    int ppid = -1;
+    if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+        return -1;
+    return ppid;
+}
+
+static bool
+s_cmdline_has(pid_t pid, const char *needle)
+{
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return false;
+    for (ssize_t i = 0; i < n; i++)
+        buf[i] = buf[i] ? buf[i] : ' ';
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+/* Send `sig` to the kernels forked by the factory of server `server`
+ * (processes running the zygote's code whose parent does too, below the
+ * server); returns how many. */
+static int
+s_signal_forked_kernels(pid_t server, int sig)
+{
+    int n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0 || !s_cmdline_has(pid, "_ja_zygote") ||
+            !s_cmdline_has(s_ppid(pid), "_ja_zygote"))
+            continue;
+        pid_t up = pid;
+        while (up > 1 && up != server)
+            up = s_ppid(up);
+        if (up == server && kill(pid, sig) == 0)
+            n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* What `serve --status` prints, parsed (new), or NULL. */
+static json_t *
+s_status_cli(void)
+{
+    int pfd[2];
+    if (pipe(pfd))
+        return NULL;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        char a0[] = "serve", a1[] = "--status", a2[] = "--socket";
+        char *argv[] = {a0, a1, a2, s_sock, NULL};
+        int rc = ag_cmd_serve(4, argv);
+        fflush(stdout);
+        _exit(rc);
+    }
+    close(pfd[1]);
+    char buf[8192];
+    size_t n = 0;
+    ssize_t got;
+    while (n < sizeof buf && (got = read(pfd[0], buf + n, sizeof buf - n)) > 0)
+        n += (size_t)got;
+    close(pfd[0]);
+    int status = -1;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return NULL;
+    return json_loadb(buf, n, 0, NULL);
 }
 
 static ag_session_t *
@@ -157,6 +252,10 @@ main(void)
            strstr(err.text, "serve"),
        "--warm pool without a server fails and says to start one");
 
+    char b0[] = "serve", b1[] = "--warmup-timeout", b2[] = "0";
+    char *bad[] = {b0, b1, b2, NULL};
+    is_int(ag_cmd_serve(3, bad), ERR_USAGE,
+           "serve --warmup-timeout 0 is a usage error");
     pid_t server = s_start_server();
     ok(server > 0, "the server starts and says where it listens");
     struct stat st;
@@ -164,6 +263,21 @@ main(void)
            (st.st_mode & 0777) == 0600,
        "its socket is private to the user (mode 0600)");
     ok(s_wait_stat("ready", 2), "the pool warms up to --pool 2");
+    json_t *js = s_status_cli();
+    long w_n = (long)json_integer_value(json_object_get(js, "warmups"));
+    long w_last =
+        (long)json_integer_value(json_object_get(js, "warmup_last_ms"));
+    long w_p50 = (long)json_integer_value(json_object_get(js, "warmup_p50_ms"));
+    long w_max = (long)json_integer_value(json_object_get(js, "warmup_max_ms"));
+    ok(js && w_n >= 2 && w_last > 0 && w_p50 > 0 && w_max >= w_p50 &&
+           w_max >= w_last &&
+           json_is_integer(json_object_get(js, "warmup_window")) &&
+           json_is_integer(json_object_get(js, "abandoned")) &&
+           json_is_false(json_object_get(js, "paused")),
+       "serve --status reports warm-up times: last %ld, p50 %ld, max %ld ms "
+       "over %ld warm-ups",
+       w_last, w_p50, w_max, w_n);
+    json_decref(js);
 
     /* A session with a file, in the default (auto) mode. */
     char host[] = "/tmp/ja-serve-in-XXXXXX";
@@ -294,6 +408,23 @@ main(void)
     ok(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
        "a client took a kernel and exited without releasing it");
     ok(s_wait_stat("sessions", 0), "its box is destroyed when it hangs up");
+
+    /* A warm kernel that does not answer (frozen) costs its session a
+     * bounded wait, then a cold start: never a failure, never 60 s. */
+    ok(s_wait_stat("ready", 2), "the pool is full again");
+    int frozen = s_signal_forked_kernels(server, SIGSTOP);
+    ok(frozen >= 2, "its warm kernels are frozen (%d)", frozen);
+    ag_session_opts_t o5;
+    ag_session_opts_init(&o5);
+    ag_session_t *s5 = s_session(&o5, &err);
+    ok(s5 && !ag_session_is_warm(s5),
+       "a session whose warm kernel does not answer starts a cold one");
+    r = s5 ? s_eval(s5, "1+1", 30000, NULL) : NULL;
+    is_str(r, "2", "and that kernel runs code");
+    free(r);
+    ag_session_destroy(&s5);
+    ag_session_opts_release(&o5);
+    s_signal_forked_kernels(server, SIGCONT);
 
     /* A session in use when the server is stopped. */
     ok(s_wait_stat("ready", 2), "the pool refills again");

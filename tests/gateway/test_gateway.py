@@ -1,0 +1,700 @@
+"""Kernels on a Jupyter Server (`--gateway URL`): Debian's jupyter-server,
+started here on 127.0.0.1 with a random port and token and private
+HOME/JUPYTER_* dirs, in both WebSocket framings it offers (the default v1
+binary subprotocol, and legacy JSON with --ServerApp.kernel_ws_protocol='').
+exec, run and ask must give what they give with a local kernel; interrupt,
+timeouts and restarts go through the REST API; a wrong token, a server
+killed mid-cell, a kernel deleted by someone else and a dropped WebSocket
+end with a clear message; the token never appears in any output, log line
+or notebook."""
+import concurrent.futures
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "interop"))
+from conftest import BIN, SANDBOX_ARGS, normalise_outputs  # noqa: E402
+from test_ask import FakeLLM, answer, code  # noqa: E402
+
+PYTHON = os.environ.get("JUPYTER_AGENT_PYTHON", "/usr/bin/python3")
+# How many sessions share one server at once (the issue asks for 50; on a
+# small shared machine each ipykernel costs ~1-2 CPU-seconds to start).
+CONCURRENCY = int(os.environ.get("GATEWAY_CONCURRENCY", "20"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class JupyterServer:
+    """python3 -m jupyter_server on loopback, its own dirs, a random token."""
+
+    def __init__(self, tmp, legacy=False, port=None, tls=None):
+        self.dir = tempfile.mkdtemp(prefix="srv-", dir=tmp)
+        self.token = secrets.token_hex(24)
+        self.port = port or free_port()
+        self.tls = tls
+        self.url = "%s://127.0.0.1:%d" % ("https" if tls else "http",
+                                          self.port)
+        self.token_file = os.path.join(self.dir, "token")
+        with open(self.token_file, "w") as f:
+            f.write(self.token + "\n")
+        self.runtime = os.path.join(self.dir, "runtime")
+        home = os.path.join(self.dir, "home")
+        os.makedirs(home)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("JUPYTER")}
+        env.update(HOME=home, JUPYTER_RUNTIME_DIR=self.runtime,
+                   JUPYTER_CONFIG_DIR=os.path.join(home, ".jupyter"),
+                   JUPYTER_DATA_DIR=os.path.join(home, "data"))
+        args = [PYTHON, "-m", "jupyter_server", "--no-browser",
+                "--ip=127.0.0.1", "--port=%d" % self.port,
+                "--ServerApp.port_retries=0",
+                "--ServerApp.token=" + self.token,
+                "--ServerApp.root_dir=" + self.dir,
+                # jupyter_server drops iopub past 1 MB/s by default; the
+                # 10 MB output test is about us, not its rate limit.
+                "--ServerApp.iopub_data_rate_limit=1e12",
+                "--ServerApp.iopub_msg_rate_limit=1e9"]
+        if legacy:
+            args.append("--ServerApp.kernel_ws_protocol=")
+        if tls:
+            args += ["--certfile=" + tls["cert.pem"],
+                     "--keyfile=" + tls["key.pem"]]
+        if os.getuid() == 0:
+            args.append("--allow-root")
+        self.log = open(os.path.join(self.dir, "server.log"), "w")
+        self.proc = subprocess.Popen(args, env=env, cwd=self.dir,
+                                     stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                self.api("GET", "/api/kernelspecs")
+                return
+            except Exception:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError("jupyter_server did not start: " +
+                           open(os.path.join(self.dir, "server.log")).read())
+
+    def api(self, method, path):
+        req = urllib.request.Request(self.url + path, method=method,
+                                     headers={"Authorization":
+                                              "token " + self.token})
+        ctx = None
+        if self.tls:
+            import ssl
+            ctx = ssl.create_default_context(cafile=self.tls["ca.pem"])
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as r:
+            body = r.read()
+            return json.loads(body) if body else None
+
+    def kernels(self):
+        return self.api("GET", "/api/kernels")
+
+    def args(self):
+        return ["--gateway", self.url, "--gateway-token-file",
+                self.token_file]
+
+    def kill_kernels(self):
+        """Kernels whose server was killed: found by their connection files
+        in our private runtime dir."""
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if self.runtime.encode() in f.read():
+                        os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                for k in self.kernels():
+                    self.api("DELETE", "/api/kernels/" + k["id"])
+            except Exception:
+                pass
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.kill_kernels()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def tmp_root():
+    with tempfile.TemporaryDirectory(prefix="ja-gw-") as d:
+        yield d
+
+
+@pytest.fixture(scope="module", params=["v1", "legacy"])
+def server(request, tmp_root):
+    srv = JupyterServer(tmp_root, legacy=request.param == "legacy")
+    srv.mode = request.param
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def v1_server(tmp_root):
+    srv = JupyterServer(tmp_root)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def tmp(tmp_root):
+    return tempfile.mkdtemp(dir=tmp_root)
+
+
+def agent(*args, env=None, timeout=180, input=None):
+    e = dict(os.environ if env is None else env)
+    e.setdefault("JUPYTER_AGENT_LOG", "info")  # names the framing used
+    if env is None:  # only the flags choose the server
+        e.pop("JUPYTER_GATEWAY_URL", None)
+        e.pop("JUPYTER_GATEWAY_AUTH_TOKEN", None)
+    return subprocess.run([BIN, *args], env=e, capture_output=True,
+                          text=True, timeout=timeout, input=input)
+
+
+def assert_no_token(srv, *texts):
+    for t in texts:
+        assert srv.token not in t
+
+
+EXEC_CODE = r"""
+import sys
+from IPython.display import display, HTML
+print("out", flush=True)
+print("err", file=sys.stderr, flush=True)
+display(HTML("<b>bold</b>"))
+h = display("first", display_id=True)
+h.update("second")
+sum(range(10))
+"""
+
+
+def test_exec_gives_the_outputs_a_local_kernel_gives(server):
+    """exec --json over the gateway holds the same outputs as a local
+    sandboxed kernel, in the framing the server chose."""
+    r = agent("exec", "--json", *server.args(), "-c", EXEC_CODE)
+    assert r.returncode == 0, r.stderr
+    framing = "v1 binary" if server.mode == "v1" else "legacy JSON"
+    assert framing + " WebSocket framing" in r.stderr
+    local = agent("exec", "--json", *SANDBOX_ARGS, "-c", EXEC_CODE)
+    assert local.returncode == 0, local.stderr
+    remote = json.loads(r.stdout)
+    mine = json.loads(local.stdout)
+    assert remote["status"] == "ok" and remote["execution_count"] == 1
+    assert normalise_outputs(remote["outputs"]) == \
+        normalise_outputs(mine["outputs"])
+    assert_no_token(server, r.stdout, r.stderr)
+
+
+def test_exec_error_and_exit_code_match_local(server):
+    r = agent("exec", *server.args(), "-c", "1/0")
+    assert r.returncode == 1
+    assert "ZeroDivisionError" in r.stdout + r.stderr
+
+
+PARITY = [
+    "print('hello')\nprint('world')",
+    "import sys\nprint('a', flush=True)\n"
+    "print('b', file=sys.stderr, flush=True)\nprint('c', flush=True)",
+    "6 * 7",
+    "import pandas as pd\n"
+    "pd.DataFrame({'dept': ['ops', 'sales'], 'actual': [1.5, 2.25]})",
+    "import matplotlib.pyplot as plt\n"
+    "plt.plot([1, 2, 3], [2, 1, 3])\nplt.show()",
+    "x = 41\nx += 1\nx",
+    "raise ValueError('on purpose')",
+    "print('after the error')",
+]
+
+
+def run_nb(tmp, name, *args, env=None):
+    nb = new_notebook(cells=[new_code_cell(c) for c in PARITY])
+    src = os.path.join(tmp, name + ".ipynb")
+    out = os.path.join(tmp, name + "-out.ipynb")
+    nbformat.write(nb, src)
+    r = agent("run", "--allow-errors", *args, src, "-o", out, env=env)
+    return r, out
+
+
+def test_run_matches_the_local_runner_and_records_the_gateway(server, tmp):
+    """run over the gateway writes a valid notebook with the same outputs as
+    the local runner; its metadata names the server and the remote kernel,
+    never the token (debug logging on)."""
+    env = dict(os.environ, JUPYTER_AGENT_LOG="debug")
+    r, out = run_nb(tmp, "remote", *server.args(), env=env)
+    assert r.returncode == 0, r.stderr
+    l, lout = run_nb(tmp, "local", *SANDBOX_ARGS)
+    assert l.returncode == 0, l.stderr
+    nb, ref = nbformat.read(out, 4), nbformat.read(lout, 4)
+    nbformat.validate(nb)
+    for a, b in zip(nb.cells, ref.cells):
+        assert normalise_outputs(a.outputs) == normalise_outputs(b.outputs), \
+            a.source
+    meta = nb.metadata["jupyter_agent"]["run"]["sandbox"]
+    assert meta["sandboxed"] is False
+    assert meta["gateway"]["url"] == server.url
+    assert len(meta["gateway"]["kernel_id"]) == 36
+    text = open(out).read()
+    assert_no_token(server, text, r.stdout, r.stderr)
+    # The kernel was deleted on the server when run finished.
+    assert server.kernels() == []
+
+
+def test_ask_runs_its_code_on_the_gateway(v1_server, tmp):
+    srv = FakeLLM([code("Computing.", "import os\nprint(6 * 7, os.getpid())"),
+                   answer("The answer is 42.")], tmp)
+    out = os.path.join(tmp, "s.ipynb")
+    try:
+        r = agent("ask", *v1_server.args(), "--model", "openai:model-x",
+                  "-o", out, "What is six times seven?", env=srv.env())
+    finally:
+        srv.stop()
+    assert r.returncode == 0, r.stderr
+    assert "The answer is 42." in r.stdout
+    nb = nbformat.read(out, 4)
+    nbformat.validate(nb)
+    cell = [c for c in nb.cells if c.cell_type == "code"][0]
+    assert cell.outputs[0]["text"].startswith("42 ")
+    assert v1_server.token not in open(out).read()
+    assert json.dumps(nb.metadata).find(v1_server.url) >= 0
+
+
+def test_timeout_interrupts_and_keeps_the_kernel_state(v1_server, tmp):
+    """ask --timeout: the cell that runs too long is interrupted through
+    the REST API and the kernel's state survives for the next one."""
+    srv = FakeLLM([code("Setting.", "x = 'kept'"),
+                   code("Waiting.", "import time\ntime.sleep(60)"),
+                   code("Checking.", "print(x)"),
+                   answer("Done.")], tmp)
+    out = os.path.join(tmp, "t.ipynb")
+    try:
+        r = agent("ask", *v1_server.args(), "--timeout", "3", "--model",
+                  "openai:model-x", "-o", out, "go", env=srv.env())
+    finally:
+        srv.stop()
+    assert r.returncode == 0, r.stderr
+    cells = [c for c in nbformat.read(out, 4).cells if c.cell_type == "code"]
+    assert len(cells) == 3
+    assert any("KeyboardInterrupt" in json.dumps(o) or
+               "timed out" in json.dumps(o) for o in cells[1].outputs)
+    assert cells[2].outputs[0]["text"] == "kept\n"
+
+
+def test_timeout_restarts_a_kernel_that_ignores_the_interrupt(v1_server):
+    r = agent("exec", "--timeout", "3", *v1_server.args(), "-c",
+              "import signal, time\n"
+              "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+              "time.sleep(60)")
+    assert r.returncode == 6
+    assert "killed and restarted (its state was lost)" in r.stderr
+
+
+def test_ctrl_c_interrupts_the_remote_kernel(v1_server):
+    p = subprocess.Popen([BIN, "exec", *v1_server.args(), "-c",
+                          "import time\nprint('go', flush=True)\n"
+                          "time.sleep(60)"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    assert p.stdout.readline() == "go\n"
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "KeyboardInterrupt" in out + err
+
+
+def test_wrong_token_is_a_clear_error_with_exit_3(v1_server, tmp):
+    bad = os.path.join(tmp, "bad")
+    wrong = secrets.token_hex(16)
+    with open(bad, "w") as f:
+        f.write(wrong)
+    r = agent("exec", "--gateway", v1_server.url, "--gateway-token-file", bad,
+              "-c", "1")
+    assert r.returncode == 3
+    assert "refused our credentials (HTTP 403)" in r.stderr
+    assert v1_server.url in r.stderr
+    assert wrong not in r.stdout + r.stderr
+
+
+def test_token_from_the_environment_and_url_from_the_environment(v1_server):
+    env = dict(os.environ, JUPYTER_GATEWAY_URL=v1_server.url,
+               JUPYTER_GATEWAY_AUTH_TOKEN=v1_server.token)
+    r = agent("exec", "-c", "print('via env')", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "via env" in r.stdout and v1_server.url in r.stderr
+
+
+@pytest.mark.parametrize("flag", [["--memory", "1G"], ["--no-sandbox"],
+                                  ["--warm", "cold"],
+                                  ["--packages", "/nonexistent"]])
+def test_local_sandbox_flags_are_refused_with_a_gateway(v1_server, flag):
+    r = agent("exec", *v1_server.args(), *flag, "-c", "1")
+    assert r.returncode == 2
+    assert "isolation is the server's" in r.stderr
+
+
+def test_file_goes_into_the_remote_kernel_hash_checked(server, tmp):
+    """--file reaches a kernel that shares no filesystem with us, through
+    the kernel itself, byte for byte (3 MB: several chunks)."""
+    blob = os.path.join(tmp, "blob.bin")
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    with open(blob, "wb") as f:
+        f.write(data)
+    name = "in-%s.bin" % secrets.token_hex(4)
+    r = agent("exec", *server.args(), "--file", "%s:%s" % (blob, name), "-c",
+              "import hashlib, os\n"
+              "print(hashlib.sha256(open(%r, 'rb').read()).hexdigest())\n"
+              "os.remove(%r)" % (name, name))
+    assert r.returncode == 0, r.stderr
+    import hashlib
+    assert r.stdout.strip() == hashlib.sha256(data).hexdigest()
+
+
+def test_ask_copies_out_of_the_remote_kernel(v1_server, tmp):
+    """What the code saves under out/ in the remote kernel's directory
+    lands in SESSION_files/, through the kernel."""
+    sub = "s-" + secrets.token_hex(4)
+    srv = FakeLLM([code("Saving.",
+                        "import os\nos.makedirs(%r, exist_ok=True)\n"
+                        "open(%r, 'w').write('result 42\\n')\n"
+                        "os.chdir(%r)" % (sub + "/out", sub + "/out/r.txt",
+                                          sub)),
+                   answer("Saved.")], tmp)
+    out = os.path.join(tmp, "c.ipynb")
+    try:
+        r = agent("ask", *v1_server.args(), "--model", "openai:model-x",
+                  "-o", out, "save it", env=srv.env())
+    finally:
+        srv.stop()
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(tmp, "c_files", "r.txt")) as f:
+        assert f.read() == "result 42\n"
+
+
+def test_unknown_kernelspec_lists_what_the_server_offers(v1_server):
+    r = agent("exec", *v1_server.args(), "--kernel", "nope", "-c", "1")
+    assert r.returncode == 2
+    assert "has no kernelspec 'nope'" in r.stderr and "python3" in r.stderr
+
+
+def test_server_killed_mid_cell_still_writes_the_notebook(tmp_root, tmp):
+    srv = JupyterServer(tmp_root)
+    nb = new_notebook(cells=[new_code_cell("print('one')"),
+                             new_code_cell("import time\ntime.sleep(30)")])
+    src, out = os.path.join(tmp, "k.ipynb"), os.path.join(tmp, "k-out.ipynb")
+    nbformat.write(nb, src)
+    p = subprocess.Popen([BIN, "run", *srv.args(), src, "-o", out],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not any(
+                k.get("execution_state") == "busy" for k in srv.kernels()):
+            time.sleep(0.2)
+        time.sleep(1)
+        os.killpg(srv.proc.pid, signal.SIGKILL)
+        _, err = p.communicate(timeout=120)
+    finally:
+        srv.stop()
+    assert p.returncode == 3, err
+    assert srv.url in err and "wrote " + out in err
+    cells = nbformat.read(out, 4).cells
+    assert cells[0].outputs[0]["text"] == "one\n"
+
+
+def test_kernel_deleted_by_someone_else_is_named(v1_server, tmp):
+    nb = new_notebook(cells=[new_code_cell("import time\ntime.sleep(8)"),
+                             new_code_cell("print('never')")])
+    src, out = os.path.join(tmp, "d.ipynb"), os.path.join(tmp, "d-out.ipynb")
+    nbformat.write(nb, src)
+    before = {k["id"] for k in v1_server.kernels()}
+    p = subprocess.Popen([BIN, "run", "--allow-errors", *v1_server.args(),
+                          src, "-o", out], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    mine = None
+    deadline = time.time() + 60
+    while time.time() < deadline and not mine:
+        ids = {k["id"] for k in v1_server.kernels()} - before
+        mine = ids.pop() if ids else None
+        time.sleep(0.2)
+    time.sleep(2)
+    v1_server.api("DELETE", "/api/kernels/" + mine)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 3, err
+    assert "is gone from the Jupyter server" in err and mine in err
+
+
+def test_a_10_mb_output_arrives_whole(server):
+    r = agent("exec", "--json", *server.args(), "-c",
+              "print('x' * (10 * 1024 * 1024))", timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    outs = json.loads(r.stdout)["outputs"]
+    assert sum(len(o["text"]) for o in outs) == 10 * 1024 * 1024 + 1
+
+
+class CuttingProxy:
+    """A TCP proxy in front of the server whose connections can be cut."""
+
+    def __init__(self, target_port):
+        self.target = target_port
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _pipe(self, a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            u = socket.create_connection(("127.0.0.1", self.target))
+            with self.lock:
+                self.conns.append((c, u))
+            threading.Thread(target=self._pipe, args=(c, u),
+                             daemon=True).start()
+            threading.Thread(target=self._pipe, args=(u, c),
+                             daemon=True).start()
+
+    def cut(self):
+        with self.lock:
+            for c, u in self.conns:
+                for s in (c, u):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+            self.conns = []
+
+
+def test_a_dropped_websocket_loses_and_repeats_no_output(v1_server):
+    """The socket is cut mid-cell (after the first lines arrived); we
+    reconnect with the same session and jupyter_server replays what it
+    buffered: every line exactly once, in order."""
+    proxy = CuttingProxy(v1_server.port)
+    p = subprocess.Popen(
+        [BIN, "exec", "--gateway", "http://127.0.0.1:%d" % proxy.port,
+         "--gateway-token-file", v1_server.token_file, "-c",
+         "import time\nfor i in range(60):\n"
+         "    print(i, flush=True)\n    time.sleep(0.1)"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, JUPYTER_AGENT_LOG="info"))
+    first = [p.stdout.readline() for _ in range(5)]
+    proxy.cut()
+    rest, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "reconnecting" in err  # the cut did happen mid-cell
+    assert "".join(first) + rest == "".join("%d\n" % i for i in range(60))
+
+
+def test_many_sessions_through_one_server(v1_server):
+    """CONCURRENCY exec sessions at once through one server, each in its
+    own remote kernel; every one answers with its own number."""
+    def one(i):
+        return agent("exec", *v1_server.args(), "-c", "print(%d * 2)" % i,
+                     timeout=600)
+    t0 = time.time()
+    with concurrent.futures.ThreadPoolExecutor(CONCURRENCY) as ex:
+        results = list(ex.map(one, range(CONCURRENCY)))
+    took = time.time() - t0
+    bad = [(i, r.stderr[-300:]) for i, r in enumerate(results)
+           if r.returncode != 0 or r.stdout != "%d\n" % (i * 2)]
+    print("%d sessions in %.1f s" % (CONCURRENCY, took))
+    assert not bad
+    assert v1_server.kernels() == []
+
+
+def test_agent_kernel_python_cells_run_on_the_gateway(v1_server, tmp):
+    """The agent as a Jupyter kernel, installed with --gateway: its
+    %%python cells run in a kernel of the Jupyter Server."""
+    from jupyter_client.manager import KernelManager
+    prefix = os.path.join(tmp, "prefix")
+    r = subprocess.run([BIN, "kernelspec", "install", "--prefix", prefix,
+                        "--", *v1_server.args()],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    saved = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = os.path.join(prefix, "share", "jupyter")
+    km = KernelManager(kernel_name="agent")
+    try:
+        km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=120)
+        outs = []
+        reply = kc.execute_interactive(
+            "%%python\nimport os\nprint(os.getpid())", timeout=120,
+            output_hook=lambda m: outs.append(m["content"])
+            if m["msg_type"] == "stream" else None)
+        assert reply["content"]["status"] == "ok"
+        pid = int(outs[0]["text"])
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            assert v1_server.runtime.encode() in f.read()
+        assert len(v1_server.kernels()) == 1
+        kc.stop_channels()
+    finally:
+        km.shutdown_kernel(now=False)
+        if saved is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = saved
+
+
+def make_tls(d):
+    """A private CA and a certificate for 127.0.0.1 signed by it."""
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import ipaddress
+    now = datetime.datetime.utcnow()
+
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("test CA"))
+          .issuer_name(name("test CA")).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number())
+          .not_valid_before(now - datetime.timedelta(days=1))
+          .not_valid_after(now + datetime.timedelta(days=2))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None),
+                         critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(name("127.0.0.1"))
+            .issuer_name(ca.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    paths = {}
+    for n, data in (("ca.pem", ca.public_bytes(serialization.Encoding.PEM)),
+                    ("cert.pem",
+                     cert.public_bytes(serialization.Encoding.PEM)),
+                    ("key.pem", key.private_bytes(
+                        serialization.Encoding.PEM,
+                        serialization.PrivateFormat.TraditionalOpenSSL,
+                        serialization.NoEncryption()))):
+        paths[n] = os.path.join(d, n)
+        with open(paths[n], "wb") as f:
+            f.write(data)
+    return paths
+
+
+def test_tls_checks_the_certificate_and_takes_a_private_ca(tmp_root, tmp):
+    """https: a certificate from an unknown CA is refused, with a hint;
+    with --gateway-ca the REST calls and the wss:// socket both work."""
+    srv = JupyterServer(tmp_root, tls=make_tls(tmp))
+    try:
+        r = agent("exec", *srv.args(), "-c", "print('x')")
+        assert r.returncode == 3
+        assert "--gateway-ca" in r.stderr and srv.url in r.stderr
+        r = agent("exec", *srv.args(), "--gateway-ca", srv.tls["ca.pem"],
+                  "-c", "print('over tls')")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "over tls\n"
+        assert "v1 binary WebSocket framing" in r.stderr
+    finally:
+        srv.stop()
+
+
+def test_a_kernel_that_dies_is_reported_with_the_servers_restart(v1_server):
+    """The kernel process dies mid-cell; jupyter_server restarts it and says
+    so on the socket: the cell fails with that, not with a timeout."""
+    # (the pause: ipykernel's IOPub thread must send 'bye' before the
+    # process ends; os._exit races it, locally as well)
+    r = agent("exec", *v1_server.args(), "-c",
+              "import os, time\nprint('bye', flush=True)\ntime.sleep(1)\n"
+              "os._exit(1)")
+    assert r.returncode == 3
+    assert "bye" in r.stdout
+    assert "died on the Jupyter server at " + v1_server.url in r.stderr
+    assert "restarts it" in r.stderr
+
+
+def test_a_gateway_refusing_a_kernel_says_why(tmp):
+    """Enterprise Gateway answers POST /api/kernels with 403 when a limit
+    on kernels is reached: we repeat its reason, exit 3."""
+    import http.server
+    reason = "A max kernels per user limit has been set to 1 and that " \
+             "limit has been reached."
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def reply(self, status, body):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self.reply(200, {"default": "python3", "kernelspecs": {
+                "python3": {"name": "python3", "spec": {}}}})
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.reply(403, {"reason": "Forbidden", "message": reason})
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        r = agent("exec", "--gateway",
+                  "http://127.0.0.1:%d" % httpd.server_port, "-c", "1")
+    finally:
+        httpd.shutdown()
+    assert r.returncode == 3
+    assert "refused to start kernel 'python3' (HTTP 403)" in r.stderr
+    assert reason in r.stderr
