@@ -627,8 +627,9 @@ s_make_nonce(s_lenient_t *l)
  * Where yajl is laxer than jansson, s_sax_plain declines first: yajl
  * checks only the shape of a UTF-8 sequence (it takes overlong forms,
  * encoded surrogates and code points past U+10FFFF), takes \v and \f as
- * whitespace, turns a lone surrogate escape into '?' or its own bytes
- * and \u0000 into a NUL. */
+ * whitespace, turns a lone surrogate escape into '?' or its own bytes,
+ * joins a high surrogate escape with whatever \u escape follows, and
+ * reads \u0000 as a NUL. */
 enum { S_SAX_DEPTH = 512 };
 
 typedef struct s_sax {
