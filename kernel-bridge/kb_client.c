@@ -476,7 +476,7 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
     const unsigned mask = (1u << KB_SHELL) | (1u << KB_IOPUB) |
                           (1u << KB_STDIN) | (1u << KB_CONTROL);
     int rc = 0, streak = 0;
-    int64_t last_drain = 0;
+    int64_t last_drain = 0, next_stop_check = 0;
     while (!(x->got_reply && x->got_idle)) {
         int wait = TICK_MS;
         if (deadline_ms > 0) {
@@ -488,15 +488,26 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
             if (left < wait)
                 wait = (int)left;
         }
-        if (hooks && hooks->should_stop && hooks->should_stop(hooks->arg)) {
-            rc = err_set(err, ERR_INTERRUPTED, "interrupted");
-            break;
-        }
-        if (c->tp->ops->tick(c->tp, c->use_hb, err)) {
-            rc = -1;
-            break;
+        /* should_stop and the heartbeat once per tick, not once per
+         * wake-up: a streaming cell wakes us thousands of times a second. */
+        int64_t now_ms = clock_mono_ms();
+        if (now_ms >= next_stop_check) {
+            next_stop_check = now_ms + TICK_MS;
+            if (hooks && hooks->should_stop && hooks->should_stop(hooks->arg)) {
+                rc = err_set(err, ERR_INTERRUPTED, "interrupted");
+                break;
+            }
+            if (c->tp->ops->tick(c->tp, c->use_hb, err)) {
+                rc = -1;
+                break;
+            }
         }
         unsigned ready = s_poll(c, mask, wait);
+        /* Read only the channels the poll found ready: an empty receive
+         * still costs libzmq system calls. When the kernel is gone, read
+         * them all for what it sent before dying. */
+        if (ready & KB_TRANSPORT_GONE)
+            ready |= mask;
         kb_msg_t *m;
         /* Drain iopub before looking at the death signal, so outputs the
          * kernel sent before dying are kept. Messages of other parents, and
@@ -506,7 +517,7 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
         kb_zmq_limits_t lim = c->limits;
         lim.parent_id = x->msg_id;
         s_round_t r = s_round();
-        for (;;) {
+        while (ready & (1u << KB_IOPUB)) {
             if (kb_output_truncated(out)) {
                 lim.status_only = true;
                 if (lim.max_bytes > STATUS_MAX_BYTES)
@@ -535,18 +546,21 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
             kb_msg_destroy(&m);
         }
         r = s_round();
-        while ((m = s_take_held(c)) || (m = s_next(c, KB_SHELL, NULL, &r))) {
+        while ((m = s_take_held(c)) || ((ready & (1u << KB_SHELL)) &&
+                                        (m = s_next(c, KB_SHELL, NULL, &r)))) {
             s_on_shell(x, m, out);
             kb_msg_destroy(&m);
         }
         r = s_round();
-        while ((m = s_next(c, KB_STDIN, NULL, &r))) {
+        while ((ready & (1u << KB_STDIN)) &&
+               (m = s_next(c, KB_STDIN, NULL, &r))) {
             if (strcmp(kb_msg_type(m), "input_request") == 0)
                 s_answer_input(c, m, hooks);
             kb_msg_destroy(&m);
         }
         r = s_round();
-        while ((m = s_next(c, KB_CONTROL, NULL, &r))) /* interrupt replies */
+        while ((ready & (1u << KB_CONTROL)) &&
+               (m = s_next(c, KB_CONTROL, NULL, &r))) /* interrupt replies */
             kb_msg_destroy(&m);
         if (ready & KB_TRANSPORT_GONE) {
             /* The transport may know why (e.g. a server's own words). */

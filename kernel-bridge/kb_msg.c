@@ -9,12 +9,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A JSON part kept as its wire text until first used (kb_msg_from_wire). */
+typedef struct s_text {
+    char *data; /* owned, NUL-terminated; NULL once parsed or never kept */
+    size_t len;
+} s_text_t;
+
 struct kb_msg {
-    json_t *header;        /* owned object */
-    json_t *parent_header; /* owned object; {} for requests */
-    json_t *metadata;      /* owned object */
-    json_t *content;       /* owned object */
-    kb_blob_t *ids;        /* owned array of nids routing identities */
+    /* owned objects; parent_header and metadata {} for requests. NULL
+     * while the matching s_text_t holds the part (parsed on first use) */
+    json_t *header;
+    json_t *parent_header;
+    json_t *metadata;
+    json_t *content; /* owned object */
+    s_text_t header_text, parent_text, metadata_text;
+    /* owned ids read off the wire text by kb_wire, or NULL: then they come
+     * from the JSON objects */
+    char *msg_type, *msg_id, *parent_msg_id;
+    kb_blob_t *ids; /* owned array of nids routing identities */
     size_t nids;
     kb_blob_t *bufs; /* owned array of nbufs binary buffers */
     size_t nbufs;
@@ -54,6 +66,47 @@ kb_msg_from_parts(json_t *header, json_t *parent_header, json_t *metadata,
     msg->metadata = metadata;
     msg->content = content;
     return msg;
+}
+
+static s_text_t
+s_text(const void *data, size_t len)
+{
+    s_text_t t = {xmalloc(len + 1), len};
+    memcpy(t.data, data, len);
+    t.data[len] = '\0';
+    return t;
+}
+
+kb_msg_t *
+kb_msg_from_wire(const kb_msg_wire_t *w, json_t *content)
+{
+    if (!json_is_object(content)) {
+        json_decref(content);
+        return NULL;
+    }
+    kb_msg_t *msg = xcalloc(1, sizeof *msg);
+    msg->content = content;
+    msg->header_text = s_text(w->header.data, w->header.len);
+    msg->parent_text = s_text(w->parent.data, w->parent.len);
+    msg->metadata_text = s_text(w->metadata.data, w->metadata.len);
+    msg->msg_type = xstrdup(w->msg_type);
+    msg->msg_id = xstrdup(w->msg_id);
+    msg->parent_msg_id = xstrdup(w->parent_msg_id);
+    return msg;
+}
+
+/* The object in wire text checked by kb_wire, or {} if it does not parse
+ * after all (only a peer that signs garbage gets there). */
+static json_t *
+s_parse_object(s_text_t *t)
+{
+    json_t *v = json_loadb(t->data, t->len, 0, NULL);
+    free(t->data);
+    t->data = NULL;
+    if (json_is_object(v))
+        return v;
+    json_decref(v);
+    return json_object();
 }
 
 kb_msg_t *
@@ -98,6 +151,12 @@ kb_msg_destroy(kb_msg_t **pmsg)
     json_decref(msg->parent_header);
     json_decref(msg->metadata);
     json_decref(msg->content);
+    free(msg->header_text.data);
+    free(msg->parent_text.data);
+    free(msg->metadata_text.data);
+    free(msg->msg_type);
+    free(msg->msg_id);
+    free(msg->parent_msg_id);
     s_free_blobs(msg->ids, msg->nids);
     s_free_blobs(msg->bufs, msg->nbufs);
     free(msg);
@@ -105,22 +164,31 @@ kb_msg_destroy(kb_msg_t **pmsg)
 }
 
 json_t *
-kb_msg_header(const kb_msg_t *msg)
+kb_msg_header(const kb_msg_t *cmsg)
 {
+    kb_msg_t *msg = (kb_msg_t *)cmsg; /* parsed on first use */
+    if (!msg->header)
+        msg->header = s_parse_object(&msg->header_text);
     assert(json_is_object(msg->header)); /* kb_msg.h: never NULL */
     return msg->header;
 }
 
 json_t *
-kb_msg_parent_header(const kb_msg_t *msg)
+kb_msg_parent_header(const kb_msg_t *cmsg)
 {
+    kb_msg_t *msg = (kb_msg_t *)cmsg; /* parsed on first use */
+    if (!msg->parent_header)
+        msg->parent_header = s_parse_object(&msg->parent_text);
     assert(json_is_object(msg->parent_header)); /* kb_msg.h: never NULL */
     return msg->parent_header;
 }
 
 json_t *
-kb_msg_metadata(const kb_msg_t *msg)
+kb_msg_metadata(const kb_msg_t *cmsg)
 {
+    kb_msg_t *msg = (kb_msg_t *)cmsg; /* parsed on first use */
+    if (!msg->metadata)
+        msg->metadata = s_parse_object(&msg->metadata_text);
     assert(json_is_object(msg->metadata)); /* kb_msg.h: never NULL */
     return msg->metadata;
 }
@@ -145,6 +213,8 @@ void
 kb_msg_set_metadata(kb_msg_t *msg, json_t *metadata)
 {
     json_decref(msg->metadata);
+    free(msg->metadata_text.data);
+    msg->metadata_text.data = NULL;
     msg->metadata = json_is_object(metadata) ? metadata : json_object();
     if (!json_is_object(metadata))
         json_decref(metadata);
@@ -154,7 +224,10 @@ void
 kb_msg_set_parent(kb_msg_t *msg, const kb_msg_t *parent)
 {
     json_decref(msg->parent_header);
-    msg->parent_header = json_deep_copy(parent->header);
+    free(msg->parent_text.data);
+    free(msg->parent_msg_id);
+    msg->parent_text.data = msg->parent_msg_id = NULL;
+    msg->parent_header = json_deep_copy(kb_msg_header(parent));
 }
 
 static const char *
@@ -167,19 +240,25 @@ s_str(json_t *obj, const char *key)
 const char *
 kb_msg_type(const kb_msg_t *msg)
 {
-    return s_str(msg->header, "msg_type");
+    if (msg->msg_type)
+        return msg->msg_type;
+    return s_str(kb_msg_header(msg), "msg_type");
 }
 
 const char *
 kb_msg_id(const kb_msg_t *msg)
 {
-    return s_str(msg->header, "msg_id");
+    if (msg->msg_id)
+        return msg->msg_id;
+    return s_str(kb_msg_header(msg), "msg_id");
 }
 
 const char *
 kb_msg_parent_id(const kb_msg_t *msg)
 {
-    return s_str(msg->parent_header, "msg_id");
+    if (msg->parent_msg_id)
+        return msg->parent_msg_id;
+    return s_str(kb_msg_parent_header(msg), "msg_id");
 }
 
 static void

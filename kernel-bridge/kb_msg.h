@@ -37,6 +37,22 @@ kb_msg_t *kb_msg_new(const char *msg_type, const char *session,
  * object). Returns NULL (releasing them) if any is not an object. */
 kb_msg_t *kb_msg_from_parts(json_t *header, json_t *parent_header,
                             json_t *metadata, json_t *content);
+/* For kb_wire: a received message whose header, parent_header and
+ * metadata stay their wire text (copied; checked for size, depth and shape
+ * by kb_wire) until first used, since most receivers only need the three
+ * ids read off the text by kb_wire. Steals content; NULL if it is not an
+ * object. */
+#define KB_MSG_WIRE_ID_MAX 128
+typedef struct kb_msg_wire {
+    struct {
+        const void *data;
+        size_t len;
+    } header, parent, metadata;
+    char msg_type[KB_MSG_WIRE_ID_MAX];      /* header.msg_type */
+    char msg_id[KB_MSG_WIRE_ID_MAX];        /* header.msg_id, or "" */
+    char parent_msg_id[KB_MSG_WIRE_ID_MAX]; /* parent_header.msg_id, or "" */
+} kb_msg_wire_t;
+kb_msg_t *kb_msg_from_wire(const kb_msg_wire_t *w, json_t *content);
 /* A reply/notification to `parent`: copies its header into parent_header
  * and its identities (so a ROUTER can route the answer back). */
 kb_msg_t *kb_msg_new_reply(const kb_msg_t *parent, const char *msg_type,

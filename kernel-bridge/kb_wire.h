@@ -75,9 +75,15 @@ int kb_wire_serialize(const kb_msg_t *msg, const kb_key_t *key,
 void kb_wire_out_release(kb_wire_out_t *out);
 
 /* Parse frames into a new message (caller destroys), verifying the
- * signature first. On rejection returns NULL, bumps the matching counter in
- * `stats` (if given) and says why in `err`. `limits` may be NULL for the
- * defaults. */
+ * signature first. Every JSON part passes the size and depth caps. Content
+ * is parsed at once; header, parent_header and metadata are kept as text
+ * when their top level is plainly an object (header.msg_type,
+ * header.msg_id and parent_header.msg_id read off it) and parsed on first
+ * use, otherwise parsed at once. A signed part broken only inside a nested
+ * value then reads as {} instead of dropping the message; only the kernel,
+ * which holds the key, can send one. On rejection returns NULL, bumps the
+ * matching counter in `stats` (if given) and says why in `err`. `limits`
+ * may be NULL for the defaults. */
 kb_msg_t *kb_wire_parse(const kb_frame_t *frames, size_t n, const kb_key_t *key,
                         const kb_wire_limits_t *limits, kb_wire_stats_t *stats,
                         err_t *err);

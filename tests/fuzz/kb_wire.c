@@ -7,9 +7,22 @@
 #include "kernel-bridge/kb_wire.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* `early` (an id kb_wire read off the text; kb_msg keeps it after parsing
+ * the part) equals part[key] as jansson parsed it, unless the part did not
+ * parse ({}). */
+static void
+s_same_id(const char *early, json_t *part, const char *key)
+{
+    const char *parsed = json_string_value(json_object_get(part, key));
+    if (json_object_size(part) && strcmp(early, parsed ? parsed : "") != 0)
+        abort();
+}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -32,6 +45,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         kb_wire_stats_t stats = {0};
         kb_msg_t *msg = kb_wire_parse(frames, n, keys[k], NULL, &stats, NULL);
         if (msg) {
+            /* The ids read off the wire text (kb_wire keeps plain parts as
+             * text) are jansson's, whenever jansson parses that part to an
+             * object. */
+            s_same_id(kb_msg_type(msg), kb_msg_header(msg), "msg_type");
+            s_same_id(kb_msg_id(msg), kb_msg_header(msg), "msg_id");
+            s_same_id(kb_msg_parent_id(msg), kb_msg_parent_header(msg),
+                      "msg_id");
             kb_wire_out_t out;
             if (kb_wire_serialize(msg, keys[k], &out, NULL) == 0)
                 kb_wire_out_release(&out);

@@ -4,6 +4,7 @@
 #include "kernel-bridge/kb_msg.h"
 #include "kernel-bridge/kb_wire.h"
 
+#include <sodium.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -47,6 +48,67 @@ s_python_signature(const kb_frame_t parts[4], char out[65])
         pclose(p);
     unlink(path);
     return rc;
+}
+
+/* kb_key_sign against libsodium's HMAC-SHA256 (an independent
+ * implementation) for a key of `len` bytes: keys longer than SHA-256's
+ * 64-byte block are hashed first (RFC 2104), shorter ones padded. */
+static bool
+s_matches_sodium(size_t len)
+{
+    char keytext[200];
+    for (size_t i = 0; i < len; i++)
+        keytext[i] = (char)('a' + i % 26);
+    const char *p[4] = {"{\"msg_id\":\"1\"}", "{}", "{}", "{\"a\":1}"};
+    kb_frame_t parts[4];
+    crypto_auth_hmacsha256_state st;
+    crypto_auth_hmacsha256_init(&st, (const unsigned char *)keytext, len);
+    for (int i = 0; i < 4; i++) {
+        parts[i] = (kb_frame_t){p[i], strlen(p[i])};
+        crypto_auth_hmacsha256_update(&st, (const unsigned char *)p[i],
+                                      strlen(p[i]));
+    }
+    unsigned char mac[crypto_auth_hmacsha256_BYTES];
+    crypto_auth_hmacsha256_final(&st, mac);
+    char want[65], got[65];
+    sodium_bin2hex(want, sizeof want, mac, sizeof mac);
+    kb_key_t *k = kb_key_new(keytext, len);
+    kb_key_sign(k, parts, got);
+    kb_key_destroy(&k);
+    return strcmp(want, got) == 0;
+}
+
+/* Sign and parse a message whose parent_header frame is `parent`. */
+static kb_msg_t *
+s_parse_with_parent(kb_key_t *key, const char *parent)
+{
+    const char *p[4] = {"{\"msg_id\":\"m\",\"msg_type\":\"stream\"}", parent,
+                        "{\"k\": [1, {\"x\": \"}\"}]}", "{}"};
+    kb_frame_t f[7] = {{KB_WIRE_DELIM, KB_WIRE_DELIM_LEN}};
+    char sig[65];
+    for (int i = 0; i < 4; i++)
+        f[3 + i] = (kb_frame_t){p[i], strlen(p[i])};
+    kb_key_sign(key, &f[3], sig);
+    f[1] = (kb_frame_t){sig, strlen(sig)};
+    f[2] = (kb_frame_t){NULL, 0};
+    /* frames: delimiter, signature, header, parent, metadata, content */
+    kb_frame_t g[6] = {f[0], f[1], f[3], f[4], f[5], f[6]};
+    return kb_wire_parse(g, 6, key, NULL, NULL, NULL);
+}
+
+/* The parent id kb_wire reads off the text equals jansson's. */
+static bool
+s_parent_id_is(kb_key_t *key, const char *parent, const char *want)
+{
+    kb_msg_t *m = s_parse_with_parent(key, parent);
+    bool same = m && strcmp(kb_msg_parent_id(m), want) == 0;
+    json_t *full = m ? kb_msg_parent_header(m) : NULL;
+    json_t *ref = json_loads(parent, 0, NULL);
+    same =
+        same && json_equal(full, ref) && strcmp(kb_msg_parent_id(m), want) == 0;
+    json_decref(ref);
+    kb_msg_destroy(&m);
+    return same;
 }
 
 int
@@ -180,6 +242,65 @@ main(void)
     is_int(kb_wire_json_depth("]", 1), -1, "unbalanced JSON has no depth");
 
     kb_msg_destroy(&msg);
+    ok(s_matches_sodium(1) && s_matches_sodium(63) && s_matches_sodium(64) &&
+           s_matches_sodium(65) && s_matches_sodium(200),
+       "signatures equal libsodium's HMAC-SHA256 for keys of 1 to 200 bytes "
+       "(longer than a block are hashed first)");
+
+    ok(s_parent_id_is(key, "{\"msg_id\":\"abc\"}", "abc") &&
+           s_parent_id_is(key,
+                          " { \"a\" : {\"msg_id\":\"no\"} , "
+                          "\"msg_id\" : \"yes\" } ",
+                          "yes") &&
+           s_parent_id_is(key, "{\"msg_id\":\"first\",\"msg_id\":\"last\"}",
+                          "last") &&
+           s_parent_id_is(key, "{\"msg_id\":\"a\\\"b\"}", "a\"b") &&
+           s_parent_id_is(key, "{\"msg_id\":7}", "") &&
+           s_parent_id_is(key, "{\"x\":[\"]\",{}],\"msg_id\":\"z\"}", "z") &&
+           s_parent_id_is(key, "{}", ""),
+       "the parent id read without parsing equals jansson's (nested, "
+       "duplicate, escaped, non-string, empty)");
+    {
+        const char *h = "{\"date\":\"x\",\"msg_type\":\"a\\u0062\"}";
+        kb_frame_t p[4] = {{h, strlen(h)}, {"{}", 2}, {"{}", 2}, {"{}", 2}};
+        char hsig[65];
+        kb_key_sign(key, p, hsig);
+        kb_frame_t g[6] = {{KB_WIRE_DELIM, KB_WIRE_DELIM_LEN},
+                           {hsig, 64},
+                           p[0],
+                           p[1],
+                           p[2],
+                           p[3]};
+        kb_msg_t *m = kb_wire_parse(g, 6, key, NULL, NULL, NULL);
+        ok(m && strcmp(kb_msg_type(m), "ab") == 0 &&
+               strcmp(kb_msg_id(m), "") == 0 &&
+               strcmp(
+                   json_string_value(json_object_get(kb_msg_header(m), "date")),
+                   "x") == 0,
+           "a header with an escaped msg_type is parsed in full (%s)",
+           m ? kb_msg_type(m) : "dropped");
+        kb_msg_destroy(&m);
+        const char *h2 = "{\"msg_type\":\"t\",\"msg_id\":\"i\",\"n\":[1]}";
+        p[0] = g[2] = (kb_frame_t){h2, strlen(h2)};
+        kb_key_sign(key, p, hsig);
+        m = kb_wire_parse(g, 6, key, NULL, NULL, NULL);
+        ok(m && strcmp(kb_msg_type(m), "t") == 0 &&
+               strcmp(kb_msg_id(m), "i") == 0 &&
+               json_array_size(json_object_get(kb_msg_header(m), "n")) == 1 &&
+               strcmp(kb_msg_type(m), "t") == 0,
+           "a header kept as text gives its msg_type and msg_id, and parses "
+           "in full on first use");
+        kb_msg_destroy(&m);
+    }
+    {
+        kb_msg_t *m = s_parse_with_parent(key, "{\"msg_id\":\"a\",}");
+        ok(m == NULL, "a parent_header that is not JSON is still dropped");
+        kb_msg_destroy(&m);
+        m = s_parse_with_parent(key, "[\"msg_id\"]");
+        ok(m == NULL, "a parent_header that is not an object is dropped");
+        kb_msg_destroy(&m);
+    }
+
     kb_key_destroy(&key);
     kb_key_destroy(&other);
     kb_key_destroy(&none);
