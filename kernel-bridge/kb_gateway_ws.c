@@ -184,9 +184,10 @@ s_on_frame(s_ws_t *t, const uint8_t *data, size_t len, bool binary)
 
 /* Take part of a frame. A frame (or a fragmented message) is refused as
  * soon as its announced length passes max_msg: what is left of it is read
- * and discarded as it arrives, never stored, and the socket stays open
- * (closing it would only make the server replay the same message when we
- * reconnect). */
+ * and discarded as it arrives, never stored (so memory stays bounded by
+ * what we accept, not by what is announced), and the socket stays open:
+ * the messages after it (the reply, the idle) still matter, and closing
+ * would only bring a reconnect. */
 static void
 s_on_rx(s_ws_t *t, struct lws *wsi, const void *in, size_t len)
 {
