@@ -430,19 +430,25 @@ def test_unknown_kernelspec_lists_what_the_server_offers(v1_server):
 
 def test_server_killed_mid_cell_still_writes_the_notebook(tmp_root, tmp):
     srv = JupyterServer(tmp_root)
+    # The second cell marks, on the shared host, that it is running: a
+    # poll of the server's execution_state can miss "busy" on a loaded
+    # machine, and then the kill landed after the run had finished.
+    marker = os.path.join(tmp, "sleeping")
     nb = new_notebook(cells=[new_code_cell("print('one')"),
-                             new_code_cell("import time\ntime.sleep(30)")])
+                             new_code_cell("import pathlib, time\n"
+                                           "pathlib.Path(%r).touch()\n"
+                                           "time.sleep(120)" % marker)])
     src, out = os.path.join(tmp, "k.ipynb"), os.path.join(tmp, "k-out.ipynb")
     nbformat.write(nb, src)
     p = subprocess.Popen([BIN, "run", *srv.args(), src, "-o", out],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and not any(
-                k.get("execution_state") == "busy" for k in srv.kernels()):
+        deadline = time.time() + 110
+        while time.time() < deadline and not os.path.exists(marker):
             time.sleep(0.2)
-        time.sleep(1)
+        assert os.path.exists(marker), "the sleeping cell never started"
+        time.sleep(0.5)
         os.killpg(srv.proc.pid, signal.SIGKILL)
         _, err = p.communicate(timeout=120)
     finally:
