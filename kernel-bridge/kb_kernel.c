@@ -242,13 +242,14 @@ s_eval(kb_kernel_t *k, const char *expr, int timeout_ms, err_t *err)
         json_t *r = json_object_get(kb_output_user_expressions(out), "r");
         const char *v = json_string_value(
             json_object_get(json_object_get(r, "data"), "text/plain"));
-        if (v)
+        const char *ename = json_string_value(json_object_get(r, "ename"));
+        if (v) {
             value = xstrdup(v);
-        else
-            err_set(err, ERR_KERNEL, "no value (%s)",
-                    json_string_value(json_object_get(r, "ename"))
-                        ? json_string_value(json_object_get(r, "ename"))
-                        : "no answer");
+        } else { /* the kernel's words: escaped */
+            char *e = esc_dup(ename ? ename : "no answer", ESC_NAME);
+            err_set(err, ERR_KERNEL, "no value (%.200s)", e);
+            free(e);
+        }
     }
     kb_exec_destroy(&x);
     kb_output_destroy(&out);

@@ -847,6 +847,7 @@ def test_mcp_over_stdio_runs_on_the_gateway_and_deletes_its_kernel(
     client closes, that kernel is deleted on the server and its directory
     removed."""
     before = left_workdirs(v1_server)
+    kernels_before = {k["id"] for k in v1_server.kernels()}
     answers, rc, err = mcp_stdio(
         v1_server.args(),
         [("python", {"code": "import os\nx = 41\nprint(os.getpid())"}),
@@ -858,5 +859,10 @@ def test_mcp_over_stdio_runs_on_the_gateway_and_deletes_its_kernel(
     assert "42" in second, second
     assert v1_server.url in err
     assert_no_token(v1_server, first, second, err)
-    assert v1_server.kernels() == []
-    assert left_workdirs(v1_server) == before
+    import re
+    mine = re.search(r"\(kernel ([0-9a-f-]{36})\)", err)
+    assert mine, err
+    after = {k["id"] for k in v1_server.kernels()}
+    assert mine.group(1) not in after, err
+    assert after <= kernels_before, err
+    assert left_workdirs(v1_server) == before, err
