@@ -21,7 +21,7 @@ CC       ?= cc
 PREFIX   ?= /usr/local
 PYTHON   ?= /usr/bin/python3
 
-PKGS     := libzmq jansson libsodium libcrypto libcurl libseccomp zlib libarchive libpng libmicrohttpd libwebsockets
+PKGS     := libzmq jansson yajl libsodium libcrypto libcurl libseccomp zlib libarchive libpng libmicrohttpd libwebsockets
 WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wwrite-strings -Wformat=2 -Wvla -Werror
 HARDEN   := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE

@@ -249,6 +249,14 @@ nb_notebook_set_metadata(nb_notebook_t *nb, const char *key, json_t *value)
 
 /* ---- reading ---------------------------------------------------------- */
 
+/* A JSON string as Python reads it: not a raw literal (NaN, -Infinity, a
+ * big integer: see nb_json_loadb), which Python reads as a number. */
+static bool
+s_is_text(const json_t *v)
+{
+    return json_is_string(v) && !nb_json_raw(v);
+}
+
 /* If obj[key] is a list of strings, replace it by their concatenation.
  * Returns 0 if joined or not a list, -1 if a list holding a non-string. */
 static int
@@ -260,7 +268,7 @@ s_join(json_t *obj, const char *key)
 
     if (!json_is_array(list))
         return 0;
-    json_array_foreach(list, i, item) if (!json_is_string(item)) return -1;
+    json_array_foreach(list, i, item) if (!s_is_text(item)) return -1;
     buf_init(&b, 0);
     json_array_foreach(list, i, item)
         buf_append(&b, json_string_value(item), json_string_length(item));
@@ -381,7 +389,7 @@ s_join3(json_t *obj, const char *key)
     size_t i;
     if (!json_is_array(list))
         return;
-    json_array_foreach(list, i, item) if (!json_is_string(item)) return;
+    json_array_foreach(list, i, item) if (!s_is_text(item)) return;
     const char *first = json_string_value(json_array_get(list, 0));
     size_t fl = first ? strlen(first) : 0;
     bool ends = fl && (first[fl - 1] == '\n' || first[fl - 1] == '\r');

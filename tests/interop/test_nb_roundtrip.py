@@ -504,6 +504,32 @@ def test_big_integers_nan_and_infinity_round_trip_byte_exact(tmp_path):
     assert_same(nbformat_file_bytes(reference(text)), got)
 
 
+def test_nan_in_a_line_list_is_a_number_not_text_like_nbformat(tmp_path):
+    """NaN / -Infinity inside a list of lines are numbers to Python: nbformat
+    keeps such a mime-bundle list as it is and refuses such a source list
+    (its "".join raises); we do the same and never write them as text."""
+    nb = new_notebook()
+    nb.cells.append(new_code_cell("x", execution_count=1, outputs=[
+        new_output("display_data", data={"text/plain": "@LIST@"})]))
+    d = json.loads(nbformat.writes(nb))
+    d["cells"][0]["outputs"][0]["data"]["text/plain"] = "@LIST@"
+    text = json.dumps(d, indent=1).replace('"@LIST@"', '["x\\n", NaN]')
+    kept = reference(text).cells[0].outputs[0].data["text/plain"]
+    assert kept[0] == "x\n" and kept[1] != kept[1]  # nbformat keeps the list
+    got = ours(tmp_path, text)
+    assert_same(nbformat_file_bytes(reference(text)), got)
+
+    d = json.loads(nbformat.writes(nb_basic()))
+    d["cells"][0]["source"] = ["a\n", "@NEGINF@"]
+    bad = json.dumps(d).replace('"@NEGINF@"', "-Infinity")
+    with pytest.raises(TypeError):
+        reference(bad)
+    src = tmp_path / "bad.ipynb"
+    src.write_text(bad, encoding="utf-8")
+    r = run_tool("--roundtrip", str(src), str(tmp_path / "out.ipynb"))
+    assert r.returncode != 0 and "must be a string or a list of strings" in r.stderr
+
+
 def test_a_float_past_the_double_range_reads_as_infinity_like_python(tmp_path):
     d = json.loads(nbformat.writes(nb_basic()))
     text = json.dumps(d).replace('"metadata": {}', '"metadata": {"x": 1e400}', 1)

@@ -133,6 +133,43 @@ s_test_errors(void)
                        "\"x\": \"a\\ud800\"",
                        "a lone surrogate escape is read and written back as "
                        "the same escape");
+    ok(s_fails_with(NB_HEAD "\"cells\": [{\"cell_type\": \"markdown\", "
+                            "\"metadata\": {}, \"source\": [\"a\\n\", "
+                            "-Infinity]}]}",
+                    "\"source\" must be a string or a list of strings"),
+       "a source list holding -Infinity is refused, as nbformat refuses it "
+       "(it is a number, not text)");
+    s_reads_byte_exact(NB_HEAD "\"cells\": [{\"cell_type\": \"code\", "
+                               "\"metadata\": {}, \"source\": \"\", "
+                               "\"execution_count\": null, \"outputs\": "
+                               "[{\"output_type\": \"display_data\", "
+                               "\"metadata\": {}, \"data\": {\"text/plain\": "
+                               "[\"x\\n\", NaN]}}]}]}",
+                       "\"text/plain\": [\n       \"x\\n\",\n       NaN\n",
+                       "a mime bundle list holding NaN is kept as a list "
+                       "(not joined into invalid text), as nbformat keeps it");
+    s_reads_byte_exact(NB_HEAD "\"cells\": [], \"x\": [1, 9223372036854775808, "
+                               "-9223372036854775809]}",
+                       "9223372036854775808,\n  -9223372036854775809\n",
+                       "the first integers past 64 bits (19 digits) are read "
+                       "and written back unchanged");
+    {
+        /* 1e309 written out: past the double range without an exponent. */
+        char text[600], *p = text;
+        p += sprintf(p, "%s", NB_HEAD "\"cells\": [], \"x\": 1");
+        memset(p, '0', 309), p += 309;
+        sprintf(p, ".5}");
+        s_reads_byte_exact(text, "\"x\": Infinity",
+                           "a float past the double range written without "
+                           "an exponent reads as Infinity, as in Python");
+    }
+    s_reads_byte_exact(NB_HEAD "\"cells\": [], \"x\": \"q\\\"\\\\\", "
+                               "\"y\": \"\\\\\\\"\\ud800\", "
+                               "\"z\\udc00\": 1}",
+                       "\"y\": \"\\\\\\\"\\ud800\",\n \"z\xef\xbf\xbd\": 1",
+                       "a lone surrogate after escaped quotes and "
+                       "backslashes is kept as its escape, and one in a key "
+                       "becomes U+FFFD as in Python");
     s_reads_byte_exact("{\"nbformat\": 3, \"nbformat_minor\": 0, "
                        "\"metadata\": {\"name\": \"n\"}, \"worksheets\": "
                        "[{\"cells\": [{\"cell_type\": \"heading\", "

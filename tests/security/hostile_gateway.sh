@@ -1,0 +1,130 @@
+#!/bin/sh
+# TAP: `jupyter-agent exec --gateway` against a gateway that misbehaves
+# (tests/gateway/hostile_gateway.py; tests/interop/
+# test_hostile_gateway_server.py checks that each mode really does). For
+# each mode: the command ends by itself (no hang: an outer timeout never has
+# to kill it), with the documented exit code and an error naming what the
+# user sees, a peak RSS within the per-message cap (256 MiB, as for a local
+# kernel, plus 64 MiB) although the server sends more (600 MiB of a frame
+# announcing 1 GiB, a 300 MiB message, an endless stream), and no output
+# that was not addressed to the execution. As for a hostile local kernel,
+# a message that is too large or malformed (bad v1 offsets, unknown
+# channel, not JSON) is dropped, so the execution ends at --timeout (exit
+# 6); a refused or broken connection is exit 3 (README "Exit codes"). The
+# `normal` mode first shows the same command succeeds against the same
+# server when it behaves.
+BIN=${JUPYTER_AGENT_BIN:-build/jupyter-agent}
+PY=${PYTHON:-/usr/bin/python3}
+. "$(dirname "$0")/../tap.sh"
+T=$(mktemp -d /tmp/ja-hostile-gw-XXXXXX)
+server=
+cleanup() {
+    [ -n "$server" ] && kill "$server" 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+export HOME="$T/home" XDG_RUNTIME_DIR="$T/run"
+unset JUPYTER_GATEWAY_URL JUPYTER_GATEWAY_AUTH_TOKEN
+mkdir -p "$HOME" "$T/run"
+chmod 700 "$T/run"
+TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+printf '%s\n' "$TOKEN" >"$T/token"
+# Peak RSS allowed to the client, KiB: the 256 MiB cap on one message plus
+# 64 MiB; the server sends 300 MiB to 600 MiB and more.
+RSS_CAP_KB=${RSS_CAP_KB:-327680}
+EXEC_TIMEOUT=5
+
+start_server() { # mode protocol
+    [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+    : >"$T/port"
+    "$PY" tests/gateway/hostile_gateway.py --mode "$1" --protocol "$2" \
+        --token "$TOKEN" --lifetime 300 >"$T/port" 2>"$T/server.log" &
+    server=$!
+    i=0
+    while [ ! -s "$T/port" ] && [ $i -lt 300 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    port=$(cat "$T/port")
+}
+
+run() { # bound: stdout $T/out, stderr $T/err, $rc, $secs, $rss (KiB)
+    bound=$1
+    shift
+    start=$(date +%s)
+    /usr/bin/time -f %M -o "$T/rss" timeout -k 5 "$bound" "$BIN" exec \
+        --gateway "http://127.0.0.1:$port" --gateway-token-file "$T/token" \
+        --timeout $EXEC_TIMEOUT "$@" >"$T/out" 2>"$T/err" </dev/null
+    rc=$?
+    secs=$(($(date +%s) - start))
+    rss=$(tail -n 1 "$T/rss" 2>/dev/null)
+    case "$rss" in '' | *[!0-9]*) rss=0 ;; esac
+}
+
+# mode protocol want-rc error-regex bound-seconds what
+check() {
+    mode=$1 proto=$2 want=$3 re=$4 bound=$5 what=$6
+    start_server "$mode" "$proto"
+    if [ -z "$port" ]; then
+        ok 1 "$mode ($proto): the hostile gateway started"
+        diag "$T/server.log"
+        return
+    fi
+    run "$bound" -c 'print("hello")'
+    # The bounds below mean something only if the client met the hostile
+    # server: it must at least have asked for a kernel.
+    reached=1
+    grep -q '^hostile_gateway: POST /api/kernels' "$T/server.log" && reached=0
+    [ $reached = 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ]
+    ok $? "$mode ($proto): exec ends by itself within ${bound} s, no hang (took ${secs} s)"
+    if [ "$rc" = "$want" ] && grep -Eqi -- "$re" "$T/err"; then
+        ok 0 "$mode ($proto): $what: exit $want and an error naming it"
+    else
+        ok 1 "$mode ($proto): $what: exit $want and an error naming it"
+        echo "# exit $rc (wanted $want), stderr should match /$re/"
+        diag "$T/err"
+        tail -n 5 "$T/server.log" | diag
+    fi
+    [ $reached = 0 ] && [ "$rss" -gt 0 ] && [ "$rss" -lt "$RSS_CAP_KB" ]
+    ok $? "$mode ($proto): peak RSS stays bounded (${rss} KiB < ${RSS_CAP_KB} KiB)"
+    case "$mode" in
+    forged-parent | wrong-channel)
+        [ $reached = 0 ] && ! grep -Eq 'FORGED|WRONG' "$T/out"
+        ok $? "$mode ($proto): output not addressed to this execution is not printed"
+        ;;
+    esac
+}
+
+for proto in v1 legacy; do
+    start_server normal "$proto"
+    run 120 -c 'print("hello")'
+    [ "$rc" = 0 ] && grep -qx hello "$T/out"
+    ok $? "normal ($proto): exec through a well-behaved gateway prints hello (exit $rc)"
+    [ "$rc" = 0 ] || diag "$T/err"
+done
+
+B=60 # seconds: --timeout 5 plus the 5 s grace, plus start-up on a busy machine
+check oversized-frame v1 6 'timed out' $B "a frame announcing 1 GiB (dropped)"
+check oversized-frame legacy 6 'timed out' $B "a text frame announcing 1 GiB (dropped)"
+check oversized-message v1 6 'timed out' $B "a 300 MiB message (dropped)"
+check offsets-past-end v1 6 'timed out' $B \
+    "v1 offsets past the end of the frame (dropped)"
+check offsets-decreasing v1 6 'timed out' $B \
+    "v1 offsets that go backwards (dropped)"
+check offsets-huge-count v1 6 'timed out' $B \
+    "a v1 frame announcing 2**60 offsets (dropped)"
+check wrong-channel v1 6 'timed out' $B "replies on channels that do not exist (dropped)"
+check wrong-channel legacy 6 'timed out' $B "replies on channels that do not exist (dropped)"
+check invalid-json v1 6 'timed out' $B "a header that is not JSON (dropped)"
+check invalid-json legacy 6 'timed out' $B "a message that is not JSON (dropped)"
+check flood v1 6 'timed out|timeout' $B "an iopub stream that never ends"
+check flood legacy 6 'timed out|timeout' $B "an iopub stream that never ends"
+check never-idle v1 6 'timed out|timeout|idle' $B "a status that never goes idle"
+check forged-parent v1 6 'timed out|timeout' $B "replies to another request"
+check ws-close v1 3 'closed|connection|websocket' $B "the WebSocket closed mid-cell"
+check ws-close legacy 3 'closed|connection|websocket' $B "the WebSocket closed mid-cell"
+check http-403 v1 3 'max kernels per user limit' $B "EG's resource-limit 403"
+check slowloris v1 3 'timed out|timeout|127\.0\.0\.1' 120 "an answer that never ends"
+check ws-hang v1 3 'timed out|timeout|websocket' 120 "a handshake never answered"
+
+done_testing
