@@ -246,8 +246,8 @@ s_eval(kb_kernel_t *k, const char *expr, int timeout_ms, err_t *err)
         if (v) {
             value = xstrdup(v);
         } else { /* the kernel's words: escaped */
-            char *e = esc_dup(ename ? ename : "no answer", ESC_NAME);
-            err_set(err, ERR_KERNEL, "no value (%.200s)", e);
+            char *e = esc_dup(ename ? ename : "nothing", ESC_NAME);
+            err_set(err, ERR_KERNEL, "its reply held no value (%.200s)", e);
             free(e);
         }
     }
