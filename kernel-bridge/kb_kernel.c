@@ -19,6 +19,10 @@
 #define DEFAULT_GRACE_MS 5000
 #define STDERR_CAP (1 << 20)
 #define STDERR_TAIL 4096
+/* How long removing a gateway kernel's private directory may take before
+ * the kernel is deleted: on a normal end, and from kb_kernel_kill. */
+#define REMOVE_WORKDIR_MS 5000
+#define REMOVE_WORKDIR_QUICK_MS 1000
 
 struct kb_kernel {
     kb_kernel_opts_t opts;   /* copy; extra_env still borrowed */
@@ -33,6 +37,9 @@ struct kb_kernel {
     bool no_restart;         /* kb_kernel_no_restart: the caller exits after */
     kb_gateway_t *gw;        /* owned; the server running it, or NULL */
     char *remote_id;         /* owned kernel id on gw, or NULL */
+    bool deleted;            /* remote_id was deleted on gw by us */
+    char *workdir;           /* owned private directory in a gw kernel
+                                (opts.private_dir), or NULL */
 };
 
 /* The kernel's environment: the launcher's rules plus what the kernelspec
@@ -214,6 +221,139 @@ out:
     return rc;
 }
 
+/* Evaluate `expr` as the user expression of a silent execution within
+ * timeout_ms, without kb_kernel_execute's interrupt and restart (it runs
+ * while a kernel is started or deleted). Its text/plain value, a new
+ * string, or NULL + err. */
+static char *
+s_eval(kb_kernel_t *k, const char *expr, int timeout_ms, err_t *err)
+{
+    kb_exec_opts_t xo;
+    kb_exec_opts_init(&xo);
+    xo.silent = true;
+    xo.store_history = false;
+    xo.user_expressions = json_pack("{s:s}", "r", expr);
+    kb_output_t *out = kb_output_new(NULL, 1 << 16);
+    char *value = NULL;
+    kb_exec_t *x = kb_client_execute_start(k->client, "", &xo, err);
+    json_decref(xo.user_expressions);
+    if (x && kb_client_execute_wait(k->client, x, out, NULL,
+                                    clock_mono_ms() + timeout_ms, err) == 0) {
+        json_t *r = json_object_get(kb_output_user_expressions(out), "r");
+        const char *v = json_string_value(
+            json_object_get(json_object_get(r, "data"), "text/plain"));
+        const char *ename = json_string_value(json_object_get(r, "ename"));
+        if (v) {
+            value = xstrdup(v);
+        } else { /* the kernel's words: escaped */
+            char *e = esc_dup(ename ? ename : "nothing", ESC_NAME);
+            err_set(err, ERR_KERNEL, "its reply held no value (%.200s)", e);
+            free(e);
+        }
+    }
+    kb_exec_destroy(&x);
+    kb_output_destroy(&out);
+    return value;
+}
+
+/* "ab\x01" -> "6162" + NUL: a path travels to and from the kernel as
+ * hex, so no quoting is needed either way. New string. */
+static char *
+s_hex(const char *s)
+{
+    size_t n = strlen(s);
+    char *h = xmalloc(2 * n + 1);
+    for (size_t i = 0; i < n; i++)
+        snprintf(h + 2 * i, 3, "%02x", (unsigned char)s[i]);
+    h[2 * n] = '\0';
+    return h;
+}
+
+/* The kernel's answer to the workdir expression: the repr of a hex
+ * string ('2f746d70...') of an absolute path. The kernel is not trusted:
+ * anything else is refused. New string or NULL. */
+static char *
+s_unhex_repr(const char *v)
+{
+    size_t n = strlen(v);
+    if (n < 4 || n > 8192 || v[0] != '\'' || v[n - 1] != '\'' || n % 2)
+        return NULL;
+    size_t len = (n - 2) / 2;
+    char *p = xmalloc(len + 1);
+    for (size_t i = 0; i < len; i++) {
+        unsigned int b;
+        if (sscanf(v + 1 + 2 * i, "%2x", &b) != 1 || b == 0 ||
+            !strchr("0123456789abcdef", v[1 + 2 * i]) ||
+            !strchr("0123456789abcdef", v[2 + 2 * i])) {
+            free(p);
+            return NULL;
+        }
+        p[i] = (char)b;
+    }
+    p[len] = '\0';
+    if (p[0] != '/') {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* opts.private_dir: change the kernel into its own directory, made now
+ * (mkdtemp: a random name, mode 0700) or kept from before a restart. */
+static int
+s_enter_workdir(kb_kernel_t *k, err_t *err)
+{
+    char *hex = s_hex(k->workdir ? k->workdir : "");
+    char *expr = xasprintf(
+        "(lambda o, t, d: (o.chdir(d if d and o.path.isdir(d) else "
+        "t.mkdtemp(prefix='jupyter-agent-')), o.makedirs('out', "
+        "exist_ok=True), o.getcwd().encode().hex())[2])(__import__('os'), "
+        "__import__('tempfile'), bytes.fromhex('%s').decode())",
+        hex);
+    free(hex);
+    err_t e;
+    char *v = s_eval(k, expr, k->opts.startup_timeout_ms, &e);
+    free(expr);
+    if (!v)
+        return err_set(err, ERR_KERNEL,
+                       "kernel %s on %s: could not make its working "
+                       "directory: %s",
+                       k->remote_id, kb_gateway_url(k->gw), e.text);
+    char *dir = s_unhex_repr(v);
+    free(v);
+    if (!dir)
+        return err_set(err, ERR_KERNEL,
+                       "kernel %s on %s: its answer for its working directory "
+                       "is not a path",
+                       k->remote_id, kb_gateway_url(k->gw));
+    free(k->workdir);
+    k->workdir = dir;
+    return 0;
+}
+
+/* Remove the private directory through the kernel, if it still answers
+ * within timeout_ms; best effort (the kernel is deleted next anyway). */
+static void
+s_remove_workdir(kb_kernel_t *k, int timeout_ms)
+{
+    if (!k->workdir || k->dead || k->deleted || !k->client)
+        return;
+    char *hex = s_hex(k->workdir);
+    char *expr = xasprintf(
+        "(lambda o, s, d: (o.chdir(o.path.dirname(d)), s.rmtree(d, "
+        "ignore_errors=True), 1)[2])(__import__('os'), __import__('shutil'), "
+        "bytes.fromhex('%s').decode())",
+        hex);
+    free(hex);
+    err_t e;
+    char *v = s_eval(k, expr, timeout_ms, &e);
+    if (!v)
+        log_info("kernel %s: its directory was not removed: %s", k->remote_id,
+                 e.text);
+    free(v);
+    free(expr);
+}
+
 /* Start the kernel on the gateway (or, on a restart, reconnect to it)
  * and wait for kernel_info over a new WebSocket session. */
 static int
@@ -236,6 +376,10 @@ s_launch_remote(kb_kernel_t *k, err_t *err)
     k->info = kb_client_wait_ready(k->client, k->opts.startup_timeout_ms, err);
     if (!k->info) {
         err_prefix(err, "kernel %s on %s", k->remote_id, kb_gateway_url(k->gw));
+        kb_client_destroy(&k->client);
+        return -1;
+    }
+    if (k->opts.private_dir && s_enter_workdir(k, err)) {
         kb_client_destroy(&k->client);
         return -1;
     }
@@ -327,10 +471,16 @@ kb_kernel_destroy(kb_kernel_t **pk)
     if (!pk || !*pk)
         return;
     kb_kernel_t *k = *pk;
-    if (k->remote_id) /* even when it died: the server may have restarted it */
-        kb_gateway_delete(k->gw, k->remote_id, NULL);
-    else if (k->launcher && !k->dead)
+    if (k->remote_id) {
+        /* Even when it died: the server may have restarted it. */
+        if (!k->deleted) {
+            s_remove_workdir(k, REMOVE_WORKDIR_MS);
+            kb_gateway_delete(k->gw, k->remote_id, NULL);
+        }
+    } else if (k->launcher && !k->dead) {
         kb_kernel_shutdown(k, NULL);
+    }
+    free(k->workdir);
     kb_client_destroy(&k->client);
     free(k->remote_id);
     kb_gateway_destroy(&k->gw);
@@ -385,6 +535,12 @@ const char *
 kb_kernel_gateway_url(const kb_kernel_t *k)
 {
     return k->gw ? kb_gateway_url(k->gw) : NULL;
+}
+
+const char *
+kb_kernel_workdir(const kb_kernel_t *k)
+{
+    return k->workdir;
 }
 
 const char *
@@ -515,7 +671,11 @@ kb_kernel_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
      * its exit; the killed one is reaped by whoever the caller hands the
      * kernel to, or by kb_kernel_destroy). */
     int restarted = -1;
-    if (k->no_restart && k->launcher) {
+    if (k->no_restart && k->gw) {
+        log_info("kernel ignored the interrupt; deleting it on the server");
+        kb_gateway_delete(k->gw, k->remote_id, NULL);
+        k->deleted = k->dead = true;
+    } else if (k->no_restart && k->launcher) {
         log_info("kernel ignored the interrupt; killing it");
         k->launcher->ops->kill(k->launcher->self);
     } else {
@@ -595,9 +755,10 @@ kb_kernel_alive(kb_kernel_t *k)
 void
 kb_kernel_kill(kb_kernel_t *k)
 {
-    if (k->gw && !k->dead) {
+    if (k->gw && !k->deleted) {
+        s_remove_workdir(k, REMOVE_WORKDIR_QUICK_MS);
         kb_gateway_delete(k->gw, k->remote_id, NULL);
-        k->dead = true;
+        k->deleted = k->dead = true;
         return;
     }
     if (k->launcher && !k->dead) {
@@ -612,8 +773,11 @@ int
 kb_kernel_shutdown(kb_kernel_t *k, err_t *err)
 {
     if (k->gw) { /* the server asks the kernel to shut down, then kills */
-        int rc = k->dead ? 0 : kb_gateway_delete(k->gw, k->remote_id, err);
-        k->dead = true;
+        s_remove_workdir(k, REMOVE_WORKDIR_MS);
+        int rc = k->deleted ? 0
+                            : kb_gateway_delete(k->gw, k->remote_id,
+                                                k->dead ? NULL : err);
+        k->deleted = k->dead = true;
         return rc;
     }
     if (!k->client)

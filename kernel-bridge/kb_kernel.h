@@ -43,6 +43,14 @@ typedef struct kb_kernel_opts {
      * through its REST API; a kernel still running is deleted there when
      * the kb_kernel_t is destroyed or handed off. */
     const kb_gateway_opts_t *gateway;
+    /* With `gateway`: right after the kernel starts, it makes a fresh
+     * directory (a random name, mode 0700, with an empty out/) in its
+     * temporary directory and changes into it; after a restart it changes
+     * back into it (or into a new one if it is gone). All kernels of a
+     * plain Jupyter Server share its root directory otherwise. The
+     * directory is removed through the kernel before the kernel is
+     * deleted (best effort: a kernel that no longer answers keeps it). */
+    bool private_dir;
 } kb_kernel_opts_t;
 
 kb_kernel_t *kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err);
@@ -68,6 +76,10 @@ const char *kb_kernel_launcher_name(
  * kernel's id there; NULL for a local kernel. Borrowed. */
 const char *kb_kernel_gateway_url(const kb_kernel_t *k);
 const char *kb_kernel_remote_id(const kb_kernel_t *k);
+/* The private working directory of a gateway kernel started with
+ * private_dir (absolute, as the kernel reports it), or NULL. Borrowed;
+ * escape it before printing. */
+const char *kb_kernel_workdir(const kb_kernel_t *k);
 kb_launcher_t *
 kb_kernel_launcher(kb_kernel_t *k); /* borrowed; NULL if attached */
 /* Up to the last 4 KiB the kernel wrote to its own stdout/stderr (not

@@ -398,10 +398,10 @@ s_by_path(const void *a, const void *b)
  * sb_sandbox_list_files lists a box's ([{path, size}], paths starting with
  * "out/"); an empty list when it has no out/ or cannot say. */
 static json_t *
-s_remote_list(kb_kernel_t *k)
+s_remote_list(kb_kernel_t *k, const kb_files_opts_t *fo)
 {
     err_t err;
-    json_t *got = kb_files_list(k, "out", 10000, NULL, &err);
+    json_t *got = kb_files_list(k, "out", 10000, fo, &err);
     json_t *all = json_array();
     size_t i;
     json_t *f;
@@ -431,10 +431,14 @@ s_copy_out(ask_ui_t *ui, ag_session_t *session, const char *files_dir)
             : NULL;
     if (!box && !remote)
         return;
-    /* A kernel on a gateway shares no filesystem with us: its out/ (in its
-     * working directory) comes through the kernel itself (kb_files). */
+    /* A kernel on a gateway shares no filesystem with us: its out/ (in the
+     * session's own directory there) comes through the kernel itself
+     * (kb_files). */
+    kb_files_opts_t fo;
+    kb_files_opts_init(&fo);
+    fo.kernel_dir = remote ? kb_kernel_workdir(remote) : NULL;
     json_t *all =
-        box ? sb_sandbox_list_files(box, 10000) : s_remote_list(remote);
+        box ? sb_sandbox_list_files(box, 10000) : s_remote_list(remote, &fo);
     json_t *outs = json_array();
     size_t i;
     json_t *f;
@@ -472,7 +476,7 @@ s_copy_out(ask_ui_t *ui, ag_session_t *session, const char *files_dir)
         sb_policy_t def;
         sb_policy_init_default(&def);
         sb_policy_out_opts(&def, &o);
-        rc = kb_files_copy_out(remote, "out", files_dir, &o, NULL, &copied,
+        rc = kb_files_copy_out(remote, "out", files_dir, &o, &fo, &copied,
                                &cerr);
         sb_policy_release(&def);
     }

@@ -769,7 +769,10 @@ static json_t *
 s_kernel_info(const ag_kernel_opts_t *o)
 {
     const char *sandbox =
-        o->inner && o->inner->no_sandbox
+        o->inner && o->inner->gateway_url && *o->inner->gateway_url
+            ? "Python runs on a Jupyter server (its isolation is the "
+              "server's), in a directory of its own there.\n"
+        : o->inner && o->inner->no_sandbox
             ? "WARNING: --no-sandbox: Python runs as a plain process with "
               "your user's full access to files and network.\n"
             : "Python runs in a sandbox: no network, /mnt/data for files.\n";

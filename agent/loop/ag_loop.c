@@ -306,6 +306,10 @@ static void
 s_build_system(ag_loop_t *l, ag_session_t *s)
 {
     sb_sandbox_t *box = s ? ag_session_sandbox(s) : NULL;
+    /* A gateway kernel's own directory: the tools name it, not /mnt/data. */
+    const char *remote = s ? kb_kernel_workdir(ag_session_kernel(s)) : NULL;
+    if (remote)
+        ag_tools_set_workdir(l->tools, remote);
     buf_t b;
     buf_init(&b, 0);
     buf_puts(&b, "You are a careful data analyst working in a Jupyter code "
@@ -365,6 +369,16 @@ s_build_system(ag_loop_t *l, ag_session_t *s)
         buf_puts(&b, "- Save every file you make for the user (charts, tables, "
                      "reports) in /mnt/data/out/ (it exists); those files are "
                      "handed to the user when the session ends.\n");
+    } else if (remote) {
+        buf_printf(&b,
+                   "- The kernel runs on a Jupyter server, not on the user's "
+                   "machine. Its working directory is %s, private to this "
+                   "session: the input files are there (call list_files to "
+                   "see them).\n"
+                   "- Save every file you make for the user (charts, tables, "
+                   "reports) in %s/out/ (it exists); those files are handed "
+                   "to the user when the session ends.\n",
+                   remote, remote);
     } else {
         const char *cwd = json_string_value(json_object_get(env, "cwd"));
         buf_printf(&b,

@@ -23,7 +23,9 @@
  * The system prompt describes the environment as it is, read at the first
  * ask: the Python and library versions (a silent snippet run in the
  * kernel), the files in /mnt/data with sizes, no network, where outputs go
- * (/mnt/data/out/, created), the time limit per execution.
+ * (/mnt/data/out/, created), the time limit per execution. For a kernel on
+ * a gateway, the prompt and the tool descriptions name its private
+ * directory there (kb_kernel_workdir) instead of /mnt/data.
  *
  * Everything is recorded in an nb_record_t: the user's text and the
  * assistant's text as markdown cells, every tool call as a code cell with

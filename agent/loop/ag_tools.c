@@ -18,6 +18,7 @@ struct ag_tools {
     ag_tool_def_t *defs; /* owned array; the strings inside are borrowed */
     size_t n;            /* tools in defs */
     json_t *schemas;     /* owned cache of ag_tools_schemas, NULL = stale */
+    char *workdir;       /* owned ag_tools_set_workdir, or NULL */
 };
 
 static int s_list_files(const ag_tool_env_t *env, const json_t *args,
@@ -55,6 +56,7 @@ ag_tools_destroy(ag_tools_t **p)
     if (!p || !*p)
         return;
     free((*p)->defs);
+    free((*p)->workdir);
     json_decref((*p)->schemas);
     free(*p);
     *p = NULL;
@@ -110,18 +112,49 @@ ag_tools_remove(ag_tools_t *t, const char *name)
     return 0;
 }
 
+void
+ag_tools_set_workdir(ag_tools_t *t, const char *dir)
+{
+    free(t->workdir);
+    t->workdir = dir ? xstrdup(dir) : NULL;
+    json_decref(t->schemas);
+    t->schemas = NULL;
+}
+
+/* `text` with every "/mnt/data" replaced by `dir`. New string. */
+static char *
+s_with_workdir(const char *text, const char *dir)
+{
+    static const char mnt[] = "/mnt/data";
+    buf_t b;
+    buf_init(&b, 0);
+    const char *p = text, *hit;
+    while ((hit = strstr(p, mnt))) {
+        buf_append(&b, p, (size_t)(hit - p));
+        buf_puts(&b, dir);
+        p = hit + sizeof mnt - 1;
+    }
+    buf_puts(&b, p);
+    char *r = xstrdup(buf_cstr(&b));
+    buf_release(&b);
+    return r;
+}
+
 const json_t *
 ag_tools_schemas(ag_tools_t *t)
 {
     if (t->schemas)
         return t->schemas;
     t->schemas = json_array();
-    for (size_t i = 0; i < t->n; i++)
+    for (size_t i = 0; i < t->n; i++) {
+        char *desc = s_with_workdir(t->defs[i].description,
+                                    t->workdir ? t->workdir : "/mnt/data");
         json_array_append_new(
-            t->schemas,
-            json_pack("{s:s, s:s, s:o}", "name", t->defs[i].name, "description",
-                      t->defs[i].description, "parameters",
-                      json_loads(t->defs[i].parameters, 0, NULL)));
+            t->schemas, json_pack("{s:s, s:s, s:o}", "name", t->defs[i].name,
+                                  "description", desc, "parameters",
+                                  json_loads(t->defs[i].parameters, 0, NULL)));
+        free(desc);
+    }
     return t->schemas;
 }
 

@@ -132,6 +132,10 @@ int ag_tools_remove(ag_tools_t *t, const char *name);
  *   [{"name", "description", "parameters"}]
  * Borrowed, valid until the table changes or is destroyed. */
 const json_t *ag_tools_schemas(ag_tools_t *t);
+/* The descriptions name the sandbox's /mnt/data; for a kernel whose files
+ * are elsewhere (a gateway kernel's private directory) the schemas name
+ * `dir` instead (copied; NULL = /mnt/data). */
+void ag_tools_set_workdir(ag_tools_t *t, const char *dir);
 
 /* Run one call: parse its arguments, find the tool, run the handler.
  * Always fills `res` with a text for the model. Returns as the handler

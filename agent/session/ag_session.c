@@ -605,7 +605,8 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
                                .env = env};
     kb_kernel_opts_t kopts = {.kernel_name = o->kernel_name,
                               .max_output_bytes = o->max_output_bytes,
-                              .gateway = &gopts};
+                              .gateway = &gopts,
+                              .private_dir = true};
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     strv_free(env);
     if (token) {
@@ -617,14 +618,19 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
         return NULL;
     }
     /* No shared filesystem: each --file goes through the kernel itself,
-     * chunk by chunk, hash-checked (kb_files), into its working directory,
-     * under the same size cap as a local /mnt/data. */
+     * chunk by chunk, hash-checked (kb_files), into the session's own
+     * directory there (kb_kernel_opts_t.private_dir: other sessions on
+     * the server have theirs), under the same size cap as a local
+     * /mnt/data. */
+    kb_files_opts_t fo;
+    kb_files_opts_init(&fo);
+    fo.kernel_dir = kb_kernel_workdir(k);
     for (size_t i = 0; i < o->nfiles; i++) {
         char *path, *name;
         ag_session_split_file_arg(o->files[i], &path, &name);
         int rc =
             sb_files_check_name(name, err) ||
-            kb_files_push(k, path, name, o->policy.workspace_bytes, NULL, err);
+            kb_files_push(k, path, name, o->policy.workspace_bytes, &fo, err);
         free(path);
         free(name);
         if (rc) {
@@ -869,6 +875,15 @@ ag_session_workspace(ag_session_t *s)
     sb_sandbox_t *box = ag_session_sandbox(s);
     return box ? sb_sandbox_workspace(box)
                : kb_serve_launcher_workspace(kb_kernel_launcher(s->kernel));
+}
+
+const char *
+ag_session_kernel_dir(ag_session_t *s)
+{
+    const char *remote = kb_kernel_workdir(s->kernel);
+    if (remote)
+        return remote;
+    return ag_session_workspace(s) ? "/mnt/data" : NULL;
 }
 
 const char *

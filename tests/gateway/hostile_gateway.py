@@ -15,7 +15,9 @@ request needs `Authorization: token T` when --token is given (else 403).
 Modes (MODES below): `normal` answers kernel_info and execute correctly
 (stream "hello", execute_reply ok, idle), so a client's failure in another
 mode is the mode's doing. Every other mode misbehaves at the first
-execute_request (or at POST /api/kernels, or at the WebSocket handshake).
+execute_request (or at POST /api/kernels, or at the WebSocket handshake),
+except a silent one with user expressions: that is the client's own
+housekeeping (the session's working directory), answered correctly.
 What it did goes to stderr. The process exits after --lifetime seconds
 (default 600) so a forgotten server does not linger.
 
@@ -312,6 +314,10 @@ class ChannelsHandler(tornado.websocket.WebSocketHandler):
         try:
             if msg_type == "kernel_info_request":
                 await self.kernel_info(parent, m.get("channel", "shell"))
+            elif msg_type == "execute_request" and \
+                    m.get("content", {}).get("silent") and \
+                    m.get("content", {}).get("user_expressions"):
+                await self.housekeeping(parent)
             elif msg_type == "execute_request":
                 await getattr(self, "exec_" + self.settings["mode"].replace(
                     "-", "_"), self.exec_normal)(parent)
@@ -331,6 +337,21 @@ class ChannelsHandler(tornado.websocket.WebSocketHandler):
                               "mimetype": "text/x-python",
                               "file_extension": ".py"},
             "banner": "", "help_links": []}, channel)
+        await self.send("status", parent, {"execution_state": "idle"}, "iopub")
+
+    async def housekeeping(self, parent):
+        """A silent execute with user expressions is the client's own
+        (its session's working directory, made at start and removed at
+        the end): answered as a kernel would, with a path in the form it
+        asks for (hex in a repr), so every mode misbehaves at the user's
+        execution, not before."""
+        value = "'%s'" % b"/tmp/jupyter-agent-hostile".hex()
+        await self.send("status", parent, {"execution_state": "busy"}, "iopub")
+        await self.send("execute_reply", parent, {
+            "status": "ok", "execution_count": 0, "payload": [],
+            "user_expressions": {"r": {"status": "ok", "metadata": {},
+                                       "data": {"text/plain": value}}}},
+            "shell")
         await self.send("status", parent, {"execution_state": "idle"}, "iopub")
 
     async def busy_input(self, parent):

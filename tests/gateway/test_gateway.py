@@ -60,6 +60,11 @@ class JupyterServer:
         os.makedirs(home)
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("JUPYTER")}
+        # The kernels' temporary directory (where each session's private
+        # working directory is made), so tests can see what is left.
+        self.tmpdir = os.path.join(self.dir, "tmp")
+        os.makedirs(self.tmpdir)
+        env.update(TMPDIR=self.tmpdir)
         env.update(HOME=home, JUPYTER_RUNTIME_DIR=self.runtime,
                    JUPYTER_CONFIG_DIR=os.path.join(home, ".jupyter"),
                    JUPYTER_DATA_DIR=os.path.join(home, "data"))
@@ -332,13 +337,50 @@ def test_timeout_interrupts_and_keeps_the_kernel_state(v1_server, tmp):
     assert cells[2].outputs[0]["text"] == "kept\n"
 
 
-def test_timeout_restarts_a_kernel_that_ignores_the_interrupt(v1_server):
+def server_restarts(srv):
+    """How many kernel restarts the server has logged so far."""
+    with open(os.path.join(srv.dir, "server.log")) as f:
+        return f.read().count("Kernel restarted")
+
+
+def test_exec_deletes_a_kernel_that_ignores_the_interrupt_without_restart(
+        v1_server):
+    """exec exits right after its cell: a remote kernel that ignores the
+    interrupt after a timeout is deleted on the server, not restarted
+    there first (a restart nobody uses would only delay the exit)."""
+    before = server_restarts(v1_server)
     r = agent("exec", "--timeout", "3", *v1_server.args(), "-c",
               "import signal, time\n"
               "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
               "time.sleep(60)")
     assert r.returncode == 6
-    assert "killed and restarted (its state was lost)" in r.stderr
+    assert "so the kernel was killed" in r.stderr
+    assert "restarted" not in r.stderr
+    assert server_restarts(v1_server) == before
+    assert v1_server.kernels() == []
+
+
+def test_ask_restarts_a_kernel_that_ignores_the_interrupt(v1_server, tmp):
+    """ask goes on after a timeout: the kernel that ignored the interrupt
+    is restarted through the REST API (once), back in its own directory."""
+    before = server_restarts(v1_server)
+    srv = FakeLLM([code("Where.", "import os\nprint(os.getcwd())"),
+                   code("Waiting.", "import signal, time\n"
+                        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                        "time.sleep(60)"),
+                   code("Again.", "import os\nprint(os.getcwd())"),
+                   answer("Done.")], tmp)
+    out = os.path.join(tmp, "r.ipynb")
+    try:
+        r = agent("ask", *v1_server.args(), "--timeout", "3", "--model",
+                  "openai:model-x", "-o", out, "go", env=srv.env())
+    finally:
+        srv.stop()
+    assert r.returncode == 0, r.stderr
+    cells = [c for c in nbformat.read(out, 4).cells if c.cell_type == "code"]
+    assert len(cells) == 3
+    assert cells[0].outputs[0]["text"] == cells[2].outputs[0]["text"]
+    assert server_restarts(v1_server) == before + 1
 
 
 def test_ctrl_c_interrupts_the_remote_kernel(v1_server):
@@ -402,14 +444,13 @@ def test_file_goes_into_the_remote_kernel_hash_checked(server, tmp):
 
 
 def test_ask_copies_out_of_the_remote_kernel(v1_server, tmp):
-    """What the code saves under out/ in the remote kernel's directory
-    lands in SESSION_files/, through the kernel."""
-    sub = "s-" + secrets.token_hex(4)
+    """What the code saves under out/ in the session's directory in the
+    remote kernel lands in SESSION_files/, through the kernel, even when
+    the code changed directory since."""
     srv = FakeLLM([code("Saving.",
-                        "import os\nos.makedirs(%r, exist_ok=True)\n"
-                        "open(%r, 'w').write('result 42\\n')\n"
-                        "os.chdir(%r)" % (sub + "/out", sub + "/out/r.txt",
-                                          sub)),
+                        "import os\n"
+                        "open('out/r.txt', 'w').write('result 42\\n')\n"
+                        "os.chdir('/')"),
                    answer("Saved.")], tmp)
     out = os.path.join(tmp, "c.ipynb")
     try:
@@ -728,3 +769,130 @@ def test_a_gateway_refusing_a_kernel_says_why(tmp):
     assert r.returncode == 3
     assert "refused to start kernel 'python3' (HTTP 403)" in r.stderr
     assert reason in r.stderr
+
+
+def left_workdirs(srv):
+    """Session directories still in the server's kernels' tempdir."""
+    return [n for n in os.listdir(srv.tmpdir)
+            if n.startswith("jupyter-agent-")]
+
+
+def test_sessions_on_one_server_have_their_own_directories(v1_server, tmp):
+    """Two sessions at once on one plain Jupyter Server, both given a file
+    named data.txt with different contents: each kernel sees its own,
+    each session gets back only its own out/, no file lands in the
+    server's root, the directories are 0700, and none is left after."""
+    def session(i):
+        d = os.path.join(tmp, "s%d" % i)
+        os.makedirs(d)
+        src = os.path.join(d, "data.txt")
+        with open(src, "w") as f:
+            f.write("contents of session %d\n" % i)
+        srv = FakeLLM([code("Reading.",
+                            "import os, time, stat\n"
+                            "print(os.getcwd(), "
+                            "oct(stat.S_IMODE(os.stat('.').st_mode)))\n"
+                            "text = open('data.txt').read()\n"
+                            "time.sleep(2)\n"
+                            "open('out/r.txt', 'w').write(text)"),
+                       answer("Copied.")], d)
+        out = os.path.join(d, "s.ipynb")
+        try:
+            r = agent("ask", *v1_server.args(), "--file", src, "--model",
+                      "openai:model-x", "-o", out, "copy it", env=srv.env())
+        finally:
+            srv.stop()
+        assert r.returncode == 0, r.stderr
+        cell = [c for c in nbformat.read(out, 4).cells
+                if c.cell_type == "code"][0]
+        where, mode = cell.outputs[0]["text"].split()
+        with open(os.path.join(d, "s_files", "r.txt")) as f:
+            return where, mode, f.read()
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(session, [1, 2]))
+    assert got[0][2] == "contents of session 1\n"
+    assert got[1][2] == "contents of session 2\n"
+    assert got[0][0] != got[1][0]
+    for where, mode, _ in got:
+        assert os.path.dirname(where) == os.path.realpath(v1_server.tmpdir)
+        assert mode == "0o700"
+    assert not os.path.exists(os.path.join(v1_server.dir, "data.txt"))
+    for where, _, _ in got:
+        assert not os.path.exists(where)
+
+
+def test_ask_tells_the_model_the_remote_directory(v1_server, tmp):
+    """The system prompt and the tool descriptions sent to the model name
+    the session's directory in the remote kernel, never /mnt/data (which
+    does not exist there)."""
+    srv = FakeLLM([code("Where.", "import os\nprint(os.getcwd())"),
+                   answer("There.")], tmp)
+    out = os.path.join(tmp, "w.ipynb")
+    try:
+        r = agent("ask", *v1_server.args(), "--model", "openai:model-x",
+                  "-o", out, "where am I?", env=srv.env())
+        reqs = srv.requests()
+    finally:
+        srv.stop()
+    assert r.returncode == 0, r.stderr
+    cell = [c for c in nbformat.read(out, 4).cells if c.cell_type == "code"][0]
+    where = cell.outputs[0]["text"].strip()
+    body = json.dumps(reqs[0])
+    assert "/mnt/data" not in body
+    assert where + "/out/" in body
+    assert where + "/out/" in json.dumps(reqs[0]["body"]["tools"])
+
+
+def mcp_stdio(args, calls, timeout=180):
+    """Run `jupyter-agent mcp ARGS` over stdio: initialize, then each
+    tools/call of `calls` in turn, then close its input. The answers by
+    id, the exit code and stderr."""
+    msgs = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "gateway-test",
+                                       "version": "0"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    for i, (name, arguments) in enumerate(calls, 1):
+        msgs.append({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                     "params": {"name": name, "arguments": arguments}})
+    e = dict(os.environ)
+    e.pop("JUPYTER_GATEWAY_URL", None)
+    e.pop("JUPYTER_GATEWAY_AUTH_TOKEN", None)
+    p = subprocess.run([BIN, "mcp", *args], env=e, capture_output=True,
+                       text=True, timeout=timeout,
+                       input="".join(json.dumps(m) + "\n" for m in msgs))
+    answers = {}
+    for line in p.stdout.splitlines():
+        m = json.loads(line)
+        if "id" in m:
+            answers[m["id"]] = m
+    return answers, p.returncode, p.stderr
+
+
+def test_mcp_over_stdio_runs_on_the_gateway_and_deletes_its_kernel(
+        v1_server):
+    """An MCP client drives `mcp --gateway` over stdio: its python calls
+    run in one remote kernel (state kept between calls), and when the
+    client closes, that kernel is deleted on the server and its directory
+    removed."""
+    before = left_workdirs(v1_server)
+    kernels_before = {k["id"] for k in v1_server.kernels()}
+    answers, rc, err = mcp_stdio(
+        v1_server.args(),
+        [("python", {"code": "import os\nx = 41\nprint(os.getpid())"}),
+         ("python", {"code": "x + 1"})])
+    assert rc == 0, err
+    first = json.dumps(answers[1]["result"])
+    second = json.dumps(answers[2]["result"])
+    assert not answers[1]["result"].get("isError"), first
+    assert "42" in second, second
+    assert v1_server.url in err
+    assert_no_token(v1_server, first, second, err)
+    import re
+    mine = re.search(r"\(kernel ([0-9a-f-]{36})\)", err)
+    assert mine, err
+    after = {k["id"] for k in v1_server.kernels()}
+    assert mine.group(1) not in after, err
+    assert after <= kernels_before, err
+    assert left_workdirs(v1_server) == before, err
