@@ -140,6 +140,12 @@ s_with_workdir(const char *text, const char *dir)
     return r;
 }
 
+char *
+ag_tools_describe(const ag_tools_t *t, const char *text)
+{
+    return s_with_workdir(text, t->workdir ? t->workdir : "/mnt/data");
+}
+
 const json_t *
 ag_tools_schemas(ag_tools_t *t)
 {
@@ -147,8 +153,7 @@ ag_tools_schemas(ag_tools_t *t)
         return t->schemas;
     t->schemas = json_array();
     for (size_t i = 0; i < t->n; i++) {
-        char *desc = s_with_workdir(t->defs[i].description,
-                                    t->workdir ? t->workdir : "/mnt/data");
+        char *desc = ag_tools_describe(t, t->defs[i].description);
         json_array_append_new(
             t->schemas, json_pack("{s:s, s:s, s:o}", "name", t->defs[i].name,
                                   "description", desc, "parameters",

@@ -136,6 +136,9 @@ const json_t *ag_tools_schemas(ag_tools_t *t);
  * are elsewhere (a gateway kernel's private directory) the schemas name
  * `dir` instead (copied; NULL = /mnt/data). */
 void ag_tools_set_workdir(ag_tools_t *t, const char *dir);
+/* A tool description written for the local box, `text`, with /mnt/data
+ * replaced by the directory set above (unchanged when none). New string. */
+char *ag_tools_describe(const ag_tools_t *t, const char *text);
 
 /* Run one call: parse its arguments, find the tool, run the handler.
  * Always fills `res` with a text for the model. Returns as the handler

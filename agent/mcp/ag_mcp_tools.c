@@ -667,8 +667,8 @@ static const s_tool_t s_tools[] = {
      "back\"}}, \"additionalProperties\": false}",
      NULL, s_export},
     {"reset",
-     "Restart the kernel: variables and imports are gone, files in "
-     "/mnt/data stay.",
+     "Restart the kernel: variables and imports are gone, files in the "
+     "workspace stay.",
      "{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": "
      "false}",
      NULL, s_reset},
@@ -680,6 +680,11 @@ s_find(ag_mcp_box_t *b, const char *name)
 {
     /* install_packages only where it can work: a signed manifest. */
     if (strcmp(name, "install_packages") == 0 && !b->cfg->session->packages_dir)
+        return NULL;
+    /* read_file and write_file work on the local box's workspace; a kernel
+     * on a Jupyter server has none here. */
+    if (b->cfg->session->gateway_url &&
+        (strcmp(name, "read_file") == 0 || strcmp(name, "write_file") == 0))
         return NULL;
     for (size_t i = 0; i < sizeof s_tools / sizeof s_tools[0]; i++)
         if (strcmp(s_tools[i].name, name) == 0)
@@ -717,10 +722,15 @@ ag_mcp_box_tools(ag_mcp_box_t *b)
             continue;
         json_t *own = s_builtin(b, d->name);
         json_t *t = json_pack("{s:s}", "name", d->name);
-        json_object_set_new(
-            t, "description",
-            d->description ? json_string(d->description)
-                           : json_incref(json_object_get(own, "description")));
+        if (d->description) {
+            char *desc = ag_tools_describe(b->tools, d->description);
+            json_object_set_new(t, "description", json_string(desc));
+            free(desc);
+        } else {
+            json_object_set_new(
+                t, "description",
+                json_incref(json_object_get(own, "description")));
+        }
         json_object_set_new(
             t, "inputSchema",
             d->input ? json_loads(d->input, 0, NULL)
@@ -757,6 +767,11 @@ ag_mcp_box_new(const ag_mcp_config_t *cfg)
     ag_mcp_box_t *b = xcalloc(1, sizeof *b);
     b->cfg = cfg;
     b->tools = ag_tools_new();
+    /* A kernel on a Jupyter server gets its private directory when the
+     * session starts, after tools/list: the tools name it as the kernel's
+     * current directory, which it is. */
+    if (cfg->session->gateway_url)
+        ag_tools_set_workdir(b->tools, ".");
     if (cfg->session->packages_dir) {
         static const ag_tool_def_t install = {
             "install_packages", AG_PACKAGES_TOOL_DESCRIPTION,
@@ -838,7 +853,19 @@ ag_mcp_instructions(const ag_mcp_config_t *cfg)
     }
     const char *libs_text = l.len ? buf_cstr(&l) : "the standard library";
     char *text;
-    if (o->no_sandbox)
+    if (o->gateway_url)
+        text = xasprintf(
+            "A Python code interpreter whose IPython kernel runs on a Jupyter "
+            "server (%s), one kernel per MCP session, in a private working "
+            "directory of its own there. State persists between python "
+            "calls, as in a notebook. The server's operator sets its "
+            "isolation, libraries and limits. %g s per python call by "
+            "default (then the cell is interrupted). Plots come back as "
+            "images (call plt.show()). list_files lists the session's "
+            "directory; export_notebook returns the session as a Jupyter "
+            "notebook; reset restarts the kernel.",
+            o->gateway_url, o->timeout_ms / 1000.0);
+    else if (o->no_sandbox)
         text = xasprintf(
             "A local Python code interpreter WITHOUT a sandbox "
             "(--no-sandbox): each MCP session has its own IPython kernel, "

@@ -896,3 +896,34 @@ def test_mcp_over_stdio_runs_on_the_gateway_and_deletes_its_kernel(
     assert mine.group(1) not in after, err
     assert after <= kernels_before, err
     assert left_workdirs(v1_server) == before, err
+
+
+def test_mcp_on_a_gateway_describes_the_remote_kernel_not_a_local_box(
+        v1_server):
+    """What an MCP client is told before any call: the kernel runs on the
+    Jupyter server (named), nothing claims a local /mnt/data sandbox, and
+    read_file/write_file, which work on a local box's workspace, are not
+    offered."""
+    msgs = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "gateway-test",
+                                       "version": "0"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]
+    e = dict(os.environ)
+    e.pop("JUPYTER_GATEWAY_URL", None)
+    e.pop("JUPYTER_GATEWAY_AUTH_TOKEN", None)
+    p = subprocess.run([BIN, "mcp", *v1_server.args()], env=e,
+                       capture_output=True, text=True, timeout=60,
+                       input="".join(json.dumps(m) + "\n" for m in msgs))
+    assert p.returncode == 0, p.stderr
+    answers = {m["id"]: m for m in map(json.loads, p.stdout.splitlines())
+               if "id" in m}
+    instructions = answers[0]["result"]["instructions"]
+    tools = answers[1]["result"]["tools"]
+    names = {t["name"] for t in tools}
+    assert v1_server.url in instructions, instructions
+    assert "/mnt/data" not in instructions + json.dumps(tools)
+    assert "sandbox" not in instructions, instructions
+    assert {"python", "list_files", "export_notebook", "reset"} <= names
+    assert not names & {"read_file", "write_file"}, names
