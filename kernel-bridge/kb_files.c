@@ -392,31 +392,16 @@ kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
         err = &local;
     if (sb_files_check_name(name, err) < 0)
         return -1;
-    int fd = open(host_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    int fd = sb_files_open_input(host_path, max_bytes, &st, err);
     if (fd < 0)
-        return err_set(err, ERR_USAGE, "cannot read '%s': %s", host_path,
-                       strerror(errno));
+        return -1;
     struct s_ctx c;
     s_ctx_init(&c, k, o);
     int rc = -1;
     char *dir = NULL, *token = NULL;
     unsigned char *chunk = NULL;
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        err_set(err, ERR_USAGE,
-                "'%s' is not a regular file; only regular files can go in",
-                host_path);
-        goto out;
-    }
-    if ((uint64_t)st.st_size > max_bytes) {
-        err_set(err, ERR_USAGE,
-                "'%s' (%lld bytes) is over the %llu-byte cap on files in; "
-                "raise --disk",
-                host_path, (long long)st.st_size,
-                (unsigned long long)max_bytes);
-        goto out;
-    }
-    if (fcntl(fd, F_SETFL, 0) < 0 || !(dir = s_hello(&c, err)))
+    if (!(dir = s_hello(&c, err)))
         goto out;
     json_t *a =
         s_request(&c,

@@ -223,17 +223,39 @@ s_copy_fd(int in, int out, uint64_t max, uint64_t *copied, const char *what,
         if (*copied + (uint64_t)n > max)
             return err_set(err, ERR_IO, "%s: over the size cap of %llu bytes",
                            what, (unsigned long long)max);
-        for (ssize_t off = 0; off < n;) {
-            ssize_t w = write(out, chunk + off, (size_t)(n - off));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0)
-                return err_set(err, ERR_IO, "writing %s: %s", what,
-                               strerror(errno));
-            off += w;
-        }
+        if (file_write_all(out, chunk, (size_t)n) < 0)
+            return err_set(err, ERR_IO, "writing %s: %s", what,
+                           strerror(errno));
         *copied += (uint64_t)n;
     }
+}
+
+int
+sb_files_open_input(const char *host_path, uint64_t max_bytes, struct stat *st,
+                    err_t *err)
+{
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+    int fd = open(host_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return err_set(err, ERR_USAGE, "cannot read '%s': %s", host_path,
+                       strerror(errno));
+    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+        err_set(err, ERR_USAGE, "'%s' is a %s; only regular files can go in",
+                host_path, s_kind(st->st_mode));
+    } else if ((uint64_t)st->st_size > max_bytes) {
+        err_set(err, ERR_USAGE,
+                "'%s' (%lld bytes) does not fit in the workspace (%llu bytes); "
+                "raise --disk",
+                host_path, (long long)st->st_size,
+                (unsigned long long)max_bytes);
+    } else if (fcntl(fd, F_SETFL, 0) < 0) {
+        err_set(err, ERR_IO, "cannot read '%s': %s", host_path,
+                strerror(errno));
+    } else {
+        return fd;
+    }
+    close(fd);
+    return -1;
 }
 
 int
@@ -242,25 +264,11 @@ sb_files_copy_in(int ws_fd, const char *host_path, const char *name,
 {
     if (sb_files_check_name(name, err) < 0)
         return -1;
-    int in = open(host_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (in < 0)
-        return err_set(err, ERR_USAGE, "cannot read '%s': %s", host_path,
-                       strerror(errno));
-    int out = -1, rc = -1;
     struct stat st;
-    if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) {
-        err_set(err, ERR_USAGE, "'%s' is a %s; only regular files can go in",
-                host_path, s_kind(st.st_mode));
-        goto out;
-    }
-    if ((uint64_t)st.st_size > max_bytes) {
-        err_set(err, ERR_USAGE,
-                "'%s' (%lld bytes) does not fit in the workspace (%llu bytes); "
-                "raise --disk",
-                host_path, (long long)st.st_size,
-                (unsigned long long)max_bytes);
-        goto out;
-    }
+    int in = sb_files_open_input(host_path, max_bytes, &st, err);
+    if (in < 0)
+        return -1;
+    int out = -1, rc = -1;
     int old_uid = -1, old_gid = -1;
     if (owner != (uid_t)-1) {
         old_gid = setfsgid(group);
@@ -281,8 +289,7 @@ sb_files_copy_in(int ws_fd, const char *host_path, const char *name,
     uint64_t copied = 0;
     char what[600];
     snprintf(what, sizeof what, "'%s'", host_path);
-    if (fcntl(in, F_SETFL, 0) < 0 ||
-        s_copy_fd(in, out, max_bytes, &copied, what, err) < 0)
+    if (s_copy_fd(in, out, max_bytes, &copied, what, err) < 0)
         goto out;
     rc = 0;
 out:

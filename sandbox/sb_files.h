@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 /* An upload name: non-empty, at most 255 bytes, no '/', no leading '.',
@@ -33,6 +34,13 @@ int sb_files_check_relpath(const char *relpath, err_t *err);
  * existing directory is fine. 0, or -1 + err. */
 int sb_files_mkdir(int ws_fd, const char *name, uid_t owner, gid_t group,
                    err_t *err);
+
+/* Open `host_path` for reading as an input file: a regular file (a FIFO
+ * or device is refused without blocking) of at most `max_bytes`, which
+ * --disk sets. Returns a blocking fd with *st filled, or -1 with ERR_USAGE
+ * naming the file and what to do. */
+int sb_files_open_input(const char *host_path, uint64_t max_bytes,
+                        struct stat *st, err_t *err);
 
 /* Copy host file `host_path` (a regular file, at most `max_bytes`) to
  * `name` in the workspace, created fresh (O_EXCL). When `owner` is not
