@@ -138,8 +138,8 @@ static void
 s_reason(const buf_t *body, char *out, size_t size)
 {
     out[0] = '\0';
-    json_t *j = body->len && kb_wire_json_depth(body->data, body->len) >= 0 &&
-                        kb_wire_json_depth(body->data, body->len) < 16
+    int depth = body->len ? kb_wire_json_depth(body->data, body->len) : -1;
+    json_t *j = depth >= 0 && depth < 16
                     ? json_loadb(body->data, body->len, 0, NULL)
                     : NULL;
     const char *text = json_string_value(json_object_get(j, "message"));

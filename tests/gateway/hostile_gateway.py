@@ -60,6 +60,7 @@ MODES = {
     "ws-close": "the WebSocket closed mid-cell (and at once on every reconnect)",
     "http-403": "POST /api/kernels refused with EG's resource-limit 403",
     "slowloris": "POST /api/kernels answered one byte per second, never finished",
+    "rest-huge": "POST /api/kernels answered at once with a 64 MiB body",
     "ws-hang": "the WebSocket handshake never answered",
 }
 CHANNELS = ("shell", "iopub", "stdin", "control")
@@ -161,11 +162,31 @@ class KernelsHandler(Base):
         if mode == "slowloris":
             await self.slowloris()
             return
+        if mode == "rest-huge":
+            await self.huge_body()
+            return
         model = self.settings["kernels"].new(body.get("name") or "python3")
         log("POST /api/kernels: started %s (env %s)" % (
             model["id"], sorted((body.get("env") or {}).keys())))
         self.set_header("Location", "/api/kernels/" + model["id"])
         self.send_json(201, model)
+
+    async def huge_body(self):
+        """A kernel model followed by 64 MiB of padding, as fast as the
+        client reads it: a REST answer has to be bounded by its size."""
+        log("POST /api/kernels: a 64 MiB body")
+        self.set_status(201)
+        self.set_header("Content-Type", "application/json")
+        self.write(json.dumps({"id": str(uuid.uuid4()), "name": "python3"})[:-1])
+        self.write(', "pad": "')
+        pad = "x" * (1 << 20)
+        try:
+            for _ in range(64):
+                self.write(pad)
+                await self.flush()
+            self.write('"}')
+        except tornado.iostream.StreamClosedError:
+            log("rest-huge: the client went away")
 
     async def slowloris(self):
         """Status and headers promptly, then the body a byte a second."""

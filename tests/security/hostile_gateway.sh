@@ -150,6 +150,7 @@ check forged-parent v1 6 'timed out|timeout' $B "replies to another request"
 check ws-close v1 3 'closed|connection|websocket' $B "the WebSocket closed mid-cell"
 check ws-close legacy 3 'closed|connection|websocket' $B "the WebSocket closed mid-cell"
 check http-403 v1 3 'max kernels per user limit' $B "EG's resource-limit 403"
+check rest-huge v1 3 'too large' $B "a 64 MiB REST answer (over the 4 MiB cap)"
 check slowloris v1 3 'timed out|timeout|127\.0\.0\.1' 120 "an answer that never ends"
 check ws-hang v1 3 'timed out|timeout|websocket' 120 "a handshake never answered"
 
