@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,45 +257,35 @@ s_eval(kb_kernel_t *k, const char *expr, int timeout_ms, err_t *err)
     return value;
 }
 
-/* "ab\x01" -> "6162" + NUL: a path travels to and from the kernel as
- * hex, so no quoting is needed either way. New string. */
+/* "ab\x01" -> "616201": a path travels to and from the kernel as hex,
+ * so no quoting is needed either way. New string. */
 static char *
 s_hex(const char *s)
 {
     size_t n = strlen(s);
     char *h = xmalloc(2 * n + 1);
-    for (size_t i = 0; i < n; i++)
-        snprintf(h + 2 * i, 3, "%02x", (unsigned char)s[i]);
-    h[2 * n] = '\0';
-    return h;
+    return sodium_bin2hex(h, 2 * n + 1, (const unsigned char *)s, n);
 }
 
-/* The kernel's answer to the workdir expression: the repr of a hex
- * string ('2f746d70...') of an absolute path. The kernel is not trusted:
- * anything else is refused. New string or NULL. */
+/* The kernel's answer to the workdir expression: the repr of a lowercase
+ * hex string ('2f746d70...') of an absolute path without NUL. The kernel
+ * is not trusted: anything else is refused. New string or NULL. */
 static char *
 s_unhex_repr(const char *v)
 {
     size_t n = strlen(v);
-    if (n < 4 || n > 8192 || v[0] != '\'' || v[n - 1] != '\'' || n % 2)
+    if (n < 4 || n > 8192 || v[0] != '\'' || v[n - 1] != '\'' || n % 2 ||
+        strspn(v + 1, "0123456789abcdef") != n - 2)
         return NULL;
-    size_t len = (n - 2) / 2;
+    size_t len = (n - 2) / 2, got = 0;
     char *p = xmalloc(len + 1);
-    for (size_t i = 0; i < len; i++) {
-        unsigned int b;
-        if (sscanf(v + 1 + 2 * i, "%2x", &b) != 1 || b == 0 ||
-            !strchr("0123456789abcdef", v[1 + 2 * i]) ||
-            !strchr("0123456789abcdef", v[2 + 2 * i])) {
-            free(p);
-            return NULL;
-        }
-        p[i] = (char)b;
-    }
-    p[len] = '\0';
-    if (p[0] != '/') {
+    if (sodium_hex2bin((unsigned char *)p, len, v + 1, n - 2, NULL, &got,
+                       NULL) != 0 ||
+        got != len || memchr(p, '\0', len) || p[0] != '/') {
         free(p);
         return NULL;
     }
+    p[len] = '\0';
     return p;
 }
 
