@@ -61,6 +61,9 @@ MODES = {
     "http-403": "POST /api/kernels refused with EG's resource-limit 403",
     "slowloris": "POST /api/kernels answered one byte per second, never finished",
     "rest-huge": "POST /api/kernels answered at once with a 64 MiB body",
+    "workdir-relative": "the session's working directory answered as a relative path",
+    "workdir-nul": "the session's working directory answered with a NUL inside",
+    "workdir-not-hex": "the session's working directory answered as raw text, not hex",
     "ws-hang": "the WebSocket handshake never answered",
 }
 CHANNELS = ("shell", "iopub", "stdin", "control")
@@ -366,7 +369,12 @@ class ChannelsHandler(tornado.websocket.WebSocketHandler):
         the end): answered as a kernel would, with a path in the form it
         asks for (hex in a repr), so every mode misbehaves at the user's
         execution, not before."""
-        value = "'%s'" % b"/tmp/jupyter-agent-hostile".hex()
+        path = {"workdir-relative": b"../../etc",
+                "workdir-nul": b"/tmp/x\x00/etc"}.get(
+                    self.settings["mode"], b"/tmp/jupyter-agent-hostile")
+        value = "'%s'" % path.hex()
+        if self.settings["mode"] == "workdir-not-hex":
+            value = "'/tmp/\x1b]52;c;aGk=\x07'"
         await self.send("status", parent, {"execution_state": "busy"}, "iopub")
         await self.send("execute_reply", parent, {
             "status": "ok", "execution_count": 0, "payload": [],

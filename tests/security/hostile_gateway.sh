@@ -151,6 +151,9 @@ check ws-close v1 3 'closed|connection|websocket' $B "the WebSocket closed mid-c
 check ws-close legacy 3 'closed|connection|websocket' $B "the WebSocket closed mid-cell"
 check http-403 v1 3 'max kernels per user limit' $B "EG's resource-limit 403"
 check rest-huge v1 3 'too large' $B "a 64 MiB REST answer (over the 4 MiB cap)"
+check workdir-relative v1 3 'working directory is not a path' $B "a relative working directory (refused)"
+check workdir-nul v1 3 'working directory is not a path' $B "a working directory with a NUL (refused)"
+check workdir-not-hex v1 3 'working directory is not a path' $B "a working directory not in hex (refused)"
 check slowloris v1 3 'timed out|timeout|127\.0\.0\.1' 120 "an answer that never ends"
 check ws-hang v1 3 'timed out|timeout|websocket' 120 "a handshake never answered"
 
