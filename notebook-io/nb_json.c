@@ -1,5 +1,6 @@
 #include "notebook-io/nb_json.h"
 
+#include "common/utf8.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -646,28 +647,6 @@ typedef struct s_sax {
     size_t end;                /* bytes up to the root's end, or 0 */
 } s_sax_t;
 
-/* The length of the valid UTF-8 sequence (2-4 bytes) at p, with the
- * rules jansson applies (no overlong forms, no surrogates, nothing past
- * U+10FFFF), or 0. */
-static size_t
-s_utf8_len(const unsigned char *p, const unsigned char *end)
-{
-    unsigned c = p[0];
-    size_t n = c >= 0xC2 && c <= 0xDF   ? 2
-               : c >= 0xE0 && c <= 0xEF ? 3
-               : c >= 0xF0 && c <= 0xF4 ? 4
-                                        : 0;
-    if (n == 0 || (size_t)(end - p) < n)
-        return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F) ||
-        (c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F))
-        return 0;
-    return n;
-}
-
 /* The bytes an escape at p (a backslash) takes, or 0 when it is one yajl
  * reads otherwise than jansson: \u0000, or a surrogate that is not a high
  * one followed by a low one. An escape yajl refuses counts as 2 bytes:
@@ -716,7 +695,7 @@ s_sax_plain(const char *data, size_t len)
         }
         size_t n = 1;
         if (*p >= 0x80)
-            n = s_utf8_len(p, end);
+            n = utf8_seq_len(p, (size_t)(end - p)); /* jansson's rules */
         else if (*p == '\\')
             n = s_escape_len(p, end);
         else if (*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r')
