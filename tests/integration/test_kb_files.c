@@ -12,10 +12,10 @@
  *     exactly as the local copy-out does.
  */
 #include "../tap.h"
+#include "../tools/kernel_run.h"
 
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_files.h"
-#include "kernel-bridge/kb_launch_sandbox.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -25,32 +25,6 @@
 #include <unistd.h>
 
 static char s_tmp[] = "/tmp/ja-kbfiles-XXXXXX";
-
-static kb_launcher_t *
-s_sandbox(void *arg, err_t *err)
-{
-    (void)arg;
-    return kb_launcher_sandbox_new(NULL, err);
-}
-
-/* Run code in the kernel; its stdout (caller frees) or NULL. */
-static char *
-s_run(kb_kernel_t *k, const char *code)
-{
-    err_t err;
-    kb_output_t *out = kb_output_new(NULL, 1 << 20);
-    kb_output_merge_streams(out, true);
-    char *text = NULL;
-    if (kb_kernel_execute(k, code, NULL, 60000, out, NULL, &err) == 0) {
-        json_t *o = json_array_get(kb_output_outputs(out), 0);
-        const char *t = json_string_value(json_object_get(o, "text"));
-        text = t ? xstrdup(t) : NULL;
-    } else {
-        diag("%s", err.text);
-    }
-    kb_output_destroy(&out);
-    return text;
-}
 
 static void
 s_write(const char *path, const unsigned char *data, size_t len)
@@ -161,7 +135,7 @@ s_round_trip(kb_kernel_t *k, const char *label, const char *kdir)
             "p = os.path.join(%s%s%s, %s)\n"
             "print(hashlib.sha256(open(p, 'rb').read()).hexdigest())",
             kdir ? "'" : "", kdir ? kdir : "os.getcwd()", kdir ? "'" : "", lit);
-        char *got = s_run(k, code);
+        char *got = kernel_run_text(k, code, 60000);
         ok(got && strncmp(got, want, 64) == 0,
            "%s: in the kernel, '%s' has the host file's SHA-256", label,
            files[i].name);
@@ -203,7 +177,7 @@ s_round_trip(kb_kernel_t *k, const char *label, const char *kdir)
         "open(b'bad\\xff', 'w').write('latin-1 name')\n"
         "print(sorted(n for n in os.listdir('.') if n.startswith('.ju')))",
         kdir ? "'" : "", kdir ? kdir : "os.getcwd()", kdir ? "'" : "");
-    char *got = s_run(k, code);
+    char *got = kernel_run_text(k, code, 60000);
     ok(got && strcmp(got, "[]\n") == 0,
        "%s: no temporary file is left in the kernel's directory", label);
     free(got);
@@ -302,7 +276,7 @@ main(void)
     if (!mkdtemp(s_tmp) || sodium_init() < 0)
         return 1;
     err_t err = {0};
-    kb_kernel_opts_t kopts = {.launcher = s_sandbox,
+    kb_kernel_opts_t kopts = {.launcher = kernel_run_sandbox,
                               .interrupt_grace_ms = 3000};
     kb_kernel_t *k = kb_kernel_start(&kopts, &err);
     if (ok(k != NULL, "a sandboxed ipykernel starts"))

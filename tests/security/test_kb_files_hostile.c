@@ -8,10 +8,10 @@
  * bounded answer in memory.
  */
 #include "../tap.h"
+#include "../tools/kernel_run.h"
 
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_files.h"
-#include "kernel-bridge/kb_launch_sandbox.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -86,31 +86,6 @@ static const char s_hostile[] =
     "m.run = evil\n"
     "print('installed')\n";
 
-static kb_launcher_t *
-s_sandbox(void *arg, err_t *err)
-{
-    (void)arg;
-    return kb_launcher_sandbox_new(NULL, err);
-}
-
-static char *
-s_run(kb_kernel_t *k, const char *code)
-{
-    err_t err;
-    kb_output_t *out = kb_output_new(NULL, 1 << 20);
-    kb_output_merge_streams(out, true);
-    char *text = NULL;
-    if (kb_kernel_execute(k, code, NULL, 30000, out, NULL, &err) == 0) {
-        json_t *o = json_array_get(kb_output_outputs(out), 0);
-        const char *t = json_string_value(json_object_get(o, "text"));
-        text = t ? xstrdup(t) : NULL;
-    } else {
-        diag("%s", err.text);
-    }
-    kb_output_destroy(&out);
-    return text;
-}
-
 /* Set m.CFG from a JSON text, with the forgery in place. */
 static void
 s_config(kb_kernel_t *k, const char *cfg_json)
@@ -130,12 +105,12 @@ s_config(kb_kernel_t *k, const char *cfg_json)
      * putting it back. */
     bool done = false;
     for (int i = 0; i < 3 && !done; i++) {
-        char *got = s_run(k, code);
+        char *got = kernel_run_text(k, code, 30000);
         done = got && strcmp(got, "ok\n") == 0;
         if (!done) {
             diag("configuring the forgery: %s", got ? got : "no output");
             free(kb_files_kernel_dir(k, NULL, NULL));
-            free(s_run(k, s_hostile));
+            free(kernel_run_text(k, s_hostile, 30000));
         }
         free(got);
     }
@@ -230,7 +205,7 @@ main(void)
     if (!mkdtemp(s_tmp))
         return 1;
     err_t err = {0};
-    kb_kernel_opts_t kopts = {.launcher = s_sandbox,
+    kb_kernel_opts_t kopts = {.launcher = kernel_run_sandbox,
                               .interrupt_grace_ms = 3000};
     kb_kernel_t *k = kb_kernel_start(&kopts, &err);
     if (!ok(k != NULL, "a sandboxed ipykernel starts")) {
@@ -240,7 +215,7 @@ main(void)
     char *d = kb_files_kernel_dir(k, NULL, &err);
     ok(d != NULL, "the genuine helper answers first (the test's control)");
     free(d);
-    char *got = s_run(k, s_hostile);
+    char *got = kernel_run_text(k, s_hostile, 30000);
     ok(got && strcmp(got, "installed\n") == 0,
        "code in the kernel replaces the helper with a forgery");
     free(got);
@@ -407,14 +382,14 @@ main(void)
     ok(rss1 - rss0 < 64 * 1024, "and memory stayed bounded (RSS grew %ld KiB)",
        rss1 - rss0);
 #endif
-    got = s_run(k, "print('alive')");
+    got = kernel_run_text(k, "print('alive')", 30000);
     ok(got && strcmp(got, "alive\n") == 0,
        "the kernel was stopped and still works");
     free(got);
     /* Stopping it may have cost a restart (and with it the forgery). */
     d = kb_files_kernel_dir(k, NULL, &err);
     free(d);
-    got = s_run(k, s_hostile);
+    got = kernel_run_text(k, s_hostile, 30000);
     ok(got && strcmp(got, "installed\n") == 0, "the forgery is back");
     free(got);
 
