@@ -297,15 +297,28 @@ def test_run_matches_the_local_runner_and_records_the_gateway(server, tmp):
     assert server.kernels() == []
 
 
-def test_ask_runs_its_code_on_the_gateway(v1_server, tmp):
-    srv = FakeLLM([code("Computing.", "import os\nprint(6 * 7, os.getpid())"),
-                   answer("The answer is 42.")], tmp)
-    out = os.path.join(tmp, "s.ipynb")
+def ask(server, steps, tmp, name, prompt, *flags):
+    """`ask` through `server` against a fake model playing `steps`: the
+    finished command, the notebook's path and the requests the model got."""
+    srv = FakeLLM(steps, tmp)
+    out = os.path.join(tmp, name + ".ipynb")
     try:
-        r = agent("ask", *v1_server.args(), "--model", "openai:model-x",
-                  "-o", out, "What is six times seven?", env=srv.env())
+        r = agent("ask", *server.args(), *flags, "--model", "openai:model-x",
+                  "-o", out, prompt, env=srv.env())
+        return r, out, srv.requests()
     finally:
         srv.stop()
+
+
+def code_cells(path):
+    return [c for c in nbformat.read(path, 4).cells if c.cell_type == "code"]
+
+
+def test_ask_runs_its_code_on_the_gateway(v1_server, tmp):
+    r, out, _ = ask(v1_server,
+                    [code("Computing.", "import os\nprint(6 * 7, os.getpid())"),
+                     answer("The answer is 42.")],
+                    tmp, "s", "What is six times seven?")
     assert r.returncode == 0, r.stderr
     assert "The answer is 42." in r.stdout
     nb = nbformat.read(out, 4)
@@ -319,18 +332,13 @@ def test_ask_runs_its_code_on_the_gateway(v1_server, tmp):
 def test_timeout_interrupts_and_keeps_the_kernel_state(v1_server, tmp):
     """ask --timeout: the cell that runs too long is interrupted through
     the REST API and the kernel's state survives for the next one."""
-    srv = FakeLLM([code("Setting.", "x = 'kept'"),
-                   code("Waiting.", "import time\ntime.sleep(60)"),
-                   code("Checking.", "print(x)"),
-                   answer("Done.")], tmp)
-    out = os.path.join(tmp, "t.ipynb")
-    try:
-        r = agent("ask", *v1_server.args(), "--timeout", "3", "--model",
-                  "openai:model-x", "-o", out, "go", env=srv.env())
-    finally:
-        srv.stop()
+    r, out, _ = ask(v1_server, [code("Setting.", "x = 'kept'"),
+                                code("Waiting.", "import time\ntime.sleep(60)"),
+                                code("Checking.", "print(x)"),
+                                answer("Done.")],
+                    tmp, "t", "go", "--timeout", "3")
     assert r.returncode == 0, r.stderr
-    cells = [c for c in nbformat.read(out, 4).cells if c.cell_type == "code"]
+    cells = code_cells(out)
     assert len(cells) == 3
     assert any("KeyboardInterrupt" in json.dumps(o) or
                "timed out" in json.dumps(o) for o in cells[1].outputs)
@@ -364,20 +372,16 @@ def test_ask_restarts_a_kernel_that_ignores_the_interrupt(v1_server, tmp):
     """ask goes on after a timeout: the kernel that ignored the interrupt
     is restarted through the REST API (once), back in its own directory."""
     before = server_restarts(v1_server)
-    srv = FakeLLM([code("Where.", "import os\nprint(os.getcwd())"),
-                   code("Waiting.", "import signal, time\n"
-                        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                        "time.sleep(60)"),
-                   code("Again.", "import os\nprint(os.getcwd())"),
-                   answer("Done.")], tmp)
-    out = os.path.join(tmp, "r.ipynb")
-    try:
-        r = agent("ask", *v1_server.args(), "--timeout", "3", "--model",
-                  "openai:model-x", "-o", out, "go", env=srv.env())
-    finally:
-        srv.stop()
+    r, out, _ = ask(v1_server,
+                    [code("Where.", "import os\nprint(os.getcwd())"),
+                     code("Waiting.", "import signal, time\n"
+                          "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                          "time.sleep(60)"),
+                     code("Again.", "import os\nprint(os.getcwd())"),
+                     answer("Done.")],
+                    tmp, "r", "go", "--timeout", "3")
     assert r.returncode == 0, r.stderr
-    cells = [c for c in nbformat.read(out, 4).cells if c.cell_type == "code"]
+    cells = code_cells(out)
     assert len(cells) == 3
     assert cells[0].outputs[0]["text"] == cells[2].outputs[0]["text"]
     assert server_restarts(v1_server) == before + 1
@@ -447,17 +451,12 @@ def test_ask_copies_out_of_the_remote_kernel(v1_server, tmp):
     """What the code saves under out/ in the session's directory in the
     remote kernel lands in SESSION_files/, through the kernel, even when
     the code changed directory since."""
-    srv = FakeLLM([code("Saving.",
-                        "import os\n"
-                        "open('out/r.txt', 'w').write('result 42\\n')\n"
-                        "os.chdir('/')"),
-                   answer("Saved.")], tmp)
-    out = os.path.join(tmp, "c.ipynb")
-    try:
-        r = agent("ask", *v1_server.args(), "--model", "openai:model-x",
-                  "-o", out, "save it", env=srv.env())
-    finally:
-        srv.stop()
+    r, _, _ = ask(v1_server, [code("Saving.",
+                                   "import os\n"
+                                   "open('out/r.txt', 'w').write('result 42\\n')\n"
+                                   "os.chdir('/')"),
+                              answer("Saved.")],
+                  tmp, "c", "save it")
     assert r.returncode == 0, r.stderr
     with open(os.path.join(tmp, "c_files", "r.txt")) as f:
         assert f.read() == "result 42\n"
@@ -788,23 +787,17 @@ def test_sessions_on_one_server_have_their_own_directories(v1_server, tmp):
         src = os.path.join(d, "data.txt")
         with open(src, "w") as f:
             f.write("contents of session %d\n" % i)
-        srv = FakeLLM([code("Reading.",
-                            "import os, time, stat\n"
-                            "print(os.getcwd(), "
-                            "oct(stat.S_IMODE(os.stat('.').st_mode)))\n"
-                            "text = open('data.txt').read()\n"
-                            "time.sleep(2)\n"
-                            "open('out/r.txt', 'w').write(text)"),
-                       answer("Copied.")], d)
-        out = os.path.join(d, "s.ipynb")
-        try:
-            r = agent("ask", *v1_server.args(), "--file", src, "--model",
-                      "openai:model-x", "-o", out, "copy it", env=srv.env())
-        finally:
-            srv.stop()
+        r, out, _ = ask(v1_server, [code("Reading.",
+                                         "import os, time, stat\n"
+                                         "print(os.getcwd(), "
+                                         "oct(stat.S_IMODE(os.stat('.').st_mode)))\n"
+                                         "text = open('data.txt').read()\n"
+                                         "time.sleep(2)\n"
+                                         "open('out/r.txt', 'w').write(text)"),
+                                    answer("Copied.")],
+                        d, "s", "copy it", "--file", src)
         assert r.returncode == 0, r.stderr
-        cell = [c for c in nbformat.read(out, 4).cells
-                if c.cell_type == "code"][0]
+        cell = code_cells(out)[0]
         where, mode = cell.outputs[0]["text"].split()
         with open(os.path.join(d, "s_files", "r.txt")) as f:
             return where, mode, f.read()
@@ -826,17 +819,12 @@ def test_ask_tells_the_model_the_remote_directory(v1_server, tmp):
     """The system prompt and the tool descriptions sent to the model name
     the session's directory in the remote kernel, never /mnt/data (which
     does not exist there)."""
-    srv = FakeLLM([code("Where.", "import os\nprint(os.getcwd())"),
-                   answer("There.")], tmp)
-    out = os.path.join(tmp, "w.ipynb")
-    try:
-        r = agent("ask", *v1_server.args(), "--model", "openai:model-x",
-                  "-o", out, "where am I?", env=srv.env())
-        reqs = srv.requests()
-    finally:
-        srv.stop()
+    r, out, reqs = ask(v1_server,
+                       [code("Where.", "import os\nprint(os.getcwd())"),
+                        answer("There.")],
+                       tmp, "w", "where am I?")
     assert r.returncode == 0, r.stderr
-    cell = [c for c in nbformat.read(out, 4).cells if c.cell_type == "code"][0]
+    cell = code_cells(out)[0]
     where = cell.outputs[0]["text"].strip()
     body = json.dumps(reqs[0])
     assert "/mnt/data" not in body
