@@ -313,6 +313,12 @@ s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
         break;
     case LWS_CALLBACK_WSI_DESTROY:
         if (t->wsi == wsi) {
+            /* Destroyed without an error or close callback: libwebsockets
+             * gave up on the handshake (a timeout, or the server hung up
+             * before answering). */
+            if (t->state == S_CONNECTING && !*t->conn_error)
+                snprintf(t->conn_error, sizeof t->conn_error,
+                         "the server hung up before the handshake finished");
             t->state = S_CLOSED;
             t->wsi = NULL;
         }
@@ -619,6 +625,41 @@ static const kb_transport_ops_t s_ops = {
     .destroy = s_destroy,
 };
 
+/* Whether a failed handshake is the server's final word: it refused the
+ * token or does not know the kernel. Anything else (a busy server that
+ * hung up or timed out) is worth another try. */
+static bool
+s_refused(const s_ws_t *t)
+{
+    return t->http_status == 401 || t->http_status == 403 ||
+           t->http_status == 404;
+}
+
+/* Open the first connection, trying again with back-off while the server
+ * drops handshakes, until it opens, is refused, or `deadline` passes. */
+static void
+s_open_until(s_ws_t *t, int64_t deadline)
+{
+    int retry_ms = RETRY_FIRST_MS;
+    for (int attempt = 1;; attempt++) {
+        s_open(t);
+        while (t->state == S_CONNECTING && clock_mono_ms() < deadline)
+            s_service(t, (int)(deadline - clock_mono_ms()));
+        if (t->state != S_CLOSED || s_refused(t))
+            return;
+        int64_t left = deadline - clock_mono_ms();
+        if (left <= retry_ms)
+            return;
+        log_info("gateway: the WebSocket of kernel %s did not open (%s, "
+                 "attempt %d); trying again",
+                 t->id, t->conn_error, attempt);
+        for (int64_t until = clock_mono_ms() + retry_ms;
+             clock_mono_ms() < until;)
+            s_service(t, (int)(until - clock_mono_ms()));
+        retry_ms = retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : retry_ms * 2;
+    }
+}
+
 /* libwebsockets' own log lines go to ours, at debug level. */
 static void
 s_lws_log(int level, const char *line)
@@ -665,10 +706,8 @@ kb_gateway_connect(kb_gateway_t *g, const char *id, const char *session,
         s_destroy(&t->base);
         return NULL;
     }
-    s_open(t);
     int64_t deadline = clock_mono_ms() + timeout_ms;
-    while (t->state == S_CONNECTING && clock_mono_ms() < deadline)
-        s_service(t, (int)(deadline - clock_mono_ms()));
+    s_open_until(t, deadline);
     if (t->state != S_OPEN) {
         if (t->http_status == 401 || t->http_status == 403)
             err_set(err, ERR_KERNEL,

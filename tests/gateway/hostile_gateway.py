@@ -65,6 +65,7 @@ MODES = {
     "workdir-nul": "the session's working directory answered with a NUL inside",
     "workdir-not-hex": "the session's working directory answered as raw text, not hex",
     "ws-hang": "the WebSocket handshake never answered",
+    "ws-drop": "the first two WebSocket handshakes hung up unanswered (a busy server)",
 }
 CHANNELS = ("shell", "iopub", "stdin", "control")
 
@@ -260,6 +261,12 @@ class ChannelsHandler(tornado.websocket.WebSocketHandler):
         if mode == "ws-hang":
             log("ws-hang: not answering the WebSocket handshake")
             await asyncio.sleep(self.settings["lifetime"])
+            return
+        if mode == "ws-drop" and self.settings["ws_dropped"] < 2:
+            self.settings["ws_dropped"] += 1
+            log("ws-drop: hanging up handshake %d unanswered"
+                % self.settings["ws_dropped"])
+            self.request.connection.stream.close()
             return
         if mode == "ws-close" and self.settings["ws_opened"] > 0:
             log("ws-close: refusing reconnect %d" % self.settings["ws_opened"])
@@ -530,6 +537,7 @@ def make_app(args):
     settings = {"mode": args.mode, "token": args.token,
                 "protocol": args.protocol, "kernels": Kernels(),
                 "lifetime": args.lifetime, "ws_opened": 0,
+                "ws_dropped": 0,
                 # The client's messages are small; never buffer a big one.
                 "websocket_max_message_size": 16 * MIB}
     kid = r"([0-9a-f-]{36})"

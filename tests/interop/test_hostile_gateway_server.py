@@ -200,6 +200,21 @@ def test_ws_hang_never_answers_the_handshake(gateway):
     run(go())
 
 
+def test_ws_drop_hangs_up_twice_then_answers(gateway):
+    g = gateway("ws-drop")
+
+    async def go():
+        kid = await start_kernel(g)
+        for _ in range(2):
+            with pytest.raises((tornado.websocket.WebSocketClosedError,
+                                tornado.iostream.StreamClosedError,
+                                tornado.httpclient.HTTPClientError)):
+                await asyncio.wait_for(connect(g, kid), 10)
+        ws = await asyncio.wait_for(connect(g, kid), 10)
+        ws.close()
+    run(go())
+
+
 def raw_frames(g, kid, request, timeout=60):
     """Speak WebSocket by hand (a client library would refuse the big
     frames before we could look): send `request` as one masked frame, then

@@ -119,6 +119,16 @@ for proto in v1 legacy; do
     [ -z "$BASE_RSS_KB" ] || [ "$rss" -gt "$BASE_RSS_KB" ] && BASE_RSS_KB=$rss
 done
 
+# A busy server that hangs up the first handshakes unanswered (as
+# jupyter-server did under 20 sessions at once): the client tries again
+# within its start-up time and the cell runs.
+start_server ws-drop v1
+run 120 -c 'print("hello")'
+[ "$rc" = 0 ] && grep -qx hello "$T/out" &&
+    [ "$(grep -c 'ws-drop: hanging up' "$T/server.log")" = 2 ]
+ok $? "ws-drop (v1): two handshakes hung up, the third opens and exec prints hello (exit $rc)"
+[ "$rc" = 0 ] || diag "$T/err"
+
 B=60 # seconds: --timeout 5 plus the 5 s grace, plus start-up on a busy machine
 # What the error must add to "timed out after 5 s": the refused messages,
 # by kind.
