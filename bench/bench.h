@@ -17,15 +17,22 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
-/* CPU time (user, system) of this whole process, all threads included
- * (libzmq's I/O thread too), in microseconds. */
+/* CPU time (user, system) in microseconds of `who`: RUSAGE_SELF (the
+ * whole process, libzmq's I/O thread included) or RUSAGE_THREAD. */
+static inline void
+bench_cpu_us_of(int who, int64_t *user, int64_t *sys)
+{
+    struct rusage ru;
+    getrusage(who, &ru);
+    *user = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec;
+    *sys = (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+}
+
+/* The whole process's CPU time, all threads. */
 static inline void
 bench_cpu_us(int64_t *user, int64_t *sys)
 {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    *user = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec;
-    *sys = (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+    bench_cpu_us_of(RUSAGE_SELF, user, sys);
 }
 
 /* Print `obj` (stolen) as one line of JSON on stdout. */
