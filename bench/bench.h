@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 
 /* CPU time (user, system) in microseconds of `who`: RUSAGE_SELF (the
@@ -22,8 +23,9 @@
 static inline void
 bench_cpu_us_of(int who, int64_t *user, int64_t *sys)
 {
-    struct rusage ru;
-    getrusage(who, &ru);
+    struct rusage ru = {0};
+    if (getrusage(who, &ru) != 0)
+        memset(&ru, 0, sizeof ru);
     *user = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec;
     *sys = (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
 }
