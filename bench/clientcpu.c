@@ -88,11 +88,11 @@ main(int argc, char **argv)
         "jupyter-agent (C, kb_kernel_execute)", "messages_requested",
         (json_int_t)msgs, "wall_us", (json_int_t)(t1 - t0), "cpu_user_us",
         (json_int_t)(u1 - u0), "cpu_sys_us", (json_int_t)(s1 - s0),
-        "cpu_main_thread_us", (json_int_t)(tu1 - tu0 + ts1 - ts0), "iopub_msgs", (json_int_t)counts.iopub, "display_data",
-        (json_int_t)counts.display, "outputs_stored",
-        (json_int_t)json_array_size(kb_output_outputs(out)), "dropped",
-        (json_int_t)(st->bad_signature + st->malformed - dropped0), "status",
-        kb_output_status(out)));
+        "cpu_main_thread_us", (json_int_t)(tu1 - tu0 + ts1 - ts0), "iopub_msgs",
+        (json_int_t)counts.iopub, "display_data", (json_int_t)counts.display,
+        "outputs_stored", (json_int_t)json_array_size(kb_output_outputs(out)),
+        "dropped", (json_int_t)(st->bad_signature + st->malformed - dropped0),
+        "status", kb_output_status(out)));
 out:
     kb_output_destroy(&out);
     kb_kernel_destroy(&k);
