@@ -11,6 +11,7 @@
  */
 #include "kernel-bridge/kb_files.h"
 
+#include "common/buf.h"
 #include "common/escape.h"
 #include "common/xalloc.h"
 
@@ -608,27 +609,29 @@ s_kind_word(const char *k)
     return "not a regular file";
 }
 
-/* Copy one file the listing announced: 0 copied or skipped, -1 stop. */
+/* Where a file's checked chunks go: 0, or -1 + err to stop. */
+typedef int (*s_sink_fn)(void *arg, const unsigned char *b, size_t n,
+                         err_t *err);
+
+/* Fetch file `kpath` (relative to the kernel's directory; `ep` its
+ * escaped form for messages) from the kernel into `sink`: the size and
+ * SHA-256 the kernel announces (a size over `max_bytes` is refused before
+ * any byte comes), then each chunk checked for offset, length, base64 and
+ * SHA-256, then the whole file's SHA-256. 0, or -1 + err: the sink may
+ * have received checked chunks of a file that did not check out whole. */
 static int
-s_pull_file(struct s_ctx *c, sb_outdir_t *d, const char *rel_dir, const char *p,
-            uint64_t size, bool exec, err_t *err)
+s_get(struct s_ctx *c, const char *kpath, const char *ep, uint64_t max_bytes,
+      s_sink_fn sink, void *arg, err_t *err)
 {
-    sb_outfile_t *f = NULL;
-    char *kpath = s_join(rel_dir, p);
-    int r = sb_outdir_create(d, p, kpath, size, exec, &f, err);
-    if (r != 0) {
-        free(kpath);
-        return r < 0 ? -1 : 0;
-    }
-    char *ep = esc_dup(kpath, ESC_NAME);
     char *token = NULL;
     unsigned char *bin = NULL;
     int rc = -1;
-    json_t *a =
-        s_request(c, json_pack("{s:s, s:s}", "op", "get_open", "p", kpath),
-                  SMALL_ANSWER_BYTES, err);
+    json_t *req = json_pack("{s:s, s:s}", "op", "get_open", "p", kpath);
+    if (max_bytes < (uint64_t)INT64_MAX)
+        json_object_set_new(req, "max", json_integer((json_int_t)max_bytes));
+    json_t *a = s_request(c, req, SMALL_ANSWER_BYTES, err);
     if (!a)
-        goto out;
+        return -1;
     const char *t = s_token(a);
     json_t *js = json_object_get(a, "s");
     const char *wh = json_string_value(json_object_get(a, "h"));
@@ -644,6 +647,12 @@ s_pull_file(struct s_ctx *c, sb_outdir_t *d, const char *rel_dir, const char *p,
                 "SHA-256",
                 ep);
         goto out;
+    }
+    if ((uint64_t)total > max_bytes) {
+        err_set(err, ERR_IO,
+                "'%s' is %llu bytes, over the limit of %llu bytes; not read",
+                ep, (unsigned long long)total, (unsigned long long)max_bytes);
+        goto drop;
     }
     crypto_hash_sha256_state whole;
     crypto_hash_sha256_init(&whole);
@@ -697,7 +706,7 @@ s_pull_file(struct s_ctx *c, sb_outdir_t *d, const char *rel_dir, const char *p,
                     (unsigned long long)off, ep, why);
             goto drop;
         }
-        if (sb_outfile_write(f, bin, got, err) < 0)
+        if (sink(arg, bin, got, err) < 0)
             goto drop;
         crypto_hash_sha256_update(&whole, bin, got);
         off += got;
@@ -714,16 +723,40 @@ s_pull_file(struct s_ctx *c, sb_outdir_t *d, const char *rel_dir, const char *p,
         goto drop;
     }
     s_drop(c, "get_close", token);
-    r = sb_outfile_commit(&f, err);
-    rc = r < 0 ? -1 : 0;
+    rc = 0;
     goto out;
 drop:
     if (err->code != ERR_TIMEOUT)
         s_drop(c, "get_close", token);
 out:
-    sb_outfile_abort(&f);
     free(bin);
     free(token);
+    return rc;
+}
+
+static int
+s_sink_outfile(void *arg, const unsigned char *b, size_t n, err_t *err)
+{
+    return sb_outfile_write(arg, b, n, err);
+}
+
+/* Copy one file the listing announced: 0 copied or skipped, -1 stop. */
+static int
+s_pull_file(struct s_ctx *c, sb_outdir_t *d, const char *rel_dir, const char *p,
+            uint64_t size, bool exec, err_t *err)
+{
+    sb_outfile_t *f = NULL;
+    char *kpath = s_join(rel_dir, p);
+    int r = sb_outdir_create(d, p, kpath, size, exec, &f, err);
+    if (r != 0) {
+        free(kpath);
+        return r < 0 ? -1 : 0;
+    }
+    char *ep = esc_dup(kpath, ESC_NAME);
+    int rc = -1;
+    if (s_get(c, kpath, ep, UINT64_MAX, s_sink_outfile, f, err) == 0)
+        rc = sb_outfile_commit(&f, err) < 0 ? -1 : 0;
+    sb_outfile_abort(&f);
     free(ep);
     free(kpath);
     return rc;
@@ -793,6 +826,47 @@ kb_files_pull(kb_kernel_t *k, const char *rel_dir, sb_outdir_t *d,
     if (n_copied)
         *n_copied = sb_outdir_entries(d) - before;
     return sb_outdir_report(d, rc, err);
+}
+
+static int
+s_sink_buf(void *arg, const unsigned char *b, size_t n, err_t *err)
+{
+    if (buf_append(arg, b, n) < 0)
+        return err_set(err, ERR_KERNEL,
+                       "the kernel sent more bytes than it announced");
+    return 0;
+}
+
+int
+kb_files_read(kb_kernel_t *k, const char *rel_path, size_t max_bytes,
+              char **data, size_t *len, const kb_files_opts_t *o, err_t *err)
+{
+    err_t local; /* s_get looks at the error's code */
+    if (!err)
+        err = &local;
+    *data = NULL;
+    *len = 0;
+    if (!rel_path)
+        return err_set(err, ERR_USAGE, "no file name was given");
+    if (sb_files_check_relpath(rel_path, err) < 0)
+        return -1;
+    struct s_ctx c;
+    s_ctx_init(&c, k, o);
+    char *dir = s_hello(&c, err);
+    if (!dir)
+        return -1;
+    free(dir);
+    char *ep = esc_dup(rel_path, ESC_NAME);
+    buf_t b;
+    buf_init(&b, max_bytes);
+    int rc = s_get(&c, rel_path, ep, max_bytes, s_sink_buf, &b, err);
+    if (rc == 0)
+        *data = buf_detach(&b, len);
+    else
+        err_prefix(err, "reading '%s' from the kernel", ep);
+    buf_release(&b);
+    free(ep);
+    return rc;
 }
 
 int

@@ -108,6 +108,20 @@ json_t *kb_files_list(kb_kernel_t *k, const char *rel_dir, size_t max_entries,
 int kb_files_pull(kb_kernel_t *k, const char *rel_dir, sb_outdir_t *d,
                   const kb_files_opts_t *o, size_t *n_copied, err_t *err);
 
+/* Read the regular file `rel_path` (a checked relative path: no '..',
+ * not absolute) of the kernel's directory into memory, the way
+ * kb_files_pull fetches a file: the kernel announces its size (over
+ * `max_bytes` is refused before any byte comes) and SHA-256, each chunk
+ * and the whole are checked here. A symbolic link, a path that leads
+ * outside the kernel's directory through one, or anything but a regular
+ * file is refused (by the genuine helper; a hostile kernel can only hand
+ * over bytes that check out against what it announced). On success
+ * *data is a new NUL-terminated buffer (caller frees) and *len its size;
+ * -1 + err otherwise (ERR_IO for a missing, refused or too large file). */
+int kb_files_read(kb_kernel_t *k, const char *rel_path, size_t max_bytes,
+                  char **data, size_t *len, const kb_files_opts_t *o,
+                  err_t *err);
+
 /* sb_outdir_open(dest_dir, out) + kb_files_pull + sb_outdir_destroy: the
  * remote form of sb_files_copy_out. */
 int kb_files_copy_out(kb_kernel_t *k, const char *rel_dir, const char *dest_dir,

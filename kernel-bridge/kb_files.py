@@ -185,12 +185,25 @@ def _op_ls(req):
 
 
 def _op_get_open(req):
-    fd = os.open(os.path.join(_dir(req), req['p']),
+    d = _dir(req)
+    path = os.path.join(d, req['p'])
+    # Only what lies in the directory: a symbolic link on the way that
+    # leads out of it is refused, as is one at the end (O_NOFOLLOW too).
+    real, base = os.path.realpath(path), os.path.realpath(d)
+    if os.path.islink(path):
+        raise ValueError('%s is a symbolic link' % req['p'])
+    if os.path.commonpath([real, base]) != base or real == base:
+        raise ValueError('%s leads outside %s' % (req['p'], d))
+    fd = os.open(path,
                  os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ValueError('%s is a %s' % (req['p'], _kind(st.st_mode)))
+        if req.get('max') is not None and st.st_size > req['max']:
+            # Not hashed for nothing: the host refuses it anyway.
+            raise ValueError('%s is %d bytes, over the limit of %d bytes'
+                             % (req['p'], st.st_size, req['max']))
         h = hashlib.sha256()
         size = 0
         while True:

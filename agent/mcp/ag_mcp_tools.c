@@ -6,8 +6,10 @@
 #include "agent/mcp/ag_mcp_pysrc.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/escape.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "kernel-bridge/kb_files.h"
 #include "notebook-io/nb_record.h"
 #include "sandbox/sb_files.h"
 
@@ -295,16 +297,25 @@ s_install(ag_mcp_box_t *b, const json_t *args)
     return s_delegate(b, "install_packages", args, false);
 }
 
-/* `path` as a path relative to /mnt/data, checked (sb_files rules). */
+/* `path` as a path relative to /mnt/data, checked (sb_files rules);
+ * through a gateway (`remote`), relative to the kernel's working
+ * directory, where /mnt/data means nothing. */
 static const char *
-s_relpath(const char *path, err_t *err)
+s_relpath(const char *path, bool remote, err_t *err)
 {
     static const char prefix[] = SB_WORKSPACE_PATH "/";
     if (!path) {
         err_set(err, ERR_USAGE, "\"path\" must be a string");
         return NULL;
     }
-    if (strncmp(path, prefix, sizeof prefix - 1) == 0)
+    if (remote && path[0] == '/') {
+        err_set(err, ERR_USAGE,
+                "%s is absolute: give a path relative to the kernel's "
+                "working directory on the Jupyter server",
+                path);
+        return NULL;
+    }
+    if (!remote && strncmp(path, prefix, sizeof prefix - 1) == 0)
         path += sizeof prefix - 1;
     else if (path[0] == '/') {
         err_set(err, ERR_USAGE,
@@ -371,26 +382,74 @@ s_sha256_hex(const void *data, size_t len, char hex[65])
     sodium_bin2hex(hex, 65, h, sizeof h);
 }
 
+/* Through a gateway: `rel` in the kernel's working directory, as the
+ * kernel reports it, escaped for showing (a new string); *raw (may be
+ * NULL) gets it as it is. NULL + err. */
+static char *
+s_kernel_path(ag_session_t *s, const char *rel, char **raw, err_t *err)
+{
+    char *dir = kb_files_kernel_dir(ag_session_kernel(s), NULL, err);
+    if (!dir)
+        return NULL;
+    char *path = xasprintf("%s/%s", strcmp(dir, "/") ? dir : "", rel);
+    free(dir);
+    char *shown = esc_dup(path, ESC_NAME);
+    if (raw)
+        *raw = path;
+    else
+        free(path);
+    return shown;
+}
+
+/* Read `rel` (checked) into *data and *len: from the local workspace, or
+ * through the gateway kernel (kb_files: every chunk checked here). *shown
+ * gets the path to show (a new string). 0, or -1 + err. */
+static int
+s_read_bytes(ag_mcp_box_t *b, const char *rel, char **data, size_t *len,
+             char **shown, err_t *err)
+{
+    *data = NULL;
+    *shown = NULL;
+    ag_session_t *s = s_session(b, err);
+    if (!s)
+        return -1;
+    if (b->cfg->session->gateway_url) {
+        if (kb_files_read(ag_session_kernel(s), rel, AG_MCP_MAX_FILE, data, len,
+                          NULL, err) < 0)
+            return -1;
+        if (!(*shown = s_kernel_path(s, rel, NULL, err))) {
+            free(*data);
+            *data = NULL;
+            return -1;
+        }
+        return 0;
+    }
+    bool owned = false;
+    int fd = s_workspace_fd(s, &owned, err);
+    int rc =
+        fd < 0 ? -1 : sb_files_read(fd, rel, AG_MCP_MAX_FILE, data, len, err);
+    if (owned)
+        close(fd);
+    if (rc == 0)
+        *shown = xasprintf(SB_WORKSPACE_PATH "/%s", rel);
+    else
+        *data = NULL;
+    return rc < 0 ? -1 : 0;
+}
+
 static json_t *
 s_read_file(ag_mcp_box_t *b, const json_t *args)
 {
     err_t err = {0};
     const char *path = json_string_value(json_object_get(args, "path"));
-    const char *rel = s_relpath(path, &err);
-    ag_session_t *s = rel ? s_session(b, &err) : NULL;
-    bool owned = false;
-    int fd = s ? s_workspace_fd(s, &owned, &err) : -1;
-    char *data = NULL;
+    const char *rel = s_relpath(path, b->cfg->session->gateway_url, &err);
+    char *data = NULL, *shown = NULL;
     size_t len = 0;
-    if (fd < 0 || sb_files_read(fd, rel, AG_MCP_MAX_FILE, &data, &len, &err))
-        data = NULL;
-    if (owned)
-        close(fd);
-    if (!data)
+    if (!rel || s_read_bytes(b, rel, &data, &len, &shown, &err) < 0)
         return s_text_result(true, "error: read_file: %s", err.text);
     char hex[65];
     s_sha256_hex(data, len, hex);
-    char *uri = xasprintf("file://" SB_WORKSPACE_PATH "/%s", rel);
+    char *uri = xasprintf("file://%s", shown);
     json_t *text = memchr(data, '\0', len) ? NULL : json_stringn(data, len);
     json_t *item;
     if (text) {
@@ -406,13 +465,13 @@ s_read_file(ag_mcp_box_t *b, const json_t *args)
                          "blob", b64);
         free(b64);
     }
-    char *note =
-        xasprintf(SB_WORKSPACE_PATH "/%s: %zu bytes, %s, sha256 %s", rel, len,
-                  text ? "text" : "binary (base64 blob)", hex);
+    char *note = xasprintf("%s: %zu bytes, %s, sha256 %s", shown, len,
+                           text ? "text" : "binary (base64 blob)", hex);
     json_t *r = json_pack("{s:[o, {s:s, s:s}], s:b}", "content", item, "type",
                           "text", "text", note, "isError", 0);
     free(note);
     free(uri);
+    free(shown);
     free(data);
     return r;
 }
@@ -432,7 +491,8 @@ s_write_file(ag_mcp_box_t *b, const json_t *args)
                              "error: write_file: \"%s\" must be a "
                              "string",
                              content ? "content" : "base64");
-    const char *rel = s_relpath(path, &err);
+    bool remote = b->cfg->session->gateway_url;
+    const char *rel = s_relpath(path, remote, &err);
     if (!rel)
         return s_text_result(true, "error: write_file: %s", err.text);
     unsigned char *bytes;
@@ -460,10 +520,20 @@ s_write_file(ag_mcp_box_t *b, const json_t *args)
         r = s_text_result(true, "error: write_file: %s", err.text);
         goto out;
     }
+    /* Where it goes, as the kernel sees it, and as it is shown. Through a
+     * gateway: the kernel's own working directory. */
+    char *target = NULL, *shown;
+    if (remote)
+        shown = s_kernel_path(s, rel, &target, &err);
+    else
+        shown = target = xasprintf(SB_WORKSPACE_PATH "/%s", rel);
+    if (!shown) {
+        r = s_text_result(true, "error: write_file: %s", err.text);
+        goto out;
+    }
     size_t cap = sodium_base64_encoded_len(len, sodium_base64_VARIANT_ORIGINAL);
     char *enc = xmalloc(cap);
     sodium_bin2base64(enc, cap, bytes, len, sodium_base64_VARIANT_ORIGINAL);
-    char *target = xasprintf(SB_WORKSPACE_PATH "/%s", rel);
     json_t *jt = json_string(target);
     char *lit = json_dumps(jt, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
     char *code =
@@ -494,9 +564,11 @@ s_write_file(ag_mcp_box_t *b, const json_t *args)
         char hex[65];
         s_sha256_hex(bytes, len, hex);
         r = s_text_result(false, "wrote %zu bytes to %s (sha256 %s)", len,
-                          target, hex);
+                          shown, hex);
     }
     kb_output_destroy(&out);
+    if (shown != target)
+        free(shown);
     free(target);
 out:
     free(bytes);
@@ -617,7 +689,14 @@ typedef struct s_tool {
     const char *input;       /* JSON Schema text; NULL: ag_tools' own */
     const char *output;      /* JSON Schema text of structuredContent */
     s_tool_fn fn;
+    const char *remote_description; /* through a gateway; NULL: the same */
+    const char *remote_input;       /* through a gateway; NULL: the same */
 } s_tool_t;
+
+/* read_file's and write_file's "path" through a gateway. */
+#define REMOTE_PATH_SCHEMA                                                     \
+    "\"path\": {\"type\": \"string\", \"description\": \"NAME or DIR/NAME, "   \
+    "relative to the kernel's working directory\"}"
 
 static const s_tool_t s_tools[] = {
     {"python",
@@ -637,8 +716,8 @@ static const s_tool_t s_tools[] = {
      "\"array\", \"items\": {\"type\": \"object\"}, \"description\": "
      "\"nbformat 4 output dicts\"}}, \"required\": [\"status\", "
      "\"execution_count\", \"outputs\"]}",
-     s_python},
-    {"list_files", NULL, NULL, NULL, s_list_files},
+     s_python, NULL, NULL},
+    {"list_files", NULL, NULL, NULL, s_list_files, NULL, NULL},
     {"read_file",
      "Read a file from the workspace /mnt/data (at most 4 MiB): text comes "
      "back as text, other files as a base64 blob resource. Only regular "
@@ -646,7 +725,13 @@ static const s_tool_t s_tools[] = {
      "{\"type\": \"object\", \"properties\": {\"path\": {\"type\": "
      "\"string\", \"description\": \"/mnt/data/NAME or NAME\"}}, "
      "\"required\": [\"path\"], \"additionalProperties\": false}",
-     NULL, s_read_file},
+     NULL, s_read_file,
+     "Read a file from the kernel's working directory on the Jupyter server "
+     "(at most 4 MiB), through the kernel, every chunk checked by SHA-256: "
+     "text comes back as text, other files as a base64 blob resource. Only "
+     "regular files; symlinks are refused.",
+     "{\"type\": \"object\", \"properties\": {" REMOTE_PATH_SCHEMA "}, "
+     "\"required\": [\"path\"], \"additionalProperties\": false}"},
     {"write_file",
      "Write a file into the workspace /mnt/data (at most 4 MiB), from text "
      "(content) or bytes (base64). Parent directories are created.",
@@ -656,7 +741,15 @@ static const s_tool_t s_tools[] = {
      "written as UTF-8\"}, \"base64\": {\"type\": \"string\", "
      "\"description\": \"bytes, base64-encoded\"}}, \"required\": "
      "[\"path\"], \"additionalProperties\": false}",
-     NULL, s_write_file},
+     NULL, s_write_file,
+     "Write a file into the kernel's working directory on the Jupyter server "
+     "(at most 4 MiB), from text (content) or bytes (base64). Parent "
+     "directories are created.",
+     "{\"type\": \"object\", \"properties\": {" REMOTE_PATH_SCHEMA
+     ", \"content\": {\"type\": \"string\", \"description\": \"text, "
+     "written as UTF-8\"}, \"base64\": {\"type\": \"string\", "
+     "\"description\": \"bytes, base64-encoded\"}}, \"required\": "
+     "[\"path\"], \"additionalProperties\": false}"},
     {"export_notebook",
      "The whole session as an nbformat 4.5 notebook (every python cell with "
      "its outputs): returned as a resource, or written to a host path under "
@@ -665,14 +758,14 @@ static const s_tool_t s_tools[] = {
      "\"string\", \"description\": \"where to write it on the host "
      "(.ipynb, under the --notebook directory); omit to get the notebook "
      "back\"}}, \"additionalProperties\": false}",
-     NULL, s_export},
+     NULL, s_export, NULL, NULL},
     {"reset",
      "Restart the kernel: variables and imports are gone, files in the "
      "workspace stay.",
      "{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": "
      "false}",
-     NULL, s_reset},
-    {"install_packages", NULL, NULL, NULL, s_install},
+     NULL, s_reset, NULL, NULL},
+    {"install_packages", NULL, NULL, NULL, s_install, NULL, NULL},
 };
 
 static const s_tool_t *
@@ -680,11 +773,6 @@ s_find(ag_mcp_box_t *b, const char *name)
 {
     /* install_packages only where it can work: a signed manifest. */
     if (strcmp(name, "install_packages") == 0 && !b->cfg->session->packages_dir)
-        return NULL;
-    /* read_file and write_file work on the local box's workspace; a kernel
-     * on a Jupyter server has none here. */
-    if (b->cfg->session->gateway_url &&
-        (strcmp(name, "read_file") == 0 || strcmp(name, "write_file") == 0))
         return NULL;
     for (size_t i = 0; i < sizeof s_tools / sizeof s_tools[0]; i++)
         if (strcmp(s_tools[i].name, name) == 0)
@@ -722,8 +810,14 @@ ag_mcp_box_tools(ag_mcp_box_t *b)
             continue;
         json_t *own = s_builtin(b, d->name);
         json_t *t = json_pack("{s:s}", "name", d->name);
-        if (d->description) {
-            char *desc = ag_tools_describe(b->tools, d->description);
+        bool remote = b->cfg->session->gateway_url;
+        const char *description = remote && d->remote_description
+                                      ? d->remote_description
+                                      : d->description;
+        const char *input =
+            remote && d->remote_input ? d->remote_input : d->input;
+        if (description) {
+            char *desc = ag_tools_describe(b->tools, description);
             json_object_set_new(t, "description", json_string(desc));
             free(desc);
         } else {
@@ -733,8 +827,8 @@ ag_mcp_box_tools(ag_mcp_box_t *b)
         }
         json_object_set_new(
             t, "inputSchema",
-            d->input ? json_loads(d->input, 0, NULL)
-                     : json_incref(json_object_get(own, "parameters")));
+            input ? json_loads(input, 0, NULL)
+                  : json_incref(json_object_get(own, "parameters")));
         if (d->output)
             json_object_set_new(t, "outputSchema",
                                 json_loads(d->output, 0, NULL));
@@ -862,8 +956,9 @@ ag_mcp_instructions(const ag_mcp_config_t *cfg)
             "isolation, libraries and limits. %g s per python call by "
             "default (then the cell is interrupted). Plots come back as "
             "images (call plt.show()). list_files lists the session's "
-            "directory; export_notebook returns the session as a Jupyter "
-            "notebook; reset restarts the kernel.",
+            "directory; write_file/read_file move files in and out of it "
+            "(at most 4 MiB each); export_notebook returns the session as a "
+            "Jupyter notebook; reset restarts the kernel.",
             o->gateway_url, o->timeout_ms / 1000.0);
     else if (o->no_sandbox)
         text = xasprintf(
