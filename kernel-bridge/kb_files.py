@@ -135,6 +135,8 @@ def _op_put_abort(req):
 def _kind(mode):
     if stat.S_ISLNK(mode):
         return 'symbolic link'
+    if stat.S_ISDIR(mode):
+        return 'directory'
     if stat.S_ISFIFO(mode):
         return 'FIFO'
     if stat.S_ISSOCK(mode):

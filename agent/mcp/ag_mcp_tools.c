@@ -324,8 +324,16 @@ s_relpath(const char *path, bool remote, err_t *err)
                 path);
         return NULL;
     }
-    if (sb_files_check_relpath(path, err) < 0)
+    if (sb_files_check_relpath(path, err) < 0) {
+        /* Its words name /mnt/data, which a remote kernel does not have. */
+        if (remote)
+            err_set(err, ERR_USAGE,
+                    "'%s' is refused: give a path that stays inside the "
+                    "kernel's working directory (no '..', no empty or '.' "
+                    "component)",
+                    path);
         return NULL;
+    }
     return path;
 }
 

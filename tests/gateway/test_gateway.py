@@ -890,8 +890,7 @@ def test_mcp_on_a_gateway_describes_the_remote_kernel_not_a_local_box(
         v1_server):
     """What an MCP client is told before any call: the kernel runs on the
     Jupyter server (named), nothing claims a local /mnt/data sandbox, and
-    read_file/write_file, which work on a local box's workspace, are not
-    offered."""
+    read_file/write_file are offered on the kernel's working directory."""
     msgs = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                         "clientInfo": {"name": "gateway-test",
@@ -913,5 +912,166 @@ def test_mcp_on_a_gateway_describes_the_remote_kernel_not_a_local_box(
     assert v1_server.url in instructions, instructions
     assert "/mnt/data" not in instructions + json.dumps(tools)
     assert "sandbox" not in instructions, instructions
-    assert {"python", "list_files", "export_notebook", "reset"} <= names
-    assert not names & {"read_file", "write_file"}, names
+    assert {"python", "list_files", "export_notebook", "reset",
+            "read_file", "write_file"} <= names, names
+    by_name = {t["name"]: t for t in tools}
+    for name in ("read_file", "write_file"):
+        assert "kernel's working directory" in by_name[name]["description"]
+        assert "relative to the kernel's working directory" in \
+            by_name[name]["inputSchema"]["properties"]["path"]["description"]
+    assert "write_file/read_file" in instructions, instructions
+
+
+class McpClient:
+    """`jupyter-agent mcp ARGS` over stdio, one call at a time, so the test
+    can look at the server's side while the session is alive."""
+
+    def __init__(self, args):
+        e = dict(os.environ)
+        e.pop("JUPYTER_GATEWAY_URL", None)
+        e.pop("JUPYTER_GATEWAY_AUTH_TOKEN", None)
+        self.proc = subprocess.Popen([BIN, "mcp", *args], env=e, text=True,
+                                     stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self.id = 0
+        self.request("initialize",
+                     {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "gateway-test", "version": "0"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, msg):
+        self.proc.stdin.write(json.dumps(msg) + "\n")
+        self.proc.stdin.flush()
+
+    def request(self, method, params):
+        self.id += 1
+        self.send({"jsonrpc": "2.0", "id": self.id, "method": method,
+                   "params": params})
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, "the server closed: " + self.proc.stderr.read()
+            m = json.loads(line)
+            if m.get("id") == self.id:
+                return m["result"]
+
+    def call(self, name, **arguments):
+        return self.request("tools/call",
+                            {"name": name, "arguments": arguments})
+
+    def close(self):
+        self.proc.stdin.close()
+        rc = self.proc.wait(60)
+        err = self.proc.stderr.read()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return rc, err
+
+
+def text_of(result):
+    return "\n".join(c.get("text", "") for c in result["content"])
+
+
+def test_mcp_files_go_in_and_out_of_the_remote_kernels_directory(v1_server):
+    """write_file and read_file through `mcp --gateway`: text and binary
+    files land in the session's private working directory on the server
+    (the result names it, the SHA-256 is the bytes'), code cells read them,
+    read_file gives them back whole with that SHA-256, and the directory
+    is gone once the client closes."""
+    import base64
+    import hashlib
+    c = McpClient(v1_server.args())
+    try:
+        r = c.call("python", code="import os\nprint(os.getcwd())")
+        assert not r.get("isError"), r
+        cwd = text_of(r).strip()
+        assert os.path.dirname(cwd) == os.path.realpath(v1_server.tmpdir)
+
+        text = "héllo from the client\nline 2\n"
+        r = c.call("write_file", path="sub/hello.txt", content=text)
+        assert not r.get("isError"), r
+        sha = hashlib.sha256(text.encode()).hexdigest()
+        target = os.path.join(cwd, "sub/hello.txt")
+        assert text_of(r) == "wrote %d bytes to %s (sha256 %s)" % (
+            len(text.encode()), target, sha)
+        with open(target, encoding="utf-8") as f:  # the server's side
+            assert f.read() == text
+
+        blob = bytes(range(256)) * 3 + b"\0end"
+        r = c.call("write_file", path="data.bin",
+                   base64=base64.b64encode(blob).decode())
+        assert not r.get("isError"), r
+        bsha = hashlib.sha256(blob).hexdigest()
+        assert os.path.join(cwd, "data.bin") in text_of(r)
+        assert bsha in text_of(r)
+        with open(os.path.join(cwd, "data.bin"), "rb") as f:
+            assert f.read() == blob
+
+        r = c.call("python", code="import hashlib\n"
+                   "print(open('sub/hello.txt', encoding='utf-8').read(), "
+                   "end='')\n"
+                   "print(hashlib.sha256(open('data.bin', 'rb').read())"
+                   ".hexdigest())")
+        assert not r.get("isError"), r
+        assert text_of(r) == text + bsha + "\n"
+
+        r = c.call("read_file", path="sub/hello.txt")
+        assert not r.get("isError"), r
+        assert r["content"][0] == {"type": "text", "text": text}
+        assert r["content"][1]["text"] == "%s: %d bytes, text, sha256 %s" % (
+            target, len(text.encode()), sha)
+
+        r = c.call("read_file", path="data.bin")
+        assert not r.get("isError"), r
+        res = r["content"][0]["resource"]
+        assert r["content"][0]["type"] == "resource"
+        assert base64.b64decode(res["blob"]) == blob
+        assert res["uri"] == "file://" + os.path.join(cwd, "data.bin")
+        assert res["mimeType"] == "application/octet-stream"
+        assert r["content"][1]["text"] == \
+            "%s: %d bytes, binary (base64 blob), sha256 %s" % (
+                os.path.join(cwd, "data.bin"), len(blob), bsha)
+    finally:
+        rc, err = c.close()
+    assert rc == 0, err
+    assert_no_token(v1_server, err)
+    assert not os.path.exists(cwd)
+
+
+def test_mcp_read_file_on_a_gateway_refuses_with_a_clear_error(v1_server):
+    """read_file through `mcp --gateway` refuses, as isError results that
+    say why: a missing file, '..', an absolute path, a file over 4 MiB, a
+    directory, a symbolic link and a path through a link leading out of
+    the kernel's directory. write_file refuses '..' and absolute paths."""
+    c = McpClient(v1_server.args())
+    try:
+        r = c.call("python", code="import os\n"
+                   "open('big.bin', 'wb').write(b'x' * (4 * 1024 * 1024 + 1))\n"
+                   "os.mkdir('adir')\n"
+                   "os.symlink('/etc/hostname', 'link')\n"
+                   "os.symlink('/etc', 'etc')\n"
+                   "print('ready')")
+        assert text_of(r) == "ready\n", r
+        cases = [("nope.txt", "No such file"),
+                 ("../x", "stays inside the kernel's working directory"),
+                 ("a/../../x", "no '..'"),
+                 ("/etc/hostname", "absolute"),
+                 ("big.bin", "over the limit of 4194304 bytes"),
+                 ("adir", "directory"),
+                 ("link", "symbolic link"),
+                 ("etc/hostname", "leads outside")]
+        for path, why in cases:
+            r = c.call("read_file", path=path)
+            assert r.get("isError") is True, (path, r)
+            msg = text_of(r)
+            assert msg.startswith("error: read_file: "), (path, msg)
+            assert why in msg, (path, msg)
+            assert "Traceback" not in msg and "/mnt/data" not in msg
+        for path in ("../x", "/tmp/x"):
+            r = c.call("write_file", path=path, content="no")
+            assert r.get("isError") is True, (path, r)
+            assert text_of(r).startswith("error: write_file: ")
+        assert not os.path.exists(os.path.join(v1_server.tmpdir, "x"))
+    finally:
+        rc, err = c.close()
+    assert rc == 0, err
