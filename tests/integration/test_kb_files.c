@@ -9,7 +9,10 @@
  *     temporary file left behind;
  *   - out: subdirectories and empty directories come out, exec bits
  *     do not, and symlinks, FIFOs and dot-files are skipped and named
- *     exactly as the local copy-out does.
+ *     exactly as the local copy-out does;
+ *   - one file into memory (kb_files_read): byte for byte, and refused
+ *     over its cap, missing, a symlink, through a link leading out, a
+ *     FIFO, a directory, '..' or absolute.
  */
 #include "../tap.h"
 #include "../tools/kernel_run.h"
@@ -266,6 +269,67 @@ s_round_trip(kb_kernel_t *k, const char *label, const char *kdir)
     free(p);
     free(dest2);
     free(dest);
+
+    /* One file into memory (kb_files_read), as mcp --gateway's read_file. */
+    for (int i = 0; i < 5; i++) {
+        char *data = NULL;
+        size_t len = 0;
+        rc = kb_files_read(k, files[i].name, 4 << 20, &data, &len, &fo, &err);
+        char a[65] = "-", w[65];
+        if (rc == 0)
+            s_sha(a, (unsigned char *)data, len);
+        s_sha(w, files[i].data, files[i].len);
+        ok(rc == 0 && len == files[i].len && strcmp(a, w) == 0 &&
+               data[len] == '\0',
+           "%s: kb_files_read gives '%s' back byte for byte (%zu bytes, "
+           "SHA-256 %.12s)",
+           label, files[i].name, len, a);
+        if (rc)
+            diag("%s", err.text);
+        free(data);
+    }
+    char *data = NULL;
+    size_t len = 0;
+    rc = kb_files_read(k, "sub/deeper/x.txt", 4 << 20, &data, &len, &fo, &err);
+    ok(rc == 0 && len == 4 && memcmp(data, "deep", 4) == 0,
+       "%s: kb_files_read reads a file in a subdirectory", label);
+    free(data);
+    code = xasprintf("import os\n"
+                     "os.chdir(%s%s%s)\n"
+                     "os.symlink('/etc', 'etclink')\n"
+                     "print('ok')",
+                     kdir ? "'" : "", kdir ? kdir : "os.getcwd()",
+                     kdir ? "'" : "");
+    got = kernel_run_text(k, code, 60000);
+    free(got);
+    free(code);
+    static const struct {
+        const char *path;
+        size_t max;
+        int code;
+        const char *why;
+        const char *guarantee;
+    } refused[] = {
+        {"big.dat", 1 << 20, ERR_IO, "over the limit of 1048576 bytes",
+         "a file over the cap"},
+        {"nope.txt", 4 << 20, ERR_IO, "No such file", "a missing file"},
+        {"link", 4 << 20, ERR_IO, "link is a symbolic link", "a symbolic link"},
+        {"etclink/passwd", 4 << 20, ERR_IO, "leads outside",
+         "a path through a link leading out of the directory"},
+        {"fifo", 4 << 20, ERR_IO, "is a FIFO", "a FIFO"},
+        {"sub", 4 << 20, ERR_IO, "is a directory", "a directory"},
+        {"../notes.txt", 4 << 20, ERR_USAGE, "'..'", "a '..' path"},
+        {"/etc/passwd", 4 << 20, ERR_USAGE, "absolute", "an absolute path"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        data = (char *)"unset";
+        rc = kb_files_read(k, refused[i].path, refused[i].max, &data, &len, &fo,
+                           &err);
+        ok(rc < 0 && data == NULL && err.code == refused[i].code &&
+               strstr(err.text, refused[i].why),
+           "%s: kb_files_read refuses %s with a clear error (%s)", label,
+           refused[i].guarantee, err.text);
+    }
     for (int i = 0; i < 5; i++)
         free(files[i].data);
 }
