@@ -5,7 +5,8 @@
  * than was asked, answers twice or never, or streams without end. Each
  * check shows the host refusing with a clear error, keeping nothing
  * half-checked, writing nothing outside DIR, and holding no more than a
- * bounded answer in memory.
+ * bounded answer in memory. The same lies against a single-file read
+ * (kb_files_read) are refused the same way, nothing handed back.
  */
 #include "../tap.h"
 #include "../tools/kernel_run.h"
@@ -185,6 +186,25 @@ s_one_file(kb_kernel_t *k, const char *mode, int code, const char *want,
     free(dir);
 }
 
+/* The same forgery against a single-file read (kb_files_read): refused
+ * with `code` and `want` in the message, nothing handed back. */
+static void
+s_read_one(kb_kernel_t *k, const char *cfg, size_t max, int code,
+           const char *want, const char *guarantee)
+{
+    s_config(k, cfg);
+    err_t err = {0};
+    char *data = (char *)"unset";
+    size_t len = 1;
+    kb_files_opts_t fo;
+    kb_files_opts_init(&fo);
+    fo.chunk_bytes = 4096;
+    int rc = kb_files_read(k, "f.txt", max, &data, &len, &fo, &err);
+    ok(rc < 0 && data == NULL && len == 0 && err.code == code &&
+           strstr(err.text, want),
+       "read: %s: refused, nothing handed back (%s)", guarantee, err.text);
+}
+
 static long
 s_rss_kib(void)
 {
@@ -289,6 +309,56 @@ main(void)
     s_one_file(k, "twice", ERR_KERNEL, "2 times", "an answer sent twice");
     s_one_file(k, "silent", ERR_KERNEL, "sent no answer",
                "a request never answered");
+
+    /* The same lies against a single-file read (mcp --gateway's
+     * read_file). Control first: the truth is read. */
+    s_config(k, "{\"data\": \"0123456789\"}");
+    char *data = NULL;
+    size_t len = 0;
+    rc = kb_files_read(k, "f.txt", 1 << 20, &data, &len, NULL, &err);
+    ok(rc == 0 && len == 10 && memcmp(data, "0123456789", 10) == 0,
+       "read: a truthful answer is read (the test's control)");
+    free(data);
+    static const struct {
+        const char *mode;
+        int code;
+        const char *want;
+        const char *guarantee;
+    } lies[] = {
+        {"chunk_hash", ERR_VERIFY, "does not match its SHA-256",
+         "a chunk whose SHA-256 is wrong"},
+        {"whole_hash", ERR_VERIFY, "not the one the kernel announced",
+         "a file whose whole SHA-256 is not the announced one"},
+        {"more", ERR_KERNEL, "more bytes than asked for",
+         "a chunk with more bytes than asked for"},
+        {"less", ERR_KERNEL, "fewer bytes than announced",
+         "a chunk with fewer bytes than announced"},
+        {"offset", ERR_KERNEL, "answers for another offset",
+         "a chunk for another offset"},
+        {"bad_b64", ERR_KERNEL, "is not base64", "a chunk that is not base64"},
+        {"twice", ERR_KERNEL, "2 times", "an answer sent twice"},
+        {"silent", ERR_KERNEL, "sent no answer", "a request never answered"},
+    };
+    for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {
+        char *cfg = xasprintf("{\"mode\": \"%s\", \"data\": \"0123456789\"}",
+                              lies[i].mode);
+        s_read_one(k, cfg, 1 << 20, lies[i].code, lies[i].want,
+                   lies[i].guarantee);
+        free(cfg);
+    }
+    /* Sizes: the kernel announces more than the cap, or more than the
+     * bytes its hash covers. */
+    s_read_one(k, "{\"open_size\": 8388608, \"data\": \"0123456789\"}", 4 << 20,
+               ERR_IO, "over the limit of 4194304 bytes",
+               "a file announced over the 4 MiB cap, before any byte comes");
+    s_read_one(k, "{\"open_size\": 100000, \"data\": \"0123456789\"}", 4 << 20,
+               ERR_VERIFY, "not the one the kernel announced",
+               "a size that is not the size of the announced SHA-256");
+    s_read_one(k, "{\"open_size\": -1, \"data\": \"0123456789\"}", 4 << 20,
+               ERR_KERNEL, "lacks a token, size or SHA-256", "a negative size");
+    s_read_one(k, "{\"mode\": \"huge\", \"data\": \"0123456789\"}", 4 << 20,
+               ERR_KERNEL, "with more than",
+               "an 8 MiB answer to a 10-byte request is cut at its cap");
 
     /* Size lies against the byte cap. */
     s_config(k, "{\"listing\": [{\"p\": \"small.txt\", \"s\": 5}], "
