@@ -18,6 +18,10 @@
  *   write_file(path, content | base64)  into /mnt/data, at most
  *                            AG_MCP_MAX_FILE bytes; written by the box's own
  *                            user from inside the box.
+ *   With a gateway (a kernel on a Jupyter server), read_file and
+ *   write_file work on the kernel's working directory (path relative to
+ *   it): write_file as above, read_file through the kernel with
+ *   kb_files_read (kernel-bridge/kb_files.h: every chunk checked here).
  *   export_notebook(path?)   the session as an nbformat 4.5 notebook:
  *                            written under the directory of --notebook, or
  *                            returned as an embedded resource.
