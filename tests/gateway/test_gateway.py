@@ -953,6 +953,7 @@ class McpClient:
             assert line, "the server closed: " + self.proc.stderr.read()
             m = json.loads(line)
             if m.get("id") == self.id:
+                assert "result" in m, m
                 return m["result"]
 
     def call(self, name, **arguments):
