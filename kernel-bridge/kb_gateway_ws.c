@@ -635,8 +635,29 @@ s_refused(const s_ws_t *t)
            t->http_status == 404;
 }
 
+/* After a failed handshake: whether the REST API still answers and
+ * reports the kernel alive, so another try can help. If not, conn_error
+ * says why. */
+static bool
+s_kernel_lives(s_ws_t *t)
+{
+    char state[64];
+    err_t err;
+    if (kb_gateway_kernel_state(t->g, t->id, state, &err)) {
+        snprintf(t->conn_error, sizeof t->conn_error, "%.255s", err.text);
+        return false;
+    }
+    if (strcmp(state, "dead") == 0) {
+        snprintf(t->conn_error, sizeof t->conn_error,
+                 "the server reports the kernel dead");
+        return false;
+    }
+    return true;
+}
+
 /* Open the first connection, trying again with back-off while the server
- * drops handshakes, until it opens, is refused, or `deadline` passes. */
+ * drops handshakes but still reports the kernel alive, until it opens, is
+ * refused, or `deadline` passes. */
 static void
 s_open_until(s_ws_t *t, int64_t deadline)
 {
@@ -648,7 +669,7 @@ s_open_until(s_ws_t *t, int64_t deadline)
         if (t->state != S_CLOSED || s_refused(t))
             return;
         int64_t left = deadline - clock_mono_ms();
-        if (left <= retry_ms)
+        if (left <= retry_ms || !s_kernel_lives(t))
             return;
         log_info("gateway: the WebSocket of kernel %s did not open (%s, "
                  "attempt %d); trying again",

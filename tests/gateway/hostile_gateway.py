@@ -66,6 +66,7 @@ MODES = {
     "workdir-not-hex": "the session's working directory answered as raw text, not hex",
     "ws-hang": "the WebSocket handshake never answered",
     "ws-drop": "the first two WebSocket handshakes hung up unanswered (a busy server)",
+    "ws-drop-dead": "every WebSocket handshake hung up, the kernel's model reports it dead",
 }
 CHANNELS = ("shell", "iopub", "stdin", "control")
 
@@ -214,6 +215,9 @@ class KernelHandler(Base):
         model = self.settings["kernels"].models.get(kid)
         if model is None:
             self.send_json(404, {"message": "Kernel does not exist: " + kid})
+        elif self.settings["mode"] == "ws-drop-dead":
+            log("ws-drop-dead: GET /api/kernels/%s says dead" % kid)
+            self.send_json(200, dict(model, execution_state="dead"))
         else:
             self.send_json(200, model)
 
@@ -262,7 +266,7 @@ class ChannelsHandler(tornado.websocket.WebSocketHandler):
             log("ws-hang: not answering the WebSocket handshake")
             await asyncio.sleep(self.settings["lifetime"])
             return
-        if mode == "ws-drop" and self.settings["ws_dropped"] < 2:
+        if mode == "ws-drop-dead" or (mode == "ws-drop" and self.settings["ws_dropped"] < 2):
             self.settings["ws_dropped"] += 1
             log("ws-drop: hanging up handshake %d unanswered"
                 % self.settings["ws_dropped"])

@@ -215,6 +215,22 @@ def test_ws_drop_hangs_up_twice_then_answers(gateway):
     run(go())
 
 
+def test_ws_drop_dead_always_hangs_up_and_reports_dead(gateway):
+    g = gateway("ws-drop-dead")
+
+    async def go():
+        kid = await start_kernel(g)
+        for _ in range(3):
+            with pytest.raises((tornado.websocket.WebSocketClosedError,
+                                tornado.iostream.StreamClosedError,
+                                tornado.httpclient.HTTPClientError)):
+                await asyncio.wait_for(connect(g, kid), 10)
+        r = await rest(g, "GET", "/api/kernels/" + kid)
+        assert r.code == 200
+        assert json.loads(r.body)["execution_state"] == "dead"
+    run(go())
+
+
 def raw_frames(g, kid, request, timeout=60):
     """Speak WebSocket by hand (a client library would refuse the big
     frames before we could look): send `request` as one masked frame, then

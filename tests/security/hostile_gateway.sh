@@ -165,6 +165,7 @@ check workdir-relative v1 3 'working directory is not a path' $B "a relative wor
 check workdir-nul v1 3 'working directory is not a path' $B "a working directory with a NUL (refused)"
 check workdir-not-hex v1 3 'working directory is not a path' $B "a working directory not in hex (refused)"
 check slowloris v1 3 'timed out|timeout|127\.0\.0\.1' 120 "an answer that never ends"
+check ws-drop-dead v1 3 'reports the kernel dead' 30 "handshakes hung up on a kernel the server reports dead (no retries until the start-up deadline)"
 check ws-hang v1 3 'timed out|timeout|websocket' 120 "a handshake never answered"
 
 done_testing
