@@ -686,9 +686,13 @@ s_reset(ag_mcp_box_t *b, const json_t *args)
     if (json_is_object(md))
         json_object_set_new(md, "jupyter_agent",
                             json_pack("{s:s}", "role", "note"));
-    return s_text_result(false, "a fresh kernel was started: variables and "
-                                "imports are gone; files in " SB_WORKSPACE_PATH
-                                " were kept");
+    return s_text_result(false,
+                         "a fresh kernel was started: variables and imports "
+                         "are gone; files in %s were kept",
+                         b->cfg->session->gateway_url
+                             ? "the kernel's working directory on the "
+                               "Jupyter server"
+                             : SB_WORKSPACE_PATH);
 }
 
 typedef struct s_tool {

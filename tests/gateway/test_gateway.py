@@ -977,7 +977,8 @@ def test_mcp_files_go_in_and_out_of_the_remote_kernels_directory(v1_server):
     """write_file and read_file through `mcp --gateway`: text and binary
     files land in the session's private working directory on the server
     (the result names it, the SHA-256 is the bytes'), code cells read them,
-    read_file gives them back whole with that SHA-256, and the directory
+    read_file gives them back whole with that SHA-256, `reset` keeps them
+    (the restarted kernel returns to the same directory), and the directory
     is gone once the client closes."""
     import base64
     import hashlib
@@ -1032,6 +1033,17 @@ def test_mcp_files_go_in_and_out_of_the_remote_kernels_directory(v1_server):
         assert r["content"][1]["text"] == \
             "%s: %d bytes, binary (base64 blob), sha256 %s" % (
                 os.path.join(cwd, "data.bin"), len(blob), bsha)
+
+        # reset restarts the remote kernel; it comes back in the same
+        # private directory, and the files are still there.
+        r = c.call("reset")
+        assert not r.get("isError"), r
+        assert "files in the kernel's working directory on the Jupyter " \
+            "server were kept" in text_of(r)
+        assert "/mnt/data" not in text_of(r)
+        r = c.call("read_file", path="sub/hello.txt")
+        assert not r.get("isError"), r
+        assert r["content"][0] == {"type": "text", "text": text}
     finally:
         rc, err = c.close()
     assert rc == 0, err
