@@ -321,6 +321,19 @@ kb_files_kernel_dir(kb_kernel_t *k, const kb_files_opts_t *o, err_t *err)
     return s_hello(&c, err);
 }
 
+/* s_ctx_init + hello, for the calls that need the helper installed but
+ * not the directory's name: 0, or -1 + err. */
+static int
+s_begin(struct s_ctx *c, kb_kernel_t *k, const kb_files_opts_t *o, err_t *err)
+{
+    s_ctx_init(c, k, o);
+    char *dir = s_hello(c, err);
+    if (!dir)
+        return -1;
+    free(dir);
+    return 0;
+}
+
 /* A token the kernel chose: up to 32 hex digits (it goes back into a
  * request, so nothing else is accepted). */
 static const char *
@@ -565,11 +578,8 @@ kb_files_list(kb_kernel_t *k, const char *rel_dir, size_t max_entries,
               const kb_files_opts_t *o, err_t *err)
 {
     struct s_ctx c;
-    s_ctx_init(&c, k, o);
-    char *dir = s_hello(&c, err);
-    if (!dir)
+    if (s_begin(&c, k, o, err))
         return NULL;
-    free(dir);
     json_t *e = s_list(&c, rel_dir, max_entries, SB_FILES_OUT_MAX_DEPTH, err);
     if (!e)
         return NULL;
@@ -772,11 +782,8 @@ kb_files_pull(kb_kernel_t *k, const char *rel_dir, sb_outdir_t *d,
     if (n_copied)
         *n_copied = 0;
     struct s_ctx c;
-    s_ctx_init(&c, k, o);
-    char *dir = s_hello(&c, err);
-    if (!dir)
+    if (s_begin(&c, k, o, err))
         return -1;
-    free(dir);
     const sb_files_out_opts_t *oo = sb_outdir_opts(d);
     size_t before = sb_outdir_entries(d);
     size_t room = oo->max_entries > before ? oo->max_entries - before : 0;
@@ -851,11 +858,8 @@ kb_files_read(kb_kernel_t *k, const char *rel_path, size_t max_bytes,
     if (sb_files_check_relpath(rel_path, err) < 0)
         return -1;
     struct s_ctx c;
-    s_ctx_init(&c, k, o);
-    char *dir = s_hello(&c, err);
-    if (!dir)
+    if (s_begin(&c, k, o, err))
         return -1;
-    free(dir);
     char *ep = esc_dup(rel_path, ESC_NAME);
     buf_t b;
     buf_init(&b, max_bytes);

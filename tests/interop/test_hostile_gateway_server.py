@@ -200,16 +200,21 @@ def test_ws_hang_never_answers_the_handshake(gateway):
     run(go())
 
 
+async def hung_up(g, kid, times):
+    """The next `times` handshakes each end without an answer."""
+    for _ in range(times):
+        with pytest.raises((tornado.websocket.WebSocketClosedError,
+                            tornado.iostream.StreamClosedError,
+                            tornado.httpclient.HTTPClientError)):
+            await asyncio.wait_for(connect(g, kid), 10)
+
+
 def test_ws_drop_hangs_up_twice_then_answers(gateway):
     g = gateway("ws-drop")
 
     async def go():
         kid = await start_kernel(g)
-        for _ in range(2):
-            with pytest.raises((tornado.websocket.WebSocketClosedError,
-                                tornado.iostream.StreamClosedError,
-                                tornado.httpclient.HTTPClientError)):
-                await asyncio.wait_for(connect(g, kid), 10)
+        await hung_up(g, kid, 2)
         ws = await asyncio.wait_for(connect(g, kid), 10)
         ws.close()
     run(go())
@@ -220,11 +225,7 @@ def test_ws_drop_dead_always_hangs_up_and_reports_dead(gateway):
 
     async def go():
         kid = await start_kernel(g)
-        for _ in range(3):
-            with pytest.raises((tornado.websocket.WebSocketClosedError,
-                                tornado.iostream.StreamClosedError,
-                                tornado.httpclient.HTTPClientError)):
-                await asyncio.wait_for(connect(g, kid), 10)
+        await hung_up(g, kid, 3)
         r = await rest(g, "GET", "/api/kernels/" + kid)
         assert r.code == 200
         assert json.loads(r.body)["execution_state"] == "dead"
