@@ -8,6 +8,12 @@
 #ifndef AGENT_CLI_AG_CMD_H
 #define AGENT_CLI_AG_CMD_H
 
+#include "common/cliopt.h"
+#include "common/err.h"
+
+#include <getopt.h>
+#include <stddef.h>
+
 int ag_cmd_exec(int argc, char **argv);
 int ag_cmd_run(int argc, char **argv);
 int ag_cmd_ask(int argc, char **argv);
@@ -18,5 +24,34 @@ int ag_cmd_sandbox(int argc, char **argv);
 int ag_cmd_serve(int argc, char **argv);
 int ag_cmd_archive(int argc, char **argv);
 int ag_cmd_mcp(int argc, char **argv);
+
+/* How a subcommand parses its flags: its own options and flag groups. */
+typedef struct ag_cmd_spec {
+    const char *name;         /* "exec": in "see 'jupyter-agent exec --help'" */
+    const char *shortopts;    /* for getopt_long; 'h' is --help */
+    const struct option *own; /* own long options (with {"help", .., 'h'}),
+                                 zero-terminated */
+    const char *usage;        /* --help: printed before the groups' help */
+    const char *usage_tail;   /* ... and after it (NULL: nothing) */
+    /* An own option getopt_long returned (`value` is optarg), with the
+     * `arg` given to ag_cmd_parse. 0: applied; -1: a usage error in err;
+     * 1: not an option of the command (getopt's '?'). A flag that takes
+     * the next word too reads argv[optind] and advances the global
+     * optind. */
+    int (*on_opt)(int opt, const char *value, int argc, char **argv, void *arg,
+                  err_t *err);
+} ag_cmd_spec_t;
+
+/* Run getopt_long over argv (from optind = 1) with spec's own options and
+ * the rows of `groups`: a row's flag is applied by cliopt_dispatch, an own
+ * option goes to spec->on_opt(opt, optarg, arg, err), -h/--help prints the
+ * usage, the groups' help and the usage tail on stdout. Returns 0 when the
+ * flags are parsed (optind is at the first operand), 1 when the help was
+ * printed (the command exits 0), -1 with ERR_USAGE in err for a refused
+ * value or an unknown option ("see 'jupyter-agent NAME --help'"); the
+ * caller prints "jupyter-agent NAME: err" and exits ERR_USAGE. */
+int ag_cmd_parse(const ag_cmd_spec_t *spec, int argc, char **argv,
+                 const cliopt_group_t *groups, size_t ngroups, void *arg,
+                 err_t *err);
 
 #endif

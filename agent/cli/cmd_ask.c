@@ -46,15 +46,12 @@ static const char s_usage[] =
     "  -o, --output PATH      the session notebook (default\n"
     "                         session-YYYYmmdd-HHMMSS.ipynb)\n"
     "      --max-steps N      model turns before giving up (default 20)\n"
-    "      --timeout S        wall-clock limit per cell (default 60; 0 = "
-    "none)\n"
     "      --record FILE      also write the model's turns to FILE, to replay\n"
     "                         later with --model replay:FILE\n"
     "      --existing [FILE]  run in a kernel someone else started: its\n"
     "                         connection file, or the newest kernel-*.json in\n"
     "                         the Jupyter runtime dir. NOT sandboxed\n"
     "      --allow-unsigned   accept a connection file with an empty key\n"
-    "      --kernel NAME      kernelspec to start (default python3)\n"
     "  -q, --quiet            print only the answer and the summary\n"
     "      --archive ZIP      also pack a report archive of the session\n"
     "                         ('jupyter-agent archive --help'); with\n"
@@ -587,6 +584,49 @@ s_take_question(int argc, char **argv, int first, ask_args_t *a, err_t *err)
     return 0;
 }
 
+static int
+s_on_opt(int opt, const char *value, int argc, char **argv, void *arg,
+         err_t *err)
+{
+    ask_args_t *a = arg;
+    switch (opt) {
+    case 'm':
+        a->model = value;
+        return 0;
+    case 'o':
+        a->output = value;
+        return 0;
+    case 'S':
+        return s_parse_max_steps(value, &a->max_steps, err);
+    case 'r':
+        a->record = value;
+        return 0;
+    case 'e':
+        /* "--existing FILE.json" too: the optional value may be the
+         * next word when it names a connection file. */
+        if (!value && optind < argc && argv[optind][0] != '-' &&
+            s_ends_with(argv[optind], ".json"))
+            value = argv[optind++];
+        a->existing = true;
+        a->existing_arg = value;
+        return 0;
+    case 'U':
+        a->allow_unsigned = true;
+        return 0;
+    case 'q':
+        a->quiet = true;
+        return 0;
+    case 'A':
+        a->archive = value;
+        return 0;
+    case 'K':
+        a->archive_key = value;
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 /* Parse argv into `a` (initialised). 0: go on; 1: --help was printed;
  * -1: a usage error in err. */
 static int
@@ -596,80 +636,24 @@ s_parse_args(int argc, char **argv, ask_args_t *a, err_t *err)
         {"model", required_argument, 0, 'm'},
         {"output", required_argument, 0, 'o'},
         {"max-steps", required_argument, 0, 'S'},
-        {"timeout", required_argument, 0, 't'},
         {"record", required_argument, 0, 'r'},
         {"existing", optional_argument, 0, 'e'},
         {"allow-unsigned", no_argument, 0, 'U'},
-        {"kernel", required_argument, 0, 'k'},
         {"quiet", no_argument, 0, 'q'},
         {"archive", required_argument, 0, 'A'},
         {"archive-key", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    static const ag_cmd_spec_t spec = {.name = "ask",
+                                       .shortopts = "m:o:qh",
+                                       .own = own,
+                                       .usage = s_usage,
+                                       .usage_tail = s_usage_tail,
+                                       .on_opt = s_on_opt};
     cliopt_group_t groups[AG_SESSION_NGROUPS];
     ag_session_flags(&a->sopts, groups);
-    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
-    int rc = 0, opt;
-    optind = 1;
-    while (rc == 0 &&
-           (opt = getopt_long(argc, argv, "m:o:qh", longopts, NULL)) != -1) {
-        int used =
-            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, err);
-        if (used != 0) {
-            rc = used < 0 ? -1 : 0;
-            continue;
-        }
-        switch (opt) {
-        case 'm':
-            a->model = optarg;
-            break;
-        case 'o':
-            a->output = optarg;
-            break;
-        case 'S':
-            rc = s_parse_max_steps(optarg, &a->max_steps, err);
-            break;
-        case 't':
-            rc = ag_parse_seconds(optarg, &a->sopts.timeout_ms, err);
-            break;
-        case 'r':
-            a->record = optarg;
-            break;
-        case 'e':
-            /* "--existing FILE.json" too: the optional value may be the
-             * next word when it names a connection file. */
-            if (!optarg && optind < argc && argv[optind][0] != '-' &&
-                s_ends_with(argv[optind], ".json"))
-                optarg = argv[optind++];
-            a->existing = true;
-            a->existing_arg = optarg;
-            break;
-        case 'U':
-            a->allow_unsigned = true;
-            break;
-        case 'k':
-            a->sopts.kernel_name = optarg;
-            break;
-        case 'q':
-            a->quiet = true;
-            break;
-        case 'A':
-            a->archive = optarg;
-            break;
-        case 'K':
-            a->archive_key = optarg;
-            break;
-        case 'h':
-            fputs(s_usage, stdout);
-            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
-            fputs(s_usage_tail, stdout);
-            rc = 1;
-            break;
-        default:
-            rc = err_set(err, ERR_USAGE, "see 'jupyter-agent ask --help'");
-        }
-    }
-    free(longopts);
+    int rc =
+        ag_cmd_parse(&spec, argc, argv, groups, AG_SESSION_NGROUPS, a, err);
     if (rc == 0)
         rc = s_take_question(argc, argv, optind, a, err);
     if (rc == 0 && a->existing && a->sopts.nfiles)

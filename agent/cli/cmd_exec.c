@@ -29,9 +29,6 @@ static const char s_usage[] =
     "\n"
     "options:\n"
     "  -c, --code CODE        the code to run\n"
-    "      --kernel NAME      kernelspec to start (default python3)\n"
-    "      --timeout S        wall-clock limit for the execution (default 60;\n"
-    "                         0 = none); then interrupt, 5 s grace, kill\n"
     "      --json             print one JSON object: status, execution_count,\n"
     "                         outputs (nbformat), duration_ms\n"
     "      --merge-streams    in --json, one output per run of same-name\n"
@@ -127,12 +124,48 @@ s_exit_code(int rc, const err_t *err, kb_output_t *out)
     return err->code;
 }
 
+/* exec's own flags. */
+typedef struct exec_args {
+    const char *code_arg, *existing, *out_dir;
+    bool json, allow_unsigned, merge_streams;
+} exec_args_t;
+
+static int
+s_on_opt(int opt, const char *value, int argc, char **argv, void *arg,
+         err_t *err)
+{
+    (void)argc;
+    (void)argv;
+    (void)err;
+    exec_args_t *a = arg;
+    switch (opt) {
+    case 'c':
+        a->code_arg = value;
+        return 0;
+    case 'j':
+        a->json = true;
+        return 0;
+    case 'S':
+        a->merge_streams = true;
+        return 0;
+    case 'o':
+        a->out_dir = value;
+        return 0;
+    case 'e':
+        a->existing = value;
+        return 0;
+    case 'U':
+        a->allow_unsigned = true;
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 int
 ag_cmd_exec(int argc, char **argv)
 {
     static const struct option own[] = {{"code", required_argument, 0, 'c'},
-                                        {"kernel", required_argument, 0, 'k'},
-                                        {"timeout", required_argument, 0, 't'},
                                         {"json", no_argument, 0, 'j'},
                                         {"merge-streams", no_argument, 0, 'S'},
                                         {"out", required_argument, 0, 'o'},
@@ -140,65 +173,32 @@ ag_cmd_exec(int argc, char **argv)
                                         {"allow-unsigned", no_argument, 0, 'U'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
-    const char *code_arg = NULL, *existing = NULL, *out_dir = NULL;
+    static const ag_cmd_spec_t spec = {.name = "exec",
+                                       .shortopts = "+c:h",
+                                       .own = own,
+                                       .usage = s_usage,
+                                       .usage_tail = s_usage_tail,
+                                       .on_opt = s_on_opt};
+    exec_args_t a = {0};
     sb_outdir_t *img_dir = NULL;
-    bool json = false, allow_unsigned = false, merge_streams = false;
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
     exec_ui_t ui = {.render = {.out = stdout, .err = stderr}};
     err_t err = {0};
-    int opt;
     cliopt_group_t groups[AG_SESSION_NGROUPS];
     ag_session_flags(&sopts, groups);
-    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
-
-    while ((opt = getopt_long(argc, argv, "+c:h", longopts, NULL)) != -1) {
-        int used =
-            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, &err);
-        if (used < 0)
-            goto usage_error;
-        if (used > 0)
-            continue;
-        switch (opt) {
-        case 'c':
-            code_arg = optarg;
-            break;
-        case 'k':
-            sopts.kernel_name = optarg;
-            break;
-        case 't':
-            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
-                goto usage_error;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'S':
-            merge_streams = true;
-            break;
-        case 'o':
-            out_dir = optarg;
-            break;
-        case 'e':
-            existing = optarg;
-            break;
-        case 'U':
-            allow_unsigned = true;
-            break;
-        case 'h':
-            fputs(s_usage, stdout);
-            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
-            fputs(s_usage_tail, stdout);
-            free(longopts);
-            ag_session_opts_release(&sopts);
-            return 0;
-        default:
-            err_set(&err, ERR_USAGE, "see 'jupyter-agent exec --help'");
-            goto usage_error;
-        }
+    int parsed =
+        ag_cmd_parse(&spec, argc, argv, groups, AG_SESSION_NGROUPS, &a, &err);
+    if (parsed < 0)
+        goto usage_error;
+    if (parsed > 0) {
+        ag_session_opts_release(&sopts);
+        return 0;
     }
-    free(longopts);
-    longopts = NULL;
+    const char *code_arg = a.code_arg, *existing = a.existing,
+               *out_dir = a.out_dir;
+    bool json = a.json, allow_unsigned = a.allow_unsigned,
+         merge_streams = a.merge_streams;
 
     char *code = NULL;
     bool code_from_stdin = false;
@@ -309,7 +309,6 @@ ag_cmd_exec(int argc, char **argv)
 
 usage_error:
     fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
-    free(longopts);
     ag_session_opts_release(&sopts);
     return ERR_USAGE;
 }

@@ -34,9 +34,6 @@ static const char s_usage[] =
     "  -f, --connection-file FILE  the connection file (required)\n"
     "      --model PROVIDER:MODEL  model for plain cells (default from\n"
     "                              JUPYTER_AGENT_MODEL or the API keys set)\n"
-    "      --kernel NAME           kernelspec of the inner session (python3)\n"
-    "      --timeout S             limit per Python execution (default 60;\n"
-    "                              0 = none)\n"
     "      --allow-unsigned        serve a connection file with an empty "
     "key\n";
 
@@ -54,63 +51,58 @@ s_on_signal(int sig)
         ag_kernel_stop(k);
 }
 
+static int
+s_on_opt(int opt, const char *value, int argc, char **argv, void *arg,
+         err_t *err)
+{
+    (void)argc;
+    (void)argv;
+    (void)err;
+    ag_kernel_opts_t *kopts = arg;
+    switch (opt) {
+    case 'f':
+        kopts->connection_file = value;
+        return 0;
+    case 'm':
+        kopts->model = value;
+        return 0;
+    case 'U':
+        kopts->allow_unsigned = true;
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 int
 ag_cmd_kernel(int argc, char **argv)
 {
     static const struct option own[] = {
         {"connection-file", required_argument, 0, 'f'},
         {"model", required_argument, 0, 'm'},
-        {"kernel", required_argument, 0, 'k'},
-        {"timeout", required_argument, 0, 't'},
         {"allow-unsigned", no_argument, 0, 'U'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    static const ag_cmd_spec_t spec = {.name = "kernel",
+                                       .shortopts = "+f:h",
+                                       .own = own,
+                                       .usage = s_usage,
+                                       .on_opt = s_on_opt};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
     ag_kernel_opts_t kopts = {.inner = &sopts, .ask = ag_loop_kernel_ask};
     err_t err = {0};
-    int opt, status = 0;
+    int status = 0;
     cliopt_group_t groups[AG_SESSION_NGROUPS];
     ag_session_flags(&sopts, groups);
-    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
-
-    while ((opt = getopt_long(argc, argv, "+f:h", longopts, NULL)) != -1) {
-        int used =
-            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, &err);
-        if (used < 0)
-            goto usage_error;
-        if (used > 0)
-            continue;
-        switch (opt) {
-        case 'f':
-            kopts.connection_file = optarg;
-            break;
-        case 'm':
-            kopts.model = optarg;
-            break;
-        case 'k':
-            sopts.kernel_name = optarg;
-            break;
-        case 't':
-            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
-                goto usage_error;
-            break;
-        case 'U':
-            kopts.allow_unsigned = true;
-            break;
-        case 'h':
-            fputs(s_usage, stdout);
-            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
-            free(longopts);
-            ag_session_opts_release(&sopts);
-            return 0;
-        default:
-            err_set(&err, ERR_USAGE, "see 'jupyter-agent kernel --help'");
-            goto usage_error;
-        }
+    int parsed = ag_cmd_parse(&spec, argc, argv, groups, AG_SESSION_NGROUPS,
+                              &kopts, &err);
+    if (parsed < 0)
+        goto usage_error;
+    if (parsed > 0) {
+        ag_session_opts_release(&sopts);
+        return 0;
     }
-    free(longopts);
-    longopts = NULL;
     /* Frontends append their own extra arguments (`jupyter run` passes
      * its file names, which ipykernel would run at start-up); a kernel
      * that refused to start over them would leave the frontend hanging. */
@@ -145,7 +137,6 @@ ag_cmd_kernel(int argc, char **argv)
 
 usage_error:
     fprintf(stderr, "jupyter-agent kernel: %s\n", err.text);
-    free(longopts);
     ag_session_opts_release(&sopts);
     return ERR_USAGE;
 }

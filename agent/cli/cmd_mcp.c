@@ -49,13 +49,10 @@ static const char s_usage[] =
     "                         export_notebook(path) may write .ipynb files "
     "under\n"
     "                         PATH's directory (nowhere else)\n"
-    "      --kernel NAME      kernelspec to start (default python3)\n"
-    "      --timeout S        default limit per python call (default 60; "
-    "then\n"
-    "                         interrupt, 5 s grace, kill and restart); "
-    "clients\n"
-    "                         may ask for less, never more\n"
     "\n"
+    "--timeout is the limit per python call: clients may ask for less,\n"
+    "never more; a call over it is interrupted, then killed and its kernel\n"
+    "restarted.\n"
     "Messages over 8 MiB are refused; read_file and write_file move at "
     "most\n"
     "4 MiB per file. The logs go to standard error "
@@ -77,6 +74,50 @@ s_on_signal(int sig)
     s_stop = 1;
 }
 
+/* mcp's own flags. */
+typedef struct mcp_args {
+    ag_mcp_http_opts_t hopts;
+    const char *http, *notebook;
+} mcp_args_t;
+
+static int
+s_on_opt(int opt, const char *value, int argc, char **argv, void *arg,
+         err_t *err)
+{
+    (void)argc;
+    (void)argv;
+    mcp_args_t *a = arg;
+    switch (opt) {
+    case 'H':
+        a->http = value;
+        return 0;
+    case 'T':
+        a->hopts.token_file = value;
+        return 0;
+    case 'O':
+        if (a->hopts.norigins >= AG_MCP_HTTP_MAX_ORIGINS)
+            return err_set(err, ERR_USAGE, "at most %d --allow-origin flags",
+                           AG_MCP_HTTP_MAX_ORIGINS);
+        a->hopts.origins[a->hopts.norigins++] = value;
+        return 0;
+    case 'S': {
+        char *end;
+        long n = strtol(value, &end, 10);
+        if (*end || n < 1 || n > 10000)
+            return err_set(err, ERR_USAGE,
+                           "--max-sessions %s: give a number from 1 to 10000",
+                           value);
+        a->hopts.max_sessions = (int)n;
+        return 0;
+    }
+    case 'n':
+        a->notebook = value;
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 int
 ag_cmd_mcp(int argc, char **argv)
 {
@@ -86,79 +127,29 @@ ag_cmd_mcp(int argc, char **argv)
         {"allow-origin", required_argument, 0, 'O'},
         {"max-sessions", required_argument, 0, 'S'},
         {"notebook", required_argument, 0, 'n'},
-        {"kernel", required_argument, 0, 'k'},
-        {"timeout", required_argument, 0, 't'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    static const ag_cmd_spec_t spec = {.name = "mcp",
+                                       .shortopts = "+h",
+                                       .own = own,
+                                       .usage = s_usage,
+                                       .usage_tail = s_usage_tail,
+                                       .on_opt = s_on_opt};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
-    ag_mcp_http_opts_t hopts = {.max_sessions = 16};
-    const char *http = NULL;
-    const char *notebook = NULL;
+    mcp_args_t a = {.hopts = {.max_sessions = 16}};
     err_t err = {0};
-    int opt, rc;
+    int rc;
     cliopt_group_t groups[AG_SESSION_NGROUPS];
     ag_session_flags(&sopts, groups);
-    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
-        int used =
-            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, &err);
-        if (used < 0)
-            goto usage_error;
-        if (used > 0)
-            continue;
-        switch (opt) {
-        case 'H':
-            http = optarg;
-            break;
-        case 'T':
-            hopts.token_file = optarg;
-            break;
-        case 'O':
-            if (hopts.norigins < AG_MCP_HTTP_MAX_ORIGINS)
-                hopts.origins[hopts.norigins++] = optarg;
-            else {
-                err_set(&err, ERR_USAGE, "at most %d --allow-origin flags",
-                        AG_MCP_HTTP_MAX_ORIGINS);
-                goto usage_error;
-            }
-            break;
-        case 'S': {
-            char *end;
-            long n = strtol(optarg, &end, 10);
-            if (*end || n < 1 || n > 10000) {
-                err_set(&err, ERR_USAGE,
-                        "--max-sessions %s: give a number from 1 to 10000",
-                        optarg);
-                goto usage_error;
-            }
-            hopts.max_sessions = (int)n;
-            break;
-        }
-        case 'n':
-            notebook = optarg;
-            break;
-        case 'k':
-            sopts.kernel_name = optarg;
-            break;
-        case 't':
-            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
-                goto usage_error;
-            break;
-        case 'h':
-            fputs(s_usage, stdout);
-            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
-            fputs(s_usage_tail, stdout);
-            free(longopts);
-            ag_session_opts_release(&sopts);
-            return 0;
-        default:
-            err_set(&err, ERR_USAGE, "see 'jupyter-agent mcp --help'");
-            goto usage_error;
-        }
+    int parsed =
+        ag_cmd_parse(&spec, argc, argv, groups, AG_SESSION_NGROUPS, &a, &err);
+    if (parsed < 0)
+        goto usage_error;
+    if (parsed > 0) {
+        ag_session_opts_release(&sopts);
+        return 0;
     }
-    free(longopts);
-    longopts = NULL;
     if (optind < argc) {
         err_set(&err, ERR_USAGE,
                 "unexpected argument '%s'; see 'jupyter-agent mcp --help'",
@@ -178,10 +169,10 @@ ag_cmd_mcp(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    ag_mcp_config_t cfg = {.session = &sopts, .notebook_path = notebook};
-    if (http) {
-        hopts.listen = http;
-        rc = ag_mcp_http_run(&cfg, &hopts, &s_stop, &err);
+    ag_mcp_config_t cfg = {.session = &sopts, .notebook_path = a.notebook};
+    if (a.http) {
+        a.hopts.listen = a.http;
+        rc = ag_mcp_http_run(&cfg, &a.hopts, &s_stop, &err);
         if (rc < 0 && err.code == ERR_USAGE)
             goto usage_error;
     } else {
@@ -193,7 +184,6 @@ ag_cmd_mcp(int argc, char **argv)
     return rc < 0 ? (err.code ? err.code : ERR_IO) : 0;
 
 usage_error:
-    free(longopts);
     fprintf(stderr, "jupyter-agent mcp: %s\n", err.text);
     ag_session_opts_release(&sopts);
     return ERR_USAGE;

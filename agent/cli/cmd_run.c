@@ -28,12 +28,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char s_usage_archive[] =
-    "\nreport archive:\n"
-    "      --archive ZIP      also pack a report archive of the result\n"
-    "                         (see 'jupyter-agent archive --help')\n"
-    "      --archive-key KEY  sign that archive with KEY\n";
-
 static const char s_usage[] =
     "usage: jupyter-agent run NOTEBOOK.ipynb [options]\n"
     "\n"
@@ -41,17 +35,12 @@ static const char s_usage[] =
     "kernel, and write the notebook with its outputs (as nbclient and\n"
     "papermill store them) to NOTEBOOK.out.ipynb or -o OUT.\n"
     "Cells that are empty or tagged skip-execution are not run; a cell\n"
-    "tagged raises-exception may raise without stopping the run.\n"
+    "tagged raises-exception may raise without stopping the run; a cell\n"
+    "over --timeout stops it.\n"
     "\n"
     "options:\n"
     "  -o, --output OUT       where to write (default: NOTEBOOK.out.ipynb)\n"
     "      --inplace          write the result over NOTEBOOK itself\n"
-    "      --kernel NAME      kernelspec to start (default: the notebook's\n"
-    "                         metadata.kernelspec.name, else python3)\n"
-    "      --timeout S        wall-clock limit per cell (default 60; 0 = "
-    "none);\n"
-    "                         then interrupt, 5 s grace, kill; the run "
-    "stops\n"
     "      --allow-errors     record errors and keep going (exit 0)\n"
     "      --merge-streams    join consecutive same-name stream outputs\n"
     "  -p, --parameters NAME VALUE\n"
@@ -77,6 +66,10 @@ static const char s_usage[] =
     "  -q, --quiet            no progress lines\n";
 
 static const char s_usage_tail[] =
+    "\nreport archive:\n"
+    "      --archive ZIP      also pack a report archive of the result\n"
+    "                         (see 'jupyter-agent archive --help')\n"
+    "      --archive-key KEY  sign that archive with KEY\n"
     "\n"
     "The kernel's working directory is /mnt/data: files the notebook reads\n"
     "go in with --file. Progress goes to stderr, one line per cell.\n"
@@ -211,14 +204,74 @@ s_record_run(nb_notebook_t *nb, const nb_run_result_t *res,
     json_object_set_new(ja, "inputs", ag_session_inputs_json(session));
 }
 
+/* run's own flags. */
+typedef struct run_args {
+    const char *out_arg, *archive, *archive_key;
+    bool inplace, allow_errors, quiet, merge_streams;
+    const char **pnames, **pvalues; /* owned arrays of argv words */
+    size_t nparams, max_nb_bytes;
+} run_args_t;
+
+static int
+s_on_opt(int opt, const char *value, int argc, char **argv, void *arg,
+         err_t *err)
+{
+    run_args_t *a = arg;
+    switch (opt) {
+    case 'o':
+        a->out_arg = value;
+        return 0;
+    case 'I':
+        a->inplace = true;
+        return 0;
+    case 'A':
+        a->archive = value;
+        return 0;
+    case 'K':
+        a->archive_key = value;
+        return 0;
+    case 'a':
+        a->allow_errors = true;
+        return 0;
+    case 'S':
+        a->merge_streams = true;
+        return 0;
+    case 'p':
+        /* -p NAME VALUE: getopt gives NAME; VALUE is the next word,
+         * whatever it looks like (it may start with '-'). */
+        if (optind >= argc)
+            return err_set(err, ERR_USAGE, "-p %s needs two words: NAME VALUE",
+                           value);
+        a->pnames = xrealloc(a->pnames, (a->nparams + 1) * sizeof *a->pnames);
+        a->pvalues =
+            xrealloc(a->pvalues, (a->nparams + 1) * sizeof *a->pvalues);
+        a->pnames[a->nparams] = value;
+        a->pvalues[a->nparams++] = argv[optind++];
+        return 0;
+    case 'N': {
+        uint64_t n = 0;
+        if (size_parse(value, &n) < 0 || n == 0 || n > SIZE_MAX - 1)
+            return err_set(err, ERR_USAGE,
+                           "--max-notebook-size: '%s' is not a size (e.g. "
+                           "512M, 1G)",
+                           value);
+        a->max_nb_bytes = (size_t)n;
+        return 0;
+    }
+    case 'q':
+        a->quiet = true;
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 int
 ag_cmd_run(int argc, char **argv)
 {
     static const struct option own[] = {
         {"output", required_argument, 0, 'o'},
         {"inplace", no_argument, 0, 'I'},
-        {"kernel", required_argument, 0, 'k'},
-        {"timeout", required_argument, 0, 't'},
         {"allow-errors", no_argument, 0, 'a'},
         {"max-notebook-size", required_argument, 0, 'N'},
         {"merge-streams", no_argument, 0, 'S'},
@@ -228,97 +281,31 @@ ag_cmd_run(int argc, char **argv)
         {"archive-key", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    static const ag_cmd_spec_t spec = {.name = "run",
+                                       .shortopts = "o:p:qh",
+                                       .own = own,
+                                       .usage = s_usage,
+                                       .usage_tail = s_usage_tail,
+                                       .on_opt = s_on_opt};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
-    const char *out_arg = NULL, *kernel_arg = NULL, *archive = NULL;
-    const char *archive_key = NULL;
-    bool inplace = false, allow_errors = false, quiet = false,
-         merge_streams = false;
-    char **pnames = NULL, **pvalues = NULL, *out_path = NULL;
-    size_t nparams = 0, max_nb_bytes = NB_NOTEBOOK_DEFAULT_MAX_BYTES;
+    run_args_t a = {.max_nb_bytes = NB_NOTEBOOK_DEFAULT_MAX_BYTES};
+    char *out_path = NULL;
     nb_notebook_t *nb = NULL;
     ag_session_t *session = NULL;
     json_t *params = NULL;
     err_t err = {0};
-    int status = ERR_USAGE, opt;
+    int status = ERR_USAGE;
 
     cliopt_group_t groups[AG_SESSION_NGROUPS];
     ag_session_flags(&sopts, groups);
-    struct option *longopts = cliopt_longopts(own, groups, AG_SESSION_NGROUPS);
-
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "o:p:qh", longopts, NULL)) != -1) {
-        int used =
-            cliopt_dispatch(groups, AG_SESSION_NGROUPS, opt, optarg, &err);
-        if (used < 0)
-            goto fail;
-        if (used > 0)
-            continue;
-        switch (opt) {
-        case 'o':
-            out_arg = optarg;
-            break;
-        case 'I':
-            inplace = true;
-            break;
-        case 'A':
-            archive = optarg;
-            break;
-        case 'K':
-            archive_key = optarg;
-            break;
-        case 'k':
-            kernel_arg = optarg;
-            break;
-        case 't':
-            if (ag_parse_seconds(optarg, &sopts.timeout_ms, &err))
-                goto fail;
-            break;
-        case 'a':
-            allow_errors = true;
-            break;
-        case 'S':
-            merge_streams = true;
-            break;
-        case 'p':
-            /* -p NAME VALUE: getopt gives NAME; VALUE is the next word,
-             * whatever it looks like (it may start with '-'). */
-            if (optind >= argc) {
-                err_set(&err, ERR_USAGE, "-p %s needs two words: NAME VALUE",
-                        optarg);
-                goto fail;
-            }
-            pnames = xrealloc(pnames, (nparams + 1) * sizeof *pnames);
-            pvalues = xrealloc(pvalues, (nparams + 1) * sizeof *pvalues);
-            pnames[nparams] = optarg;
-            pvalues[nparams++] = argv[optind++];
-            break;
-        case 'N': {
-            uint64_t n = 0;
-            if (size_parse(optarg, &n) < 0 || n == 0 || n > SIZE_MAX - 1) {
-                err_set(&err, ERR_USAGE,
-                        "--max-notebook-size: '%s' is not a size (e.g. "
-                        "512M, 1G)",
-                        optarg);
-                goto fail;
-            }
-            max_nb_bytes = (size_t)n;
-            break;
-        }
-        case 'q':
-            quiet = true;
-            break;
-        case 'h':
-            fputs(s_usage, stdout);
-            cliopt_help(stdout, groups, AG_SESSION_NGROUPS);
-            fputs(s_usage_archive, stdout);
-            fputs(s_usage_tail, stdout);
-            status = 0;
-            goto out;
-        default:
-            err_set(&err, ERR_USAGE, "see 'jupyter-agent run --help'");
-            goto fail;
-        }
+    int parsed =
+        ag_cmd_parse(&spec, argc, argv, groups, AG_SESSION_NGROUPS, &a, &err);
+    if (parsed < 0)
+        goto fail;
+    if (parsed > 0) {
+        status = 0;
+        goto out;
     }
     if (optind != argc - 1) {
         err_set(&err, ERR_USAGE,
@@ -329,12 +316,12 @@ ag_cmd_run(int argc, char **argv)
         goto fail;
     }
     const char *in_path = argv[optind];
-    if (inplace && out_arg) {
+    if (a.inplace && a.out_arg) {
         err_set(&err, ERR_USAGE, "--inplace and -o exclude each other");
         goto fail;
     }
 
-    nb = nb_notebook_read_path(in_path, max_nb_bytes, &err);
+    nb = nb_notebook_read_path(in_path, a.max_nb_bytes, &err);
     if (!nb)
         goto fail;
     for (const char *w = nb_notebook_warnings(nb); w && *w;) {
@@ -343,17 +330,17 @@ ag_cmd_run(int argc, char **argv)
         fprintf(stderr, "jupyter-agent run: warning: %.*s\n", n, w);
         w += n + (nl != NULL);
     }
-    out_path = inplace   ? xstrdup(in_path)
-               : out_arg ? xstrdup(out_arg)
-                         : nb_path_sibling(in_path, ".out.ipynb");
-    if (s_check_output(in_path, out_path, inplace, &err))
+    out_path = a.inplace   ? xstrdup(in_path)
+               : a.out_arg ? xstrdup(a.out_arg)
+                           : nb_path_sibling(in_path, ".out.ipynb");
+    if (s_check_output(in_path, out_path, a.inplace, &err))
         goto fail;
-    if (nparams && nb_run_inject_parameters(nb, (const char *const *)pnames,
-                                            (const char *const *)pvalues,
-                                            nparams, &params, &err) < 0)
+    if (a.nparams && nb_run_inject_parameters(nb, (const char *const *)a.pnames,
+                                              (const char *const *)a.pvalues,
+                                              a.nparams, &params, &err) < 0)
         goto fail;
 
-    const char *kernel = s_kernel_name(kernel_arg, nb);
+    const char *kernel = s_kernel_name(sopts.kernel_name, nb);
     kb_kernelspec_t ks;
     if (kb_kernelspec_find(kernel, &ks, &err)) {
         err_prefix(&err, "kernel");
@@ -375,12 +362,12 @@ ag_cmd_run(int argc, char **argv)
     }
     ag_session_print_warnings(session, stderr);
 
-    run_ui_t ui = {.nb = nb, .tty = isatty(2), .quiet = quiet};
+    run_ui_t ui = {.nb = nb, .tty = isatty(2), .quiet = a.quiet};
     nb_run_opts_t ropts;
     nb_run_opts_init(&ropts);
     ropts.timeout_ms = sopts.timeout_ms;
-    ropts.allow_errors = allow_errors;
-    ropts.merge_streams = merge_streams;
+    ropts.allow_errors = a.allow_errors;
+    ropts.merge_streams = a.merge_streams;
     ropts.max_output_bytes = sopts.max_output_bytes;
     ropts.on_cell = s_on_cell;
     ropts.arg = &ui;
@@ -397,7 +384,7 @@ ag_cmd_run(int argc, char **argv)
                 "interrupted before the first cell ran; nothing written");
         goto fail;
     }
-    s_record_run(nb, &res, session, kernel, params, &sopts, allow_errors);
+    s_record_run(nb, &res, session, kernel, params, &sopts, a.allow_errors);
 
     if (nb_notebook_write_file(nb, out_path, &err)) {
         if (res.code)
@@ -406,22 +393,22 @@ ag_cmd_run(int argc, char **argv)
         goto fail;
     }
     status = res.code;
-    if (archive) {
+    if (a.archive) {
         err_t aerr = {0};
-        if (ag_archive_session(session, out_path, archive, archive_key,
+        if (ag_archive_session(session, out_path, a.archive, a.archive_key,
                                &aerr) != 0) {
             fprintf(stderr, "jupyter-agent run: --archive: %s\n", aerr.text);
             if (status == 0)
                 status = aerr.code ? aerr.code : ERR_IO;
-        } else if (!quiet) {
-            fprintf(stderr, "jupyter-agent run: archived to %s%s\n", archive,
-                    archive_key ? "" : " (not signed: no --archive-key)");
+        } else if (!a.quiet) {
+            fprintf(stderr, "jupyter-agent run: archived to %s%s\n", a.archive,
+                    a.archive_key ? "" : " (not signed: no --archive-key)");
         }
     }
     if (res.code)
         fprintf(stderr, "jupyter-agent run: %s; wrote %s\n", rerr.text,
                 out_path);
-    else if (!quiet)
+    else if (!a.quiet)
         fprintf(stderr,
                 "jupyter-agent run: %zu of %zu code cells executed (%zu "
                 "raised), %.1f s; wrote %s\n",
@@ -437,10 +424,9 @@ out:
     ag_session_hand_off(&session);
     nb_notebook_destroy(&nb);
     json_decref(params);
-    free(pnames);
-    free(pvalues);
+    free(a.pnames);
+    free(a.pvalues);
     free(out_path);
-    free(longopts);
     ag_session_opts_release(&sopts);
     return status;
 }

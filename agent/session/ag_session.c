@@ -138,6 +138,22 @@ s_set_max_output(void *o, const char *v, err_t *err)
 }
 
 static int
+s_set_kernel(void *o, const char *v, err_t *err)
+{
+    (void)err;
+    ((ag_session_opts_t *)o)->kernel_name = v;
+    return 0;
+}
+
+static int
+s_set_timeout(void *o, const char *v, err_t *err)
+{
+    if (ag_parse_seconds(v, &((ag_session_opts_t *)o)->timeout_ms, err))
+        return err_prefix(err, "--timeout");
+    return 0;
+}
+
+static int
 s_set_idle_timeout(void *o, const char *v, err_t *err)
 {
     if (ag_parse_seconds(v, &((ag_session_opts_t *)o)->idle_timeout_ms, err))
@@ -229,6 +245,15 @@ static const cliopt_t s_gateway_flags[] = {
 
 /* The session's own flags; the sandbox's are sb_policy_flags(). */
 static const cliopt_t s_session_flags[] = {
+    {"kernel", "NAME",
+     "kernelspec to start (default python3; run: the\n"
+     "notebook's metadata.kernelspec.name, else python3)",
+     s_set_kernel, "python3", NULL},
+    {"timeout", "S",
+     "wall-clock limit per execution: the code, a cell,\n"
+     "a python call (default 60; 0 = none); then\n"
+     "interrupt, 5 s grace, kill",
+     s_set_timeout, "30", "abc"},
     {"file", "PATH[:NAME]", "copy a file into /mnt/data before start",
      s_set_file, "notes.txt", NULL},
     {"max-output", "BYTES",

@@ -20,7 +20,7 @@
 typedef struct ag_session ag_session_t;
 
 typedef struct ag_session_opts {
-    const char *kernel_name; /* NULL = python3 */
+    const char *kernel_name; /* --kernel (borrowed: argv); NULL = python3 */
     int timeout_ms;          /* per execution; default 60 s, 0 = none */
     size_t max_output_bytes; /* per execution; default 64 MiB */
     bool no_sandbox;         /* --no-sandbox */
@@ -56,9 +56,10 @@ typedef struct ag_session_opts {
 
 void ag_session_opts_init(ag_session_opts_t *o);
 void ag_session_opts_release(ag_session_opts_t *o);
-/* The flag groups every session-starting command (exec, run, ask, kernel)
- * accepts, in help order: the session's own (--file, --max-output, --warm,
- * --idle-timeout, --max-lifetime, --no-sandbox), the sandbox policy
+/* The flag groups every session-starting command (exec, run, ask, kernel,
+ * mcp) accepts, in help order: the session's own (--kernel, --timeout,
+ * --file, --max-output, --warm, --idle-timeout, --max-lifetime,
+ * --no-sandbox), the sandbox policy
  * (sb_policy_flags), the packages (--packages, --install, --trust) and
  * the remote kernels (--gateway, --gateway-token-file, --gateway-ca).
  * Their targets are `o` and `&o->policy`; see common/cliopt.h. */

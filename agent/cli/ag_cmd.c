@@ -1,0 +1,37 @@
+/*
+ * ag_cmd: the flag loop every subcommand that takes flag groups shares.
+ */
+#include "agent/cli/ag_cmd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int
+ag_cmd_parse(const ag_cmd_spec_t *spec, int argc, char **argv,
+             const cliopt_group_t *groups, size_t ngroups, void *arg,
+             err_t *err)
+{
+    struct option *longopts = cliopt_longopts(spec->own, groups, ngroups);
+    int rc = 0, opt;
+    optind = 1;
+    while (rc == 0 && (opt = getopt_long(argc, argv, spec->shortopts, longopts,
+                                         NULL)) != -1) {
+        int used = cliopt_dispatch(groups, ngroups, opt, optarg, err);
+        if (used != 0) {
+            rc = used < 0 ? -1 : 0;
+        } else if (opt == 'h') {
+            fputs(spec->usage, stdout);
+            cliopt_help(stdout, groups, ngroups);
+            if (spec->usage_tail)
+                fputs(spec->usage_tail, stdout);
+            rc = 1;
+        } else {
+            rc = spec->on_opt(opt, optarg, argc, argv, arg, err);
+            if (rc > 0) /* getopt's '?' or an option nobody handles */
+                rc = err_set(err, ERR_USAGE, "see 'jupyter-agent %s --help'",
+                             spec->name);
+        }
+    }
+    free(longopts);
+    return rc;
+}
