@@ -26,7 +26,9 @@ ag_cmd_parse(const ag_cmd_spec_t *spec, int argc, char **argv,
                 fputs(spec->usage_tail, stdout);
             rc = 1;
         } else {
-            rc = spec->on_opt(opt, optarg, argc, argv, arg, err);
+            ag_cmd_opt_t o = {
+                .opt = opt, .value = optarg, .argc = argc, .argv = argv};
+            rc = spec->on_opt(arg, &o, err);
             if (rc > 0) /* getopt's '?' or an option nobody handles */
                 rc = err_set(err, ERR_USAGE, "see 'jupyter-agent %s --help'",
                              spec->name);
@@ -34,4 +36,17 @@ ag_cmd_parse(const ag_cmd_spec_t *spec, int argc, char **argv,
     }
     free(longopts);
     return rc;
+}
+
+int
+ag_cmd_parse_session(const ag_cmd_spec_t *spec, int argc, char **argv,
+                     ag_session_opts_t *sopts, const cliopt_group_t *extra,
+                     void *arg, err_t *err)
+{
+    cliopt_group_t groups[AG_SESSION_NGROUPS + 1];
+    ag_session_flags(sopts, groups);
+    size_t n = AG_SESSION_NGROUPS;
+    if (extra)
+        groups[n++] = *extra;
+    return ag_cmd_parse(spec, argc, argv, groups, n, arg, err);
 }

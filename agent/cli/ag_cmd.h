@@ -8,6 +8,7 @@
 #ifndef AGENT_CLI_AG_CMD_H
 #define AGENT_CLI_AG_CMD_H
 
+#include "agent/session/ag_session.h"
 #include "common/cliopt.h"
 #include "common/err.h"
 
@@ -25,6 +26,16 @@ int ag_cmd_serve(int argc, char **argv);
 int ag_cmd_archive(int argc, char **argv);
 int ag_cmd_mcp(int argc, char **argv);
 
+/* An option getopt_long returned: its `val`, optarg, and the command's
+ * argv. A flag that takes the next word too reads argv[optind] and
+ * advances the global optind. */
+typedef struct ag_cmd_opt {
+    int opt;
+    const char *value;
+    int argc;
+    char **argv;
+} ag_cmd_opt_t;
+
 /* How a subcommand parses its flags: its own options and flag groups. */
 typedef struct ag_cmd_spec {
     const char *name;         /* "exec": in "see 'jupyter-agent exec --help'" */
@@ -33,13 +44,9 @@ typedef struct ag_cmd_spec {
                                  zero-terminated */
     const char *usage;        /* --help: printed before the groups' help */
     const char *usage_tail;   /* ... and after it (NULL: nothing) */
-    /* An own option getopt_long returned (`value` is optarg), with the
-     * `arg` given to ag_cmd_parse. 0: applied; -1: a usage error in err;
-     * 1: not an option of the command (getopt's '?'). A flag that takes
-     * the next word too reads argv[optind] and advances the global
-     * optind. */
-    int (*on_opt)(int opt, const char *value, int argc, char **argv, void *arg,
-                  err_t *err);
+    /* An own option: 0 applied; -1 a usage error in err; 1 not an option
+     * of the command (getopt's '?'). `arg` is ag_cmd_parse's. */
+    int (*on_opt)(void *arg, const struct ag_cmd_opt *o, err_t *err);
 } ag_cmd_spec_t;
 
 /* Run getopt_long over argv (from optind = 1) with spec's own options and
@@ -53,5 +60,12 @@ typedef struct ag_cmd_spec {
 int ag_cmd_parse(const ag_cmd_spec_t *spec, int argc, char **argv,
                  const cliopt_group_t *groups, size_t ngroups, void *arg,
                  err_t *err);
+
+/* ag_cmd_parse with the session's flag groups (ag_session_flags) over
+ * `sopts`, then `extra` (a command's own group; NULL: none): the parse of
+ * exec, run, ask, kernel and mcp. */
+int ag_cmd_parse_session(const ag_cmd_spec_t *spec, int argc, char **argv,
+                         ag_session_opts_t *sopts, const cliopt_group_t *extra,
+                         void *arg, err_t *err);
 
 #endif

@@ -53,9 +53,6 @@ static const char s_usage[] =
     "                         the Jupyter runtime dir. NOT sandboxed\n"
     "      --allow-unsigned   accept a connection file with an empty key\n"
     "  -q, --quiet            print only the answer and the summary\n"
-    "      --archive ZIP      also pack a report archive of the session\n"
-    "                         ('jupyter-agent archive --help'); with\n"
-    "      --archive-key KEY  it is signed\n"
     "\n"
     "environment: OPENAI_API_KEY, OPENAI_BASE_URL (any compatible server),\n"
     "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, JUPYTER_AGENT_MODEL. Keys never\n"
@@ -533,18 +530,17 @@ s_exit_code(int rc, const err_t *err, const ag_loop_stats_t *st)
 
 /* What the command line asked for. */
 typedef struct ask_args {
-    const char *model;        /* --model, or NULL for the environment's */
-    const char *output;       /* -o, or NULL for session-STAMP.ipynb */
-    const char *record;       /* --record FILE, or NULL */
-    const char *existing_arg; /* --existing's connection file, or NULL */
-    const char *archive;      /* --archive ZIP, or NULL */
-    const char *archive_key;  /* --archive-key KEY, or NULL: unsigned */
-    bool existing;            /* --existing given (with or without FILE) */
-    bool allow_unsigned;      /* --allow-unsigned */
-    bool quiet;               /* -q */
-    int max_steps;            /* --max-steps */
-    ag_session_opts_t sopts;  /* the session's and sandbox's flags */
-    char *question;           /* owned; never empty once parsed */
+    const char *model;          /* --model, or NULL for the environment's */
+    const char *output;         /* -o, or NULL for session-STAMP.ipynb */
+    const char *record;         /* --record FILE, or NULL */
+    const char *existing_arg;   /* --existing's connection file, or NULL */
+    ag_archive_flags_t archive; /* --archive ZIP, --archive-key KEY */
+    bool existing;              /* --existing given (with or without FILE) */
+    bool allow_unsigned;        /* --allow-unsigned */
+    bool quiet;                 /* -q */
+    int max_steps;              /* --max-steps */
+    ag_session_opts_t sopts;    /* the session's and sandbox's flags */
+    char *question;             /* owned; never empty once parsed */
 } ask_args_t;
 
 static int
@@ -585,42 +581,35 @@ s_take_question(int argc, char **argv, int first, ask_args_t *a, err_t *err)
 }
 
 static int
-s_on_opt(int opt, const char *value, int argc, char **argv, void *arg,
-         err_t *err)
+s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
 {
     ask_args_t *a = arg;
-    switch (opt) {
+    switch (o->opt) {
     case 'm':
-        a->model = value;
+        a->model = o->value;
         return 0;
     case 'o':
-        a->output = value;
+        a->output = o->value;
         return 0;
     case 'S':
-        return s_parse_max_steps(value, &a->max_steps, err);
+        return s_parse_max_steps(o->value, &a->max_steps, err);
     case 'r':
-        a->record = value;
+        a->record = o->value;
         return 0;
     case 'e':
         /* "--existing FILE.json" too: the optional value may be the
          * next word when it names a connection file. */
-        if (!value && optind < argc && argv[optind][0] != '-' &&
-            s_ends_with(argv[optind], ".json"))
-            value = argv[optind++];
         a->existing = true;
-        a->existing_arg = value;
+        a->existing_arg = o->value;
+        if (!o->value && optind < o->argc && o->argv[optind][0] != '-' &&
+            s_ends_with(o->argv[optind], ".json"))
+            a->existing_arg = o->argv[optind++];
         return 0;
     case 'U':
         a->allow_unsigned = true;
         return 0;
     case 'q':
         a->quiet = true;
-        return 0;
-    case 'A':
-        a->archive = value;
-        return 0;
-    case 'K':
-        a->archive_key = value;
         return 0;
     default:
         return 1;
@@ -640,8 +629,6 @@ s_parse_args(int argc, char **argv, ask_args_t *a, err_t *err)
         {"existing", optional_argument, 0, 'e'},
         {"allow-unsigned", no_argument, 0, 'U'},
         {"quiet", no_argument, 0, 'q'},
-        {"archive", required_argument, 0, 'A'},
-        {"archive-key", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static const ag_cmd_spec_t spec = {.name = "ask",
@@ -650,10 +637,9 @@ s_parse_args(int argc, char **argv, ask_args_t *a, err_t *err)
                                        .usage = s_usage,
                                        .usage_tail = s_usage_tail,
                                        .on_opt = s_on_opt};
-    cliopt_group_t groups[AG_SESSION_NGROUPS];
-    ag_session_flags(&a->sopts, groups);
+    cliopt_group_t archive = ag_archive_flags(&a->archive);
     int rc =
-        ag_cmd_parse(&spec, argc, argv, groups, AG_SESSION_NGROUPS, a, err);
+        ag_cmd_parse_session(&spec, argc, argv, &a->sopts, &archive, a, err);
     if (rc == 0)
         rc = s_take_question(argc, argv, optind, a, err);
     if (rc == 0 && a->existing && a->sopts.nfiles)
@@ -723,11 +709,11 @@ s_archive(ask_ui_t *ui, const ask_args_t *a, ag_session_t *session,
           const char *nb_path, int status)
 {
     err_t aerr = {0};
-    if (ag_archive_session(session, nb_path, a->archive, a->archive_key,
+    if (ag_archive_session(session, nb_path, a->archive.path, a->archive.key,
                            &aerr) == 0) {
         printf("%sarchive:%s  %s%s\n", s_c(ui, "\033[1m"), s_c(ui, "\033[0m"),
-               a->archive,
-               a->archive_key ? "" : " (not signed: no --archive-key)");
+               a->archive.path,
+               a->archive.key ? "" : " (not signed: no --archive-key)");
         return status;
     }
     fprintf(stderr, "jupyter-agent ask: --archive: %s\n", aerr.text);
@@ -779,7 +765,7 @@ s_ask_and_save(ask_ui_t *ui, const ask_args_t *a, ag_loop_t *loop,
     s_copy_out(ui, session, files_dir);
     free(files_dir);
     /* After the copy-out: the archive holds SESSION_files/ as outputs/. */
-    if (saved && a->archive)
+    if (saved && a->archive.path)
         status = s_archive(ui, a, session, nb_path, status);
     fflush(stdout);
     return status;

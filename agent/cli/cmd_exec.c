@@ -131,16 +131,13 @@ typedef struct exec_args {
 } exec_args_t;
 
 static int
-s_on_opt(int opt, const char *value, int argc, char **argv, void *arg,
-         err_t *err)
+s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
 {
-    (void)argc;
-    (void)argv;
     (void)err;
     exec_args_t *a = arg;
-    switch (opt) {
+    switch (o->opt) {
     case 'c':
-        a->code_arg = value;
+        a->code_arg = o->value;
         return 0;
     case 'j':
         a->json = true;
@@ -149,10 +146,10 @@ s_on_opt(int opt, const char *value, int argc, char **argv, void *arg,
         a->merge_streams = true;
         return 0;
     case 'o':
-        a->out_dir = value;
+        a->out_dir = o->value;
         return 0;
     case 'e':
-        a->existing = value;
+        a->existing = o->value;
         return 0;
     case 'U':
         a->allow_unsigned = true;
@@ -185,25 +182,15 @@ ag_cmd_exec(int argc, char **argv)
     ag_session_opts_init(&sopts);
     exec_ui_t ui = {.render = {.out = stdout, .err = stderr}};
     err_t err = {0};
-    cliopt_group_t groups[AG_SESSION_NGROUPS];
-    ag_session_flags(&sopts, groups);
     int parsed =
-        ag_cmd_parse(&spec, argc, argv, groups, AG_SESSION_NGROUPS, &a, &err);
-    if (parsed < 0)
+        ag_cmd_parse_session(&spec, argc, argv, &sopts, NULL, &a, &err);
+    if (parsed != 0) /* --help (1) ends there too, with exit 0 */
         goto usage_error;
-    if (parsed > 0) {
-        ag_session_opts_release(&sopts);
-        return 0;
-    }
-    const char *code_arg = a.code_arg, *existing = a.existing,
-               *out_dir = a.out_dir;
-    bool json = a.json, allow_unsigned = a.allow_unsigned,
-         merge_streams = a.merge_streams;
 
     char *code = NULL;
     bool code_from_stdin = false;
-    if (code_arg) {
-        code = xstrdup(code_arg);
+    if (a.code_arg) {
+        code = xstrdup(a.code_arg);
     } else if (optind < argc && strcmp(argv[optind], "-") != 0) {
         FILE *f = fopen(argv[optind], "r");
         if (!f) {
@@ -220,16 +207,16 @@ ag_cmd_exec(int argc, char **argv)
         code = s_read_all(stdin);
         code_from_stdin = true;
     }
-    ui.json = json;
+    ui.json = a.json;
     ui.render.color = isatty(1) && isatty(2);
-    if (out_dir) {
+    if (a.out_dir) {
         /* Images count against --max-output and --disk, whichever is
          * smaller, and the same entry cap as every copy-out. */
         sb_files_out_opts_t oo;
         sb_policy_out_opts(&sopts.policy, &oo);
         if (sopts.max_output_bytes && sopts.max_output_bytes < oo.max_bytes)
             oo.max_bytes = sopts.max_output_bytes;
-        img_dir = sb_outdir_open(out_dir, &oo, &err);
+        img_dir = sb_outdir_open(a.out_dir, &oo, &err);
         if (!img_dir) {
             err_prefix(&err, "--out");
             free(code);
@@ -239,8 +226,8 @@ ag_cmd_exec(int argc, char **argv)
     }
 
     ag_session_t *session =
-        existing ? ag_session_attach(existing, allow_unsigned, &err)
-                 : ag_session_start(&sopts, &err);
+        a.existing ? ag_session_attach(a.existing, a.allow_unsigned, &err)
+                   : ag_session_start(&sopts, &err);
     if (!session) {
         fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
         free(code);
@@ -261,15 +248,15 @@ ag_cmd_exec(int argc, char **argv)
                              .arg = &ui};
     /* One execution, then exit: a kernel killed after a timeout is not
      * restarted (an attached one is never restarted anyway). */
-    if (!existing)
+    if (!a.existing)
         kb_kernel_no_restart(ag_session_kernel(session));
     kb_output_t *out = kb_output_new(NULL, sopts.max_output_bytes);
-    kb_output_merge_streams(out, merge_streams);
+    kb_output_merge_streams(out, a.merge_streams);
     int rc = kb_kernel_execute(ag_session_kernel(session), code, &xopts,
                                sopts.timeout_ms, out, &hooks, &err);
     int status = s_exit_code(rc, &err, out);
 
-    if (json) {
+    if (a.json) {
         json_t *obj = kb_output_to_json(out);
         if (rc && !json_object_get(obj, "error"))
             json_object_set_new(obj, "error", json_string(err.text));
@@ -291,7 +278,7 @@ ag_cmd_exec(int argc, char **argv)
         ag_render_end_lines(&ui.render);
         fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
     }
-    if (kb_output_truncated(out) && !json) {
+    if (kb_output_truncated(out) && !a.json) {
         ag_render_end_lines(&ui.render);
         /* The cap, not what was kept: since outputs are charged their real
          * cost, a first output over the cap leaves 0 bytes stored. */
@@ -308,7 +295,8 @@ ag_cmd_exec(int argc, char **argv)
     return status;
 
 usage_error:
-    fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
+    if (parsed <= 0)
+        fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
     ag_session_opts_release(&sopts);
-    return ERR_USAGE;
+    return parsed > 0 ? 0 : ERR_USAGE;
 }

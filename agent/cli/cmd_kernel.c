@@ -52,19 +52,16 @@ s_on_signal(int sig)
 }
 
 static int
-s_on_opt(int opt, const char *value, int argc, char **argv, void *arg,
-         err_t *err)
+s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
 {
-    (void)argc;
-    (void)argv;
     (void)err;
     ag_kernel_opts_t *kopts = arg;
-    switch (opt) {
+    switch (o->opt) {
     case 'f':
-        kopts->connection_file = value;
+        kopts->connection_file = o->value;
         return 0;
     case 'm':
-        kopts->model = value;
+        kopts->model = o->value;
         return 0;
     case 'U':
         kopts->allow_unsigned = true;
@@ -93,16 +90,10 @@ ag_cmd_kernel(int argc, char **argv)
     ag_kernel_opts_t kopts = {.inner = &sopts, .ask = ag_loop_kernel_ask};
     err_t err = {0};
     int status = 0;
-    cliopt_group_t groups[AG_SESSION_NGROUPS];
-    ag_session_flags(&sopts, groups);
-    int parsed = ag_cmd_parse(&spec, argc, argv, groups, AG_SESSION_NGROUPS,
-                              &kopts, &err);
-    if (parsed < 0)
+    int parsed =
+        ag_cmd_parse_session(&spec, argc, argv, &sopts, NULL, &kopts, &err);
+    if (parsed != 0) /* --help (1) ends there too, with exit 0 */
         goto usage_error;
-    if (parsed > 0) {
-        ag_session_opts_release(&sopts);
-        return 0;
-    }
     /* Frontends append their own extra arguments (`jupyter run` passes
      * its file names, which ipykernel would run at start-up); a kernel
      * that refused to start over them would leave the frontend hanging. */
@@ -136,7 +127,8 @@ ag_cmd_kernel(int argc, char **argv)
     return status;
 
 usage_error:
-    fprintf(stderr, "jupyter-agent kernel: %s\n", err.text);
+    if (parsed <= 0)
+        fprintf(stderr, "jupyter-agent kernel: %s\n", err.text);
     ag_session_opts_release(&sopts);
-    return ERR_USAGE;
+    return parsed > 0 ? 0 : ERR_USAGE;
 }

@@ -81,37 +81,34 @@ typedef struct mcp_args {
 } mcp_args_t;
 
 static int
-s_on_opt(int opt, const char *value, int argc, char **argv, void *arg,
-         err_t *err)
+s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
 {
-    (void)argc;
-    (void)argv;
     mcp_args_t *a = arg;
-    switch (opt) {
+    switch (o->opt) {
     case 'H':
-        a->http = value;
+        a->http = o->value;
         return 0;
     case 'T':
-        a->hopts.token_file = value;
+        a->hopts.token_file = o->value;
         return 0;
     case 'O':
         if (a->hopts.norigins >= AG_MCP_HTTP_MAX_ORIGINS)
             return err_set(err, ERR_USAGE, "at most %d --allow-origin flags",
                            AG_MCP_HTTP_MAX_ORIGINS);
-        a->hopts.origins[a->hopts.norigins++] = value;
+        a->hopts.origins[a->hopts.norigins++] = o->value;
         return 0;
     case 'S': {
         char *end;
-        long n = strtol(value, &end, 10);
+        long n = strtol(o->value, &end, 10);
         if (*end || n < 1 || n > 10000)
             return err_set(err, ERR_USAGE,
                            "--max-sessions %s: give a number from 1 to 10000",
-                           value);
+                           o->value);
         a->hopts.max_sessions = (int)n;
         return 0;
     }
     case 'n':
-        a->notebook = value;
+        a->notebook = o->value;
         return 0;
     default:
         return 1;
@@ -140,16 +137,10 @@ ag_cmd_mcp(int argc, char **argv)
     mcp_args_t a = {.hopts = {.max_sessions = 16}};
     err_t err = {0};
     int rc;
-    cliopt_group_t groups[AG_SESSION_NGROUPS];
-    ag_session_flags(&sopts, groups);
     int parsed =
-        ag_cmd_parse(&spec, argc, argv, groups, AG_SESSION_NGROUPS, &a, &err);
-    if (parsed < 0)
+        ag_cmd_parse_session(&spec, argc, argv, &sopts, NULL, &a, &err);
+    if (parsed != 0) /* --help (1) ends there too, with exit 0 */
         goto usage_error;
-    if (parsed > 0) {
-        ag_session_opts_release(&sopts);
-        return 0;
-    }
     if (optind < argc) {
         err_set(&err, ERR_USAGE,
                 "unexpected argument '%s'; see 'jupyter-agent mcp --help'",
@@ -184,7 +175,8 @@ ag_cmd_mcp(int argc, char **argv)
     return rc < 0 ? (err.code ? err.code : ERR_IO) : 0;
 
 usage_error:
-    fprintf(stderr, "jupyter-agent mcp: %s\n", err.text);
+    if (parsed <= 0)
+        fprintf(stderr, "jupyter-agent mcp: %s\n", err.text);
     ag_session_opts_release(&sopts);
-    return ERR_USAGE;
+    return parsed > 0 ? 0 : ERR_USAGE;
 }

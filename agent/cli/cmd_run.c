@@ -66,10 +66,6 @@ static const char s_usage[] =
     "  -q, --quiet            no progress lines\n";
 
 static const char s_usage_tail[] =
-    "\nreport archive:\n"
-    "      --archive ZIP      also pack a report archive of the result\n"
-    "                         (see 'jupyter-agent archive --help')\n"
-    "      --archive-key KEY  sign that archive with KEY\n"
     "\n"
     "The kernel's working directory is /mnt/data: files the notebook reads\n"
     "go in with --file. Progress goes to stderr, one line per cell.\n"
@@ -206,29 +202,23 @@ s_record_run(nb_notebook_t *nb, const nb_run_result_t *res,
 
 /* run's own flags. */
 typedef struct run_args {
-    const char *out_arg, *archive, *archive_key;
+    const char *out_arg;
+    ag_archive_flags_t archive;
     bool inplace, allow_errors, quiet, merge_streams;
     const char **pnames, **pvalues; /* owned arrays of argv words */
     size_t nparams, max_nb_bytes;
 } run_args_t;
 
 static int
-s_on_opt(int opt, const char *value, int argc, char **argv, void *arg,
-         err_t *err)
+s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
 {
     run_args_t *a = arg;
-    switch (opt) {
+    switch (o->opt) {
     case 'o':
-        a->out_arg = value;
+        a->out_arg = o->value;
         return 0;
     case 'I':
         a->inplace = true;
-        return 0;
-    case 'A':
-        a->archive = value;
-        return 0;
-    case 'K':
-        a->archive_key = value;
         return 0;
     case 'a':
         a->allow_errors = true;
@@ -239,22 +229,22 @@ s_on_opt(int opt, const char *value, int argc, char **argv, void *arg,
     case 'p':
         /* -p NAME VALUE: getopt gives NAME; VALUE is the next word,
          * whatever it looks like (it may start with '-'). */
-        if (optind >= argc)
+        if (optind >= o->argc)
             return err_set(err, ERR_USAGE, "-p %s needs two words: NAME VALUE",
-                           value);
+                           o->value);
         a->pnames = xrealloc(a->pnames, (a->nparams + 1) * sizeof *a->pnames);
         a->pvalues =
             xrealloc(a->pvalues, (a->nparams + 1) * sizeof *a->pvalues);
-        a->pnames[a->nparams] = value;
-        a->pvalues[a->nparams++] = argv[optind++];
+        a->pnames[a->nparams] = o->value;
+        a->pvalues[a->nparams++] = o->argv[optind++];
         return 0;
     case 'N': {
         uint64_t n = 0;
-        if (size_parse(value, &n) < 0 || n == 0 || n > SIZE_MAX - 1)
+        if (size_parse(o->value, &n) < 0 || n == 0 || n > SIZE_MAX - 1)
             return err_set(err, ERR_USAGE,
                            "--max-notebook-size: '%s' is not a size (e.g. "
                            "512M, 1G)",
-                           value);
+                           o->value);
         a->max_nb_bytes = (size_t)n;
         return 0;
     }
@@ -277,8 +267,6 @@ ag_cmd_run(int argc, char **argv)
         {"merge-streams", no_argument, 0, 'S'},
         {"parameters", required_argument, 0, 'p'},
         {"quiet", no_argument, 0, 'q'},
-        {"archive", required_argument, 0, 'A'},
-        {"archive-key", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static const ag_cmd_spec_t spec = {.name = "run",
@@ -297,10 +285,9 @@ ag_cmd_run(int argc, char **argv)
     err_t err = {0};
     int status = ERR_USAGE;
 
-    cliopt_group_t groups[AG_SESSION_NGROUPS];
-    ag_session_flags(&sopts, groups);
+    cliopt_group_t archive = ag_archive_flags(&a.archive);
     int parsed =
-        ag_cmd_parse(&spec, argc, argv, groups, AG_SESSION_NGROUPS, &a, &err);
+        ag_cmd_parse_session(&spec, argc, argv, &sopts, &archive, &a, &err);
     if (parsed < 0)
         goto fail;
     if (parsed > 0) {
@@ -393,16 +380,17 @@ ag_cmd_run(int argc, char **argv)
         goto fail;
     }
     status = res.code;
-    if (a.archive) {
+    if (a.archive.path) {
         err_t aerr = {0};
-        if (ag_archive_session(session, out_path, a.archive, a.archive_key,
+        if (ag_archive_session(session, out_path, a.archive.path, a.archive.key,
                                &aerr) != 0) {
             fprintf(stderr, "jupyter-agent run: --archive: %s\n", aerr.text);
             if (status == 0)
                 status = aerr.code ? aerr.code : ERR_IO;
         } else if (!a.quiet) {
-            fprintf(stderr, "jupyter-agent run: archived to %s%s\n", a.archive,
-                    a.archive_key ? "" : " (not signed: no --archive-key)");
+            fprintf(stderr, "jupyter-agent run: archived to %s%s\n",
+                    a.archive.path,
+                    a.archive.key ? "" : " (not signed: no --archive-key)");
         }
     }
     if (res.code)

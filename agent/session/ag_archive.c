@@ -491,6 +491,37 @@ out:
     return rc;
 }
 
+static int
+s_set_archive(void *f, const char *v, err_t *err)
+{
+    (void)err;
+    ((ag_archive_flags_t *)f)->path = v;
+    return 0;
+}
+
+static int
+s_set_archive_key(void *f, const char *v, err_t *err)
+{
+    (void)err;
+    ((ag_archive_flags_t *)f)->key = v;
+    return 0;
+}
+
+static const cliopt_t s_archive_flags[] = {
+    {"archive", "ZIP",
+     "also pack a report archive of the result\n"
+     "(see 'jupyter-agent archive --help')",
+     s_set_archive, "report.zip", NULL},
+    {"archive-key", "KEY", "sign that archive with KEY", s_set_archive_key,
+     "signing.key", NULL},
+};
+
+cliopt_group_t
+ag_archive_flags(ag_archive_flags_t *f)
+{
+    return CLIOPT_GROUP("report archive", s_archive_flags, f);
+}
+
 int
 ag_archive_session(ag_session_t *session, const char *nb_path,
                    const char *archive_path, const char *key_path, err_t *err)

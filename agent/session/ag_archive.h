@@ -24,6 +24,7 @@
 #define AGENT_SESSION_AG_ARCHIVE_H
 
 #include "agent/session/ag_session.h"
+#include "common/cliopt.h"
 #include "common/err.h"
 #include "notebook-io/nb_archive.h"
 #include "notebook-io/nb_notebook.h"
@@ -68,6 +69,16 @@ int ag_archive_pack(const ag_archive_pack_opts_t *o, size_t *nfiles_out,
 int ag_archive_session(ag_session_t *session, const char *nb_path,
                        const char *archive_path, const char *key_path,
                        err_t *err);
+
+/* --archive ZIP and --archive-key KEY, which `ask` and `run` take to call
+ * ag_archive_session (both borrowed from argv). */
+typedef struct ag_archive_flags {
+    const char *path; /* --archive ZIP, or NULL: no archive */
+    const char *key;  /* --archive-key KEY, or NULL: unsigned */
+} ag_archive_flags_t;
+
+/* Their flag group ("report archive", common/cliopt.h) over `f`. */
+cliopt_group_t ag_archive_flags(ag_archive_flags_t *f);
 
 /* A verified archive. */
 typedef struct ag_archive {
