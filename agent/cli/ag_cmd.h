@@ -51,9 +51,9 @@ typedef struct ag_cmd_spec {
 
 /* Run getopt_long over argv (from optind = 1) with spec's own options and
  * the rows of `groups`: a row's flag is applied by cliopt_dispatch, an own
- * option goes to spec->on_opt(opt, optarg, arg, err), -h/--help prints the
- * usage, the groups' help and the usage tail on stdout. Returns 0 when the
- * flags are parsed (optind is at the first operand), 1 when the help was
+ * option goes to spec->on_opt(arg, ...), -h/--help prints the usage, the
+ * groups' help and the usage tail on stdout. Returns 0 when the flags are
+ * parsed (optind is at the first operand), 1 when the help was
  * printed (the command exits 0), -1 with ERR_USAGE in err for a refused
  * value or an unknown option ("see 'jupyter-agent NAME --help'"); the
  * caller prints "jupyter-agent NAME: err" and exits ERR_USAGE. */

@@ -61,6 +61,57 @@ s_listening(const char *path, void *arg)
     fflush(stdout);
 }
 
+/* serve's own flags. */
+typedef struct serve_args {
+    kb_serve_opts_t o;
+    const char *query; /* --status ("stats") or --stop ("stop"), or NULL */
+} serve_args_t;
+
+static int
+s_on_opt(void *arg, const ag_cmd_opt_t *opt, err_t *err)
+{
+    serve_args_t *a = arg;
+    char *end;
+    long n;
+    switch (opt->opt) {
+    case 'p':
+        n = strtol(opt->value, &end, 10);
+        if (*end || n < 1 || n > 1000)
+            return err_set(err, ERR_USAGE, "--pool takes 1..1000, not '%s'",
+                           opt->value);
+        a->o.pool_size = (unsigned)n;
+        return 0;
+    case 'P':
+        a->o.preload = opt->value;
+        return 0;
+    case 'W':
+        n = strtol(opt->value, &end, 10);
+        if (*end || n < 1 || n > 3600)
+            return err_set(err, ERR_USAGE,
+                           "--warmup-timeout takes 1..3600 seconds, not '%s'",
+                           opt->value);
+        a->o.warmup_timeout_ms = (int)n * 1000;
+        return 0;
+    case 'k':
+        a->o.kernel_name = opt->value;
+        return 0;
+    case 's':
+        a->o.socket_path = opt->value;
+        return 0;
+    case 'S':
+        a->query = "stats";
+        return 0;
+    case 'X':
+        a->query = "stop";
+        return 0;
+    case 'F':
+        a->o.factory = true;
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 int
 ag_cmd_serve(int argc, char **argv)
 {
@@ -75,89 +126,33 @@ ag_cmd_serve(int argc, char **argv)
         {"warmup-timeout", required_argument, 0, 'W'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    kb_serve_opts_t o = {0};
+    static const ag_cmd_spec_t spec = {.name = "serve",
+                                       .shortopts = "h",
+                                       .own = own,
+                                       .usage = s_usage,
+                                       .on_opt = s_on_opt};
+    serve_args_t a = {0};
+    kb_serve_opts_t *o = &a.o;
     sb_policy_t policy;
     sb_policy_init_default(&policy);
     err_t err = {0};
-    const char *query = NULL;
     int status = 0;
     cliopt_group_t groups[] = {sb_policy_flags(&policy)};
-    struct option *longopts = cliopt_longopts(own, groups, 1);
-    optind = 1;
-    int opt;
-    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int used = cliopt_dispatch(groups, 1, opt, optarg, &err);
-        if (used < 0)
-            goto usage_error;
-        if (used > 0)
-            continue;
-        switch (opt) {
-        case 'p': {
-            char *end;
-            long n = strtol(optarg, &end, 10);
-            if (*end || n < 1 || n > 1000) {
-                err_set(&err, ERR_USAGE, "--pool takes 1..1000, not '%s'",
-                        optarg);
-                goto usage_error;
-            }
-            o.pool_size = (unsigned)n;
-            break;
-        }
-        case 'P':
-            o.preload = optarg;
-            break;
-        case 'W': {
-            char *end;
-            long n = strtol(optarg, &end, 10);
-            if (*end || n < 1 || n > 3600) {
-                err_set(&err, ERR_USAGE,
-                        "--warmup-timeout takes 1..3600 seconds, not '%s'",
-                        optarg);
-                goto usage_error;
-            }
-            o.warmup_timeout_ms = (int)n * 1000;
-            break;
-        }
-        case 'k':
-            o.kernel_name = optarg;
-            break;
-        case 's':
-            o.socket_path = optarg;
-            break;
-        case 'S':
-            query = "stats";
-            break;
-        case 'X':
-            query = "stop";
-            break;
-        case 'F':
-            o.factory = true;
-            break;
-        case 'h':
-            fputs(s_usage, stdout);
-            cliopt_help(stdout, groups, 1);
-            sb_policy_release(&policy);
-            free(longopts);
-            return 0;
-        default:
-            err_set(&err, ERR_USAGE, "see 'jupyter-agent serve --help'");
-            goto usage_error;
-        }
-    }
+    int parsed = ag_cmd_parse(&spec, argc, argv, groups, 1, &a, &err);
+    if (parsed != 0) /* --help (1) ends there too, with exit 0 */
+        goto usage_error;
     if (optind < argc) {
         err_set(&err, ERR_USAGE, "unexpected argument '%s'", argv[optind]);
         goto usage_error;
     }
-    free(longopts);
-    longopts = NULL;
-    if (policy.seccomp_audit && o.factory) {
+    if (policy.seccomp_audit && o->factory) {
         err_set(&err, ERR_USAGE,
                 "--seccomp-audit does not work with --factory (forked "
                 "kernels install the enforcing filter themselves); drop one");
         goto usage_error;
     }
-    if (query) {
-        json_t *reply = kb_serve_request(o.socket_path, query, &err);
+    if (a.query) {
+        json_t *reply = kb_serve_request(o->socket_path, a.query, &err);
         if (!reply) {
             fprintf(stderr, "jupyter-agent serve: %s\n", err.text);
             sb_policy_release(&policy);
@@ -167,7 +162,7 @@ ag_cmd_serve(int argc, char **argv)
         json_dumpf(reply, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
         json_t *left = json_object_get(reply, "sessions_left");
-        if (!strcmp(query, "stop") && json_integer_value(left) > 0)
+        if (!strcmp(a.query, "stop") && json_integer_value(left) > 0)
             fprintf(
                 stderr,
                 "jupyter-agent serve: stopped handing out kernels; "
@@ -179,15 +174,15 @@ ag_cmd_serve(int argc, char **argv)
         sb_policy_release(&policy);
         return 0;
     }
-    o.policy = &policy;
-    char *what =
-        xasprintf("%u x %s, sandboxed%s%s%s", o.pool_size ? o.pool_size : 4,
-                  o.kernel_name ? o.kernel_name : "python3",
-                  o.factory ? ", forked from a factory" : "",
-                  o.preload ? ", preload: " : "", o.preload ? o.preload : "");
-    o.on_listening = s_listening;
-    o.arg = what;
-    if (kb_serve_run(&o, &err)) {
+    o->policy = &policy;
+    char *what = xasprintf(
+        "%u x %s, sandboxed%s%s%s", o->pool_size ? o->pool_size : 4,
+        o->kernel_name ? o->kernel_name : "python3",
+        o->factory ? ", forked from a factory" : "",
+        o->preload ? ", preload: " : "", o->preload ? o->preload : "");
+    o->on_listening = s_listening;
+    o->arg = what;
+    if (kb_serve_run(o, &err)) {
         fprintf(stderr, "jupyter-agent serve: %s\n", err.text);
         status = err.code ? err.code : ERR_IO;
     }
@@ -196,8 +191,8 @@ ag_cmd_serve(int argc, char **argv)
     return status;
 
 usage_error:
-    fprintf(stderr, "jupyter-agent serve: %s\n", err.text);
-    free(longopts);
+    if (parsed <= 0)
+        fprintf(stderr, "jupyter-agent serve: %s\n", err.text);
     sb_policy_release(&policy);
-    return ERR_USAGE;
+    return parsed > 0 ? 0 : ERR_USAGE;
 }
