@@ -3,15 +3,26 @@
  */
 #include "agent/cli/ag_cmd.h"
 
+#include "common/xalloc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int
 ag_cmd_parse(const ag_cmd_spec_t *spec, int argc, char **argv,
              const cliopt_group_t *groups, size_t ngroups, void *arg,
              err_t *err)
 {
-    struct option *longopts = cliopt_longopts(spec->own, groups, ngroups);
+    /* The command's own options, then --help, then the groups' rows. */
+    size_t n_own = 0;
+    while (spec->own[n_own].name)
+        n_own++;
+    struct option *own = xcalloc(n_own + 2, sizeof *own);
+    memcpy(own, spec->own, n_own * sizeof *own);
+    own[n_own] = (struct option){"help", no_argument, NULL, 'h'};
+    struct option *longopts = cliopt_longopts(own, groups, ngroups);
+    free(own);
     int rc = 0, opt;
     optind = 1;
     while (rc == 0 && (opt = getopt_long(argc, argv, spec->shortopts, longopts,

@@ -40,8 +40,8 @@ typedef struct ag_cmd_opt {
 typedef struct ag_cmd_spec {
     const char *name;         /* "exec": in "see 'jupyter-agent exec --help'" */
     const char *shortopts;    /* for getopt_long; 'h' is --help */
-    const struct option *own; /* own long options (with {"help", .., 'h'}),
-                                 zero-terminated */
+    const struct option *own; /* own long options, zero-terminated;
+                                 --help ('h') is added */
     const char *usage;        /* --help: printed before the groups' help */
     const char *usage_tail;   /* ... and after it (NULL: nothing) */
     /* An own option: 0 applied; -1 a usage error in err; 1 not an option

@@ -629,7 +629,6 @@ s_parse_args(int argc, char **argv, ask_args_t *a, err_t *err)
         {"existing", optional_argument, 0, 'e'},
         {"allow-unsigned", no_argument, 0, 'U'},
         {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static const ag_cmd_spec_t spec = {.name = "ask",
                                        .shortopts = "m:o:qh",

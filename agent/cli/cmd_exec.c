@@ -168,7 +168,6 @@ ag_cmd_exec(int argc, char **argv)
                                         {"out", required_argument, 0, 'o'},
                                         {"existing", required_argument, 0, 'e'},
                                         {"allow-unsigned", no_argument, 0, 'U'},
-                                        {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
     static const ag_cmd_spec_t spec = {.name = "exec",
                                        .shortopts = "+c:h",

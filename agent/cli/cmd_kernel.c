@@ -78,7 +78,6 @@ ag_cmd_kernel(int argc, char **argv)
         {"connection-file", required_argument, 0, 'f'},
         {"model", required_argument, 0, 'm'},
         {"allow-unsigned", no_argument, 0, 'U'},
-        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static const ag_cmd_spec_t spec = {.name = "kernel",
                                        .shortopts = "+f:h",

@@ -124,7 +124,6 @@ ag_cmd_mcp(int argc, char **argv)
         {"allow-origin", required_argument, 0, 'O'},
         {"max-sessions", required_argument, 0, 'S'},
         {"notebook", required_argument, 0, 'n'},
-        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static const ag_cmd_spec_t spec = {.name = "mcp",
                                        .shortopts = "+h",

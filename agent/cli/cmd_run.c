@@ -267,7 +267,6 @@ ag_cmd_run(int argc, char **argv)
         {"merge-streams", no_argument, 0, 'S'},
         {"parameters", required_argument, 0, 'p'},
         {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static const ag_cmd_spec_t spec = {.name = "run",
                                        .shortopts = "o:p:qh",

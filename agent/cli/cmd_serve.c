@@ -124,7 +124,6 @@ ag_cmd_serve(int argc, char **argv)
         {"stop", no_argument, 0, 'X'},
         {"factory", no_argument, 0, 'F'},
         {"warmup-timeout", required_argument, 0, 'W'},
-        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static const ag_cmd_spec_t spec = {.name = "serve",
                                        .shortopts = "h",
