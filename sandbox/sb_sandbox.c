@@ -66,13 +66,21 @@
 
 #include "sandbox/sb_sandbox_impl.h"
 
+/* Where run dirs go: $XDG_RUNTIME_DIR when we may write there and the
+ * box's host uid/gid may pass through it (as root the box runs as another
+ * uid, and systemd makes /run/user/0 mode 0700), else /tmp. */
 static const char *
-s_tmp_base(void)
+s_tmp_base(uid_t box_uid, gid_t box_gid)
 {
     const char *x = getenv("XDG_RUNTIME_DIR");
-    if (x && x[0] == '/' && strlen(x) < 40 && access(x, W_OK | X_OK) == 0)
-        return x;
-    return "/tmp";
+    struct stat st;
+    if (!x || x[0] != '/' || strlen(x) >= 40 || access(x, W_OK | X_OK) < 0 ||
+        stat(x, &st) < 0 || !S_ISDIR(st.st_mode))
+        return "/tmp";
+    mode_t pass = st.st_uid == box_uid   ? S_IXUSR
+                  : st.st_gid == box_gid ? S_IXGRP
+                                         : S_IXOTH;
+    return st.st_mode & pass ? x : "/tmp";
 }
 
 /* Remove run dirs of launchers that died without sb_sandbox_destroy():
@@ -126,8 +134,9 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
             goto fail;
         }
     }
-    s_gc_run_dirs(s_tmp_base(), sb->host_uid);
-    sb->top_dir = xasprintf("%s/ja-sb-XXXXXX", s_tmp_base());
+    const char *base = s_tmp_base(sb->host_uid, sb->host_gid);
+    s_gc_run_dirs(base, sb->host_uid);
+    sb->top_dir = xasprintf("%s/ja-sb-XXXXXX", base);
     if (!mkdtemp(sb->top_dir)) {
         err_set(err, ERR_SANDBOX, "sandbox: creating %s: %s", sb->top_dir,
                 strerror(errno));

@@ -191,6 +191,46 @@ t_remove_deep(void)
        "symlinks in it were removed, never followed (/etc intact)");
 }
 
+/* systemd makes $XDG_RUNTIME_DIR (/run/user/UID) mode 0700. As root the
+ * box runs as another uid, which cannot pass through root's 0700 dir: the
+ * run dir must then go elsewhere, and the box must start either way. */
+static void
+t_private_runtime_dir(const sb_policy_t *p)
+{
+    char dir[] = "/tmp/ja-xdg-XXXXXX";
+    if (!mkdtemp(dir) || chmod(dir, 0700) < 0) {
+        ok(0, "mkdtemp");
+        return;
+    }
+    const char *old = getenv("XDG_RUNTIME_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("XDG_RUNTIME_DIR", dir, 1);
+    err_t err = {0};
+    sb_sandbox_t *sb = sb_sandbox_new(p, &err);
+    char out[256] = "";
+    const char *argv[] = {"/bin/sh", "-c", "echo started", NULL};
+    int rc = sb ? s_run(sb, argv, out, sizeof out) : -1;
+    ok(rc == 0 && strcmp(out, "started;") == 0,
+       "a box starts when XDG_RUNTIME_DIR is mode 0700 (status %d, %s%s)", rc,
+       out, sb ? "" : err.text);
+    bool inside = sb && strncmp(sb_sandbox_run_dir(sb), dir, strlen(dir)) == 0;
+    if (geteuid() == 0)
+        ok(sb && !inside,
+           "as root, the run dir is not put where the box's uid cannot go "
+           "(%s)",
+           sb ? sb_sandbox_run_dir(sb) : "no box");
+    else
+        ok(inside, "as a user, the run dir stays in XDG_RUNTIME_DIR (%s)",
+           sb ? sb_sandbox_run_dir(sb) : "no box");
+    sb_sandbox_destroy(&sb);
+    if (saved)
+        setenv("XDG_RUNTIME_DIR", saved, 1);
+    else
+        unsetenv("XDG_RUNTIME_DIR");
+    free(saved);
+    rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -205,6 +245,7 @@ main(void)
     char *host_env[] = {e0, NULL};
     s_env = sb_policy_build_env(&p, host_env, NULL);
     t_no_host_writes(&p);
+    t_private_runtime_dir(&p);
     strv_free(s_env);
     sb_policy_release(&p);
     return done_testing();
