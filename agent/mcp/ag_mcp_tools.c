@@ -390,13 +390,16 @@ s_sha256_hex(const void *data, size_t len, char hex[65])
     sodium_bin2hex(hex, 65, h, sizeof h);
 }
 
-/* Through a gateway: `rel` in the kernel's working directory, as the
- * kernel reports it, escaped for showing (a new string); *raw (may be
- * NULL) gets it as it is. NULL + err. */
+/* Through a gateway: `rel` in the session's private directory (known
+ * since the kernel entered it: no round trip), else in the directory the
+ * kernel reports, escaped for showing (a new string); *raw (may be NULL)
+ * gets it as it is. NULL + err. */
 static char *
 s_kernel_path(ag_session_t *s, const char *rel, char **raw, err_t *err)
 {
-    char *dir = kb_files_kernel_dir(ag_session_kernel(s), NULL, err);
+    const char *known = kb_kernel_workdir(ag_session_kernel(s));
+    char *dir = known ? xstrdup(known)
+                      : kb_files_kernel_dir(ag_session_kernel(s), NULL, err);
     if (!dir)
         return NULL;
     char *path = xasprintf("%s/%s", strcmp(dir, "/") ? dir : "", rel);
@@ -422,12 +425,16 @@ s_read_bytes(ag_mcp_box_t *b, const char *rel, char **data, size_t *len,
     if (!s)
         return -1;
     if (b->cfg->session->gateway_url) {
-        if (kb_files_read(ag_session_kernel(s), rel, AG_MCP_MAX_FILE, data, len,
-                          NULL, err) < 0)
+        /* Read from the directory that is shown (the one write_file uses). */
+        kb_files_opts_t fo;
+        kb_files_opts_init(&fo);
+        fo.kernel_dir = kb_kernel_workdir(ag_session_kernel(s));
+        if (!(*shown = s_kernel_path(s, rel, NULL, err)))
             return -1;
-        if (!(*shown = s_kernel_path(s, rel, NULL, err))) {
-            free(*data);
-            *data = NULL;
+        if (kb_files_read(ag_session_kernel(s), rel, AG_MCP_MAX_FILE, data, len,
+                          &fo, err) < 0) {
+            free(*shown);
+            *shown = NULL;
             return -1;
         }
         return 0;
