@@ -1,10 +1,13 @@
 /* The ZeroMQ transport: sockets to a local kernel (see kb_transport.h). */
 #include "kb_transport.h"
 
+#include "kernel-bridge/kb_zmtp_sub.h"
+
 #include "common/clock.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +22,9 @@ typedef struct s_zmq {
     kb_transport_t base;      /* first: a kb_transport_t * is an s_zmq_t * */
     void *zctx;               /* zmq context, owned unless borrowed */
     bool borrowed_ctx;        /* zctx is the caller's */
-    void *sock[KB_NCHANNELS]; /* owned sockets, indexed by channel */
+    void *sock[KB_NCHANNELS]; /* owned sockets, indexed by channel; no
+                                 iopub socket when `iopub` reads it */
+    kb_zmtp_sub_t *iopub;     /* owned: iopub read on our thread, or NULL */
     kb_key_t *key;            /* owned HMAC key */
     char session[37];         /* routing id of shell, control and stdin */
     bool hb_pending;          /* a ping is out without its pong */
@@ -106,6 +111,7 @@ s_destroy(kb_transport_t *t)
     for (int ch = 0; ch < KB_NCHANNELS; ch++)
         if (c->sock[ch])
             zmq_close(c->sock[ch]);
+    kb_zmtp_sub_destroy(&c->iopub);
     if (c->zctx && !c->borrowed_ctx)
         zmq_ctx_term(c->zctx);
     kb_key_destroy(&c->key);
@@ -154,7 +160,24 @@ s_recv(kb_transport_t *t, kb_channel_t ch, const kb_zmq_limits_t *lim,
        kb_wire_stats_t *stats, err_t *err)
 {
     s_zmq_t *c = (s_zmq_t *)t;
-    return kb_zmq_recv(c->sock[ch], c->key, lim, stats, err);
+    if (ch != KB_IOPUB || !c->iopub)
+        return kb_zmq_recv(c->sock[ch], c->key, lim, stats, err);
+    kb_frame_t frames[KB_ZMQ_MAX_FRAMES];
+    size_t n = 0;
+    err_clear(err);
+    switch (kb_zmtp_sub_next(c->iopub, frames, &n)) {
+    case KB_ZMTP_SUB_MSG:
+        return kb_zmq_parse_frames(frames, n, c->key, lim, stats, err);
+    case KB_ZMTP_SUB_DROPPED:
+        if (stats)
+            stats->malformed++;
+        err_set(err, ERR_KERNEL,
+                "dropped a message of more than %d frames or %zu bytes",
+                KB_ZMQ_MAX_FRAMES, lim ? lim->max_bytes : 0);
+        return NULL;
+    default:
+        return NULL;
+    }
 }
 
 /* Heartbeat bookkeeping while waiting: returns -1 when the kernel has not
@@ -191,21 +214,44 @@ s_poll(kb_transport_t *t, unsigned mask, int watch_fd, int ms)
     s_zmq_t *c = (s_zmq_t *)t;
     zmq_pollitem_t items[KB_NCHANNELS + 1];
     int map[KB_NCHANNELS + 1];
-    int n = 0;
+    int n = 0, own = -1; /* own: the item of our iopub fd */
+    unsigned ready = 0;
     for (int ch = 0; ch < KB_NCHANNELS; ch++)
-        if (mask & (1u << ch)) {
+        if ((mask & (1u << ch)) && c->sock[ch]) {
             items[n] = (zmq_pollitem_t){c->sock[ch], 0, ZMQ_POLLIN, 0};
             map[n++] = ch;
         }
+    if (c->iopub) {
+        int fd;
+        short ev;
+        if (kb_zmtp_sub_poll_setup(c->iopub, mask & (1u << KB_IOPUB), &fd, &ev,
+                                   &ms)) {
+            ready |= 1u << KB_IOPUB; /* buffered: look, do not sleep */
+            ms = 0;
+        }
+        if (fd >= 0) {
+            short zev = (short)(((ev & POLLIN) ? ZMQ_POLLIN : 0) |
+                                ((ev & POLLOUT) ? ZMQ_POLLOUT : 0));
+            items[n] = (zmq_pollitem_t){NULL, fd, zev, 0};
+            own = n;
+            map[n++] = KB_IOPUB;
+        }
+    }
     if (watch_fd >= 0) {
         items[n] = (zmq_pollitem_t){NULL, watch_fd, ZMQ_POLLIN, 0};
         map[n++] = KB_NCHANNELS;
     }
-    if (zmq_poll(items, n, ms) <= 0)
-        return 0;
-    unsigned ready = 0;
-    for (int i = 0; i < n; i++)
-        if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+    int rc = zmq_poll(items, n, ms);
+    if (c->iopub) {
+        short zr = rc > 0 && own >= 0 ? items[own].revents : 0;
+        kb_zmtp_sub_poll_done(c->iopub,
+                              (short)(((zr & ZMQ_POLLIN) ? POLLIN : 0) |
+                                      ((zr & ZMQ_POLLOUT) ? POLLOUT : 0) |
+                                      ((zr & ZMQ_POLLERR) ? POLLERR : 0)));
+    }
+    for (int i = 0; rc > 0 && i < n; i++)
+        if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR) &&
+            (i != own || (mask & (1u << KB_IOPUB))))
             ready |= 1u << map[i];
     return ready;
 }
@@ -259,7 +305,13 @@ kb_transport_zmq_new(const kb_conn_t *conn, const char *session,
     c->zctx = zmq_ctx ? zmq_ctx : zmq_ctx_new();
     c->key = kb_key_new(conn->key, strlen(conn->key));
     snprintf(c->session, sizeof c->session, "%s", session);
+    char endpoint[256];
+    kb_conn_endpoint(conn, KB_IOPUB, endpoint, sizeof endpoint);
+    c->iopub = kb_zmtp_sub_new(endpoint, (size_t)max_msg, KB_ZMQ_MAX_FRAMES,
+                               RECONNECT_IVL_MS);
     for (int ch = 0; ch < KB_NCHANNELS; ch++) {
+        if (ch == KB_IOPUB && c->iopub)
+            continue;
         c->sock[ch] =
             s_socket(c, (kb_channel_t)ch, types[ch], conn, max_msg, err);
         if (!c->sock[ch]) {

@@ -55,15 +55,61 @@ s_foreign(const kb_frame_t *f, size_t n, const kb_zmq_limits_t *lim)
     return lim->parent_id && !s_mentions(&f[d + 3], lim->parent_id);
 }
 
+/* Judge the frames of one message and parse it: `overflow` says a cap
+ * was passed while they were collected. */
+static kb_msg_t *
+s_judge(const kb_frame_t *views, size_t n, bool overflow, size_t max_frames,
+        const kb_key_t *key, const kb_zmq_limits_t *lim, kb_wire_stats_t *stats,
+        err_t *err)
+{
+    if (overflow) {
+        if (stats)
+            stats->malformed++;
+        err_set(err, ERR_KERNEL,
+                "dropped a message of more than %zu frames or %zu bytes",
+                max_frames, lim->max_bytes);
+        return NULL;
+    }
+    if (n && s_foreign(views, n, lim)) {
+        if (stats)
+            stats->foreign++;
+        err_set(err, ERR_KERNEL, "dropped a message meant for someone else");
+        return NULL;
+    }
+    return n ? kb_wire_parse(views, n, key, NULL, stats, err) : NULL;
+}
+
+static const kb_zmq_limits_t s_no_limits = {0};
+
+static size_t
+s_max_frames(const kb_zmq_limits_t *lim)
+{
+    return lim->max_frames && lim->max_frames < KB_ZMQ_MAX_FRAMES
+               ? lim->max_frames
+               : KB_ZMQ_MAX_FRAMES;
+}
+
+kb_msg_t *
+kb_zmq_parse_frames(const kb_frame_t *frames, size_t n, const kb_key_t *key,
+                    const kb_zmq_limits_t *limits, kb_wire_stats_t *stats,
+                    err_t *err)
+{
+    const kb_zmq_limits_t *lim = limits ? limits : &s_no_limits;
+    size_t max_frames = s_max_frames(lim), total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += frames[i].len;
+    err_clear(err);
+    return s_judge(frames, n,
+                   n > max_frames || (lim->max_bytes && total > lim->max_bytes),
+                   max_frames, key, lim, stats, err);
+}
+
 kb_msg_t *
 kb_zmq_recv(void *sock, const kb_key_t *key, const kb_zmq_limits_t *limits,
             kb_wire_stats_t *stats, err_t *err)
 {
-    static const kb_zmq_limits_t none = {0};
-    const kb_zmq_limits_t *lim = limits ? limits : &none;
-    size_t max_frames = lim->max_frames && lim->max_frames < KB_ZMQ_MAX_FRAMES
-                            ? lim->max_frames
-                            : KB_ZMQ_MAX_FRAMES;
+    const kb_zmq_limits_t *lim = limits ? limits : &s_no_limits;
+    size_t max_frames = s_max_frames(lim);
     zmq_msg_t parts[KB_ZMQ_MAX_FRAMES];
     kb_frame_t views[KB_ZMQ_MAX_FRAMES];
     size_t n = 0, total = 0;
@@ -89,23 +135,11 @@ kb_zmq_recv(void *sock, const kb_key_t *key, const kb_zmq_limits_t *limits,
             parts[n++] = part;
         }
     }
-    kb_msg_t *msg = NULL;
     for (size_t i = 0; i < n; i++)
         views[i] =
             (kb_frame_t){zmq_msg_data(&parts[i]), zmq_msg_size(&parts[i])};
-    if (overflow) {
-        if (stats)
-            stats->malformed++;
-        err_set(err, ERR_KERNEL,
-                "dropped a message of more than %zu frames or %zu bytes",
-                max_frames, lim->max_bytes);
-    } else if (n && s_foreign(views, n, lim)) {
-        if (stats)
-            stats->foreign++;
-        err_set(err, ERR_KERNEL, "dropped a message meant for someone else");
-    } else if (n) {
-        msg = kb_wire_parse(views, n, key, NULL, stats, err);
-    }
+    kb_msg_t *msg =
+        s_judge(views, n, overflow, max_frames, key, lim, stats, err);
     for (size_t i = 0; i < n; i++)
         zmq_msg_close(&parts[i]);
     return msg;

@@ -49,4 +49,12 @@ kb_msg_t *kb_zmq_recv(void *sock, const kb_key_t *key,
                       const kb_zmq_limits_t *limits, kb_wire_stats_t *stats,
                       err_t *err);
 
+/* The same checks and parse for the frames of one message received some
+ * other way (kb_zmtp_sub): a message over `limits` or meant for someone
+ * else is dropped, counted and NULL. `limits`, `stats` may be NULL. */
+kb_msg_t *kb_zmq_parse_frames(const kb_frame_t *frames, size_t n,
+                              const kb_key_t *key,
+                              const kb_zmq_limits_t *limits,
+                              kb_wire_stats_t *stats, err_t *err);
+
 #endif
