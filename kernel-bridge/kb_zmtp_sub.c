@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -20,24 +21,33 @@
 /* One read() asks for at least this much room: a batch of outputs that
  * piled up while the caller was busy arrives in a few calls. */
 #define READ_CHUNK ((size_t)64 << 10)
+/* Read-ahead while the caller is slow: at most this many bytes waiting to
+ * be decoded (libzmq's SUB queued up to IOPUB_RCVHWM messages), and one
+ * read per READ_AHEAD_US. */
+#define READ_AHEAD_MAX ((size_t)32 << 20)
+#define READ_AHEAD_US 1000
 
 struct kb_zmtp_sub {
     struct sockaddr_storage addr; /* where the kernel's PUB listens */
     socklen_t addrlen;
-    int fd;                      /* -1 while disconnected */
-    bool connecting;             /* a TCP connect is in progress */
-    const uint8_t *out;          /* static bytes being written: the hello,
-                                    then the subscription; NULL when done */
+    int fd;             /* -1 while disconnected */
+    bool connecting;    /* a TCP connect is in progress */
+    const uint8_t *out; /* static bytes being written: the hello,
+                           then the subscription; NULL when done */
     size_t out_len, out_sent;
-    bool subscribed;             /* the subscription was queued */
-    int reconnect_ms;            /* pause between connect attempts */
-    int64_t retry_at_ms;         /* next attempt while disconnected */
-    kb_zmtp_t dec;               /* the current connection's decoder */
+    bool subscribed;     /* the subscription was queued */
+    int reconnect_ms;    /* pause between connect attempts */
+    int64_t retry_at_ms; /* next attempt while disconnected */
+    kb_zmtp_t dec;       /* the current connection's decoder */
     size_t max_bytes, max_frames;
-    uint8_t *buf;       /* owned: received bytes, undecoded in [start, end) */
+    uint8_t *buf; /* owned: received bytes, undecoded in [start, end) */
     size_t cap, start, end;
-    bool maybe_more;    /* the last next() found something: there may be
-                           more buffered, so do not sleep */
+    bool maybe_more;      /* the last next() found something: there may be
+                             more buffered, so do not sleep */
+    int64_t last_read_us; /* when recv() was last called */
+    bool ended;           /* the peer closed or the socket failed; what was
+                             read is decoded before reconnecting */
+    char ended_why[96];
 };
 
 /* ipc://PATH or tcp://IP:PORT (IPv6 in brackets) into s->addr. */
@@ -96,6 +106,7 @@ s_disconnect(kb_zmtp_sub_t *s, const char *why)
     }
     s->fd = -1;
     s->connecting = false;
+    s->ended = false;
     s->start = s->end = 0;
     s->maybe_more = false;
     s->retry_at_ms = clock_mono_ms() + s->reconnect_ms;
@@ -134,8 +145,8 @@ s_write(kb_zmtp_sub_t *s, const uint8_t *bytes, size_t len)
 static void
 s_connect(kb_zmtp_sub_t *s)
 {
-    s->fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                   0);
+    s->fd = socket(s->addr.ss_family,
+                   SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s->fd < 0) {
         s_disconnect(s, strerror(errno));
         return;
@@ -243,40 +254,49 @@ kb_zmtp_sub_poll_done(kb_zmtp_sub_t *s, short revents)
 }
 
 /* Read what the socket holds into the buffer, after the undecoded bytes.
- * 1: read some; 0: nothing there; -1: disconnected. */
+ * 1: read some; 0: nothing there; -1: the connection ended (s->ended
+ * says why; the bytes already read are still there to decode). */
 static int
 s_fill(kb_zmtp_sub_t *s)
 {
-    if (s->connecting)
-        return 0;
+    if (s->connecting || s->ended)
+        return s->ended ? -1 : 0;
     if (s->out && !s_flush(s))
         return -1;
-    if (s->start) { /* keep only the undecoded tail, at the front */
+    if (s->start == s->end) {
+        s->start = s->end = 0;
+        if (s->cap > 16 * READ_CHUNK) { /* after a huge one */
+            free(s->buf);
+            s->buf = NULL;
+            s->cap = 0;
+        }
+    }
+    if (s->cap - s->end < READ_CHUNK && s->start) {
+        /* Move the undecoded bytes to the front only when room is needed:
+         * read-ahead can hold many messages. */
         memmove(s->buf, s->buf + s->start, s->end - s->start);
         s->end -= s->start;
         s->start = 0;
     }
-    if (s->end == 0 && s->cap > 16 * READ_CHUNK) { /* after a huge one */
-        free(s->buf);
-        s->buf = NULL;
-        s->cap = 0;
-    }
     if (s->cap - s->end < READ_CHUNK) {
-        /* Bounded: the decoder drops any message over max_bytes, so the
-         * undecoded tail never holds more than one message's frames. */
+        /* Bounded: the decoder drops any message over max_bytes, and
+         * read-ahead stops at READ_AHEAD_MAX. */
         s->cap = s->cap ? s->cap * 2 : 2 * READ_CHUNK;
         while (s->cap - s->end < READ_CHUNK)
             s->cap *= 2;
         s->buf = xrealloc(s->buf, s->cap);
     }
     ssize_t r = recv(s->fd, s->buf + s->end, s->cap - s->end, 0);
+    s->last_read_us = clock_mono_us();
     if (r > 0) {
         s->end += (size_t)r;
         return 1;
     }
     if (r < 0 && (errno == EAGAIN || errno == EINTR))
         return 0;
-    s_disconnect(s, r == 0 ? "the kernel closed iopub" : strerror(errno));
+    snprintf(s->ended_why, sizeof s->ended_why, "%s",
+             r == 0 ? "the kernel closed iopub" : strerror(errno));
+    s->ended = true;
     return -1;
 }
 
@@ -285,6 +305,13 @@ kb_zmtp_sub_next(kb_zmtp_sub_t *s, kb_frame_t *frames, size_t *n)
 {
     *n = 0;
     s->maybe_more = false;
+    /* A caller that takes long per message (a slow hook, a blocked
+     * stdout) would leave the kernel's own queue to fill, and its PUB
+     * drops what passes its high-water mark: keep reading ahead, at most
+     * once per READ_AHEAD_US so a fast caller pays no extra system call. */
+    if (s->fd >= 0 && s->start < s->end && s->end - s->start < READ_AHEAD_MAX &&
+        clock_mono_us() - s->last_read_us > READ_AHEAD_US)
+        s_fill(s);
     while (s->fd >= 0) {
         size_t used = 0;
         kb_zmtp_result_t r = kb_zmtp_decode(
@@ -304,7 +331,10 @@ kb_zmtp_sub_next(kb_zmtp_sub_t *s, kb_frame_t *frames, size_t *n)
             s_disconnect(s, s->dec.why);
             break;
         }
-        if (s_fill(s) <= 0)
+        int f = s_fill(s);
+        if (f < 0 && s->ended)
+            s_disconnect(s, s->ended_why);
+        if (f <= 0)
             break;
     }
     return KB_ZMTP_SUB_NONE;

@@ -107,8 +107,7 @@ s_matches(int i, const kb_frame_t *f, size_t n)
 /* A reader of `endpoint`, created before anything binds it; then a
  * publisher of `type` binds it and sends `count` messages. */
 static void
-s_stream(void *ctx, const char *endpoint, int type, int count,
-         const char *what)
+s_stream(void *ctx, const char *endpoint, int type, int count, const char *what)
 {
     kb_zmtp_sub_t *s = kb_zmtp_sub_new(endpoint, 64 << 20, 64, 10);
     ok(s != NULL, "%s: the reader takes %s", what, endpoint);
@@ -198,7 +197,7 @@ test_cap_and_reconnect(void *ctx)
 static void
 test_endpoints(void)
 {
-    const char *theirs[] = {"inproc://x", "tcp://localhost:5555",
+    const char *theirs[] = {"inproc://x",        "tcp://localhost:5555",
                             "tcp://127.0.0.1:0", "tcp://127.0.0.1",
                             "udp://127.0.0.1:5", "ipc://"};
     for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++) {

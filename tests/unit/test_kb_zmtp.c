@@ -205,8 +205,8 @@ test_caps(void)
     kb_zmtp_init(&z, 1 << 20, MAXF);
     kb_frame_t f[MAXF];
     size_t used = 0, n = 0;
-    kb_zmtp_result_t r = kb_zmtp_decode(&z, (const uint8_t *)in.data, in.len,
-                                        &used, f, &n);
+    kb_zmtp_result_t r =
+        kb_zmtp_decode(&z, (const uint8_t *)in.data, in.len, &used, f, &n);
     ok(r == KB_ZMTP_DROPPED && used == in.len,
        "a 1 TiB frame is dropped at its header");
     static uint8_t junk[1 << 16];
@@ -225,11 +225,12 @@ test_refusals(void)
 {
     buf_t in;
     buf_init(&in, 0);
-    uint8_t g[64] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0, 'N', 'U', 'L',
-                     'L'};
+    uint8_t g[64] = {0xFF, 0,    0, 0, 0,   0,   0,   0,
+                     1,    0x7F, 3, 0, 'N', 'U', 'L', 'L'};
 
-    buf_append(&in, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
-                    "0123456789012345678901234567890123456789",
+    buf_append(&in,
+               "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+               "0123456789012345678901234567890123456789",
                64);
     s_refused(&in, "does not speak ZMTP", "an HTTP request for a greeting");
 
