@@ -294,8 +294,8 @@ def cmd_clientcpu():
                   stats["ours"]["cpu_per_msg_us"], stats["jc"]["cpu_per_msg_us"],
                   out["ratio"], out["ratio_user"]))
         if "io_thread_per_msg_us" in stats["ours"]:
-            print("  ours split by thread: %.2f µs in the calling thread, %.2f µs in libzmq's I/O "
-                  "thread, which wakes once per message the kernel sends" % (
+            print("  ours split by thread: %.2f µs in the calling thread (which reads iopub "
+                  "itself), %.2f µs in libzmq's I/O thread (the other channels)" % (
                       stats["ours"]["main_thread_per_msg_us"],
                       stats["ours"]["io_thread_per_msg_us"]))
     record(out)

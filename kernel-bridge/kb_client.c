@@ -577,7 +577,9 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
             rc = -1;
             break;
         }
-        if (drained) {
+        /* iopub ready without a whole message (our reader got part of
+         * one) is still the stream going on: it must not end the streak. */
+        if (drained || (ready & (1u << KB_IOPUB))) {
             int64_t now = clock_mono_us();
             streak = now - last_drain <= STREAK_GAP_US ? streak + 1 : 1;
             if (streak >= STREAK_WAKES && !x->got_idle) {

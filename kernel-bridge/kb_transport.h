@@ -6,7 +6,8 @@
  * waits for any of them, and says whether the kernel is still there.
  *
  * Implementations: ZeroMQ sockets to a local kernel (kb_transport_zmq_new,
- * below) and a Jupyter Server's WebSocket (kb_gateway.h).
+ * below; its iopub is read on the caller's thread by kb_zmtp_sub) and a
+ * Jupyter Server's WebSocket (kb_gateway.h).
  *
  * Every operation is non-blocking except poll() and ping(), which wait at
  * most the milliseconds they are given. A transport is single-threaded,
@@ -67,10 +68,11 @@ struct kb_transport {
 
 /* ZeroMQ sockets to the kernel described by `conn` (borrowed): shell,
  * control and stdin DEALERs with routing identity `session`, an iopub SUB
- * subscribed to everything, a heartbeat REQ; every frame capped at
- * `max_msg` bytes. Messages are signed and checked with `key` (copied).
- * `zmq_ctx`: a borrowed context that outlives the transport, or NULL for
- * one of its own. */
+ * subscribed to everything (kb_zmtp_sub; a libzmq SUB for an inproc or
+ * host-name endpoint), a heartbeat REQ; every frame capped at `max_msg`
+ * bytes (iopub: every message). Messages are signed and checked with `key`
+ * (copied). `zmq_ctx`: a borrowed context that outlives the transport, or NULL
+ * for one of its own. */
 kb_transport_t *kb_transport_zmq_new(const kb_conn_t *conn, const char *session,
                                      int64_t max_msg, void *zmq_ctx,
                                      err_t *err);

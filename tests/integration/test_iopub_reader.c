@@ -73,8 +73,7 @@ main(void)
     ok(seen.in_order, "in the order they were sent");
     is_int(json_array_size(kb_output_outputs(out)), MESSAGES,
            "and every one is stored");
-    is_int(st->bad_signature + st->malformed - refused0, 0,
-           "none was refused");
+    is_int(st->bad_signature + st->malformed - refused0, 0, "none was refused");
     kb_output_destroy(&out);
 
     char *text = kernel_run_text(k, "print('after')", 30000);
