@@ -48,6 +48,7 @@ struct kb_zmtp_sub {
     bool ended;           /* the peer closed or the socket failed; what was
                              read is decoded before reconnecting */
     char ended_why[96];
+    bool warned;          /* a protocol error was logged */
 };
 
 /* ipc://PATH or tcp://IP:PORT (IPv6 in brackets) into s->addr. */
@@ -327,7 +328,12 @@ kb_zmtp_sub_next(kb_zmtp_sub_t *s, kb_frame_t *frames, size_t *n)
             return r == KB_ZMTP_MSG ? KB_ZMTP_SUB_MSG : KB_ZMTP_SUB_DROPPED;
         }
         if (r == KB_ZMTP_ERROR) {
-            log_info("iopub: %s", s->dec.why);
+            /* Once per reader: a kernel that breaks the protocol on every
+             * reconnect must not fill the terminal (the text is the
+             * peer's, made printable by kb_zmtp). */
+            if (!s->warned)
+                log_warn("iopub: %s; reconnecting", s->dec.why);
+            s->warned = true;
             s_disconnect(s, s->dec.why);
             break;
         }
