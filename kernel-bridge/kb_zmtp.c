@@ -138,21 +138,29 @@ s_header(kb_zmtp_t *z, const uint8_t *data, size_t len, uint8_t *flags,
     return 1;
 }
 
+/* The peer's greeting, of which the first `have` bytes (at most 64) are
+ * here. Each part is judged as soon as all its bytes are, as libzmq does:
+ * a peer that is not ZMTP 3 with NULL (an HTTP client, a ZMTP 2.0 peer)
+ * may send less than 64 bytes and then wait for more from us, and must be
+ * refused then, not waited on. The parts are checked in wire order, so the
+ * refusal does not depend on how the bytes were split. */
 static kb_zmtp_result_t
-s_greeting(kb_zmtp_t *z, const uint8_t *g)
+s_greeting(kb_zmtp_t *z, const uint8_t *g, size_t have)
 {
     static const uint8_t null_mech[20] = "NULL";
-    if (g[0] != 0xFF || g[9] != 0x7F)
+    if ((have > 0 && g[0] != 0xFF) || (have > 9 && g[9] != 0x7F))
         return s_broken(z, "the peer does not speak ZMTP (bad signature)");
-    if (g[10] < 3)
+    if (have > 11 && g[10] < 3)
         return s_broken(z, "the peer speaks ZMTP %u.%u; 3.0 or later needed",
                         g[10], g[11]);
-    if (memcmp(g + 12, null_mech, sizeof null_mech) != 0)
+    if (have >= 12 + sizeof null_mech &&
+        memcmp(g + 12, null_mech, sizeof null_mech) != 0)
         return s_broken(z,
                         "the peer asks for the %.20s security mechanism; "
                         "Jupyter kernels use NULL",
                         (const char *)(g + 12));
-    z->state = KB_ZMTP_HANDSHAKE;
+    if (have == GREETING_LEN)
+        z->state = KB_ZMTP_HANDSHAKE;
     return KB_ZMTP_NEED;
 }
 
@@ -281,10 +289,10 @@ kb_zmtp_decode(kb_zmtp_t *z, const uint8_t *data, size_t len, size_t *used,
                 z->dropping = flags & FLAG_MORE;
             }
         } else if (z->state == KB_ZMTP_GREETING) {
-            if (len - at >= GREETING_LEN) {
-                r = s_greeting(z, data + at);
+            size_t have = len - at < GREETING_LEN ? len - at : GREETING_LEN;
+            r = s_greeting(z, data + at, have);
+            if (z->state == KB_ZMTP_HANDSHAKE)
                 at += GREETING_LEN;
-            }
         } else if (z->state == KB_ZMTP_HANDSHAKE) {
             uint8_t flags = 0;
             uint64_t size = 0;

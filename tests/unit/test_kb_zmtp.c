@@ -239,6 +239,24 @@ test_refusals(void)
     buf_append(&in, g, 64);
     s_refused(&in, "speaks ZMTP 2.0", "a ZMTP 2 peer");
 
+    /* Less than a greeting, then silence: refused on the bytes there, not
+     * waited on (these peers wait for more of ours before they go on). */
+    buf_reset(&in);
+    buf_puts(&in, "GET / HTTP/1.1\r\n\r\n");
+    s_refused(&in, "does not speak ZMTP", "a short HTTP request");
+    static const uint8_t zmtp2[14] = {0xFF, 0, 0,    0, 0, 0, 0,
+                                      0,    1, 0x7F, 1, 1, 0, 0};
+    buf_reset(&in);
+    buf_append(&in, zmtp2, sizeof zmtp2);
+    s_refused(&in, "3.0 or later needed",
+              "a ZMTP 2.0 greeting (signature, revision, type, identity)");
+    buf_reset(&in);
+    g[10] = 3;
+    memcpy(g + 12, "CURVE\0\0\0", 8);
+    buf_append(&in, g, 32);
+    s_refused(&in, "CURVE security mechanism",
+              "a CURVE greeting up to its mechanism");
+
     buf_reset(&in);
     g[10] = 3;
     memcpy(g + 12, "CURVE\0\0\0", 8);
