@@ -19,49 +19,12 @@
 /* Greeting: signature (0xFF, 8 padding bytes ending in 1 as libzmq sends
  * them, 0x7F), version 3.0, mechanism "NULL" padded to 20 bytes, as-server
  * 0, 31 bytes of filler. Then READY with Socket-Type=SUB. */
-static const uint8_t s_hello[KB_ZMTP_HELLO_LEN] = {0xFF,
-                                                   0,
-                                                   0,
-                                                   0,
-                                                   0,
-                                                   0,
-                                                   0,
-                                                   0,
-                                                   1,
-                                                   0x7F,
-                                                   3,
-                                                   0,
-                                                   'N',
-                                                   'U',
-                                                   'L',
-                                                   'L',
-                                                   [64] = FLAG_COMMAND,
-                                                   25,
-                                                   5,
-                                                   'R',
-                                                   'E',
-                                                   'A',
-                                                   'D',
-                                                   'Y',
-                                                   11,
-                                                   'S',
-                                                   'o',
-                                                   'c',
-                                                   'k',
-                                                   'e',
-                                                   't',
-                                                   '-',
-                                                   'T',
-                                                   'y',
-                                                   'p',
-                                                   'e',
-                                                   0,
-                                                   0,
-                                                   0,
-                                                   3,
-                                                   'S',
-                                                   'U',
-                                                   'B'};
+/* clang-format off */
+static const uint8_t s_hello[KB_ZMTP_HELLO_LEN] = {
+    0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0, 'N', 'U', 'L', 'L',
+    [64] = FLAG_COMMAND, 25, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c',
+    'k', 'e', 't', '-', 'T', 'y', 'p', 'e', 0, 0, 0, 3, 'S', 'U', 'B'};
+/* clang-format on */
 
 /* The ZMTP 3.0 subscription: a one-frame message of 0x01 and the topic,
  * here empty (everything). */

@@ -26,6 +26,9 @@
  * read per READ_AHEAD_US. */
 #define READ_AHEAD_MAX ((size_t)32 << 20)
 #define READ_AHEAD_US 1000
+/* One next() call reads at most this many times: a peer that sends a
+ * frame to skip as fast as we skip it cannot keep the caller inside. */
+#define READS_PER_CALL 16
 
 struct kb_zmtp_sub {
     struct sockaddr_storage addr; /* where the kernel's PUB listens */
@@ -48,7 +51,7 @@ struct kb_zmtp_sub {
     bool ended;           /* the peer closed or the socket failed; what was
                              read is decoded before reconnecting */
     char ended_why[96];
-    bool warned;          /* a protocol error was logged */
+    bool warned; /* a protocol error was logged */
 };
 
 /* ipc://PATH or tcp://IP:PORT (IPv6 in brackets) into s->addr. */
@@ -305,6 +308,7 @@ kb_zmtp_next_t
 kb_zmtp_sub_next(kb_zmtp_sub_t *s, kb_frame_t *frames, size_t *n)
 {
     *n = 0;
+    int reads = 0;
     s->maybe_more = false;
     /* A caller that takes long per message (a slow hook, a blocked
      * stdout) would leave the kernel's own queue to fill, and its PUB
@@ -335,6 +339,10 @@ kb_zmtp_sub_next(kb_zmtp_sub_t *s, kb_frame_t *frames, size_t *n)
                 log_warn("iopub: %s; reconnecting", s->dec.why);
             s->warned = true;
             s_disconnect(s, s->dec.why);
+            break;
+        }
+        if (reads++ == READS_PER_CALL) {
+            s->maybe_more = true; /* not drained: poll must not sleep */
             break;
         }
         int f = s_fill(s);

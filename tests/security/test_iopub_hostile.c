@@ -107,8 +107,8 @@ typedef struct peer {
 /* A greeting as libzmq 4.3 sends it: signature, version 3.1, "NULL" padded
  * to 20 bytes, as-server 0 (NULL has no server role), zero filler to 64
  * bytes. Then its READY. */
-static const uint8_t s_greeting[64] = {0xFF, 0, 0, 0, 0, 0, 0, 0,
-                                       1, 0x7F, 3, 1, 'N', 'U', 'L', 'L'};
+static const uint8_t s_greeting[64] = {0xFF, 0,    0, 0, 0,   0,   0,   0,
+                                       1,    0x7F, 3, 1, 'N', 'U', 'L', 'L'};
 static const uint8_t s_ready[27] = {
     0x04, 25,  5,   'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k', 'e',
     't',  '-', 'T', 'y', 'p', 'e', 0,   0,   0,  3,   'P', 'U', 'B'};
@@ -268,9 +268,8 @@ s_accept(peer_t *p)
         p->conn = fd;
         p->accepts++;
         p->accept_ms = clock_mono_ms();
-        if (p->on_accept &&
-            send(fd, p->on_accept, p->on_accept_len, MSG_NOSIGNAL) !=
-                (ssize_t)p->on_accept_len)
+        if (p->on_accept && send(fd, p->on_accept, p->on_accept_len,
+                                 MSG_NOSIGNAL) != (ssize_t)p->on_accept_len)
             diag("could not write to a new connection: %s", strerror(errno));
     }
 }
@@ -451,8 +450,8 @@ test_junk_greetings(void)
     static const char http[] = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     /* ZMTP 2.0 (libzmq 3.x): the signature, revision 1, socket type PUB,
      * an empty identity; then it waits for our part. */
-    static const uint8_t zmtp2[] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F,
-                                    1,    1, 0, 0};
+    static const uint8_t zmtp2[] = {0xFF, 0, 0,    0, 0, 0, 0,
+                                    0,    1, 0x7F, 1, 1, 0, 0};
     uint8_t curve[64];
     memcpy(curve, s_greeting, sizeof curve);
     memcpy(curve + 12, "CURVE", 5);
@@ -531,8 +530,7 @@ test_huge_frames(void)
     long base = s_peak_kib();
     int64_t t0 = clock_mono_ms();
     static const uint8_t tib[9] = {0x02, 0, 0, 1, 0, 0, 0, 0, 0};
-    bool sent =
-        s_send(&p, tib, sizeof tib) && s_stream_pattern(&p, 256 * MIB);
+    bool sent = s_send(&p, tib, sizeof tib) && s_stream_pattern(&p, 256 * MIB);
     s_pump_for(&p, 20);
     long grew = (s_peak_kib() - base) / 1024;
     ok(sent, "256 MiB of a 2^40-byte frame are taken in (%lld ms)",
@@ -564,8 +562,8 @@ test_huge_frames(void)
            s_send_buf(&p, &after) && s_wait_events(&p, 2, 2000),
        "over: a 2-frame message of 8 MiB is sent whole, then another");
     s_pump_for(&p, 20);
-    ok(p.nev == 2 && s_is_drop(&p, 0) && s_is_msg(&p, 1, 2, "after",
-                                                   "the flood"),
+    ok(p.nev == 2 && s_is_drop(&p, 0) &&
+           s_is_msg(&p, 1, 2, "after", "the flood"),
        "over: it is DROPPED, then the next message arrives exact");
     buf_release(&after);
     s_close(&p);
@@ -601,8 +599,8 @@ test_byte_cap(void)
     ok(s_send_buf(&p, &m) && s_wait_events(&p, 3, 2000),
        "cap: three messages are sent");
     s_pump_for(&p, 20);
-    bool whole = p.nev >= 1 && p.ev[0].kind == KB_ZMTP_SUB_MSG &&
-                 p.ev[0].n == 3;
+    bool whole =
+        p.nev >= 1 && p.ev[0].kind == KB_ZMTP_SUB_MSG && p.ev[0].n == 3;
     for (size_t j = 0, at = 0; whole && j < 3; at += lens[0][j++]) {
         s_fill(body, lens[0][j], (int)j);
         whole = p.ev[0].len[j] == lens[0][j] &&
@@ -643,8 +641,7 @@ test_frame_cap(void)
        "frames: four messages are sent, then 10000 PINGs and a 1 MiB "
        "command");
     s_pump_for(&p, 20);
-    bool all = p.nev >= 1 && p.ev[0].kind == KB_ZMTP_SUB_MSG &&
-               p.ev[0].n == 64;
+    bool all = p.nev >= 1 && p.ev[0].kind == KB_ZMTP_SUB_MSG && p.ev[0].n == 64;
     for (size_t j = 0; all && j < 64; j++)
         all = p.ev[0].len[j] == 1 && p.ev[0].bytes[j] == j;
     ok(all, "a message of 64 frames (the cap) arrives whole");
@@ -874,7 +871,8 @@ main(void)
     log_set_sink(s_sink, NULL);
     s_pattern = malloc(PATTERN_LEN);
     for (size_t i = 0; i < PATTERN_LEN; i++)
-        s_pattern[i] = (uint8_t)"\x00\x03" "abc"[i % 5];
+        s_pattern[i] = (uint8_t) "\x00\x03"
+                                 "abc"[i % 5];
     int64_t t0 = clock_mono_ms();
 
     test_huge_frames(); /* first: it measures peak RSS */
