@@ -231,6 +231,12 @@ kb_zmtp_decode(kb_zmtp_t *z, const uint8_t *data, size_t len, size_t *used,
     *n = 0;
     while (r == KB_ZMTP_NEED) {
         size_t before = at;
+        uint8_t flags = 0; /* of the frame at `at`, where one is read */
+        uint64_t size = 0;
+        size_t hlen = 0;
+        int h; /* s_header's answer */
+        const uint8_t *p = data + at;
+        size_t left = len - at;
         if (z->state == KB_ZMTP_BROKEN) {
             r = KB_ZMTP_ERROR;
         } else if (z->skip) {
@@ -238,11 +244,7 @@ kb_zmtp_decode(kb_zmtp_t *z, const uint8_t *data, size_t len, size_t *used,
             if (z->skip)
                 break;
         } else if (z->dropping) { /* the next frame of a dropped message */
-            uint8_t flags = 0;
-            uint64_t size = 0;
-            size_t hlen = 0;
-            int h = s_header(z, data + at, len - at, &flags, &size, &hlen);
-            if (h < 0)
+            if ((h = s_header(z, p, left, &flags, &size, &hlen)) < 0)
                 r = KB_ZMTP_ERROR;
             else if (h > 0 && (flags & FLAG_COMMAND))
                 r = s_broken(z, "a command inside a message");
@@ -257,11 +259,7 @@ kb_zmtp_decode(kb_zmtp_t *z, const uint8_t *data, size_t len, size_t *used,
             if (z->state == KB_ZMTP_HANDSHAKE)
                 at += GREETING_LEN;
         } else if (z->state == KB_ZMTP_HANDSHAKE) {
-            uint8_t flags = 0;
-            uint64_t size = 0;
-            size_t hlen = 0;
-            int h = s_header(z, data + at, len - at, &flags, &size, &hlen);
-            if (h < 0)
+            if ((h = s_header(z, p, left, &flags, &size, &hlen)) < 0)
                 r = KB_ZMTP_ERROR;
             else if (h > 0 && !(flags & FLAG_COMMAND))
                 r = s_broken(z, "a message before the handshake finished");

@@ -49,6 +49,7 @@
  * A peer that hangs the reader trips an alarm: that is a failure.
  */
 #include "../tap.h"
+#include "../tools/zmtp_wire.h"
 
 #include "common/buf.h"
 #include "common/clock.h"
@@ -156,25 +157,6 @@ s_cpu_ms(void)
            (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 }
 
-/* One frame, short or long size form as its length needs. */
-static void
-s_frame(buf_t *b, uint8_t flags, const void *body, size_t len)
-{
-    uint8_t h[9] = {flags};
-    size_t hl = 2;
-    if (len > 255) {
-        h[0] |= 0x02;
-        for (int i = 0; i < 8; i++)
-            h[1 + i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
-        hl = 9;
-    } else {
-        h[1] = (uint8_t)len;
-    }
-    buf_append(b, h, hl);
-    if (len)
-        buf_append(b, body, len);
-}
-
 /* A message of string frames, e.g. s_msg(b, 2, "a", "b"). */
 static void
 s_msg(buf_t *b, int nf, ...)
@@ -183,7 +165,7 @@ s_msg(buf_t *b, int nf, ...)
     va_start(ap, nf);
     for (int i = 0; i < nf; i++) {
         const char *f = va_arg(ap, const char *);
-        s_frame(b, i + 1 < nf ? 0x01 : 0x00, f, strlen(f));
+        zmtp_frame(b, i + 1 < nf ? 0x01 : 0x00, f, strlen(f));
     }
     va_end(ap);
 }
@@ -556,7 +538,7 @@ test_huge_frames(void)
         h[1 + i] = (uint8_t)((uint64_t)(8 * MIB) >> (56 - 8 * i));
     buf_t after;
     buf_init(&after, 0);
-    s_frame(&after, 0x00, "", 0); /* the last frame of the dropped one */
+    zmtp_frame(&after, 0x00, "", 0); /* the last frame of the dropped one */
     s_msg(&after, 2, "after", "the flood");
     ok(s_send(&p, h, sizeof h) && s_stream_pattern(&p, 8 * MIB) &&
            s_send_buf(&p, &after) && s_wait_events(&p, 2, 2000),
@@ -593,7 +575,7 @@ test_byte_cap(void)
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 3; j++) {
             s_fill(body, lens[i][j], j);
-            s_frame(&m, j < 2 ? 0x01 : 0x00, body, lens[i][j]);
+            zmtp_frame(&m, j < 2 ? 0x01 : 0x00, body, lens[i][j]);
         }
     s_msg(&m, 1, "ok");
     ok(s_send_buf(&p, &m) && s_wait_events(&p, 3, 2000),
@@ -628,13 +610,14 @@ test_frame_cap(void)
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < counts[i]; j++) {
             uint8_t one = (uint8_t)j;
-            s_frame(&m, j + 1 < counts[i] ? 0x01 : 0x00, &one, i == 2 ? 0 : 1);
+            zmtp_frame(&m, j + 1 < counts[i] ? 0x01 : 0x00, &one,
+                       i == 2 ? 0 : 1);
         }
     /* Commands between messages are skipped, a long one unbuffered. */
     for (int i = 0; i < 10000; i++)
-        s_frame(&m, 0x04, "\x04PING", 5);
+        zmtp_frame(&m, 0x04, "\x04PING", 5);
     uint8_t *cmd = calloc(1, MIB);
-    s_frame(&m, 0x04, cmd, MIB);
+    zmtp_frame(&m, 0x04, cmd, MIB);
     free(cmd);
     s_msg(&m, 2, "next", "message");
     ok(s_send_buf(&p, &m) && s_wait_events(&p, 4, 2000),

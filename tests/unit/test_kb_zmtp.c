@@ -4,6 +4,7 @@
  * with a printable reason; caps drop a message without buffering it. */
 #include "../tap.h"
 
+#include "../tools/zmtp_wire.h"
 #include "common/buf.h"
 #include "kernel-bridge/kb_zmtp.h"
 
@@ -30,24 +31,6 @@ s_peer_hello(buf_t *b, const char *type)
     cmd[23] = (uint8_t)tl;
     memcpy(cmd + 24, type, tl);
     buf_append(b, cmd, 24 + tl);
-}
-
-/* One frame: short or long size form. */
-static void
-s_frame(buf_t *b, uint8_t flags, const void *body, size_t len, bool longform)
-{
-    uint8_t h[9] = {(uint8_t)(flags | (longform ? 0x02 : 0))};
-    size_t hl = 2;
-    if (longform) {
-        for (int i = 0; i < 8; i++)
-            h[1 + i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
-        hl = 9;
-    } else {
-        h[1] = (uint8_t)len;
-    }
-    buf_append(b, h, hl);
-    if (len)
-        buf_append(b, body, len);
 }
 
 /* What decoding a whole stream yields, written as text: "m:a|b;" per
@@ -146,15 +129,15 @@ test_stream(void)
     buf_t in;
     buf_init(&in, 0);
     s_peer_hello(&in, "PUB");
-    s_frame(&in, 1, "hi", 2, false);
-    s_frame(&in, 0, "there", 5, false);
+    zmtp_frame(&in, 1, "hi", 2);
+    zmtp_frame(&in, 0, "there", 5);
     s_expect(&in, 1 << 20, "m:hi|there;", "a two-frame message after READY");
 
     char big[300];
     memset(big, 'x', sizeof big);
-    s_frame(&in, 0x04, "\4PING\0\0", 7, false); /* a heartbeat: skipped */
-    s_frame(&in, 0, big, sizeof big, true);
-    s_frame(&in, 0, "", 0, true);
+    zmtp_frame(&in, 0x04, "\4PING\0\0", 7); /* a heartbeat: skipped */
+    zmtp_frame(&in, 0x02, big, sizeof big);
+    zmtp_frame(&in, 0x02, "", 0);
     buf_t want;
     buf_init(&want, 0);
     buf_puts(&want, "m:hi|there;m:");
@@ -165,7 +148,7 @@ test_stream(void)
 
     buf_reset(&in);
     s_peer_hello(&in, "XPUB");
-    s_frame(&in, 0, "ok", 2, false);
+    zmtp_frame(&in, 0, "ok", 2);
     s_expect(&in, 1 << 20, "m:ok;", "an XPUB peer (ipykernel's iopub) too");
     buf_release(&want);
     buf_release(&in);
@@ -179,19 +162,19 @@ test_caps(void)
     s_peer_hello(&in, "PUB");
     char big[200];
     memset(big, 'y', sizeof big);
-    s_frame(&in, 1, "a", 1, false);
-    s_frame(&in, 1, big, sizeof big, true); /* passes 100 bytes in all */
-    s_frame(&in, 1, big, sizeof big, false);
-    s_frame(&in, 0, "tail", 4, false);
-    s_frame(&in, 0, "next", 4, false);
+    zmtp_frame(&in, 1, "a", 1);
+    zmtp_frame(&in, 0x03, big, sizeof big); /* passes 100 bytes in all */
+    zmtp_frame(&in, 1, big, sizeof big);
+    zmtp_frame(&in, 0, "tail", 4);
+    zmtp_frame(&in, 0, "next", 4);
     s_expect(&in, 100, "d;m:next;",
              "a message over the byte cap is dropped, the next one kept");
 
     buf_reset(&in);
     s_peer_hello(&in, "PUB");
     for (int i = 0; i < MAXF + 3; i++)
-        s_frame(&in, i < MAXF + 2 ? 1 : 0, "f", 1, false);
-    s_frame(&in, 0, "next", 4, false);
+        zmtp_frame(&in, i < MAXF + 2 ? 1 : 0, "f", 1);
+    zmtp_frame(&in, 0, "next", 4);
     s_expect(&in, 1 << 20, "d;m:next;",
              "a message of too many frames is dropped, the next one kept");
 
@@ -266,18 +249,18 @@ test_refusals(void)
     memcpy(g + 12, "NULL\0\0\0\0", 8);
     buf_reset(&in);
     buf_append(&in, g, 64);
-    s_frame(&in, 0x04, "\5ERROR\7go\naway", 14, false);
+    zmtp_frame(&in, 0x04, "\5ERROR\7go\naway", 14);
     s_refused(&in, "refused the handshake: go?away",
               "an ERROR command (its reason kept, made printable)");
 
     buf_reset(&in);
     buf_append(&in, g, 64);
-    s_frame(&in, 0x04, "\5HELLO", 6, false);
+    zmtp_frame(&in, 0x04, "\5HELLO", 6);
     s_refused(&in, "HELLO command, not READY", "a handshake without READY");
 
     buf_reset(&in);
     buf_append(&in, g, 64);
-    s_frame(&in, 0, "data", 4, false);
+    zmtp_frame(&in, 0, "data", 4);
     s_refused(&in, "message before the handshake",
               "a message before the handshake");
 
@@ -287,17 +270,17 @@ test_refusals(void)
 
     buf_reset(&in);
     buf_append(&in, g, 64);
-    s_frame(&in, 0x04, "\5READY\4Name\0\0\0\1x", 16, false);
+    zmtp_frame(&in, 0x04, "\5READY\4Name\0\0\0\1x", 16);
     s_refused(&in, "names no Socket-Type", "a READY without a socket type");
 
     buf_reset(&in);
     buf_append(&in, g, 64);
-    s_frame(&in, 0x04, "\5READY\13Socket-Type\0\0\1\0PUB", 25, false);
+    zmtp_frame(&in, 0x04, "\5READY\13Socket-Type\0\0\1\0PUB", 25);
     s_refused(&in, "past its command", "a property longer than its command");
 
     buf_reset(&in);
     buf_append(&in, g, 64);
-    s_frame(&in, 0x04, "\5READY\0", 7, false);
+    zmtp_frame(&in, 0x04, "\5READY\0", 7);
     s_refused(&in, "truncated READY property", "an empty property name");
 
     buf_reset(&in);
@@ -309,18 +292,18 @@ test_refusals(void)
 
     buf_reset(&in);
     s_peer_hello(&in, "PUB");
-    s_frame(&in, 0x08, "x", 1, false);
+    zmtp_frame(&in, 0x08, "x", 1);
     s_refused(&in, "reserved flag bits", "reserved flag bits");
 
     buf_reset(&in);
     s_peer_hello(&in, "PUB");
-    s_frame(&in, 0x05, "x", 1, false);
+    zmtp_frame(&in, 0x05, "x", 1);
     s_refused(&in, "command frame marked as continued", "a continued command");
 
     buf_reset(&in);
     s_peer_hello(&in, "PUB");
-    s_frame(&in, 1, "a", 1, false);
-    s_frame(&in, 0x04, "\4PING", 5, false);
+    zmtp_frame(&in, 1, "a", 1);
+    zmtp_frame(&in, 0x04, "\4PING", 5);
     s_refused(&in, "command inside a message", "a command inside a message");
 
     buf_reset(&in);
