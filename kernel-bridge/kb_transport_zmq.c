@@ -165,19 +165,11 @@ s_recv(kb_transport_t *t, kb_channel_t ch, const kb_zmq_limits_t *lim,
     kb_frame_t frames[KB_ZMQ_MAX_FRAMES];
     size_t n = 0;
     err_clear(err);
-    switch (kb_zmtp_sub_next(c->iopub, frames, &n)) {
-    case KB_ZMTP_SUB_MSG:
-        return kb_zmq_parse_frames(frames, n, c->key, lim, stats, err);
-    case KB_ZMTP_SUB_DROPPED:
-        if (stats)
-            stats->malformed++;
-        err_set(err, ERR_KERNEL,
-                "dropped a message of more than %d frames or %zu bytes",
-                KB_ZMQ_MAX_FRAMES, lim ? lim->max_bytes : 0);
+    kb_zmtp_next_t r = kb_zmtp_sub_next(c->iopub, frames, &n);
+    if (r == KB_ZMTP_SUB_NONE)
         return NULL;
-    default:
-        return NULL;
-    }
+    return kb_zmq_parse_frames(frames, n, r == KB_ZMTP_SUB_DROPPED, c->key, lim,
+                               stats, err);
 }
 
 /* Heartbeat bookkeeping while waiting: returns -1 when the kernel has not

@@ -90,9 +90,9 @@ s_max_frames(const kb_zmq_limits_t *lim)
 }
 
 kb_msg_t *
-kb_zmq_parse_frames(const kb_frame_t *frames, size_t n, const kb_key_t *key,
-                    const kb_zmq_limits_t *limits, kb_wire_stats_t *stats,
-                    err_t *err)
+kb_zmq_parse_frames(const kb_frame_t *frames, size_t n, bool dropped,
+                    const kb_key_t *key, const kb_zmq_limits_t *limits,
+                    kb_wire_stats_t *stats, err_t *err)
 {
     const kb_zmq_limits_t *lim = limits ? limits : &s_no_limits;
     size_t max_frames = s_max_frames(lim), total = 0;
@@ -100,7 +100,8 @@ kb_zmq_parse_frames(const kb_frame_t *frames, size_t n, const kb_key_t *key,
         total += frames[i].len;
     err_clear(err);
     return s_judge(frames, n,
-                   n > max_frames || (lim->max_bytes && total > lim->max_bytes),
+                   dropped || n > max_frames ||
+                       (lim->max_bytes && total > lim->max_bytes),
                    max_frames, key, lim, stats, err);
 }
 

@@ -51,8 +51,10 @@ kb_msg_t *kb_zmq_recv(void *sock, const kb_key_t *key,
 
 /* The same checks and parse for the frames of one message received some
  * other way (kb_zmtp_sub): a message over `limits` or meant for someone
- * else is dropped, counted and NULL. `limits`, `stats` may be NULL. */
-kb_msg_t *kb_zmq_parse_frames(const kb_frame_t *frames, size_t n,
+ * else is dropped, counted and NULL. `dropped`: the receiver already
+ * dropped it over its own caps (no frames); it is counted and reported
+ * the same way. `limits`, `stats` may be NULL. */
+kb_msg_t *kb_zmq_parse_frames(const kb_frame_t *frames, size_t n, bool dropped,
                               const kb_key_t *key,
                               const kb_zmq_limits_t *limits,
                               kb_wire_stats_t *stats, err_t *err);

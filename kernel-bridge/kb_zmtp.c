@@ -254,8 +254,7 @@ kb_zmtp_decode(kb_zmtp_t *z, const uint8_t *data, size_t len, size_t *used,
                 z->dropping = flags & FLAG_MORE;
             }
         } else if (z->state == KB_ZMTP_GREETING) {
-            size_t have = len - at < GREETING_LEN ? len - at : GREETING_LEN;
-            r = s_greeting(z, data + at, have);
+            r = s_greeting(z, p, left < GREETING_LEN ? left : GREETING_LEN);
             if (z->state == KB_ZMTP_HANDSHAKE)
                 at += GREETING_LEN;
         } else if (z->state == KB_ZMTP_HANDSHAKE) {

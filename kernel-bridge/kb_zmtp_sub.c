@@ -101,11 +101,14 @@ s_parse(kb_zmtp_sub_t *s, const char *endpoint)
     return true;
 }
 
+/* Close the connection (or the attempt) and schedule the next one. `why`
+ * NULL: a connect that did not go through, not worth a log line. */
 static void
 s_disconnect(kb_zmtp_sub_t *s, const char *why)
 {
     if (s->fd >= 0) {
-        log_debug("iopub: disconnected (%s); reconnecting", why);
+        if (why)
+            log_debug("iopub: disconnected (%s); reconnecting", why);
         close(s->fd);
     }
     s->fd = -1;
@@ -160,16 +163,12 @@ s_connect(kb_zmtp_sub_t *s)
     s->out_len = KB_ZMTP_HELLO_LEN;
     s->out_sent = 0;
     s->subscribed = false;
-    s->start = s->end = 0;
     if (connect(s->fd, (struct sockaddr *)&s->addr, s->addrlen) == 0)
         s_flush(s);
     else if (errno == EINPROGRESS)
         s->connecting = true;
-    else { /* not bound yet (ENOENT, ECONNREFUSED) or backlog full */
-        close(s->fd);
-        s->fd = -1;
-        s->retry_at_ms = clock_mono_ms() + s->reconnect_ms;
-    }
+    else /* not bound yet (ENOENT, ECONNREFUSED) or backlog full */
+        s_disconnect(s, NULL);
 }
 
 kb_zmtp_sub_t *
@@ -247,9 +246,7 @@ kb_zmtp_sub_poll_done(kb_zmtp_sub_t *s, short revents)
         getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &e, &el);
         s->connecting = false;
         if (e) {
-            close(s->fd);
-            s->fd = -1;
-            s->retry_at_ms = clock_mono_ms() + s->reconnect_ms;
+            s_disconnect(s, NULL);
             return;
         }
     }
