@@ -351,6 +351,20 @@ s_pack(const archive_args_t *a, err_t *err)
         }
         pk_seckey_destroy(&key);
     }
+    /* A notebook that records no inputs packs into an archive whose cells
+     * cannot read the files they read when it ran. */
+    json_t *ja = json_object_get(nb_notebook_metadata(nb), "jupyter_agent");
+    if (!json_is_array(json_object_get(ja, "inputs")) && a->ninputs == 0) {
+        char *t = esc_dup(a->target, ESC_NAME);
+        fprintf(stderr,
+                "jupyter-agent archive: warning: %s records no inputs "
+                "(metadata.jupyter_agent.inputs: a session of 'ask', 'run' "
+                "or 'mcp' with --file writes it), so the archive holds none "
+                "and 'archive rerun' cannot give its cells the files they "
+                "read; add each with --input PATH[:NAME]\n",
+                t);
+        free(t);
+    }
     json_t *lock = a->no_probe ? NULL : s_probe_environment(nb);
     char *out = a->out ? xstrdup(a->out) : nb_path_sibling(a->target, ".zip");
     ag_archive_pack_opts_t po = {.notebook_path = a->target,
@@ -736,7 +750,8 @@ s_rerun(const archive_args_t *a, err_t *err)
     nb_run_opts_t ro;
     nb_run_opts_init(&ro);
     ro.timeout_ms = a->timeout_ms;
-    ro.allow_errors = true; /* recorded errors are outputs to reproduce */
+    ro.allow_errors = true;   /* recorded errors are outputs to reproduce */
+    ro.replay_session = true; /* resets and per-call limits, as recorded */
     ro.max_output_bytes = so.max_output_bytes;
     ro.hooks.should_stop = ag_interrupt_should_stop;
     nb_run_result_t res;

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -78,8 +79,8 @@ s_add_file(packer_t *p, const char *name, const char *path, int fd,
  * unless --input names a replacement) and --input extras. Appends to
  * `recorded_out` what environment.json says of each. */
 static int
-s_pack_inputs(packer_t *p, const json_t *recorded, char *const *extra,
-              json_t *env_inputs, err_t *err)
+s_pack_inputs(packer_t *p, const char *nb_path, const json_t *recorded,
+              char *const *extra, json_t *env_inputs, err_t *err)
 {
     json_t *given = json_object(); /* NAME -> PATH from --input */
     int rc = -1;
@@ -100,6 +101,15 @@ s_pack_inputs(packer_t *p, const json_t *recorded, char *const *extra,
         if (!name || !path || !want)
             continue;
         const char *override = json_string_value(json_object_get(given, name));
+        /* A relative recorded path (a committed example's) is relative to
+         * the notebook's directory. */
+        char *rel = NULL;
+        if (path[0] != '/') {
+            char *dup = xstrdup(nb_path);
+            rel = xasprintf("%s/%s", dirname(dup), path);
+            free(dup);
+            path = rel;
+        }
         char *aname = xasprintf("inputs/%s", name);
         char sha[NB_SHA256_HEX];
         int r = s_add_file(p, aname, override ? override : path, -1, p->objects,
@@ -111,6 +121,7 @@ s_pack_inputs(packer_t *p, const json_t *recorded, char *const *extra,
                            "input %s (recorded by the session; give its "
                            "current place with --input PATH:%s)",
                            name, name);
+            free(rel);
             goto out;
         }
         if (!override && strcmp(sha, want) != 0) {
@@ -119,8 +130,10 @@ s_pack_inputs(packer_t *p, const json_t *recorded, char *const *extra,
                     "%.12s..., recorded %.12s...); pass the file it used with "
                     "--input PATH:%s",
                     name, path, sha, want, name);
+            free(rel);
             goto out;
         }
+        free(rel);
         json_t *rec = json_pack("{s:s, s:s}", "name", name, "sha256", sha);
         if (strcmp(sha, want) != 0)
             json_object_set_new(rec, "recorded_sha256", json_string(want));
@@ -418,7 +431,8 @@ ag_archive_pack(const ag_archive_pack_opts_t *o, size_t *nfiles_out, err_t *err)
         goto out;
     json_t *recorded =
         s_get(nb_notebook_metadata(nb), "jupyter_agent", "inputs");
-    if (s_pack_inputs(&p, recorded, o->inputs, env_inputs, err))
+    if (s_pack_inputs(&p, o->notebook_path, recorded, o->inputs, env_inputs,
+                      err))
         goto out;
     outputs = o->outputs_dir ? xstrdup(o->outputs_dir)
                              : s_default_outputs(o->notebook_path);

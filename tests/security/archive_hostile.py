@@ -318,6 +318,13 @@ ok(rc == 8 and b"a.bin is in the archive but not in its signed statement"
    "(peak %.0f MiB, exit %d)" % (mib, rc), out)
 del ZEROS
 
+signed_bomb = resign(plain, os.path.join(T, "signed-bomb.zip"), KEY,
+                     add=[("inputs/zeros.csv", b"\0" * (64 << 20))])
+rc, out, mib = measured("archive", "verify", signed_bomb, "--trust", PUB)
+ok(rc == 8 and b"zip bomb" in out and mib < 64,
+   "archive verify refuses a signed entry expanding past the ratio as a zip "
+   "bomb (peak %.0f MiB, exit %d)" % (mib, rc), out)
+
 rerun_dirs()
 rc, out, mib = measured("archive", "rerun", signed_bomb, "--trust", PUB)
 ok(rc == 8 and rerun_dirs() == [],
