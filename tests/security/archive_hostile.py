@@ -351,50 +351,40 @@ ok(r.returncode != 0 and b"world-writable" in r.stderr,
    "a key dropped by uid 65534 into a sticky 1777 trusted-keys dir does "
    "not verify an archive (exit %d)" % r.returncode, r.stdout + r.stderr)
 
-owned = os.path.join(T, "keys-other-file")
-os.mkdir(owned, 0o755)
-shutil.copy(evil_pub, os.path.join(owned, "evil.pub"))
-os.chown(os.path.join(owned, "evil.pub"), 65534, 65534)
-env = dict(ENV, JUPYTER_AGENT_TRUSTED_KEYS=owned)
-r = run("archive", "verify", evil_zip, env=env)
-ok(r.returncode != 0 and b"owned by another user" in r.stderr,
-   "a key file owned by another uid in a root-owned 0755 dir is refused "
-   "(exit %d)" % r.returncode, r.stdout + r.stderr)
+def key_dir(name, mode=0o755, link=False, file_uid=None, dir_uid=None):
+    """A trusted-keys dir holding evil's key, made unsafe as asked."""
+    d = os.path.join(T, name)
+    os.mkdir(d)
+    os.chmod(d, mode)
+    f = os.path.join(d, "evil.pub")
+    if link:
+        os.symlink(evil_pub, f)
+    else:
+        shutil.copy(evil_pub, f)
+    if file_uid is not None:
+        os.chown(f, file_uid, file_uid)
+    if dir_uid is not None:
+        os.chown(d, dir_uid, dir_uid)
+    return d
 
-other_dir = os.path.join(T, "keys-other-dir")
-os.mkdir(other_dir, 0o755)
-shutil.copy(evil_pub, os.path.join(other_dir, "evil.pub"))
-os.chown(other_dir, 65534, 65534)
-env = dict(ENV, JUPYTER_AGENT_TRUSTED_KEYS=other_dir)
-r = run("archive", "verify", evil_zip, env=env)
-ok(r.returncode != 0 and b"owned by another user" in r.stderr,
-   "a trusted-keys dir owned by another uid is refused (exit %d)"
-   % r.returncode, r.stderr)
 
-group = os.path.join(T, "keys-group")
-os.mkdir(group)
-os.chmod(group, 0o775)
-shutil.copy(evil_pub, os.path.join(group, "evil.pub"))
-env = dict(ENV, JUPYTER_AGENT_TRUSTED_KEYS=group)
-r = run("archive", "verify", evil_zip, env=env)
-ok(r.returncode != 0 and b"group-writable" in r.stderr,
-   "a group-writable trusted-keys dir is refused (exit %d)" % r.returncode,
-   r.stderr)
+for d, want, what in [
+        (key_dir("keys-other-file", file_uid=65534), b"owned by another user",
+         "a key file owned by another uid in a root-owned 0755 dir"),
+        (key_dir("keys-other-dir", dir_uid=65534), b"owned by another user",
+         "a trusted-keys dir owned by another uid"),
+        (key_dir("keys-group", mode=0o775), b"group-writable",
+         "a group-writable trusted-keys dir"),
+        (key_dir("keys-link", link=True), b"symlink",
+         "a symlinked key file in a trusted-keys dir")]:
+    r = run("archive", "verify", evil_zip,
+            env=dict(ENV, JUPYTER_AGENT_TRUSTED_KEYS=d))
+    ok(r.returncode != 0 and want in r.stderr,
+       "%s is refused (exit %d)" % (what, r.returncode), r.stdout + r.stderr)
 
-linked = os.path.join(T, "keys-link")
-os.mkdir(linked, 0o755)
-os.symlink(evil_pub, os.path.join(linked, "evil.pub"))
-env = dict(ENV, JUPYTER_AGENT_TRUSTED_KEYS=linked)
-r = run("archive", "verify", evil_zip, env=env)
-ok(r.returncode != 0 and b"symlink" in r.stderr,
-   "a symlinked key file in a trusted-keys dir is refused (exit %d)"
-   % r.returncode, r.stderr)
-
-good = os.path.join(T, "keys-good")
-os.mkdir(good, 0o755)
-shutil.copy(evil_pub, os.path.join(good, "evil.pub"))
-env = dict(ENV, JUPYTER_AGENT_TRUSTED_KEYS=good)
-r = run("archive", "verify", evil_zip, env=env)
+good = key_dir("keys-good")
+r = run("archive", "verify", evil_zip,
+        env=dict(ENV, JUPYTER_AGENT_TRUSTED_KEYS=good))
 ok(r.returncode == 0,
    "a key in a 0755 dir owned by root still verifies (exit %d)"
    % r.returncode, r.stderr)
