@@ -95,6 +95,16 @@ s_is_reset(const json_t *cell)
            strcmp(action, "reset") == 0;
 }
 
+/* Is `cell` a tool call of an agent session (ask, mcp), after which the
+ * session went on whatever the call's end? */
+static bool
+s_tool_cell(const json_t *cell)
+{
+    return json_is_string(json_object_get(
+        json_object_get(json_object_get(cell, "metadata"), "jupyter_agent"),
+        "tool"));
+}
+
 /* The limit for `cell`: its recorded timeout_s when set and lower than
  * `limit_ms` (<= 0: none), else `limit_ms`. */
 static int
@@ -438,7 +448,8 @@ nb_run_notebook(nb_notebook_t *nb, kb_kernel_t *k, const nb_run_opts_t *o,
         ev.duration_ms = clock_mono_ms() - c0;
         res->code =
             s_settle(cell, i, rc, &xerr, out, may_raise, &ev.status, res, err);
-        if (res->code == ERR_TIMEOUT && o->replay_session) {
+        if (res->code == ERR_TIMEOUT && o->replay_session &&
+            s_tool_cell(cell)) {
             /* The session went on after it, and recorded the limit as an
              * agent session's tools do: a note on stderr, not nbclient's
              * CellTimeoutError (which s_settle just appended). */

@@ -65,9 +65,10 @@ typedef struct nb_run_opts {
      * a markdown note with metadata.jupyter_agent.action "reset" restarts
      * the kernel there; a code cell's metadata.jupyter_agent.timeout_s (a
      * call's own limit, MCP's "timeout") is its limit when lower than
-     * timeout_ms; and a cell that times out ends only itself, as it did
-     * in the session, with the session's note ("[jupyter-agent] timed out
-     * after ..." on stderr) instead of a CellTimeoutError. */
+     * timeout_ms; and a tool call's cell (metadata.jupyter_agent.tool:
+     * ask, mcp) that times out ends only itself, as it did in the session,
+     * with the session's note ("[jupyter-agent] timed out after ..." on
+     * stderr) instead of a CellTimeoutError. */
     bool replay_session;
     /* Called before and after each executed cell (may be NULL). */
     void (*on_cell)(const nb_run_event_t *ev, void *arg);
