@@ -184,7 +184,7 @@ s_next(kb_client_t *c, kb_channel_t ch, const kb_zmq_limits_t *lim,
        s_round_t *r)
 {
     while (r->n < DRAIN_MAX && clock_mono_ms() < r->until) {
-        err_t err;
+        err_t err = {0}; /* recv clears it; {0} if a transport forgets */
         r->n++;
         kb_msg_t *msg = c->tp->ops->recv(c->tp, ch, lim ? lim : &c->limits,
                                          &c->stats, &err);
