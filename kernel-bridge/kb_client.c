@@ -12,7 +12,6 @@
 #include <time.h>
 
 #define DEFAULT_MAX_MSG ((int64_t)256 << 20)
-#define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 #define TICK_MS 100
 #define KB_HELD_MAX 16
 /* One drain round reads at most DRAIN_MAX messages (dropped ones included)
@@ -110,7 +109,7 @@ kb_client_new_transport(kb_transport_t **tp, const char *session,
         kb_msg_new_uuid(c->session);
     c->username = xstrdup(opts->username ? opts->username : "jupyter-agent");
     c->max_output =
-        opts->max_output_bytes ? opts->max_output_bytes : DEFAULT_MAX_OUTPUT;
+        opts->max_output_bytes ? opts->max_output_bytes : KB_DEFAULT_MAX_OUTPUT;
     int64_t max_msg =
         opts->max_msg_bytes ? opts->max_msg_bytes : DEFAULT_MAX_MSG;
     c->limits.max_bytes = (size_t)max_msg;

@@ -26,7 +26,6 @@
 #include <unistd.h>
 
 #define DEFAULT_TIMEOUT_MS 60000
-#define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 #define DEFAULT_IDLE_MS (30 * 60 * 1000)
 #define DEFAULT_LIFETIME_MS (8 * 60 * 60 * 1000)
 /* A warm kernel is already running: ready means one kernel_info round trip
@@ -60,7 +59,7 @@ ag_session_opts_init(ag_session_opts_t *o)
 {
     memset(o, 0, sizeof *o);
     o->timeout_ms = DEFAULT_TIMEOUT_MS;
-    o->max_output_bytes = DEFAULT_MAX_OUTPUT;
+    o->max_output_bytes = KB_DEFAULT_MAX_OUTPUT;
     o->idle_timeout_ms = DEFAULT_IDLE_MS;
     o->max_lifetime_ms = DEFAULT_LIFETIME_MS;
     sb_policy_init_default(&o->policy);
