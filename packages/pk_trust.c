@@ -145,8 +145,7 @@ s_open_failed(const char *path, err_t *err)
                        "public key %s is a symlink; trusted keys are read "
                        "only from regular files (copy the key there)",
                        path);
-    return err_set(err, ERR_USAGE, "cannot open public key %s: %s", path,
-                   strerror(errno));
+    return err_errno(err, ERR_USAGE, "cannot open public key %s", path);
 }
 
 int
@@ -183,14 +182,12 @@ pk_trust_add_dir(pk_trust_t *t, const char *dir, err_t *err)
     if (!d) {
         if (errno == ENOENT)
             return 0;
-        return err_set(err, ERR_USAGE,
-                       "cannot read trusted-keys directory %s: %s", dir,
-                       strerror(errno));
+        return err_errno(err, ERR_USAGE,
+                         "cannot read trusted-keys directory %s", dir);
     }
     struct stat st;
     if (fstat(dirfd(d), &st) != 0) {
-        err_set(err, ERR_USAGE, "cannot read trusted-keys directory %s: %s",
-                dir, strerror(errno));
+        err_errno(err, ERR_USAGE, "cannot read trusted-keys directory %s", dir);
         goto out;
     }
     const char *why = s_unsafe(&st);
