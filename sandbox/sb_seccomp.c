@@ -159,10 +159,6 @@ static const struct s_rule s_rules[] = {
     ALLOW("mknod", "FIFOs (os.mkfifo); device nodes need CAP_MKNOD, which "
                    "the box lacks"),
     ALLOW("mknodat", "FIFOs (os.mkfifo); device nodes need CAP_MKNOD"),
-    ALLOW("inotify_init", "file watching (IPython autoreload, watchdog)"),
-    ALLOW("inotify_init1", "file watching"),
-    ALLOW("inotify_add_watch", "file watching"),
-    ALLOW("inotify_rm_watch", "file watching"),
     ALLOW("memfd_create", "anonymous files (libffi, ctypes callbacks)"),
     ALLOW("ioctl", "terminal and socket queries (FIONREAD, TCGETS); "
                    "dangerous requests are denied below"),
@@ -363,6 +359,16 @@ static const struct s_rule s_rules[] = {
     ALWAYS("io_uring_enter", "io_uring: large kernel attack surface"),
     ALWAYS("io_uring_register", "io_uring: large kernel attack surface"),
     ALWAYS("fanotify_init", "watches filesystem activity"),
+    /* inotify on the host inodes bound in (/usr, --bind) would show live
+     * which programs and files the host and other sessions open. Nothing
+     * a kernel needs watches files: IPython's autoreload and matplotlib
+     * poll; watchdog falls back to polling where asked. */
+    ALWAYS("inotify_init", "watches files, host inodes bound in included: "
+                           "shows what the host runs"),
+    ALWAYS("inotify_init1", "watches files, host inodes bound in included: "
+                            "shows what the host runs"),
+    ALWAYS("inotify_add_watch", "inotify (see inotify_init)"),
+    ALWAYS("inotify_rm_watch", "inotify (see inotify_init)"),
     ALWAYS("lookup_dcookie", "kernel profiling interface"),
     ALWAYS("syslog", "reads the kernel log"),
     ALWAYS("uselib", "obsolete loader interface"),
