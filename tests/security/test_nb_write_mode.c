@@ -18,17 +18,6 @@
 #include <unistd.h>
 
 static char dir[] = "/tmp/ja-nbmode-XXXXXX";
-
-static char *
-s_path(const char *name)
-{
-    static char buf[4][256];
-    static int i;
-    char *p = buf[i++ % 4];
-    snprintf(p, sizeof buf[0], "%s/%s", dir, name);
-    return p;
-}
-
 int
 main(void)
 {
@@ -40,13 +29,15 @@ main(void)
     nb_notebook_t *nb = nb_notebook_new();
     nb_notebook_append(nb, nb_cell_new_code("1 + 1\n"));
 
+    char target[64], link[64], reg[64];
+    snprintf(target, sizeof target, "%s/suid-tool", dir);
+    snprintf(link, sizeof link, "%s/out.ipynb", dir);
+    snprintf(reg, sizeof reg, "%s/kept.ipynb", dir);
     /* A stand-in for /usr/bin/passwd: ours, 04755. */
-    const char *target = s_path("suid-tool");
     int fd = open(target, O_WRONLY | O_CREAT | O_EXCL, 0755);
     ok(fd >= 0 && write(fd, "#!/bin/sh\n", 10) == 10, "a setuid target");
     close(fd);
     chmod(target, 04755);
-    const char *link = s_path("out.ipynb");
     ok(symlink(target, link) == 0, "out.ipynb is a link to it");
 
     int rc = nb_notebook_write_file(nb, link, &err);
@@ -69,7 +60,6 @@ main(void)
        "the link's target is untouched");
 
     /* An existing regular notebook with set-id bits (set by hand). */
-    const char *reg = s_path("kept.ipynb");
     ok(nb_notebook_write_file(nb, reg, &err) == 0, "a notebook is written");
     chmod(reg, 06755);
     rc = nb_notebook_write_file(nb, reg, &err);
