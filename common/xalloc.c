@@ -1,5 +1,6 @@
 #include "xalloc.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,4 +78,18 @@ xasprintf(const char *fmt, ...)
     char *p = xvasprintf(fmt, ap);
     va_end(ap);
     return p;
+}
+
+void
+xwipe_secret(char *s)
+{
+    if (s)
+        sodium_memzero(s, strlen(s));
+}
+
+void
+xfree_secret(char *s)
+{
+    xwipe_secret(s);
+    free(s);
 }

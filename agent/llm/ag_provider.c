@@ -2,7 +2,6 @@
 
 #include "agent/llm/ag_provider_impl.h"
 #include "common/log.h"
-#include "common/secret.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
 
@@ -57,7 +56,7 @@ ag_request_release(ag_request_t *r)
     free(r->url);
     free(r->body);
     for (size_t i = 0; i < sizeof r->headers / sizeof r->headers[0]; i++) {
-        secret_free(r->headers[i]); /* header lines may hold the key */
+        xfree_secret(r->headers[i]); /* header lines may hold the key */
     }
     memset(r, 0, sizeof *r);
 }
@@ -351,7 +350,7 @@ ag_provider_destroy(ag_provider_t **pp)
     ag_provider_t *p = *pp;
     if (p->record)
         fclose(p->record);
-    secret_free(p->key);
+    xfree_secret(p->key);
     ag_http_destroy(&p->http);
     json_decref(p->replay);
     free(p->replay_path);

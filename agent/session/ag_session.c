@@ -2,7 +2,6 @@
 
 #include "common/buf.h"
 #include "common/log.h"
-#include "common/secret.h"
 #include "common/size.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
@@ -619,7 +618,7 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
     /* Hashed before the kernel starts, as for a local session. */
     json_t *inputs = s_inputs_json(o->files, err);
     if (!inputs) {
-        secret_free(token);
+        xfree_secret(token);
         err_prefix(err, "--file");
         return NULL;
     }
@@ -634,7 +633,7 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
                               .private_dir = true};
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     strv_free(env);
-    secret_free(token);
+    xfree_secret(token);
     if (!k) {
         json_decref(inputs);
         return NULL;
