@@ -1,6 +1,5 @@
 #include "xalloc.h"
 
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,18 +77,4 @@ xasprintf(const char *fmt, ...)
     char *p = xvasprintf(fmt, ap);
     va_end(ap);
     return p;
-}
-
-void
-xwipe_secret(char *s)
-{
-    if (s)
-        sodium_memzero(s, strlen(s));
-}
-
-void
-xfree_secret(char *s)
-{
-    xwipe_secret(s);
-    free(s);
 }

@@ -21,13 +21,4 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *xvasprintf(const char *fmt, va_list ap)
     __attribute__((format(printf, 1, 0)));
 
-/* Secrets (API keys, tokens, header lines holding them) are wiped with
- * sodium_memzero before their memory is freed: a plain memset before free
- * is a dead store the compiler may drop. tests/unit/secret_wipes.sh fails
- * on a plain memset of a key, token or auth string in the library. */
-/* Wipe the NUL-terminated `s` (NULL allowed); the pointer stays valid. */
-void xwipe_secret(char *s);
-/* Wipe and free the NUL-terminated `s` (NULL allowed). */
-void xfree_secret(char *s);
-
 #endif

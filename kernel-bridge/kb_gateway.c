@@ -6,6 +6,7 @@
 
 #include "common/buf.h"
 #include "common/escape.h"
+#include "common/secret.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
 
@@ -107,7 +108,7 @@ kb_gateway_destroy(kb_gateway_t **pg)
     kb_gateway_t *g = *pg;
     kb_gateway_release_parts(&g->parts);
     free(g->shown);
-    xfree_secret(g->auth); /* a secret: do not leave it in freed memory */
+    secret_free(g->auth); /* a secret: do not leave it in freed memory */
     free(g->ca_file);
     strv_free(g->env);
     free(g);
@@ -241,10 +242,10 @@ kb_gateway_request(kb_gateway_t *g, const char *method, const char *path,
     rc = 0;
 out:
     for (struct curl_slist *l = hdrs; l; l = l->next)
-        xwipe_secret(l->data); /* curl's copy of the Authorization line */
+        secret_wipe(l->data); /* curl's copy of the Authorization line */
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
-    xfree_secret(auth);
+    secret_free(auth);
     free(text);
     free(url);
     buf_release(&resp);

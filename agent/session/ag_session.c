@@ -2,6 +2,7 @@
 
 #include "common/buf.h"
 #include "common/log.h"
+#include "common/secret.h"
 #include "common/size.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
@@ -618,7 +619,7 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
     /* Hashed before the kernel starts, as for a local session. */
     json_t *inputs = s_inputs_json(o->files, err);
     if (!inputs) {
-        xfree_secret(token);
+        secret_free(token);
         err_prefix(err, "--file");
         return NULL;
     }
@@ -633,7 +634,7 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
                               .private_dir = true};
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     strv_free(env);
-    xfree_secret(token);
+    secret_free(token);
     if (!k) {
         json_decref(inputs);
         return NULL;

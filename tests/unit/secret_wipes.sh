@@ -1,8 +1,8 @@
 #!/bin/sh
-# Secrets are wiped with sodium_memzero (xfree_secret, common/xalloc.h),
-# never with a plain memset before free: that is a dead store a compiler
-# may drop. Fails on a memset of anything named like a key, token, auth or
-# header line in the library (tests and benchmarks may do as they like).
+# Secrets are wiped with sodium_memzero (common/secret.h), never with a
+# plain memset before free: that is a dead store a compiler may drop. Fails
+# on a memset of anything named like a key, token, auth or header line in
+# the library (tests and benchmarks may do as they like).
 set -u
 . tests/tap.sh
 files=$(git ls-files 'common/*.c' 'sandbox/*.c' 'kernel-bridge/*.c' \
