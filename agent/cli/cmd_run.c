@@ -66,6 +66,8 @@ static const char s_usage[] =
     "      --max-notebook-size BYTES\n"
     "                         refuse a NOTEBOOK over this (default 256M);\n"
     "                         it must be a regular file\n"
+    "      --max-cells N      refuse a NOTEBOOK of more than N cells\n"
+    "                         (default 20000), before reading it into memory\n"
     "  -q, --quiet            no progress lines\n";
 
 static const char s_usage_tail[] =
@@ -226,6 +228,7 @@ typedef struct run_args {
     bool inplace, allow_errors, quiet, merge_streams;
     const char **pnames, **pvalues; /* owned arrays of argv words */
     size_t nparams, max_nb_bytes;
+    size_t max_cells; /* --max-cells; 0: the default */
 } run_args_t;
 
 static int
@@ -267,6 +270,19 @@ s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
         a->max_nb_bytes = (size_t)n;
         return 0;
     }
+    case 'C': {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long n = strtoull(o->value, &end, 10);
+        if (errno || !end || *end || o->value[0] == '-' || n == 0 ||
+            n > (1ULL << 32))
+            return err_set(err, ERR_USAGE,
+                           "--max-cells: '%s' is not a number of cells from "
+                           "1 to 4294967296",
+                           o->value);
+        a->max_cells = (size_t)n;
+        return 0;
+    }
     case 'q':
         a->quiet = true;
         return 0;
@@ -283,6 +299,7 @@ ag_cmd_run(int argc, char **argv)
         {"inplace", no_argument, 0, 'I'},
         {"allow-errors", no_argument, 0, 'a'},
         {"max-notebook-size", required_argument, 0, 'N'},
+        {"max-cells", required_argument, 0, 'C'},
         {"merge-streams", no_argument, 0, 'S'},
         {"parameters", required_argument, 0, 'p'},
         {"quiet", no_argument, 0, 'q'},
@@ -326,7 +343,7 @@ ag_cmd_run(int argc, char **argv)
         goto fail;
     }
 
-    nb = nb_notebook_read_path(in_path, a.max_nb_bytes, &err);
+    nb = nb_notebook_read_capped(in_path, a.max_nb_bytes, a.max_cells, &err);
     if (!nb)
         goto fail;
     for (const char *w = nb_notebook_warnings(nb); w && *w;) {
