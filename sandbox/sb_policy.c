@@ -476,11 +476,11 @@ static bool
 s_secret_word(const char *w, size_t n)
 {
     static const char *const whole[] = {
-        "KEY",    "TOKEN",      "SECRET", "PASS",          "PASSWD",
-        "PASSWORD", "PASSPHRASE", "CREDENTIAL", "CREDS", "AUTH",
-        "AUTHORIZATION", "COOKIE", "PAT"};
-    static const char *const tails[] = {"KEY", "TOKEN", "SECRET", "PASSWORD",
-                                        "PASSWD", "CREDENTIAL"};
+        "KEY",           "TOKEN",      "SECRET",     "PASS",  "PASSWD",
+        "PASSWORD",      "PASSPHRASE", "CREDENTIAL", "CREDS", "AUTH",
+        "AUTHORIZATION", "COOKIE",     "PAT"};
+    static const char *const tails[] = {"KEY",      "TOKEN",  "SECRET",
+                                        "PASSWORD", "PASSWD", "CREDENTIAL"};
     for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
         if (strlen(whole[i]) == n && memcmp(w, whole[i], n) == 0)
             return true;

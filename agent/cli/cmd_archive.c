@@ -270,8 +270,9 @@ s_copy_to_stdout(const char *path, err_t *err)
             break;
         }
     if (n < 0 || fflush(stdout) != 0)
-        rc = err_set(err, ERR_IO, "cannot write the archive to standard "
-                                  "output: %s",
+        rc = err_set(err, ERR_IO,
+                     "cannot write the archive to standard "
+                     "output: %s",
                      strerror(errno));
     close(fd);
     return rc;
@@ -314,10 +315,12 @@ s_pack(const archive_args_t *a, err_t *err)
     char *tmpdir = NULL;
     if (to_stdout) {
         const char *t = getenv("TMPDIR");
-        tmpdir = xasprintf("%s/jupyter-agent-pack-XXXXXX", t && *t ? t : "/tmp");
+        tmpdir =
+            xasprintf("%s/jupyter-agent-pack-XXXXXX", t && *t ? t : "/tmp");
         if (!mkdtemp(tmpdir)) {
-            err_set(err, ERR_IO, "-o -: cannot make a temporary directory %s: %s",
-                    tmpdir, strerror(errno));
+            err_set(err, ERR_IO,
+                    "-o -: cannot make a temporary directory %s: %s", tmpdir,
+                    strerror(errno));
             free(tmpdir);
             json_decref(lock);
             nb_notebook_destroy(&nb);

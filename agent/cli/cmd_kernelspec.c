@@ -8,8 +8,8 @@
  */
 #include "agent/cli/ag_cmd.h"
 #include "agent/kernel/ag_kernel.h"
-#include "common/fileio.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/jpaths.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernelspec.h"
@@ -147,8 +147,9 @@ s_write_logo(const char *path, int size, err_t *err)
     if (fd < 0)
         rc = -1;
     else if (!f || fwrite("\x89PNG\r\n\x1a\n", 1, 8, f) != 8 ||
-        s_chunk(f, "IHDR", ihdr, sizeof ihdr) ||
-        s_chunk(f, "IDAT", z, (uint32_t)z_len) || s_chunk(f, "IEND", NULL, 0))
+             s_chunk(f, "IHDR", ihdr, sizeof ihdr) ||
+             s_chunk(f, "IDAT", z, (uint32_t)z_len) ||
+             s_chunk(f, "IEND", NULL, 0))
         rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
     if (f && fclose(f) != 0 && rc == 0)
         rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));

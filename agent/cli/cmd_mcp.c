@@ -8,9 +8,9 @@
 #include "agent/mcp/ag_mcp_rpc.h"
 #include "agent/mcp/ag_mcp_stdio.h"
 #include "agent/session/ag_session.h"
-#include "common/fileio.h"
 #include "common/cliopt.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/xalloc.h"
 
 #include <getopt.h>

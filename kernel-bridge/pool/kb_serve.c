@@ -832,8 +832,8 @@ r_finish(void *self, err_t *err)
         return 0;
     sb_files_out_opts_t o;
     sb_policy_out_opts(&r->policy, &o);
-    int rc = sb_files_copy_out(r->ws_fd, ".", r->policy.keep_workspace_dir,
-                               &o, NULL, err);
+    int rc = sb_files_copy_out(r->ws_fd, ".", r->policy.keep_workspace_dir, &o,
+                               NULL, err);
     if (rc < 0)
         err_prefix(err, "keeping the workspace in '%s'",
                    r->policy.keep_workspace_dir);

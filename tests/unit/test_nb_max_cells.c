@@ -28,7 +28,8 @@ s_write(size_t n, const char *cell, const char *extra_top)
     buf_printf(&b, "{%s\"cells\": [", extra_top ? extra_top : "");
     for (size_t i = 0; i < n; i++)
         buf_printf(&b, "%s%s", i ? ", " : "", cell);
-    buf_puts(&b, "], \"metadata\": {}, \"nbformat\": 4, \"nbformat_minor\": 4}");
+    buf_puts(&b,
+             "], \"metadata\": {}, \"nbformat\": 4, \"nbformat_minor\": 4}");
     FILE *f = fopen(s_path, "w");
     fwrite(b.data, 1, b.len, f);
     fclose(f);
