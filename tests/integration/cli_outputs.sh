@@ -89,6 +89,14 @@ run mcp --notebook "$T/fifo"
 [ "$rc" = 2 ] && unchanged
 ok $? "mcp --notebook FIFO is refused at the start (exit 2, got $rc)"
 
+run kernelspec install --prefix "$T/ks"
+k=$(ls -d "$T"/ks/share/jupyter/kernels/* 2>/dev/null | head -1)
+rm -f "$k/logo-64x64.png" && mkfifo "$k/logo-64x64.png"
+timeout -k 2 20 "$BIN" kernelspec install --prefix "$T/ks" >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" = 2 ] && [ -p "$k/logo-64x64.png" ] && grep -q "a FIFO" "$T/err"
+ok $? "kernelspec install over a FIFO logo is refused at once (exit 2, got $rc), not blocked on"
+
 # ---- -o -: standard output ---------------------------------------------
 (cd "$T" && timeout -k 5 300 "$BIN" run --warm cold -q nb.ipynb -o - \
     >"$T/stdout.ipynb" 2>"$T/err" </dev/null)
