@@ -6,18 +6,8 @@
 # flags) and the sandbox command alike.
 BIN=${JUPYTER_AGENT_BIN:-build/jupyter-agent}
 . "$(dirname "$0")/../tap.sh"
-T=$(mktemp -d /tmp/ja-env-XXXXXX)
-chmod 711 "$T"
-trap 'rm -rf "$T"' EXIT
-export XDG_RUNTIME_DIR="$T" HOME="$T"
-unset JUPYTER_AGENT_SERVE_SOCKET JUPYTER_GATEWAY_URL OPENAI_API_KEY \
-    ANTHROPIC_API_KEY JUPYTER_AGENT_MODEL
+session_tmpdir env
 export GIT_AUTHOR_NAME=Ada PASSAGE_DIR=/passages MY_TOKEN=t0k-value
-
-run() {
-    timeout -k 5 300 "$BIN" "$@" >"$T/out" 2>"$T/err" </dev/null
-    rc=$?
-}
 
 run sandbox --quiet --env GIT_AUTHOR_NAME --env PASSAGE_DIR -- /usr/bin/env
 [ "$rc" = 0 ] && grep -qx 'GIT_AUTHOR_NAME=Ada' "$T/out" &&

@@ -10,17 +10,7 @@ BIN=${JUPYTER_AGENT_BIN:-build/jupyter-agent}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN") # for the cd below
 PY=/usr/bin/python3
 . "$(dirname "$0")/../tap.sh"
-T=$(mktemp -d /tmp/ja-outputs-XXXXXX)
-chmod 711 "$T" # the box user must reach the run dirs made in here
-trap 'rm -rf "$T"' EXIT
-export XDG_RUNTIME_DIR="$T" HOME="$T"
-unset JUPYTER_AGENT_SERVE_SOCKET JUPYTER_GATEWAY_URL OPENAI_API_KEY \
-    ANTHROPIC_API_KEY JUPYTER_AGENT_MODEL
-
-run() {
-    timeout -k 5 300 "$BIN" "$@" >"$T/out" 2>"$T/err" </dev/null
-    rc=$?
-}
+session_tmpdir outputs
 
 cat >"$T/nb.ipynb" <<'NB'
 {"cells": [{"cell_type": "code", "execution_count": null, "id": "a1",
@@ -29,21 +19,9 @@ cat >"$T/nb.ipynb" <<'NB'
   "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
 NB
 # A replayed model whose one cell leaves a marker: proof it ran.
-$PY - "$T/model.jsonl" <<'PY'
-import json, sys
-code = "open('/mnt/data/out/new.txt', 'w').write('new')\nprint('ran')"
-turns = [
-    {"jupyter_agent_replay": 1, "model": "test:outputs"},
-    {"text": "Saving.", "tool_calls": [{"id": "c1", "name": "python",
-     "arguments": json.dumps({"code": code})}], "stop_reason": "tool_use",
-     "usage": {"input_tokens": 0, "output_tokens": 0}},
-    {"text": "Done.", "tool_calls": [], "stop_reason": "end_turn",
-     "usage": {"input_tokens": 0, "output_tokens": 0}},
-]
-with open(sys.argv[1], "w") as f:
-    for t in turns:
-        f.write(json.dumps(t) + "\n")
-PY
+$PY "$(dirname "$0")/../tools/replay_session.py" "$T/model.jsonl" \
+    "open('/mnt/data/out/new.txt', 'w').write('new')
+print('ran')"
 
 mkfifo "$T/fifo"
 echo keep >"$T/target"

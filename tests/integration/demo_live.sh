@@ -9,27 +9,11 @@ BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 PY=/usr/bin/python3
 . "$(dirname "$0")/../tap.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-T=$(mktemp -d /tmp/ja-demo-XXXXXX)
-chmod 711 "$T"
-trap 'rm -rf "$T"' EXIT
-export XDG_RUNTIME_DIR="$T" HOME="$T"
-unset JUPYTER_AGENT_SERVE_SOCKET JUPYTER_GATEWAY_URL OPENAI_API_KEY \
-    ANTHROPIC_API_KEY OPENAI_BASE_URL DEMO_OUT DEMO_REPLAY
+session_tmpdir demo
+unset OPENAI_BASE_URL DEMO_OUT DEMO_REPLAY
 
-$PY - "$T/live.jsonl" <<'PY'
-import json, sys
-turns = [
-    {"jupyter_agent_replay": 1, "model": "test:live-stand-in"},
-    {"text": "Looking.", "tool_calls": [{"id": "c1", "name": "python",
-     "arguments": json.dumps({"code": "print(len(open('/mnt/data/budget_2026.csv').read()) > 0)"})}],
-     "stop_reason": "tool_use", "usage": {"input_tokens": 0, "output_tokens": 0}},
-    {"text": "The budget is there.", "tool_calls": [], "stop_reason": "end_turn",
-     "usage": {"input_tokens": 0, "output_tokens": 0}},
-]
-with open(sys.argv[1], "w") as f:
-    for t in turns:
-        f.write(json.dumps(t) + "\n")
-PY
+$PY "$(dirname "$0")/../tools/replay_session.py" "$T/live.jsonl" \
+    "print(len(open('/mnt/data/budget_2026.csv').read()) > 0)"
 
 untracked() {
     git -C "$ROOT" status --porcelain --untracked-files=all -- examples

@@ -5,17 +5,7 @@
 # and the line says why. Nothing is dropped without a word.
 BIN=${JUPYTER_AGENT_BIN:-build/jupyter-agent}
 . "$(dirname "$0")/../tap.sh"
-T=$(mktemp -d /tmp/ja-svg-XXXXXX)
-chmod 711 "$T"
-trap 'rm -rf "$T"' EXIT
-export XDG_RUNTIME_DIR="$T" HOME="$T"
-unset JUPYTER_AGENT_SERVE_SOCKET JUPYTER_GATEWAY_URL OPENAI_API_KEY \
-    ANTHROPIC_API_KEY JUPYTER_AGENT_MODEL
-
-run() {
-    timeout -k 5 300 "$BIN" "$@" >"$T/out" 2>"$T/err" </dev/null
-    rc=$?
-}
+session_tmpdir svg
 
 cat >"$T/fig.py" <<'PY'
 import matplotlib.pyplot as plt

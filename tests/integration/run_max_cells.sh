@@ -6,12 +6,7 @@
 BIN=${JUPYTER_AGENT_BIN:-build/jupyter-agent}
 PY=/usr/bin/python3
 . "$(dirname "$0")/../tap.sh"
-T=$(mktemp -d /tmp/ja-maxcells-XXXXXX)
-chmod 711 "$T"
-trap 'rm -rf "$T"' EXIT
-export XDG_RUNTIME_DIR="$T" HOME="$T"
-unset JUPYTER_AGENT_SERVE_SOCKET JUPYTER_GATEWAY_URL OPENAI_API_KEY \
-    ANTHROPIC_API_KEY JUPYTER_AGENT_MODEL
+session_tmpdir maxcells
 
 $PY - "$T" <<'PY'
 import json, sys
@@ -42,11 +37,6 @@ else
     ok 0 "# skip no /usr/bin/time to measure the peak"
     ok 0 "# skip no /usr/bin/time to measure the peak"
 fi
-
-run() {
-    timeout -k 5 300 "$BIN" "$@" >"$T/out" 2>"$T/err" </dev/null
-    rc=$?
-}
 run run --warm cold -q --max-cells 10 "$T/small.ipynb" -o "$T/s.out.ipynb"
 [ "$rc" = 2 ] && grep -q "more than 10 cells" "$T/err"
 ok $? "--max-cells 10 refuses a 30-cell notebook (exit 2, got $rc)"
