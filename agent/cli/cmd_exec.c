@@ -255,12 +255,16 @@ ag_cmd_exec(int argc, char **argv)
     int rc = kb_kernel_execute(ag_session_kernel(session), code, &xopts,
                                sopts.timeout_ms, out, &hooks, &err);
     int status = s_exit_code(rc, &err, out);
-    /* --keep-workspace: the copy happens as the box ends; its failure is
-     * the command's (exit 7) when nothing failed before. */
+    /* --keep-workspace: the copy happens as the box ends, before the JSON
+     * that reports it; its failure is the command's (exit 7) when nothing
+     * failed before. Without it the box is handed off after the output. */
     err_t kerr = {0};
-    bool kept = ag_session_end(&session, &kerr) == 0;
-    if (!kept && status == 0)
-        status = kerr.code ? kerr.code : ERR_IO;
+    bool kept = true;
+    if (sopts.policy.keep_workspace_dir) {
+        kept = ag_session_end(&session, &kerr) == 0;
+        if (!kept && status == 0)
+            status = kerr.code ? kerr.code : ERR_IO;
+    }
 
     if (a.json) {
         json_t *obj = kb_output_to_json(out);
@@ -301,6 +305,7 @@ ag_cmd_exec(int argc, char **argv)
         fprintf(stderr, "jupyter-agent exec: %s\n", kerr.text);
     }
     kb_output_destroy(&out);
+    ag_session_hand_off(&session);
     sb_outdir_destroy(&img_dir);
     ag_session_opts_release(&sopts);
     free(code);
