@@ -687,6 +687,8 @@ s_check_outputs(const ask_args_t *a, const char *nb_path, err_t *err)
                        "-o %s already exists; choose another -o, or pass "
                        "--force to replace it",
                        nb_path);
+    if (a->existing) /* no box: no files come out */
+        return 0;
     sb_files_out_opts_t o;
     sb_policy_out_opts(&a->sopts.policy, &o);
     char *files_dir = nb_path_sibling(nb_path, "_files");
