@@ -3,6 +3,7 @@
 #include "kernel-bridge/pool/kb_serve.h"
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/pool/kb_factory.h"
@@ -822,16 +823,32 @@ r_adopt_file(void *self, const char *path, err_t *err)
     return 0;
 }
 
+/* --keep-workspace: copy the box's workspace out (once). */
+static int
+r_finish(void *self, err_t *err)
+{
+    s_remote_t *r = self;
+    if (!r->policy.keep_workspace_dir || r->ws_fd < 0)
+        return 0;
+    sb_files_out_opts_t o;
+    sb_policy_out_opts(&r->policy, &o);
+    int rc = sb_files_copy_out(r->ws_fd, ".", r->policy.keep_workspace_dir, &o,
+                               NULL, err);
+    if (rc < 0)
+        err_prefix(err, "keeping the workspace in '%s'",
+                   r->policy.keep_workspace_dir);
+    free(r->policy.keep_workspace_dir);
+    r->policy.keep_workspace_dir = NULL; /* done: not again in destroy */
+    return rc;
+}
+
 static void
 r_destroy(void *self)
 {
     s_remote_t *r = self;
-    if (r->policy.keep_workspace_dir && r->ws_fd >= 0) {
-        sb_files_out_opts_t o;
-        sb_policy_out_opts(&r->policy, &o);
-        sb_files_copy_out(r->ws_fd, ".", r->policy.keep_workspace_dir, &o, NULL,
-                          NULL);
-    }
+    err_t err = {0};
+    if (r_finish(r, &err) < 0)
+        log_warn("%s", err.text);
     close(r->sock); /* the server kills and removes the box */
     if (r->pidfd >= 0)
         close(r->pidfd);
@@ -865,6 +882,7 @@ static const kb_launcher_ops_t s_remote_ops = {
     .adopt_file = r_adopt_file,
     .destroy = r_destroy,
     .hand_off = r_hand_off,
+    .finish = r_finish,
 };
 
 kb_launcher_t *
