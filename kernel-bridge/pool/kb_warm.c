@@ -654,6 +654,8 @@ kb_warm_launcher(kb_warm_t **pw, err_t *err)
                 w->error[0] ? ": " : "", w->error);
         return NULL;
     }
+    if (w->factory) /* a session's kernel runs at full priority */
+        kb_factory_foreground(w->factory, w->kpid);
     kb_launcher_t *l = xcalloc(1, sizeof *l);
     l->ops = &s_ops;
     l->self = w;
