@@ -7,7 +7,7 @@
 
 def __ja_env(sandboxed):
     import os, sys, json, platform
-    # The analyst's stack (tools/install-deps: "the box Python stack"),
+    # The analyst's stack (tools/packages.mk: DEB_BOX_PYTHON),
     # by distribution name; one scan of the installed distributions.
     names = ['numpy', 'pandas', 'matplotlib', 'scipy', 'seaborn',
              'scikit-learn', 'statsmodels', 'openpyxl', 'XlsxWriter',

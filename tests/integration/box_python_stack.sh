@@ -1,6 +1,6 @@
 #!/bin/sh
-# TAP: the analyst's Python stack is there inside the box. Every package
-# tools/install-deps installs as "the box Python stack" imports in a real
+# TAP: the analyst's Python stack is there inside the box. Every package of
+# DEB_BOX_PYTHON (tools/packages.mk) imports in a real
 # sandboxed kernel (the box mounts the host's /usr read-only), and pandas
 # reads real Excel files there: .xlsx written by openpyxl and by xlsxwriter,
 # and writes .xlsx and OpenDocument .ods back.
@@ -13,7 +13,7 @@ trap 'rm -rf "$T"' EXIT
 export XDG_RUNTIME_DIR="$T" HOME="$T"
 unset JUPYTER_AGENT_SERVE_SOCKET
 
-# import name, one a line (the Debian package in tools/install-deps).
+# import names, one per package of DEB_BOX_PYTHON (tools/packages.mk).
 MODULES="openpyxl xlsxwriter xlrd odf seaborn statsmodels.api sklearn plotly
 networkx requests tabulate sqlalchemy xarray numexpr bottleneck h5py docx
 pypdf markdown chardet tqdm joblib reportlab pytz dateutil bs4 lxml sympy
