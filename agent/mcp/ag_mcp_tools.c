@@ -56,6 +56,7 @@ struct ag_mcp_box {
     const char *status;         /* status of the last execution (static) */
     const ag_mcp_call_t *call;  /* the call running, borrowed; or NULL */
     bool stopped;               /* should_stop said yes during this call */
+    bool outlived;              /* ... because of --max-lifetime */
     size_t progress_sent;       /* progress lines sent in this call */
     s_file_id_t *exported;      /* owned: files export_notebook wrote */
     size_t nexported;           /* entries in exported */
@@ -138,6 +139,11 @@ static bool
 s_should_stop(void *arg)
 {
     ag_mcp_box_t *b = arg;
+    /* --max-lifetime holds while a cell runs too. */
+    int64_t life = b->cfg->session->max_lifetime_ms;
+    if (!b->stopped && b->session && life > 0 &&
+        clock_mono_ms() - b->started_ms > life)
+        b->stopped = b->outlived = true;
     if (!b->stopped && b->call && b->call->should_stop &&
         b->call->should_stop(b->call->arg))
         b->stopped = true;
@@ -1029,12 +1035,23 @@ ag_mcp_box_call(ag_mcp_box_t *b, const char *name, const json_t *args,
 {
     const s_tool_t *d = s_find(b, name);
     b->call = call;
-    b->stopped = false;
+    b->stopped = b->outlived = false;
     b->progress_sent = 0;
     json_t *r =
         d ? d->fn(b, args)
           : s_text_result(true, "error: there is no tool named %s", name);
     b->call = NULL;
+    if (b->outlived) { /* an answer, not a cancellation */
+        json_decref(r);
+        s_stop_session(b, "older than --max-lifetime");
+        r = s_text_result(true,
+                          "error: the session reached --max-lifetime (%g s) "
+                          "while this call ran: the cell was interrupted and "
+                          "the kernel stopped (variables gone); the next call "
+                          "starts a fresh one",
+                          b->cfg->session->max_lifetime_ms / 1000.0);
+        b->stopped = false;
+    }
     b->used_ms = clock_mono_ms();
     if (cancelled)
         *cancelled = b->stopped;
