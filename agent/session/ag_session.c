@@ -554,7 +554,7 @@ s_refuse_local_flags(const ag_session_opts_t *o, err_t *err)
 {
     static const char tail[] =
         "with --gateway the kernel runs on the server, and its isolation "
-        "is the server's (see README: Remote kernels); drop the flag or "
+        "is the server's (see docs/gateway.md); drop the flag or "
         "the gateway";
     if (o->no_sandbox)
         return err_set(err, ERR_USAGE, "--no-sandbox: %s", tail);
