@@ -8,14 +8,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
-BIN = os.environ.get("JUPYTER_AGENT_BIN", "build/jupyter-agent")
-T = tempfile.mkdtemp(prefix="ja-mcp-export-")
-ENV = dict(os.environ, XDG_RUNTIME_DIR=os.path.join(T, "run"),
-           HOME=os.path.join(T, "home"))
-os.makedirs(ENV["XDG_RUNTIME_DIR"], mode=0o700)
-os.makedirs(ENV["HOME"])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mcp_tap import BIN, INIT, done, ok, private_env  # noqa: E402
+
+T, ENV = private_env("ja-mcp-export-")
 NB = os.path.join(T, "nb")
 ELSE = os.path.join(T, "elsewhere")
 os.makedirs(os.path.join(NB, "sub"))
@@ -28,21 +25,6 @@ with open(os.path.join(ELSE, "target"), "w") as f:
 os.symlink(os.path.join(ELSE, "target"), os.path.join(NB, "link.ipynb"))
 with open(os.path.join(NB, "theirs.ipynb"), "w") as f:
     f.write("precious\n")
-N = 0
-FAILED = 0
-
-
-def ok(cond, what, diag=None):
-    global N, FAILED
-    N += 1
-    FAILED += not cond
-    print(("ok %d - %s" if cond else "not ok %d - %s") % (N, what))
-    if not cond and diag is not None:
-        for line in str(diag)[:2000].splitlines():
-            print("# " + line)
-    sys.stdout.flush()
-
-
 def export(i, path):
     return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
             "params": {"name": "export_notebook",
@@ -50,9 +32,6 @@ def export(i, path):
 
 
 def run(paths, between=None):
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "t", "version": "0"}}}
     p = subprocess.Popen([BIN, "mcp", "--notebook",
                           os.path.join(NB, "session.ipynb")],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -64,7 +43,7 @@ def run(paths, between=None):
         p.stdin.flush()
         return json.loads(p.stdout.readline())
 
-    send(init)
+    send(INIT)
     for i, path in enumerate(paths, 1):
         if between and i in between:
             between[i]()
@@ -122,7 +101,4 @@ x = r["mine.ipynb#8"]
 ok(x["isError"] and unchanged(os.path.join(NB, "mine.ipynb")),
    "once someone else put a file in its place, the session's own name is "
    "not replaced either", x)
-print("1..%d" % N)
-print("%d passed, %d failed" % (N - FAILED, FAILED))
-subprocess.run(["rm", "-rf", T])
-sys.exit(1 if FAILED else 0)
+done(T)

@@ -9,36 +9,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-BIN = os.environ.get("JUPYTER_AGENT_BIN", "build/jupyter-agent")
-T = tempfile.mkdtemp(prefix="ja-mcp-stdio-")
-os.chmod(T, 0o755)
-ENV = dict(os.environ, XDG_RUNTIME_DIR=os.path.join(T, "run"),
-           HOME=os.path.join(T, "home"))
-os.makedirs(ENV["XDG_RUNTIME_DIR"], mode=0o755)
-os.makedirs(ENV["HOME"])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mcp_tap import BIN, INIT, done, ok, private_env  # noqa: E402
+
+T, ENV = private_env("ja-mcp-stdio-")
 RUN = ENV["XDG_RUNTIME_DIR"]
-N = 0
-FAILED = 0
-
-
-def ok(cond, what, diag=None):
-    global N, FAILED
-    N += 1
-    FAILED += not cond
-    print(("ok %d - %s" if cond else "not ok %d - %s") % (N, what))
-    if not cond and diag is not None:
-        for line in str(diag)[:2000].splitlines():
-            print("# " + line)
-    sys.stdout.flush()
-
-
-INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "t", "version": "0"}}}
 
 
 def line(m):
@@ -148,10 +126,10 @@ s.p.wait()
 # --max-lifetime holds while a tool runs.
 s = Server("--max-lifetime", "4", "--timeout", "0")
 s.send(INIT, call(1, "import time\ntime.sleep(60)\nprint('slept')", 120))
-done = s.wait([1], 100)
+answered = s.wait([1], 100)
 r = s.got.get(1, (0, {}))[1].get("result", {})
 txt = json.dumps(r)
-ok(done and r.get("isError") and "max-lifetime" in txt and "slept" not in txt,
+ok(answered and r.get("isError") and "max-lifetime" in txt and "slept" not in txt,
    "stdio: --max-lifetime interrupts a running cell and says so", txt[:500])
 s.send(call(2, "print(40 + 2)"))
 s.wait([2], 120)
@@ -201,7 +179,4 @@ s.send({"jsonrpc": "2.0", "id": 600, "method": "ping"})
 ok(s.wait([600], 60), "stdio: the session answers afterwards")
 ok(s.stop() == 0, "stdio: the server exits 0 at end of input")
 
-print("1..%d" % N)
-print("%d passed, %d failed" % (N - FAILED, FAILED))
-subprocess.run(["rm", "-rf", T])
-sys.exit(1 if FAILED else 0)
+done(T)
