@@ -46,6 +46,9 @@
 /* Requests being handled at once, each on a thread of its own (waiting
  * for its session, or for a cell); 503 beyond. */
 #define MAX_INFLIGHT 128
+/* ... of them for one session (a cancellation is never refused): one
+ * session's queue cannot take every worker. */
+#define SESSION_MAX_INFLIGHT 8
 
 typedef struct s_stream s_stream_t;
 
@@ -66,6 +69,13 @@ typedef struct s_conn {
     bool cut;         /* we shut it down: MHD closes it next */
 } s_conn_t;
 
+/* Requests in progress for one MCP-Session-Id, in s_http.busy. */
+typedef struct s_busy {
+    struct s_busy *next;
+    char sid[AG_MCP_SESSION_ID_LEN + 1];
+    int n; /* workers for it; the entry goes at 0 */
+} s_busy_t;
+
 typedef struct s_http {
     const ag_mcp_config_t *cfg;
     const ag_mcp_http_opts_t *o;
@@ -77,6 +87,7 @@ typedef struct s_http {
     s_conn_t *conns;      /* every open connection */
     s_stream_t *streams;  /* SSE streams whose response is queued */
     int inflight;         /* worker threads running */
+    s_busy_t *busy;       /* per session id, those with workers */
     bool stopping;        /* refuse new requests */
 } s_http_t;
 
@@ -102,6 +113,7 @@ typedef struct s_req {
     char *sid, *pv;           /* owned copies of MCP-Session-Id and
                                  MCP-Protocol-Version, or NULL */
     bool sse;                 /* the client accepts text/event-stream */
+    s_busy_t *slot;           /* its session's count, or NULL */
     pthread_mutex_t lock;     /* guards state, suspended and resp */
     s_state_t state;
     bool suspended; /* MHD_suspend_connection'ed, not yet resumed */
@@ -683,41 +695,83 @@ out:
     return answered;
 }
 
+/* One worker fewer (for `slot`'s session, if not NULL). */
+static void
+s_worker_done(s_http_t *h, s_busy_t *slot)
+{
+    pthread_mutex_lock(&h->lock);
+    if (slot && --slot->n == 0) {
+        s_busy_t **pp = &h->busy;
+        while (*pp != slot)
+            pp = &(*pp)->next;
+        *pp = slot->next;
+        free(slot);
+    }
+    if (--h->inflight == 0)
+        pthread_cond_broadcast(&h->idle);
+    pthread_mutex_unlock(&h->lock);
+}
+
 static void *
 s_worker(void *arg)
 {
     s_req_t *req = arg;
     s_http_t *h = req->h;
+    s_busy_t *slot = req->slot; /* req may be gone once answered */
     if (!s_post(h, req))
         s_answer(req);
-    pthread_mutex_lock(&h->lock);
-    if (--h->inflight == 0)
-        pthread_cond_broadcast(&h->idle);
-    pthread_mutex_unlock(&h->lock);
+    s_worker_done(h, slot);
     return NULL;
 }
 
-/* A worker for `req`, unless MAX_INFLIGHT run or the server stops. */
-static bool
+typedef enum s_start {
+    S_STARTED,
+    S_FULL,        /* MAX_INFLIGHT, or the server stops */
+    S_SESSION_FULL /* SESSION_MAX_INFLIGHT for its session */
+} s_start_t;
+
+/* A worker for `req`, within the caps. */
+static s_start_t
 s_worker_start(s_http_t *h, s_req_t *req)
 {
+    /* A cancellation does not wait for its session: never refused for
+     * its session's count. A session id of another length is 404 at
+     * once. */
+    bool count = req->sid && strlen(req->sid) == AG_MCP_SESSION_ID_LEN &&
+                 !(req->body.data && memmem(req->body.data, req->body.len,
+                                            "notifications/cancelled", 23));
+    s_start_t why = S_STARTED;
     pthread_mutex_lock(&h->lock);
-    bool room = !h->stopping && h->inflight < MAX_INFLIGHT;
-    if (room)
+    s_busy_t *slot = NULL;
+    for (slot = count ? h->busy : NULL; slot; slot = slot->next)
+        if (strcmp(slot->sid, req->sid) == 0)
+            break;
+    if (h->stopping || h->inflight >= MAX_INFLIGHT)
+        why = S_FULL;
+    else if (slot && slot->n >= SESSION_MAX_INFLIGHT)
+        why = S_SESSION_FULL;
+    if (why == S_STARTED) {
+        if (count && !slot) {
+            slot = xcalloc(1, sizeof *slot);
+            snprintf(slot->sid, sizeof slot->sid, "%s", req->sid);
+            slot->next = h->busy;
+            h->busy = slot;
+        }
+        if (slot)
+            slot->n++;
         h->inflight++;
+        req->slot = slot;
+    }
     pthread_mutex_unlock(&h->lock);
-    if (!room)
-        return false;
+    if (why != S_STARTED)
+        return why;
     pthread_t tid;
     if (pthread_create(&tid, NULL, s_worker, req) != 0) {
-        pthread_mutex_lock(&h->lock);
-        if (--h->inflight == 0)
-            pthread_cond_broadcast(&h->idle);
-        pthread_mutex_unlock(&h->lock);
-        return false;
+        s_worker_done(h, req->slot);
+        return S_FULL;
     }
     pthread_detach(tid);
-    return true;
+    return S_STARTED;
 }
 
 /* ---- the handler (on the event loop: never waits) ----------------------- */
@@ -852,8 +906,16 @@ s_handler(void *cls, struct MHD_Connection *c, const char *url,
     /* The worker answers under req->lock: it cannot resume before we
      * suspend. */
     pthread_mutex_lock(&req->lock);
-    if (!s_worker_start(h, req)) {
+    s_start_t started = s_worker_start(h, req);
+    if (started != S_STARTED) {
         pthread_mutex_unlock(&req->lock);
+        if (started == S_SESSION_FULL)
+            return s_refuse_now(
+                h, c, MHD_HTTP_SERVICE_UNAVAILABLE, AG_MCP_INTERNAL_ERROR,
+                "Service Unavailable: this session already has %d requests "
+                "in progress, the most one session may; wait for their "
+                "answers",
+                SESSION_MAX_INFLIGHT);
         return s_refuse_now(h, c, MHD_HTTP_SERVICE_UNAVAILABLE,
                             AG_MCP_INTERNAL_ERROR,
                             "Service Unavailable: %d requests are being "

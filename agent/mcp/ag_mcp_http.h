@@ -1,7 +1,8 @@
 /*
  * ag_mcp_http: the MCP Streamable HTTP transport, on libmicrohttpd: one
  * event loop (epoll) for every connection; a request that is in is handled
- * on a worker thread of its own (at most 128 at once, 503 beyond) while
+ * on a worker thread of its own (at most 128 at once and 8 per session,
+ * a cancellation never refused; 503 beyond) while
  * its connection is suspended, and an SSE stream is fed by its worker.
  * One endpoint, /mcp:
  *

@@ -3,7 +3,8 @@
 trickle, one address's incomplete requests are capped (the oldest is
 closed), and connections cost no thread, so a client's initialize and a
 tool call succeed while 600 half-open connections are held. Long calls
-(30 s cells, SSE progress) still flow without blocking other clients.
+(30 s cells, SSE progress) still flow without blocking other clients,
+and one session's waiting requests cannot take every worker.
 
 No speed is asserted: only that things complete within the test's
 generous deadlines, or in the order that shows nothing waited.
@@ -221,6 +222,44 @@ ok(first_tick is not None and first_tick < next((t for t, w in events
    "waits for it)")
 for x in held:
     x.close()
+
+# ---- one session cannot take every worker ---------------------------------
+stD, SD = init(port)
+post(port, pycall(7, "1"), SD, timeout=180)  # its kernel is up
+results = []
+rlock = threading.Lock()
+
+
+def one(body, headers, timeout=120):
+    r = post(port, body, headers, timeout=timeout)
+    with rlock:
+        results.append((body.get("id"), r[0], r[2]))
+
+
+long_call = threading.Thread(target=one, args=(
+    pycall(8, "import time\ntime.sleep(15)"), SD))
+long_call.start()
+time.sleep(2)
+waiters = [threading.Thread(target=one, args=(
+    {"jsonrpc": "2.0", "id": 100 + i, "method": "ping"}, SD))
+    for i in range(12)]
+for w in waiters:
+    w.start()
+time.sleep(2)
+stE, SE = init(port)
+stp, _, _ = post(port, {"jsonrpc": "2.0", "id": 9, "method": "ping"}, SE)
+stc, _, _ = post(port, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 8}}, SD)
+for w in waiters + [long_call]:
+    w.join(150)
+refused = [r for r in results if r[1] == 503]
+ok(len(refused) == 5 and all("8 requests" in json.dumps(r[2])
+                             for r in refused),
+   "http: one session may have 8 requests in progress; more are refused "
+   "with 503 saying so", [(r[0], r[1]) for r in results])
+ok(stE == 200 and stp == 200 and stc == 202,
+   "http: meanwhile another session is served, and the cancellation for the "
+   "busy session is taken", (stE, stp, stc))
 ok(srv.poll() is None, "http: the server is still running")
 srv.terminate()
 ok(srv.wait(timeout=90) == 0, "http: SIGTERM stops it cleanly")
