@@ -515,6 +515,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     struct s_child c = {
         .ctl = sv[1],
         .stdio = {sb->stdin_fd, stdout_fd, stderr_fd},
+        .ctty = sb->stdin_ctty && sb->stdin_fd >= 0,
         .root_mode = sb->root_mode && !nested,
         .map_self = nested,
         .plan = &plan,

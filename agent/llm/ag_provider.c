@@ -393,12 +393,6 @@ ag_provider_set_stream(ag_provider_t *p, int stream)
 }
 
 void
-ag_provider_set_max_tokens(ag_provider_t *p, long max_tokens)
-{
-    p->max_tokens = max_tokens > 0 ? max_tokens : 0;
-}
-
-void
 ag_provider_set_retry(ag_provider_t *p, int max_tries, long base_ms)
 {
     p->max_tries = max_tries >= 1 ? max_tries : 1;

@@ -900,15 +900,6 @@ ag_session_workspace(ag_session_t *s)
 }
 
 const char *
-ag_session_kernel_dir(ag_session_t *s)
-{
-    const char *remote = kb_kernel_workdir(s->kernel);
-    if (remote)
-        return remote;
-    return ag_session_workspace(s) ? "/mnt/data" : NULL;
-}
-
-const char *
 ag_session_packages_dir(ag_session_t *s)
 {
     return s->packages_dir;
