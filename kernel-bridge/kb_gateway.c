@@ -6,6 +6,7 @@
 
 #include "common/buf.h"
 #include "common/escape.h"
+#include "common/jsonlim.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
 
@@ -138,10 +139,9 @@ static void
 s_reason(const buf_t *body, char *out, size_t size)
 {
     out[0] = '\0';
-    int depth = body->len ? kb_wire_json_depth(body->data, body->len) : -1;
-    json_t *j = depth >= 0 && depth < 16
-                    ? json_loadb(body->data, body->len, 0, NULL)
-                    : NULL;
+    jsonlim_t jl = {16, 0};
+    json_t *j = body->len ? jsonlim_loadb(body->data, body->len, 0, &jl, NULL)
+                          : NULL;
     const char *text = json_string_value(json_object_get(j, "message"));
     if (!text || !*text)
         text = json_string_value(json_object_get(j, "reason"));
@@ -229,10 +229,8 @@ kb_gateway_request(kb_gateway_t *g, const char *method, const char *path,
         goto out;
     }
     if (reply) {
-        int depth = kb_wire_json_depth(resp.data ? resp.data : "", resp.len);
-        *reply = depth >= 0 && depth <= KB_WIRE_DEFAULT_JSON_DEPTH && resp.len
-                     ? json_loadb(resp.data, resp.len, 0, NULL)
-                     : NULL;
+        *reply = resp.len ? jsonlim_loadb(resp.data, resp.len, 0, NULL, NULL)
+                          : NULL;
         if (!*reply) {
             err_set(err, ERR_KERNEL,
                     "the Jupyter server at %s answered %s %s with something "

@@ -33,9 +33,9 @@
 
 typedef struct s_item {
     struct s_item *next;
-    kb_msg_t *msg; /* owned, decoded (legacy frames), or NULL */
-    uint8_t *raw;  /* owned frame (v1), or NULL */
-    size_t len;    /* bytes of raw */
+    uint8_t *raw; /* owned frame, decoded when taken */
+    size_t len;   /* bytes of raw */
+    bool binary;  /* a binary frame (else text) */
 } s_item_t;
 
 typedef struct s_out {
@@ -136,40 +136,27 @@ s_on_frame(s_ws_t *t, const uint8_t *data, size_t len, bool binary)
     err_t err;
     kb_channel_t ch;
     s_item_t *it = xcalloc(1, sizeof *it);
-    if (t->proto == KB_WS_V1 && binary) {
-        if (kb_ws_channel(data, len, binary, t->proto, &t->unfolded, &ch,
-                          &err)) {
-            free(it);
-            s_drop(t, NULL, err.text);
-            return;
-        }
-        it->raw = xmalloc(len ? len : 1);
-        memcpy(it->raw, data, len);
-        it->len = len;
-        /* Only the server's own status messages need a look now. */
-        if (ch == KB_IOPUB && memmem(data, len, "\"status\"", 8) &&
-            (memmem(data, len, "restarting", 10) ||
-             memmem(data, len, "\"dead\"", 6))) {
-            kb_msg_t *m = kb_ws_decode(data, len, binary, t->proto, NULL, NULL,
-                                       &ch, &err);
-            if (m)
-                s_watch_status(t, m);
-            kb_msg_destroy(&m);
-        }
-    } else {
-        kb_wire_stats_t seen = {0};
-        it->msg =
-            kb_ws_decode(data, len, binary, t->proto, NULL, &seen, &ch, &err);
-        if (!it->msg) {
-            free(it);
-            seen.accepted = 0; /* counted when taken, below */
-            kb_wire_stats_add(&t->unfolded, &seen);
-            s_drop(t, NULL, err.text);
-            return;
-        }
-        it->len = len;
-        if (ch == KB_IOPUB)
-            s_watch_status(t, it->msg);
+    /* Kept as bytes and decoded when taken, with the taker's limits: a
+     * message for another parent is then dropped before its JSON is
+     * parsed, and what is parsed passes the parse-cost bound. */
+    if (kb_ws_channel(data, len, binary, t->proto, &t->unfolded, &ch, &err)) {
+        free(it);
+        s_drop(t, NULL, err.text);
+        return;
+    }
+    it->raw = xmalloc(len ? len : 1);
+    memcpy(it->raw, data, len);
+    it->len = len;
+    it->binary = binary;
+    /* Only the server's own status messages need a look now. */
+    if (ch == KB_IOPUB && memmem(data, len, "\"status\"", 8) &&
+        (memmem(data, len, "restarting", 10) ||
+         memmem(data, len, "\"dead\"", 6))) {
+        kb_msg_t *m =
+            kb_ws_decode(data, len, binary, t->proto, NULL, NULL, &ch, &err);
+        if (m)
+            s_watch_status(t, m);
+        kb_msg_destroy(&m);
     }
     if (t->tail[ch])
         t->tail[ch]->next = it;
@@ -522,21 +509,21 @@ s_recv(kb_transport_t *tp, kb_channel_t ch, const kb_zmq_limits_t *lim,
         t->tail[ch] = NULL;
     t->queued_bytes -= it->len;
     t->queued_msgs--;
-    kb_msg_t *m = it->msg;
     kb_channel_t got = ch;
-    if (it->raw) {
-        m = kb_ws_decode(it->raw, it->len, true, KB_WS_V1, lim, stats, &got,
-                         err);
-    } else if (lim && ((lim->status_only && strcmp(kb_msg_type(m), "status")) ||
-                       (lim->parent_id &&
-                        strcmp(kb_msg_parent_id(m), lim->parent_id)))) {
+    kb_wire_stats_t seen = {0};
+    kb_msg_t *m = kb_ws_decode(it->raw, it->len, it->binary, t->proto, lim,
+                               &seen, &got, err);
+    /* The raw look (kb_ws_decode) only saw the id somewhere in the frame. */
+    if (m && lim &&
+        ((lim->status_only && strcmp(kb_msg_type(m), "status")) ||
+         (lim->parent_id && strcmp(kb_msg_parent_id(m), lim->parent_id)))) {
         kb_msg_destroy(&m);
-        if (stats)
-            stats->foreign++;
+        seen.accepted = 0;
+        seen.foreign++;
         err_set(err, ERR_KERNEL, "dropped a message meant for someone else");
-    } else if (stats) {
-        stats->accepted++;
     }
+    if (stats)
+        kb_wire_stats_add(stats, &seen);
     free(it->raw);
     free(it);
     return m;
@@ -599,7 +586,6 @@ s_destroy(kb_transport_t *tp)
         while (t->head[ch]) {
             s_item_t *it = t->head[ch];
             t->head[ch] = it->next;
-            kb_msg_destroy(&it->msg);
             free(it->raw);
             free(it);
         }

@@ -26,6 +26,12 @@
 #define CONN_TIMEOUT_S 60
 #define SSE_KEEPALIVE_S 15
 #define MAX_CONNECTIONS 512
+/* POST bodies held at once, over all connections: two messages at the
+ * size cap. Each body is parsed within common/jsonlim's bound (its length
+ * plus 4 MiB), so bodies and their trees together stay under ~40 MiB
+ * however many clients send at once; a body that would pass this is
+ * answered 503 and its bytes are discarded as they arrive. */
+#define MAX_BODY_BYTES_IN_FLIGHT (2 * AG_MCP_MAX_MESSAGE)
 
 typedef struct s_http {
     const ag_mcp_config_t *cfg;
@@ -33,13 +39,18 @@ typedef struct s_http {
     ag_mcp_sessions_t *sessions;
     char *token;      /* owned bearer token, or NULL */
     size_t token_len; /* bytes of token */
+    unsigned char token_hash[crypto_hash_sha256_BYTES]; /* SHA-256(token) */
+    pthread_mutex_t lock; /* guards in_flight */
+    size_t in_flight;     /* body bytes held by all requests */
 } s_http_t;
 
 /* One request being received. */
 typedef struct s_req {
-    buf_t body;   /* the POST body so far (capped) */
-    bool too_big; /* the body passed AG_MCP_MAX_MESSAGE */
-    size_t seen;  /* bytes of body offered, kept or not */
+    buf_t body;      /* the POST body so far (capped) */
+    bool too_big;    /* the body passed AG_MCP_MAX_MESSAGE */
+    bool busy;       /* it would pass MAX_BODY_BYTES_IN_FLIGHT */
+    size_t seen;     /* bytes of body offered, kept or not */
+    size_t reserved; /* of s_http_t.in_flight, this request's */
 } s_req_t;
 
 /* ---- responses -------------------------------------------------------- */
@@ -142,10 +153,35 @@ s_token_ok(s_http_t *h, struct MHD_Connection *c)
     if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
         return false;
     const char *got = auth + 7;
-    /* Constant time over the token's length; a different length fails
-     * (and says nothing about the token's bytes). */
-    return strlen(got) == h->token_len &&
-           sodium_memcmp(got, h->token, h->token_len) == 0;
+    /* Compared as SHA-256 digests, in constant time over their fixed
+     * size: neither the token's bytes nor its length shape the time. */
+    unsigned char hash[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(hash, (const unsigned char *)got, strlen(got));
+    return sodium_memcmp(hash, h->token_hash, sizeof hash) == 0;
+}
+
+/* Take `n` more body bytes for `req` from the shared allowance: false
+ * (nothing taken) when that would pass MAX_BODY_BYTES_IN_FLIGHT. */
+static bool
+s_reserve(s_http_t *h, s_req_t *req, size_t n)
+{
+    pthread_mutex_lock(&h->lock);
+    bool ok = n <= MAX_BODY_BYTES_IN_FLIGHT - h->in_flight;
+    if (ok) {
+        h->in_flight += n;
+        req->reserved += n;
+    }
+    pthread_mutex_unlock(&h->lock);
+    return ok;
+}
+
+static void
+s_unreserve(s_http_t *h, s_req_t *req)
+{
+    pthread_mutex_lock(&h->lock);
+    h->in_flight -= req->reserved;
+    req->reserved = 0;
+    pthread_mutex_unlock(&h->lock);
 }
 
 static bool
@@ -348,6 +384,12 @@ s_post(s_http_t *h, struct MHD_Connection *c, s_req_t *req)
                         "message of %zu bytes refused: the limit is %zu bytes "
                         "(8 MiB)",
                         req->seen, AG_MCP_MAX_MESSAGE);
+    if (req->busy)
+        return s_refuse(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                        AG_MCP_INVALID_REQUEST,
+                        "Service Unavailable: other requests hold %zu MiB of "
+                        "bodies; retry when they are answered",
+                        MAX_BODY_BYTES_IN_FLIGHT >> 20);
     json_t *perr = NULL;
     json_t *msg = ag_mcp_parse(req->body.data ? req->body.data : "",
                                req->body.len, &perr);
@@ -485,10 +527,19 @@ s_handler(void *cls, struct MHD_Connection *c, const char *url,
     }
     if (*upload_size) {
         req->seen += *upload_size;
-        if (!req->too_big && buf_append(&req->body, upload, *upload_size) < 0) {
+        if (!req->too_big && !req->busy &&
+            !s_reserve(h, req, *upload_size)) {
+            req->busy = true;
+            buf_release(&req->body);
+            buf_init(&req->body, AG_MCP_MAX_MESSAGE);
+            s_unreserve(h, req);
+        }
+        if (!req->too_big && !req->busy &&
+            buf_append(&req->body, upload, *upload_size) < 0) {
             req->too_big = true;
             buf_release(&req->body);
             buf_init(&req->body, AG_MCP_MAX_MESSAGE);
+            s_unreserve(h, req);
         }
         *upload_size = 0;
         return MHD_YES;
@@ -500,12 +551,12 @@ static void
 s_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             enum MHD_RequestTerminationCode why)
 {
-    (void)cls;
     (void)c;
     (void)why;
     s_req_t *req = *con_cls;
     if (!req)
         return;
+    s_unreserve(cls, req);
     buf_release(&req->body);
     free(req);
     *con_cls = NULL;
@@ -575,6 +626,8 @@ s_read_token(s_http_t *h, const char *path, err_t *err)
     }
     h->token = xstrdup(line);
     h->token_len = strlen(line);
+    crypto_hash_sha256(h->token_hash, (const unsigned char *)h->token,
+                       h->token_len);
     sodium_memzero(line, sizeof line);
     return 0;
 }
@@ -588,7 +641,7 @@ ag_mcp_http_run(const ag_mcp_config_t *cfg, const ag_mcp_http_opts_t *o,
     struct sockaddr_in sa;
     if (s_parse_listen(o->listen, &sa, err) < 0)
         return -1;
-    s_http_t h = {.cfg = cfg, .o = o};
+    s_http_t h = {.cfg = cfg, .o = o, .lock = PTHREAD_MUTEX_INITIALIZER};
     bool loopback = (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
     if (o->token_file && s_read_token(&h, o->token_file, err) < 0)
         return -1;
@@ -607,7 +660,7 @@ ag_mcp_http_run(const ag_mcp_config_t *cfg, const ag_mcp_http_opts_t *o,
         (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)CONN_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, s_completed,
-        NULL, MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, NULL, MHD_OPTION_END);
+        &h, MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, NULL, MHD_OPTION_END);
     int rc = 0;
     if (!d) {
         rc = err_set(err, ERR_IO, "--http %s: cannot listen there: %s",
