@@ -40,9 +40,9 @@ jsonlim_scan(const char *text, size_t len)
             if (++depth > s.depth)
                 s.depth = depth;
             s.values++;
-            cost = s_add(cost, JSONLIM_COST_VALUE +
-                                   (c == '[' ? JSONLIM_COST_ARRAY
-                                             : JSONLIM_COST_OBJECT));
+            cost = s_add(cost,
+                         JSONLIM_COST_VALUE + (c == '[' ? JSONLIM_COST_ARRAY
+                                                        : JSONLIM_COST_OBJECT));
             after_sep = true;
             break;
         case ']':
@@ -100,8 +100,7 @@ jsonlim_fits(const jsonlim_scan_t *s, size_t len, const jsonlim_t *lim,
     }
     if (s->depth > max_depth) {
         if (why && size)
-            snprintf(why, size, "JSON nested deeper than %d levels",
-                     max_depth);
+            snprintf(why, size, "JSON nested deeper than %d levels", max_depth);
         return false;
     }
     if (s->cost > budget) {
@@ -116,8 +115,8 @@ jsonlim_fits(const jsonlim_scan_t *s, size_t len, const jsonlim_t *lim,
 }
 
 json_t *
-jsonlim_loadb(const char *text, size_t len, size_t flags,
-              const jsonlim_t *lim, json_error_t *err)
+jsonlim_loadb(const char *text, size_t len, size_t flags, const jsonlim_t *lim,
+              json_error_t *err)
 {
     jsonlim_scan_t s = jsonlim_scan(text, len);
     /* the last byte of err->text holds jansson's error code */

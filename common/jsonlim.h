@@ -47,9 +47,9 @@ typedef struct jsonlim {
 
 /* What one pass over JSON text found. */
 typedef struct jsonlim_scan {
-    int depth;      /* deepest nesting; -1 if brackets do not balance */
-    size_t values;  /* values, keys included */
-    size_t cost;    /* the tree's estimated cost in bytes (saturates) */
+    int depth;     /* deepest nesting; -1 if brackets do not balance */
+    size_t values; /* values, keys included */
+    size_t cost;   /* the tree's estimated cost in bytes (saturates) */
 } jsonlim_scan_t;
 
 /* Scan `len` bytes of `text` (no allocation, never fails). */

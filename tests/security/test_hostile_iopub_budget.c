@@ -136,8 +136,8 @@ main(void)
                    CAP, &out, &err);
     long grew = s_peak_mib() - before;
     ok(rc == 0,
-       "the cell that sent 8 x 32 MiB in one message completes (rc %d: %s)",
-       rc, err.text);
+       "the cell that sent 8 x 32 MiB in one message completes (rc %d: %s)", rc,
+       err.text);
     ok(grew < CAP / (1 << 20) + SMALL_MIB,
        "the agent's peak grew by %ld MiB (< the 1 MiB budget + %d MiB)", grew,
        SMALL_MIB);
@@ -163,8 +163,8 @@ main(void)
                0, &out, &err);
     grew = s_peak_mib() - before;
     ok(rc == 0 && s_has(out, "sent") && !s_has(out, "DENSE"),
-       "a signed 48 MiB stream message of [0,0,...] is refused (rc %d: %s)",
-       rc, err.text);
+       "a signed 48 MiB stream message of [0,0,...] is refused (rc %d: %s)", rc,
+       err.text);
     ok(grew < 2 * 48 + SMALL_MIB,
        "the agent's peak grew by %ld MiB (< 2 x 48 MiB received + %d)", grew,
        SMALL_MIB);
