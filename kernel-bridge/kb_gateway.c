@@ -97,6 +97,7 @@ kb_gateway_new(const kb_gateway_opts_t *opts, err_t *err)
     g->request_ms = opts->request_ms ? opts->request_ms : DEFAULT_REQUEST_MS;
     g->reconnect_ms =
         opts->reconnect_ms ? opts->reconnect_ms : DEFAULT_RECONNECT_MS;
+    g->connect_ms = opts->connect_ms > 0 ? opts->connect_ms : 0;
     return g;
 }
 
@@ -140,8 +141,8 @@ s_reason(const buf_t *body, char *out, size_t size)
 {
     out[0] = '\0';
     jsonlim_t jl = {16, 0};
-    json_t *j = body->len ? jsonlim_loadb(body->data, body->len, 0, &jl, NULL)
-                          : NULL;
+    json_t *j =
+        body->len ? jsonlim_loadb(body->data, body->len, 0, &jl, NULL) : NULL;
     const char *text = json_string_value(json_object_get(j, "message"));
     if (!text || !*text)
         text = json_string_value(json_object_get(j, "reason"));
@@ -197,18 +198,20 @@ kb_gateway_request(kb_gateway_t *g, const char *method, const char *path,
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
     CURLcode res = curl_easy_perform(h);
     if (res != CURLE_OK) {
+        /* curl's words can quote the server: escaped before printing */
+        char *what = esc_dup(*cerr ? cerr : curl_easy_strerror(res), ESC_NAME);
         bool tls = res == CURLE_PEER_FAILED_VERIFICATION ||
                    res == CURLE_SSL_CACERT_BADFILE ||
                    res == CURLE_SSL_CONNECT_ERROR;
-        err_set(
-            err, ERR_KERNEL, "cannot reach the Jupyter server at %s: %s%s",
-            g->shown,
-            res == CURLE_WRITE_ERROR ? "its answer was too large"
-                                     : (*cerr ? cerr : curl_easy_strerror(res)),
-            tls ? " (for a private CA, name its certificate with "
-                  "--gateway-ca FILE)"
-            : res == CURLE_COULDNT_CONNECT ? " (is it running? check --gateway)"
-                                           : "");
+        err_set(err, ERR_KERNEL, "cannot reach the Jupyter server at %s: %s%s",
+                g->shown,
+                res == CURLE_WRITE_ERROR ? "its answer was too large" : what,
+                tls ? " (for a private CA, name its certificate with "
+                      "--gateway-ca FILE)"
+                : res == CURLE_COULDNT_CONNECT
+                    ? " (is it running? check --gateway)"
+                    : "");
+        free(what);
         goto out;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
@@ -229,8 +232,8 @@ kb_gateway_request(kb_gateway_t *g, const char *method, const char *path,
         goto out;
     }
     if (reply) {
-        *reply = resp.len ? jsonlim_loadb(resp.data, resp.len, 0, NULL, NULL)
-                          : NULL;
+        *reply =
+            resp.len ? jsonlim_loadb(resp.data, resp.len, 0, NULL, NULL) : NULL;
         if (!*reply) {
             err_set(err, ERR_KERNEL,
                     "the Jupyter server at %s answered %s %s with something "

@@ -8,6 +8,7 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/escape.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -338,7 +339,11 @@ s_open(s_ws_t *t)
     ci.context = t->ctx;
     ci.address = t->g->parts.host;
     ci.port = t->g->parts.port;
-    ci.ssl_connection = t->g->parts.tls ? LCCSCF_USE_SSL : 0;
+    /* A 3xx answer is a refusal, not a new place to send the token to
+     * (libwebsockets follows redirects, with our handshake headers,
+     * unless told not to). */
+    ci.ssl_connection =
+        (t->g->parts.tls ? LCCSCF_USE_SSL : 0) | LCCSCF_HTTP_NO_FOLLOW_REDIRECT;
     ci.path = t->path;
     ci.host = t->g->parts.host;
     ci.origin = t->g->parts.host;
@@ -370,6 +375,18 @@ s_service(s_ws_t *t, int ms)
                    t->g->shown);
 }
 
+/* Whether a failed handshake is the server's final word: a redirect
+ * (never followed: the token would go along to wherever it points) or a
+ * 4xx (the token, the kernel, the request itself), except 408 and 429,
+ * which ask for another try. Anything else (a 5xx, a busy server that
+ * hung up or timed out) is worth another try. */
+static bool
+s_refused(const s_ws_t *t)
+{
+    int st = t->http_status;
+    return st >= 300 && st < 500 && st != 408 && st != 429;
+}
+
 /* The socket is down: find out whether the kernel still exists and, when
  * it does, reconnect with the same session (the server replays what it
  * buffered meanwhile). -1 once the kernel is lost. */
@@ -386,6 +403,14 @@ s_maintain(s_ws_t *t)
         t->next_retry = now;
         log_info("gateway: the socket of kernel %s closed (%s); reconnecting",
                  t->id, t->conn_error);
+    }
+    if (s_refused(t)) { /* the last try was answered, and not by a yes */
+        s_set_gone(t,
+                   "the Jupyter server at %s refused to reconnect the "
+                   "WebSocket of kernel %s (HTTP %d%s)",
+                   t->g->shown, t->id, t->http_status,
+                   t->http_status < 400 ? ": a redirect, not followed" : "");
+        return -1;
     }
     if (now < t->next_retry)
         return 0;
@@ -611,16 +636,6 @@ static const kb_transport_ops_t s_ops = {
     .destroy = s_destroy,
 };
 
-/* Whether a failed handshake is the server's final word: it refused the
- * token or does not know the kernel. Anything else (a busy server that
- * hung up or timed out) is worth another try. */
-static bool
-s_refused(const s_ws_t *t)
-{
-    return t->http_status == 401 || t->http_status == 403 ||
-           t->http_status == 404;
-}
-
 /* After a failed handshake: whether the REST API still answers and
  * reports the kernel alive, so another try can help. If not, conn_error
  * says why. */
@@ -713,10 +728,20 @@ kb_gateway_connect(kb_gateway_t *g, const char *id, const char *session,
         s_destroy(&t->base);
         return NULL;
     }
+    if (g->connect_ms && g->connect_ms < timeout_ms)
+        timeout_ms = g->connect_ms;
     int64_t deadline = clock_mono_ms() + timeout_ms;
     s_open_until(t, deadline);
     if (t->state != S_OPEN) {
-        if (t->http_status == 401 || t->http_status == 403)
+        char *why = esc_dup(t->conn_error, ESC_NAME); /* may quote the server */
+        if (t->http_status >= 300 && t->http_status < 400)
+            err_set(err, ERR_KERNEL,
+                    "the Jupyter server at %s answered the WebSocket of "
+                    "kernel %s with a redirect (HTTP %d), which is not "
+                    "followed (the token would go along); give --gateway "
+                    "the server's own URL",
+                    g->shown, id, t->http_status);
+        else if (t->http_status == 401 || t->http_status == 403)
             err_set(err, ERR_KERNEL,
                     "the Jupyter server at %s refused the WebSocket of "
                     "kernel %s (HTTP %d); check the token",
@@ -726,15 +751,20 @@ kb_gateway_connect(kb_gateway_t *g, const char *id, const char *session,
                     "kernel %s is gone from the Jupyter server at %s "
                     "(deleted by someone else, or culled as idle)",
                     id, g->shown);
+        else if (s_refused(t))
+            err_set(err, ERR_KERNEL,
+                    "the Jupyter server at %s refused the WebSocket of "
+                    "kernel %s (HTTP %d); not retried",
+                    g->shown, id, t->http_status);
         else
             err_set(err, ERR_KERNEL,
                     "cannot open the WebSocket of kernel %s on the Jupyter "
                     "server at %s: %s%s",
-                    id, g->shown,
-                    t->state == S_CONNECTING ? "timed out" : t->conn_error,
+                    id, g->shown, t->state == S_CONNECTING ? "timed out" : why,
                     g->parts.tls ? " (for a private CA, name its certificate "
                                    "with --gateway-ca FILE)"
                                  : "");
+        free(why);
         s_destroy(&t->base);
         return NULL;
     }

@@ -3,9 +3,9 @@
 #include "common/jsonlim.h"
 #include "common/xalloc.h"
 
+#include <limits.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
-#include <limits.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,12 +375,12 @@ kb_wire_parse(const kb_frame_t *frames, size_t n, const kb_key_t *key,
     bool lazy =
         !s_check(&parts[0], lim, err) && !s_check(&parts[1], lim, err) &&
         !s_check(&parts[2], lim, err) &&
-        kb_wire_scan_object(parts[0].data, parts[0].len, hkeys, 2, hv, hl) && hv[0] &&
-        hl[0] < KB_MSG_WIRE_ID_MAX && hl[1] < KB_MSG_WIRE_ID_MAX &&
+        kb_wire_scan_object(parts[0].data, parts[0].len, hkeys, 2, hv, hl) &&
+        hv[0] && hl[0] < KB_MSG_WIRE_ID_MAX && hl[1] < KB_MSG_WIRE_ID_MAX &&
         kb_wire_scan_object(parts[1].data, parts[1].len, pkeys, 1, pv, pl) &&
         pl[0] < KB_MSG_WIRE_ID_MAX &&
         kb_wire_scan_object(parts[2].data, parts[2].len, NULL, 0, &unused,
-                      &unused_len);
+                            &unused_len);
     json_t *json[4] = {0};
     for (int i = 0; i < 4; i++) {
         if (lazy && i < 3)

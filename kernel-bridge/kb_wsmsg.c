@@ -266,9 +266,8 @@ out:
 }
 
 static kb_msg_t *
-s_decode_legacy_binary(const uint8_t *d, size_t len,
-                       const kb_zmq_limits_t *lim, kb_wire_stats_t *stats,
-                       kb_channel_t *ch, err_t *err)
+s_decode_legacy_binary(const uint8_t *d, size_t len, const kb_zmq_limits_t *lim,
+                       kb_wire_stats_t *stats, kb_channel_t *ch, err_t *err)
 {
     uint64_t *malformed = stats ? &stats->malformed : NULL;
     if (len < 4)

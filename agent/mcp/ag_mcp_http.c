@@ -40,8 +40,8 @@ typedef struct s_http {
     char *token;      /* owned bearer token, or NULL */
     size_t token_len; /* bytes of token */
     unsigned char token_hash[crypto_hash_sha256_BYTES]; /* SHA-256(token) */
-    pthread_mutex_t lock; /* guards in_flight */
-    size_t in_flight;     /* body bytes held by all requests */
+    pthread_mutex_t lock;                               /* guards in_flight */
+    size_t in_flight; /* body bytes held by all requests */
 } s_http_t;
 
 /* One request being received. */
@@ -385,8 +385,7 @@ s_post(s_http_t *h, struct MHD_Connection *c, s_req_t *req)
                         "(8 MiB)",
                         req->seen, AG_MCP_MAX_MESSAGE);
     if (req->busy)
-        return s_refuse(c, MHD_HTTP_SERVICE_UNAVAILABLE,
-                        AG_MCP_INVALID_REQUEST,
+        return s_refuse(c, MHD_HTTP_SERVICE_UNAVAILABLE, AG_MCP_INVALID_REQUEST,
                         "Service Unavailable: other requests hold %zu MiB of "
                         "bodies; retry when they are answered",
                         MAX_BODY_BYTES_IN_FLIGHT >> 20);
@@ -527,8 +526,7 @@ s_handler(void *cls, struct MHD_Connection *c, const char *url,
     }
     if (*upload_size) {
         req->seen += *upload_size;
-        if (!req->too_big && !req->busy &&
-            !s_reserve(h, req, *upload_size)) {
+        if (!req->too_big && !req->busy && !s_reserve(h, req, *upload_size)) {
             req->busy = true;
             buf_release(&req->body);
             buf_init(&req->body, AG_MCP_MAX_MESSAGE);
@@ -659,8 +657,8 @@ ag_mcp_http_run(const ag_mcp_config_t *cfg, const ag_mcp_http_opts_t *o,
         0, NULL, NULL, s_handler, &h, MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)CONN_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, s_completed,
-        &h, MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, NULL, MHD_OPTION_END);
+        (unsigned)CONN_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, s_completed, &h,
+        MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, NULL, MHD_OPTION_END);
     int rc = 0;
     if (!d) {
         rc = err_set(err, ERR_IO, "--http %s: cannot listen there: %s",

@@ -139,8 +139,8 @@ s_pump(void *arg)
     for (size_t i = before; i < io->nqueue; i++) {
         if (!io->queue[i].text)
             continue;
-        json_t *msg = jsonlim_loadb(io->queue[i].text, io->queue[i].len, 0,
-                                    NULL, NULL);
+        json_t *msg =
+            jsonlim_loadb(io->queue[i].text, io->queue[i].len, 0, NULL, NULL);
         const json_t *id = NULL;
         if (msg && s_is_cancel(msg, &id)) {
             log_info("mcp: the client cancelled a request");
