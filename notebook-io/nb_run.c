@@ -19,7 +19,6 @@
 
 #define DEFAULT_SKIP_TAG "skip-execution"
 #define RAISES_TAG "raises-exception"
-#define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 
 /* --- UTF-8 ------------------------------------------------------------- */
 
@@ -231,7 +230,7 @@ nb_run_opts_init(nb_run_opts_t *o)
 {
     memset(o, 0, sizeof *o);
     o->skip_tag = DEFAULT_SKIP_TAG;
-    o->max_output_bytes = DEFAULT_MAX_OUTPUT;
+    o->max_output_bytes = KB_DEFAULT_MAX_OUTPUT;
 }
 
 /* nbclient sets language_info from kernel_info_reply; we also give a

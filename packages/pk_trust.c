@@ -91,8 +91,7 @@ pk_trust_add_file(pk_trust_t *t, const char *path, err_t *err)
     char text[PUB_FILE_MAX + 1];
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
-        return err_set(err, ERR_USAGE, "cannot open public key %s: %s", path,
-                       strerror(errno));
+        return err_errno(err, ERR_USAGE, "cannot open public key %s", path);
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         err_set(err, ERR_USAGE, "public key %s is not a regular file", path);
@@ -146,9 +145,8 @@ pk_trust_add_dir(pk_trust_t *t, const char *dir, err_t *err)
     if (!d) {
         if (errno == ENOENT)
             return 0;
-        return err_set(err, ERR_USAGE,
-                       "cannot read trusted-keys directory %s: %s", dir,
-                       strerror(errno));
+        return err_errno(err, ERR_USAGE,
+                         "cannot read trusted-keys directory %s", dir);
     }
     struct stat st;
     if (fstat(dirfd(d), &st) == 0 && (st.st_mode & S_IWOTH) &&

@@ -6,6 +6,7 @@
  */
 #include "agent/cli/ag_cmd.h"
 #include "common/cliopt.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
@@ -111,14 +112,6 @@ s_resolve(const char *cmd)
         free(path);
     }
     return NULL;
-}
-
-static int64_t
-s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int
@@ -269,7 +262,7 @@ ag_cmd_sandbox(int argc, char **argv)
     }
 
     int64_t deadline =
-        timeout_s > 0 ? s_now_ms() + (int64_t)ceil(timeout_s * 1000) : -1;
+        timeout_s > 0 ? clock_mono_ms() + (int64_t)ceil(timeout_s * 1000) : -1;
     bool timed_out = false;
     sb_exit_t ex;
     for (;;) {
@@ -277,7 +270,7 @@ ag_cmd_sandbox(int argc, char **argv)
                                {.fd = sfd, .events = POLLIN}};
         int wait_ms = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - s_now_ms();
+            int64_t left = deadline - clock_mono_ms();
             wait_ms = left > 0 ? (int)(left > 1000000 ? 1000000 : left) : 0;
         }
         int pr = poll(pf, sfd >= 0 ? 2 : 1, wait_ms);
@@ -290,7 +283,7 @@ ag_cmd_sandbox(int argc, char **argv)
             if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
                 sb_sandbox_signal(sb, (int)si.ssi_signo);
         }
-        if (deadline >= 0 && s_now_ms() >= deadline) {
+        if (deadline >= 0 && clock_mono_ms() >= deadline) {
             timed_out = true;
             sb_sandbox_kill(sb);
             break;

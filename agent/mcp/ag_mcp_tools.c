@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/escape.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_files.h"
 #include "notebook-io/nb_record.h"
@@ -22,10 +23,6 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
-
-#ifndef JUPYTER_AGENT_VERSION
-#define JUPYTER_AGENT_VERSION "0.1.0"
-#endif
 
 /* Progress lines sent per call at most, and bytes per line. */
 #define MAX_PROGRESS_LINES 1000
