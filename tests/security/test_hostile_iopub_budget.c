@@ -15,15 +15,13 @@
  * Peak RSS is this process's (the agent side; the kernel is another).
  */
 #include "../tap.h"
+#include "../tools/kernel_run.h"
 
 #include "common/xalloc.h"
-#include "kernel-bridge/kb_kernel.h"
-#include "kernel-bridge/kb_launch_sandbox.h"
 
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #define CAP (1 << 20)
@@ -31,13 +29,6 @@
 /* What the agent may hold beyond the budget: the reader's buffer, the
  * drain, allocator slack on a loaded machine. */
 #define SMALL_MIB 24
-
-static kb_launcher_t *
-s_sandbox(void *arg, err_t *err)
-{
-    (void)arg;
-    return kb_launcher_sandbox_new(NULL, err);
-}
 
 static void
 s_hung(int sig)
@@ -47,14 +38,6 @@ s_hung(int sig)
     if (write(1, msg, sizeof msg - 1) < 0)
         _exit(2);
     _exit(1);
-}
-
-static long
-s_peak_mib(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss / 1024;
 }
 
 static bool
@@ -88,7 +71,7 @@ static kb_kernel_t *
 s_start(size_t max_output)
 {
     err_t err = {0};
-    kb_kernel_opts_t kopts = {.launcher = s_sandbox,
+    kb_kernel_opts_t kopts = {.launcher = kernel_run_sandbox,
                               .max_output_bytes = max_output,
                               .interrupt_grace_ms = 2000};
     kb_kernel_t *k = kb_kernel_start(&kopts, &err);
@@ -126,7 +109,7 @@ main(void)
     kb_kernel_t *k = s_start(CAP);
     if (!k)
         return done_testing();
-    long before = s_peak_mib();
+    long before = kernel_run_peak_mib();
     int rc = s_run(k,
                    "m = s.msg('display_data', content={'data': {'text/plain': "
                    "'B' * (32 << 20)}, 'metadata': {}}, "
@@ -134,7 +117,7 @@ main(void)
                    "frames = s.serialize(m) + [memoryview(bytearray(32 << "
                    "20))] * 7\n",
                    CAP, &out, &err);
-    long grew = s_peak_mib() - before;
+    long grew = kernel_run_peak_mib() - before;
     ok(rc == 0,
        "the cell that sent 8 x 32 MiB in one message completes (rc %d: %s)", rc,
        err.text);
@@ -144,7 +127,9 @@ main(void)
     ok(kb_output_truncated(out) && s_has(out, "output truncated after"),
        "and the cell's output says it was truncated");
     ok(!s_has(out, "BBBB"), "none of the dropped message was stored");
-    diag("8 x 32 MiB under --max-output 1M: peak RSS +%ld MiB", grew);
+    diag("8 x 32 MiB under --max-output 1M: peak RSS +%ld MiB (%ld MiB, "
+         "%ld before)",
+         grew, kernel_run_peak_mib(), before);
     kb_output_destroy(&out);
     kb_kernel_destroy(&k);
 
@@ -152,7 +137,7 @@ main(void)
     k = s_start(0);
     if (!k)
         return done_testing();
-    before = s_peak_mib();
+    before = kernel_run_peak_mib();
     rc = s_run(k,
                "m = s.msg('stream', content={'name': 'stdout', 'text': "
                "'DENSE'}, parent=k.get_parent('shell'))\n"
@@ -161,15 +146,16 @@ main(void)
                "+ b'0,' * (24 << 20) + b'0]}'\n"
                "frames[1] = s.sign(frames[2:6])\n",
                0, &out, &err);
-    grew = s_peak_mib() - before;
+    grew = kernel_run_peak_mib() - before;
     ok(rc == 0 && s_has(out, "sent") && !s_has(out, "DENSE"),
        "a signed 48 MiB stream message of [0,0,...] is refused (rc %d: %s)", rc,
        err.text);
     ok(grew < 2 * 48 + SMALL_MIB,
        "the agent's peak grew by %ld MiB (< 2 x 48 MiB received + %d)", grew,
        SMALL_MIB);
-    diag("48 MiB of dense JSON under the default budget: peak RSS +%ld MiB",
-         grew);
+    diag("48 MiB of dense JSON under the default budget: peak RSS +%ld MiB "
+         "(%ld MiB, %ld before)",
+         grew, kernel_run_peak_mib(), before);
     kb_output_destroy(&out);
     rc = s_run(k, "frames = []", 0, &out, &err);
     ok(rc == 0 && s_has(out, "sent"), "the kernel keeps working after it");
