@@ -98,7 +98,6 @@ kb_gateway_new(const kb_gateway_opts_t *opts, err_t *err)
     g->request_ms = opts->request_ms ? opts->request_ms : DEFAULT_REQUEST_MS;
     g->reconnect_ms =
         opts->reconnect_ms ? opts->reconnect_ms : DEFAULT_RECONNECT_MS;
-    g->connect_ms = opts->connect_ms > 0 ? opts->connect_ms : 0;
     return g;
 }
 

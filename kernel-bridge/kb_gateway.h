@@ -47,9 +47,6 @@ typedef struct kb_gateway_opts {
     int request_ms;      /* per REST request; 0 = 30 s */
     int reconnect_ms;    /* how long a dropped WebSocket is retried
                             before the kernel counts as lost; 0 = 10 s */
-    int connect_ms;      /* how long the first WebSocket handshake may be
-                            retried when it is shorter than the caller's
-                            wait (e.g. --timeout); 0 = the caller's */
 } kb_gateway_opts_t;
 
 /* Check and copy the options (no request is made). NULL with ERR_USAGE

@@ -25,7 +25,6 @@ struct kb_gateway {
     char **env;               /* owned "KERNEL_X=V" list or NULL */
     int request_ms;           /* per REST request */
     int reconnect_ms;         /* retry window of a dropped WebSocket */
-    int connect_ms;           /* cap on the first handshake's window; 0 */
     char last_reason[320];    /* the server's reason for the last >= 300 */
 };
 

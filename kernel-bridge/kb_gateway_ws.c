@@ -728,8 +728,6 @@ kb_gateway_connect(kb_gateway_t *g, const char *id, const char *session,
         s_destroy(&t->base);
         return NULL;
     }
-    if (g->connect_ms && g->connect_ms < timeout_ms)
-        timeout_ms = g->connect_ms;
     int64_t deadline = clock_mono_ms() + timeout_ms;
     s_open_until(t, deadline);
     if (t->state != S_OPEN) {

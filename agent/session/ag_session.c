@@ -627,10 +627,7 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
     kb_gateway_opts_t gopts = {.url = o->gateway_url,
                                .token = token,
                                .ca_file = o->gateway_ca,
-                               .env = env,
-                               /* a refused or dropped handshake is
-                                * retried no longer than --timeout */
-                               .connect_ms = o->timeout_ms};
+                               .env = env};
     kb_kernel_opts_t kopts = {.kernel_name = o->kernel_name,
                               .max_output_bytes = o->max_output_bytes,
                               .gateway = &gopts,
