@@ -41,7 +41,8 @@ LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 ifeq ($(SAN),)
 CFLAGS   += $(HARDEN)
 else
-CFLAGS   += -fPIE
+# Sanitizer builds also abort on a broken invariant (common/check.h).
+CFLAGS   += -fPIE -DJA_NEVER_ABORTS
 endif
 
 # Link order: a layer may use only the layers after it (see docs/ARCHITECTURE.md).

@@ -165,12 +165,6 @@ kb_client_stats(kb_client_t *c)
     return &c->stats;
 }
 
-const char *
-kb_client_session(const kb_client_t *c)
-{
-    return c->session;
-}
-
 static int
 s_send(kb_client_t *c, kb_channel_t ch, const kb_msg_t *msg, err_t *err)
 {
@@ -434,12 +428,6 @@ kb_client_execute_start(kb_client_t *c, const char *code,
     }
     kb_msg_destroy(&req);
     return x;
-}
-
-const char *
-kb_exec_msg_id(const kb_exec_t *x)
-{
-    return x->msg_id;
 }
 
 void

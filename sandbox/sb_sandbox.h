@@ -118,6 +118,11 @@ int sb_sandbox_add_file(sb_sandbox_t *sb, const char *host_path,
 /* The program's stdin (default: /dev/null inside). Before spawn. The fd
  * is borrowed (dup'ed into the box at spawn). */
 void sb_sandbox_set_stdin(sb_sandbox_t *sb, int fd);
+/* The stdin set above is a terminal of the caller's own (a pty it relays,
+ * never the user's terminal): the program takes it as its controlling
+ * terminal, before its seccomp filter, so ^C typed into it interrupts the
+ * program. Before spawn. */
+void sb_sandbox_set_stdin_ctty(sb_sandbox_t *sb, bool on);
 
 /* Nesting, for the kernel factory (kernel-bridge/pool/kb_factory.h):
  * create this box's namespaces inside those of `outer` (a running box):
@@ -231,6 +236,9 @@ extern sb_unsafe_test_knobs_t sb_unsafe_test_knobs;
 
 /* What is not enforced ("cgroups unavailable: ..."), or NULL. Borrowed. */
 const char *sb_sandbox_warnings(const sb_sandbox_t *sb);
+/* The box's CPU weight against other boxes (sb_cgroup_set_cpu_weight; cgroup v2
+ * only): 1..10000, 100 = an ordinary task's (the default). 0 or -1. */
+int sb_sandbox_set_cpu_weight(sb_sandbox_t *sb, unsigned weight);
 /* The cgroup directory for "memory", "pids" or "cpu", or NULL. */
 const char *sb_sandbox_cgroup_dir(const sb_sandbox_t *sb,
                                   const char *controller);

@@ -43,7 +43,8 @@ static const char s_usage[] =
 
 static const char s_usage_tail[] =
     "\nexit status: 0 ok, 1 the code raised, 2 usage, 3 kernel failure,\n"
-    "4 sandbox failure, 6 timeout, 130 interrupted\n";
+    "4 sandbox failure, 6 timeout, 7 --keep-workspace could not copy\n"
+    "everything out (the message names what), 130 interrupted\n";
 
 typedef struct exec_ui {
     ag_render_t render; /* console rendering state */
@@ -254,11 +255,24 @@ ag_cmd_exec(int argc, char **argv)
     int rc = kb_kernel_execute(ag_session_kernel(session), code, &xopts,
                                sopts.timeout_ms, out, &hooks, &err);
     int status = s_exit_code(rc, &err, out);
+    /* --keep-workspace: the copy happens as the box ends, before the JSON
+     * that reports it; its failure is the command's (exit 7) when nothing
+     * failed before. Without it the box is handed off after the output. */
+    err_t kerr = {0};
+    bool kept = true;
+    if (sopts.policy.keep_workspace_dir) {
+        kept = ag_session_end(&session, &kerr) == 0;
+        if (!kept && status == 0)
+            status = kerr.code ? kerr.code : ERR_IO;
+    }
 
     if (a.json) {
         json_t *obj = kb_output_to_json(out);
         if (rc && !json_object_get(obj, "error"))
             json_object_set_new(obj, "error", json_string(err.text));
+        if (!kept)
+            json_object_set_new(obj, "keep_workspace_error",
+                                json_string(kerr.text));
         json_dumpf(obj, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
         fputc('\n', stdout);
         json_decref(obj);
@@ -285,6 +299,10 @@ ag_cmd_exec(int argc, char **argv)
                 "jupyter-agent exec: output was cut at the --max-output cap "
                 "(%zu bytes); raise --max-output\n",
                 sopts.max_output_bytes);
+    }
+    if (!kept) {
+        ag_render_end_lines(&ui.render);
+        fprintf(stderr, "jupyter-agent exec: %s\n", kerr.text);
     }
     kb_output_destroy(&out);
     ag_session_hand_off(&session);

@@ -98,20 +98,6 @@ ag_tools_add(ag_tools_t *t, const ag_tool_def_t *def, err_t *err)
     return 0;
 }
 
-int
-ag_tools_remove(ag_tools_t *t, const char *name)
-{
-    ag_tool_def_t *d = s_find(t, name);
-    if (!d)
-        return -1;
-    size_t i = (size_t)(d - t->defs);
-    memmove(d, d + 1, (t->n - i - 1) * sizeof *d);
-    t->n--;
-    json_decref(t->schemas);
-    t->schemas = NULL;
-    return 0;
-}
-
 void
 ag_tools_set_workdir(ag_tools_t *t, const char *dir)
 {
@@ -357,6 +343,12 @@ s_output_text(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
             return;
         }
     }
+    /* An SVG figure is in the notebook, but models take PNG and JPEG only:
+     * say so rather than show "<Figure size ...>" alone. */
+    if (json_object_get(data, "image/svg+xml"))
+        buf_puts(b, "[an image/svg+xml figure: kept in the notebook, not "
+                    "shown to you (images reach you as PNG or JPEG; for "
+                    "matplotlib, set_matplotlib_formats('png'))]\n");
     s_data_text(b, data);
 }
 
