@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,6 +24,15 @@
 /* Once an execution's output cap is reached only its status matters; a
  * real status message is a few hundred bytes. */
 #define STATUS_MAX_BYTES ((size_t)64 << 10)
+/* While an execution runs, an iopub message of more than its output
+ * budget plus this (header, parent, metadata, signature) cannot be stored
+ * whole: our iopub reader drops it as its frame headers arrive, and the
+ * execution is marked truncated. */
+#define IOPUB_SLACK_BYTES ((size_t)256 << 10)
+/* What one JSON part may cost to parse beyond its own length: the output
+ * budget, within these bounds (common/jsonlim.h). */
+#define JSON_ALLOWANCE_MIN ((size_t)4 << 20)
+#define JSON_ALLOWANCE_MAX ((size_t)64 << 20)
 /* Batching iopub reads: when STREAK_WAKES wake-ups in a row each found
  * messages no more than STREAK_GAP_US apart (counted from the end of the
  * last pause), the kernel is streaming outputs, so pause before polling
@@ -113,6 +123,10 @@ kb_client_new_transport(kb_transport_t **tp, const char *session,
     int64_t max_msg =
         opts->max_msg_bytes ? opts->max_msg_bytes : DEFAULT_MAX_MSG;
     c->limits.max_bytes = (size_t)max_msg;
+    c->limits.json_allowance =
+        c->max_output < JSON_ALLOWANCE_MIN   ? JSON_ALLOWANCE_MIN
+        : c->max_output > JSON_ALLOWANCE_MAX ? JSON_ALLOWANCE_MAX
+                                             : c->max_output;
     return c;
 }
 
@@ -511,6 +525,9 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
         int drained = 0;
         kb_zmq_limits_t lim = c->limits;
         lim.parent_id = x->msg_id;
+        if (c->max_output < SIZE_MAX - IOPUB_SLACK_BYTES &&
+            c->max_output + IOPUB_SLACK_BYTES < lim.max_bytes)
+            lim.max_bytes = c->max_output + IOPUB_SLACK_BYTES;
         s_round_t r = s_round();
         while (ready & (1u << KB_IOPUB)) {
             if (kb_output_truncated(out)) {
@@ -518,7 +535,14 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
                 if (lim.max_bytes > STATUS_MAX_BYTES)
                     lim.max_bytes = STATUS_MAX_BYTES;
             }
-            if (!(m = s_next(c, KB_IOPUB, &lim, &r)))
+            uint64_t oversized = c->stats.oversized;
+            m = s_next(c, KB_IOPUB, &lim, &r);
+            /* Past the budget's cap: an output that cannot fit was dropped
+             * unread (its parent unknown), so what is stored is cut. */
+            if (c->stats.oversized > oversized &&
+                lim.max_bytes < c->limits.max_bytes)
+                kb_output_mark_truncated(out);
+            if (!m)
                 break;
             drained++;
             if (strcmp(kb_msg_parent_id(m), x->msg_id) == 0) {

@@ -6,6 +6,7 @@
 
 #include "common/buf.h"
 #include "common/escape.h"
+#include "common/jsonlim.h"
 #include "common/secret.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
@@ -136,10 +137,9 @@ static void
 s_reason(const buf_t *body, char *out, size_t size)
 {
     out[0] = '\0';
-    int depth = body->len ? kb_wire_json_depth(body->data, body->len) : -1;
-    json_t *j = depth >= 0 && depth < 16
-                    ? json_loadb(body->data, body->len, 0, NULL)
-                    : NULL;
+    jsonlim_t jl = {16, 0};
+    json_t *j =
+        body->len ? jsonlim_loadb(body->data, body->len, 0, &jl, NULL) : NULL;
     const char *text = json_string_value(json_object_get(j, "message"));
     if (!text || !*text)
         text = json_string_value(json_object_get(j, "reason"));
@@ -195,18 +195,20 @@ kb_gateway_request(kb_gateway_t *g, const char *method, const char *path,
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
     CURLcode res = curl_easy_perform(h);
     if (res != CURLE_OK) {
+        /* curl's words can quote the server: escaped before printing */
+        char *what = esc_dup(*cerr ? cerr : curl_easy_strerror(res), ESC_NAME);
         bool tls = res == CURLE_PEER_FAILED_VERIFICATION ||
                    res == CURLE_SSL_CACERT_BADFILE ||
                    res == CURLE_SSL_CONNECT_ERROR;
-        err_set(
-            err, ERR_KERNEL, "cannot reach the Jupyter server at %s: %s%s",
-            g->shown,
-            res == CURLE_WRITE_ERROR ? "its answer was too large"
-                                     : (*cerr ? cerr : curl_easy_strerror(res)),
-            tls ? " (for a private CA, name its certificate with "
-                  "--gateway-ca FILE)"
-            : res == CURLE_COULDNT_CONNECT ? " (is it running? check --gateway)"
-                                           : "");
+        err_set(err, ERR_KERNEL, "cannot reach the Jupyter server at %s: %s%s",
+                g->shown,
+                res == CURLE_WRITE_ERROR ? "its answer was too large" : what,
+                tls ? " (for a private CA, name its certificate with "
+                      "--gateway-ca FILE)"
+                : res == CURLE_COULDNT_CONNECT
+                    ? " (is it running? check --gateway)"
+                    : "");
+        free(what);
         goto out;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
@@ -227,10 +229,8 @@ kb_gateway_request(kb_gateway_t *g, const char *method, const char *path,
         goto out;
     }
     if (reply) {
-        int depth = kb_wire_json_depth(resp.data ? resp.data : "", resp.len);
-        *reply = depth >= 0 && depth <= KB_WIRE_DEFAULT_JSON_DEPTH && resp.len
-                     ? json_loadb(resp.data, resp.len, 0, NULL)
-                     : NULL;
+        *reply =
+            resp.len ? jsonlim_loadb(resp.data, resp.len, 0, NULL, NULL) : NULL;
         if (!*reply) {
             err_set(err, ERR_KERNEL,
                     "the Jupyter server at %s answered %s %s with something "

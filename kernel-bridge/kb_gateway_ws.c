@@ -8,6 +8,7 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/escape.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -33,9 +34,9 @@
 
 typedef struct s_item {
     struct s_item *next;
-    kb_msg_t *msg; /* owned, decoded (legacy frames), or NULL */
-    uint8_t *raw;  /* owned frame (v1), or NULL */
-    size_t len;    /* bytes of raw */
+    uint8_t *raw; /* owned frame, decoded when taken */
+    size_t len;   /* bytes of raw */
+    bool binary;  /* a binary frame (else text) */
 } s_item_t;
 
 typedef struct s_out {
@@ -136,40 +137,27 @@ s_on_frame(s_ws_t *t, const uint8_t *data, size_t len, bool binary)
     err_t err;
     kb_channel_t ch;
     s_item_t *it = xcalloc(1, sizeof *it);
-    if (t->proto == KB_WS_V1 && binary) {
-        if (kb_ws_channel(data, len, binary, t->proto, &t->unfolded, &ch,
-                          &err)) {
-            free(it);
-            s_drop(t, NULL, err.text);
-            return;
-        }
-        it->raw = xmalloc(len ? len : 1);
-        memcpy(it->raw, data, len);
-        it->len = len;
-        /* Only the server's own status messages need a look now. */
-        if (ch == KB_IOPUB && memmem(data, len, "\"status\"", 8) &&
-            (memmem(data, len, "restarting", 10) ||
-             memmem(data, len, "\"dead\"", 6))) {
-            kb_msg_t *m = kb_ws_decode(data, len, binary, t->proto, NULL, NULL,
-                                       &ch, &err);
-            if (m)
-                s_watch_status(t, m);
-            kb_msg_destroy(&m);
-        }
-    } else {
-        kb_wire_stats_t seen = {0};
-        it->msg =
-            kb_ws_decode(data, len, binary, t->proto, NULL, &seen, &ch, &err);
-        if (!it->msg) {
-            free(it);
-            seen.accepted = 0; /* counted when taken, below */
-            kb_wire_stats_add(&t->unfolded, &seen);
-            s_drop(t, NULL, err.text);
-            return;
-        }
-        it->len = len;
-        if (ch == KB_IOPUB)
-            s_watch_status(t, it->msg);
+    /* Kept as bytes and decoded when taken, with the taker's limits: a
+     * message for another parent is then dropped before its JSON is
+     * parsed, and what is parsed passes the parse-cost bound. */
+    if (kb_ws_channel(data, len, binary, t->proto, &t->unfolded, &ch, &err)) {
+        free(it);
+        s_drop(t, NULL, err.text);
+        return;
+    }
+    it->raw = xmalloc(len ? len : 1);
+    memcpy(it->raw, data, len);
+    it->len = len;
+    it->binary = binary;
+    /* Only the server's own status messages need a look now. */
+    if (ch == KB_IOPUB && memmem(data, len, "\"status\"", 8) &&
+        (memmem(data, len, "restarting", 10) ||
+         memmem(data, len, "\"dead\"", 6))) {
+        kb_msg_t *m =
+            kb_ws_decode(data, len, binary, t->proto, NULL, NULL, &ch, &err);
+        if (m)
+            s_watch_status(t, m);
+        kb_msg_destroy(&m);
     }
     if (t->tail[ch])
         t->tail[ch]->next = it;
@@ -351,7 +339,11 @@ s_open(s_ws_t *t)
     ci.context = t->ctx;
     ci.address = t->g->parts.host;
     ci.port = t->g->parts.port;
-    ci.ssl_connection = t->g->parts.tls ? LCCSCF_USE_SSL : 0;
+    /* A 3xx answer is a refusal, not a new place to send the token to
+     * (libwebsockets follows redirects, with our handshake headers,
+     * unless told not to). */
+    ci.ssl_connection =
+        (t->g->parts.tls ? LCCSCF_USE_SSL : 0) | LCCSCF_HTTP_NO_FOLLOW_REDIRECT;
     ci.path = t->path;
     ci.host = t->g->parts.host;
     ci.origin = t->g->parts.host;
@@ -383,6 +375,18 @@ s_service(s_ws_t *t, int ms)
                    t->g->shown);
 }
 
+/* Whether a failed handshake is the server's final word: a redirect
+ * (never followed: the token would go along to wherever it points) or a
+ * 4xx (the token, the kernel, the request itself), except 408 and 429,
+ * which ask for another try. Anything else (a 5xx, a busy server that
+ * hung up or timed out) is worth another try. */
+static bool
+s_refused(const s_ws_t *t)
+{
+    int st = t->http_status;
+    return st >= 300 && st < 500 && st != 408 && st != 429;
+}
+
 /* The socket is down: find out whether the kernel still exists and, when
  * it does, reconnect with the same session (the server replays what it
  * buffered meanwhile). -1 once the kernel is lost. */
@@ -399,6 +403,14 @@ s_maintain(s_ws_t *t)
         t->next_retry = now;
         log_info("gateway: the socket of kernel %s closed (%s); reconnecting",
                  t->id, t->conn_error);
+    }
+    if (s_refused(t)) { /* the last try was answered, and not by a yes */
+        s_set_gone(t,
+                   "the Jupyter server at %s refused to reconnect the "
+                   "WebSocket of kernel %s (HTTP %d%s)",
+                   t->g->shown, t->id, t->http_status,
+                   t->http_status < 400 ? ": a redirect, not followed" : "");
+        return -1;
     }
     if (now < t->next_retry)
         return 0;
@@ -522,21 +534,21 @@ s_recv(kb_transport_t *tp, kb_channel_t ch, const kb_zmq_limits_t *lim,
         t->tail[ch] = NULL;
     t->queued_bytes -= it->len;
     t->queued_msgs--;
-    kb_msg_t *m = it->msg;
     kb_channel_t got = ch;
-    if (it->raw) {
-        m = kb_ws_decode(it->raw, it->len, true, KB_WS_V1, lim, stats, &got,
-                         err);
-    } else if (lim && ((lim->status_only && strcmp(kb_msg_type(m), "status")) ||
-                       (lim->parent_id &&
-                        strcmp(kb_msg_parent_id(m), lim->parent_id)))) {
+    kb_wire_stats_t seen = {0};
+    kb_msg_t *m = kb_ws_decode(it->raw, it->len, it->binary, t->proto, lim,
+                               &seen, &got, err);
+    /* The raw look (kb_ws_decode) only saw the id somewhere in the frame. */
+    if (m && lim &&
+        ((lim->status_only && strcmp(kb_msg_type(m), "status")) ||
+         (lim->parent_id && strcmp(kb_msg_parent_id(m), lim->parent_id)))) {
         kb_msg_destroy(&m);
-        if (stats)
-            stats->foreign++;
+        seen.accepted = 0;
+        seen.foreign++;
         err_set(err, ERR_KERNEL, "dropped a message meant for someone else");
-    } else if (stats) {
-        stats->accepted++;
     }
+    if (stats)
+        kb_wire_stats_add(stats, &seen);
     free(it->raw);
     free(it);
     return m;
@@ -599,7 +611,6 @@ s_destroy(kb_transport_t *tp)
         while (t->head[ch]) {
             s_item_t *it = t->head[ch];
             t->head[ch] = it->next;
-            kb_msg_destroy(&it->msg);
             free(it->raw);
             free(it);
         }
@@ -624,16 +635,6 @@ static const kb_transport_ops_t s_ops = {
     .ping = s_ping,
     .destroy = s_destroy,
 };
-
-/* Whether a failed handshake is the server's final word: it refused the
- * token or does not know the kernel. Anything else (a busy server that
- * hung up or timed out) is worth another try. */
-static bool
-s_refused(const s_ws_t *t)
-{
-    return t->http_status == 401 || t->http_status == 403 ||
-           t->http_status == 404;
-}
 
 /* After a failed handshake: whether the REST API still answers and
  * reports the kernel alive, so another try can help. If not, conn_error
@@ -730,7 +731,15 @@ kb_gateway_connect(kb_gateway_t *g, const char *id, const char *session,
     int64_t deadline = clock_mono_ms() + timeout_ms;
     s_open_until(t, deadline);
     if (t->state != S_OPEN) {
-        if (t->http_status == 401 || t->http_status == 403)
+        char *why = esc_dup(t->conn_error, ESC_NAME); /* may quote the server */
+        if (t->http_status >= 300 && t->http_status < 400)
+            err_set(err, ERR_KERNEL,
+                    "the Jupyter server at %s answered the WebSocket of "
+                    "kernel %s with a redirect (HTTP %d), which is not "
+                    "followed (the token would go along); give --gateway "
+                    "the server's own URL",
+                    g->shown, id, t->http_status);
+        else if (t->http_status == 401 || t->http_status == 403)
             err_set(err, ERR_KERNEL,
                     "the Jupyter server at %s refused the WebSocket of "
                     "kernel %s (HTTP %d); check the token",
@@ -740,15 +749,20 @@ kb_gateway_connect(kb_gateway_t *g, const char *id, const char *session,
                     "kernel %s is gone from the Jupyter server at %s "
                     "(deleted by someone else, or culled as idle)",
                     id, g->shown);
+        else if (s_refused(t))
+            err_set(err, ERR_KERNEL,
+                    "the Jupyter server at %s refused the WebSocket of "
+                    "kernel %s (HTTP %d); not retried",
+                    g->shown, id, t->http_status);
         else
             err_set(err, ERR_KERNEL,
                     "cannot open the WebSocket of kernel %s on the Jupyter "
                     "server at %s: %s%s",
-                    id, g->shown,
-                    t->state == S_CONNECTING ? "timed out" : t->conn_error,
+                    id, g->shown, t->state == S_CONNECTING ? "timed out" : why,
                     g->parts.tls ? " (for a private CA, name its certificate "
                                    "with --gateway-ca FILE)"
                                  : "");
+        free(why);
         s_destroy(&t->base);
         return NULL;
     }

@@ -856,6 +856,12 @@ kb_output_malformed(const kb_output_t *o)
     return o->malformed;
 }
 
+void
+kb_output_mark_truncated(kb_output_t *o)
+{
+    s_truncate(o);
+}
+
 bool
 kb_output_truncated(const kb_output_t *o)
 {

@@ -122,6 +122,10 @@ int64_t kb_output_duration_ms(const kb_output_t *o);
 
 /* Messages ignored because their content was malformed. */
 size_t kb_output_malformed(const kb_output_t *o);
+/* Mark the execution truncated as if an output had passed the cap (one
+ * did, but was dropped before it was read): the marker is appended once
+ * and later outputs are ignored. */
+void kb_output_mark_truncated(kb_output_t *o);
 /* True once max_bytes was reached and the marker appended. */
 bool kb_output_truncated(const kb_output_t *o);
 /* What the stored outputs are charged now (the number max_bytes caps). */

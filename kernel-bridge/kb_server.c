@@ -182,6 +182,10 @@ kb_server_new(const kb_conn_t *conn, const kb_server_opts_t *opts, err_t *err)
     int64_t max_msg =
         opts->max_msg_bytes > 0 ? opts->max_msg_bytes : DEFAULT_MAX_MSG;
     s->limits.max_bytes = (size_t)max_msg;
+    /* A frontend's widget state can be dense JSON: the parse may cost its
+     * length plus 64 MiB (common/jsonlim), as a client's may under the
+     * default output budget. */
+    s->limits.json_allowance = (size_t)64 << 20;
     if (!s->zctx || !s->key) {
         err_set(err, ERR_KERNEL, "cannot initialise zmq or libsodium");
         goto fail;

@@ -26,6 +26,7 @@ typedef struct s_zmq {
     void *sock[KB_NCHANNELS];    /* owned sockets, indexed by channel; no
                                     iopub socket when `iopub` reads it */
     kb_zmtp_sub_t *iopub;        /* owned: iopub read on our thread, or NULL */
+    size_t max_msg;              /* the message size cap */
     kb_ipc_t *ipc[KB_NCHANNELS]; /* owned, ipc transport only: each
                                     channel's socket file, pinned by inode;
                                     its sockets connect through it */
@@ -172,6 +173,12 @@ s_recv(kb_transport_t *t, kb_channel_t ch, const kb_zmq_limits_t *lim,
     kb_frame_t frames[KB_ZMQ_MAX_FRAMES];
     size_t n = 0;
     err_clear(err);
+    /* The receiver's cap (lower while an execution's output budget is
+     * smaller) applies as frame headers arrive. */
+    kb_zmtp_sub_set_max_bytes(c->iopub, lim && lim->max_bytes &&
+                                                lim->max_bytes < c->max_msg
+                                            ? lim->max_bytes
+                                            : c->max_msg);
     kb_zmtp_next_t r = kb_zmtp_sub_next(c->iopub, frames, &n);
     if (r == KB_ZMTP_SUB_NONE)
         return NULL;
@@ -352,6 +359,7 @@ kb_transport_zmq_new(const kb_conn_t *conn, const char *session,
             c->all_pinned &= kb_ipc_pinned(c->ipc[ch]);
         }
     }
+    c->max_msg = (size_t)max_msg;
     c->iopub = kb_zmtp_sub_new(endpoint[KB_IOPUB], (size_t)max_msg,
                                KB_ZMQ_MAX_FRAMES, RECONNECT_IVL_MS);
     for (int ch = 0; ch < KB_NCHANNELS; ch++) {

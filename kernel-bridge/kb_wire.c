@@ -1,7 +1,9 @@
 #include "kb_wire.h"
 
+#include "common/jsonlim.h"
 #include "common/xalloc.h"
 
+#include <limits.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <sodium.h>
@@ -171,28 +173,7 @@ kb_wire_out_release(kb_wire_out_t *out)
 int
 kb_wire_json_depth(const char *text, size_t len)
 {
-    int depth = 0, max = 0;
-    bool in_string = false;
-    for (size_t i = 0; i < len; i++) {
-        char c = text[i];
-        if (in_string) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_string = false;
-            continue;
-        }
-        if (c == '"') {
-            in_string = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > max)
-                max = depth;
-        } else if (c == ']' || c == '}') {
-            if (--depth < 0)
-                return -1;
-        }
-    }
-    return depth == 0 ? max : -1;
+    return jsonlim_scan(text, len).depth;
 }
 
 static int
@@ -203,18 +184,20 @@ s_reject(uint64_t *counter, err_t *err, const char *why)
     return err_set(err, ERR_KERNEL, "dropped message: %s", why);
 }
 
-/* The size and depth caps of one JSON part: 0, or -1 with err set. */
+/* The size, depth and parse-cost caps of one JSON part: 0, or -1 with err
+ * set. */
 static int
 s_check(const kb_frame_t *f, const kb_wire_limits_t *lim, err_t *err)
 {
     if (lim->max_json_bytes && f->len > lim->max_json_bytes)
         return err_set(err, ERR_KERNEL,
                        "dropped message: JSON part of %zu bytes", f->len);
-    int depth = kb_wire_json_depth(f->data, f->len);
-    if (depth < 0 || (lim->max_json_depth && depth > lim->max_json_depth))
-        return err_set(err, ERR_KERNEL,
-                       "dropped message: JSON nested deeper than %d levels",
-                       lim->max_json_depth);
+    jsonlim_scan_t scan = jsonlim_scan(f->data, f->len);
+    jsonlim_t jl = {lim->max_json_depth ? lim->max_json_depth : INT_MAX,
+                    lim->json_allowance};
+    char why[160];
+    if (!jsonlim_fits(&scan, f->len, &jl, why, sizeof why))
+        return err_set(err, ERR_KERNEL, "dropped message: %s", why);
     return 0;
 }
 
@@ -246,16 +229,10 @@ s_string_end(const char *s, size_t n, size_t i, bool *escaped)
     return 0;
 }
 
-/* Read the top level of the JSON object in s[0..n) without building it:
- * true if it is shaped like one (members "key": value separated by commas;
- * nested values are skipped, their brackets balanced and strings closed),
- * with vals[k] and lens[k] the plain string value of the LAST member named
- * keys[k] (jansson keeps the last of duplicates), NULL if none or not a
- * plain string. False for anything else, escapes in a key or in the wanted
- * value included: the caller then parses the part in full. */
-static bool
-s_scan_object(const char *s, size_t n, const char *const *keys, size_t nkeys,
-              const char **vals, size_t *lens)
+/* The top level of a JSON object, read without building it (kb_wire.h). */
+bool
+kb_wire_scan_object(const char *s, size_t n, const char *const *keys,
+                    size_t nkeys, const char **vals, size_t *lens)
 {
     size_t i = s_ws(s, n, 0), wanted = nkeys;
     bool esc;
@@ -352,7 +329,7 @@ kb_wire_parse(const kb_frame_t *frames, size_t n, const kb_key_t *key,
               err_t *err)
 {
     static const kb_wire_limits_t defaults = {KB_WIRE_DEFAULT_JSON_BYTES,
-                                              KB_WIRE_DEFAULT_JSON_DEPTH};
+                                              KB_WIRE_DEFAULT_JSON_DEPTH, 0};
     const kb_wire_limits_t *lim = limits ? limits : &defaults;
     uint64_t *malformed = stats ? &stats->malformed : NULL;
     uint64_t *bad_sig = stats ? &stats->bad_signature : NULL;
@@ -398,12 +375,12 @@ kb_wire_parse(const kb_frame_t *frames, size_t n, const kb_key_t *key,
     bool lazy =
         !s_check(&parts[0], lim, err) && !s_check(&parts[1], lim, err) &&
         !s_check(&parts[2], lim, err) &&
-        s_scan_object(parts[0].data, parts[0].len, hkeys, 2, hv, hl) && hv[0] &&
-        hl[0] < KB_MSG_WIRE_ID_MAX && hl[1] < KB_MSG_WIRE_ID_MAX &&
-        s_scan_object(parts[1].data, parts[1].len, pkeys, 1, pv, pl) &&
+        kb_wire_scan_object(parts[0].data, parts[0].len, hkeys, 2, hv, hl) &&
+        hv[0] && hl[0] < KB_MSG_WIRE_ID_MAX && hl[1] < KB_MSG_WIRE_ID_MAX &&
+        kb_wire_scan_object(parts[1].data, parts[1].len, pkeys, 1, pv, pl) &&
         pl[0] < KB_MSG_WIRE_ID_MAX &&
-        s_scan_object(parts[2].data, parts[2].len, NULL, 0, &unused,
-                      &unused_len);
+        kb_wire_scan_object(parts[2].data, parts[2].len, NULL, 0, &unused,
+                            &unused_len);
     json_t *json[4] = {0};
     for (int i = 0; i < 4; i++) {
         if (lazy && i < 3)

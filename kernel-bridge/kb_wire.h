@@ -48,6 +48,9 @@ void kb_key_sign(const kb_key_t *key, const kb_frame_t parts[4], char out[65]);
 typedef struct kb_wire_limits {
     size_t max_json_bytes; /* per JSON frame; 0 = unlimited */
     int max_json_depth;    /* nesting of arrays/objects; 0 = unlimited */
+    /* What one part's parsed tree may cost beyond the part's own length
+     * (common/jsonlim.h); 0 = JSONLIM_DEFAULT_ALLOWANCE. */
+    size_t json_allowance;
 } kb_wire_limits_t;
 
 #define KB_WIRE_DEFAULT_JSON_BYTES ((size_t)256 << 20)
@@ -59,8 +62,8 @@ typedef struct kb_wire_stats {
     uint64_t bad_signature; /* missing/wrong signature: dropped unparsed */
     uint64_t malformed;     /* framing, size, depth or JSON errors */
     uint64_t foreign;       /* not for the waiting receiver: dropped unhashed */
-    /* Counted apart by transports that can tell (the WebSocket one): */
-    uint64_t oversized;   /* past the message size cap, refused unread */
+    /* Counted apart by transports that can tell (ZeroMQ, WebSocket): */
+    uint64_t oversized;   /* past the message size or frame cap, unread */
     uint64_t bad_channel; /* on a channel that does not exist */
     uint64_t overflow;    /* arrived while the queues were full */
 } kb_wire_stats_t;
@@ -91,7 +94,8 @@ int kb_wire_serialize(const kb_msg_t *msg, const kb_key_t *key,
 void kb_wire_out_release(kb_wire_out_t *out);
 
 /* Parse frames into a new message (caller destroys), verifying the
- * signature first. Every JSON part passes the size and depth caps. Content
+ * signature first. Every JSON part passes the size, depth and parse-cost
+ * caps (jsonlim) before it is parsed or kept. Content
  * is parsed at once; header, parent_header and metadata are kept as text
  * when their top level is plainly an object (header.msg_type,
  * header.msg_id and parent_header.msg_id read off it) and parsed on first
@@ -103,6 +107,16 @@ void kb_wire_out_release(kb_wire_out_t *out);
 kb_msg_t *kb_wire_parse(const kb_frame_t *frames, size_t n, const kb_key_t *key,
                         const kb_wire_limits_t *limits, kb_wire_stats_t *stats,
                         err_t *err);
+
+/* Read the top level of the JSON object in s[0..n) without building it:
+ * true if it is shaped like one (members "key": value separated by commas;
+ * nested values are skipped, their brackets balanced and strings closed),
+ * with vals[k] and lens[k] the plain string value of the LAST member named
+ * keys[k] (jansson keeps the last of duplicates), NULL if none or not a
+ * plain string. False for anything else, escapes in a key or in a wanted
+ * value included: the caller then parses the text in full. */
+bool kb_wire_scan_object(const char *s, size_t n, const char *const *keys,
+                         size_t nkeys, const char **vals, size_t *lens);
 
 /* Depth of the deepest array/object nesting in JSON text, scanning bytes
  * only (strings are skipped), or -1 if brackets are unbalanced. */

@@ -1,5 +1,6 @@
 #include "kb_wsmsg.h"
 
+#include "common/jsonlim.h"
 #include "common/xalloc.h"
 
 #include <stdint.h>
@@ -120,11 +121,57 @@ kb_ws_channel(const void *data, size_t len, bool binary, kb_ws_proto_t proto,
         *ch = (kb_channel_t)c;
         return 0;
     }
-    kb_msg_t *m = kb_ws_decode(data, len, binary, proto, NULL, stats, ch, err);
+    /* Legacy: the channel is a member of the JSON object (the first part
+     * of a binary frame), read off its top level when that is plain. */
+    const char *json = data;
+    size_t jlen = len;
+    if (binary) {
+        const uint8_t *d = data;
+        uint32_t n = len >= 8 ? s_be32(d) : 0;
+        size_t o0 = n ? s_be32(d + 4) : 0,
+               o1 = n > 1 && len >= 12 ? s_be32(d + 8) : len;
+        if (n < 1 || n > KB_WS_MAX_PARTS || 4 + 4 * (size_t)n > len ||
+            o0 > o1 || o1 > len)
+            json = NULL; /* kb_ws_decode says what is wrong */
+        else
+            json = (const char *)d + o0, jlen = o1 - o0;
+    }
+    static const char *const key[1] = {"channel"};
+    const char *name;
+    size_t nlen = 0;
+    if (json && kb_wire_scan_object(json, jlen, key, 1, &name, &nlen) && name) {
+        int c = kb_ws_channel_from_name(name, nlen);
+        if (c < 0) {
+            s_refuse(stats ? &stats->bad_channel : NULL, err,
+                     "unknown channel");
+            return -1;
+        }
+        *ch = (kb_channel_t)c;
+        return 0;
+    }
+    kb_wire_stats_t seen = {0};
+    kb_msg_t *m = kb_ws_decode(data, len, binary, proto, NULL, &seen, ch, err);
+    seen.accepted = 0; /* counted when the frame is decoded for use */
+    if (stats)
+        kb_wire_stats_add(stats, &seen);
     if (!m)
         return -1;
     kb_msg_destroy(&m);
     return 0;
+}
+
+/* A message the receiver would ignore, judged from raw bytes before any
+ * JSON is parsed: `parent` holds the parent_header (or, for legacy
+ * frames, the whole JSON object), `header` the header (or the same). */
+static bool
+s_foreign(const kb_zmq_limits_t *lim, const kb_frame_t *header,
+          const kb_frame_t *parent)
+{
+    return lim && ((lim->status_only &&
+                    !memmem(header->data, header->len, "status", 6)) ||
+                   (lim->parent_id &&
+                    !memmem(parent->data, parent->len, lim->parent_id,
+                            strlen(lim->parent_id))));
 }
 
 static kb_msg_t *
@@ -144,11 +191,7 @@ s_decode_v1(const uint8_t *d, size_t len, const kb_zmq_limits_t *lim,
     if (c < 0)
         return s_refuse(stats ? &stats->bad_channel : NULL, err,
                         "unknown channel");
-    if (lim &&
-        ((lim->status_only &&
-          !memmem(views[1].data, views[1].len, "status", 6)) ||
-         (lim->parent_id && !memmem(views[2].data, views[2].len, lim->parent_id,
-                                    strlen(lim->parent_id)))))
+    if (s_foreign(lim, &views[1], &views[2]))
         return s_refuse(stats ? &stats->foreign : NULL, err,
                         "meant for someone else");
     frames[0] = (kb_frame_t){KB_WIRE_DELIM, KB_WIRE_DELIM_LEN};
@@ -156,7 +199,10 @@ s_decode_v1(const uint8_t *d, size_t len, const kb_zmq_limits_t *lim,
     for (size_t i = 1; i < n; i++)
         frames[i + 1] = views[i];
     kb_key_t *none = kb_key_new("", 0);
-    kb_msg_t *m = kb_wire_parse(frames, n + 1, none, NULL, stats, err);
+    kb_wire_limits_t wl = {KB_WIRE_DEFAULT_JSON_BYTES,
+                           KB_WIRE_DEFAULT_JSON_DEPTH,
+                           lim ? lim->json_allowance : 0};
+    kb_msg_t *m = kb_wire_parse(frames, n + 1, none, &wl, stats, err);
     kb_key_destroy(&none);
     if (m)
         *ch = (kb_channel_t)c;
@@ -165,13 +211,19 @@ s_decode_v1(const uint8_t *d, size_t len, const kb_zmq_limits_t *lim,
 
 /* One legacy JSON message (text, or the first part of a binary frame). */
 static kb_msg_t *
-s_decode_json(const void *d, size_t len, kb_wire_stats_t *stats,
-              kb_channel_t *ch, err_t *err)
+s_decode_json(const void *d, size_t len, const kb_zmq_limits_t *lim,
+              kb_wire_stats_t *stats, kb_channel_t *ch, err_t *err)
 {
     uint64_t *malformed = stats ? &stats->malformed : NULL;
-    int depth = kb_wire_json_depth(d, len);
-    if (depth < 0 || depth > KB_WIRE_DEFAULT_JSON_DEPTH)
-        return s_refuse(malformed, err, "JSON nested too deep");
+    kb_frame_t all = {d, len};
+    if (s_foreign(lim, &all, &all))
+        return s_refuse(stats ? &stats->foreign : NULL, err,
+                        "meant for someone else");
+    jsonlim_scan_t scan = jsonlim_scan(d, len);
+    jsonlim_t jl = {KB_WIRE_DEFAULT_JSON_DEPTH, lim ? lim->json_allowance : 0};
+    char why[160];
+    if (!jsonlim_fits(&scan, len, &jl, why, sizeof why))
+        return s_refuse(malformed, err, why);
     json_error_t jerr;
     json_t *root = json_loadb(d, len, 0, &jerr);
     if (!root)
@@ -214,8 +266,8 @@ out:
 }
 
 static kb_msg_t *
-s_decode_legacy_binary(const uint8_t *d, size_t len, kb_wire_stats_t *stats,
-                       kb_channel_t *ch, err_t *err)
+s_decode_legacy_binary(const uint8_t *d, size_t len, const kb_zmq_limits_t *lim,
+                       kb_wire_stats_t *stats, kb_channel_t *ch, err_t *err)
 {
     uint64_t *malformed = stats ? &stats->malformed : NULL;
     if (len < 4)
@@ -234,7 +286,8 @@ s_decode_legacy_binary(const uint8_t *d, size_t len, kb_wire_stats_t *stats,
         prev = off[i];
     }
     off[n] = len;
-    kb_msg_t *m = s_decode_json(d + off[0], off[1] - off[0], stats, ch, err);
+    kb_msg_t *m =
+        s_decode_json(d + off[0], off[1] - off[0], lim, stats, ch, err);
     for (uint32_t i = 1; m && i < n; i++)
         kb_msg_add_buffer(m, d + off[i], off[i + 1] - off[i]);
     return m;
@@ -256,8 +309,8 @@ kb_ws_decode(const void *data, size_t len, bool binary, kb_ws_proto_t proto,
         return s_decode_v1(data, len, lim, stats, ch, err);
     }
     if (binary)
-        return s_decode_legacy_binary(data, len, stats, ch, err);
-    return s_decode_json(data, len, stats, ch, err);
+        return s_decode_legacy_binary(data, len, lim, stats, ch, err);
+    return s_decode_json(data, len, lim, stats, ch, err);
 }
 
 static int

@@ -45,8 +45,9 @@ typedef enum { KB_WS_LEGACY, KB_WS_V1 } kb_ws_proto_t;
 /* The channel a frame is for, without parsing its JSON: 0 and *ch set, or
  * -1 (ERR_KERNEL: unknown channel name, bad offsets), counted in `stats`
  * (may be NULL) as kb_ws_decode counts. Legacy frames carry the channel
- * inside their JSON, so for them this parses the whole frame (see
- * kb_ws_decode). */
+ * inside their JSON: it is read off the object's top level without
+ * parsing it, and only when that is not plain (an escaped key, say) is the
+ * frame decoded, within the parse-cost bound. */
 int kb_ws_channel(const void *data, size_t len, bool binary,
                   kb_ws_proto_t proto, kb_wire_stats_t *stats, kb_channel_t *ch,
                   err_t *err);
@@ -55,8 +56,10 @@ int kb_ws_channel(const void *data, size_t len, bool binary,
  * NULL with err when refused: counted in stats->malformed (bad framing,
  * JSON, depth), stats->oversized (past lim->max_bytes),
  * stats->bad_channel (unknown channel) or stats->foreign (filtered out by
- * `lim`'s parent_id / status_only before any JSON was parsed; v1 only).
- * `lim` and `stats` may be NULL. */
+ * `lim`'s parent_id / status_only before any JSON was parsed: for v1 the
+ * parent_header part must mention the id, for legacy frames the JSON
+ * object). JSON passes the depth and parse-cost bound of common/jsonlim
+ * (lim->json_allowance). `lim` and `stats` may be NULL. */
 kb_msg_t *kb_ws_decode(const void *data, size_t len, bool binary,
                        kb_ws_proto_t proto, const kb_zmq_limits_t *lim,
                        kb_wire_stats_t *stats, kb_channel_t *ch, err_t *err);

@@ -64,7 +64,7 @@ s_judge(const kb_frame_t *views, size_t n, bool overflow, size_t max_frames,
 {
     if (overflow) {
         if (stats)
-            stats->malformed++;
+            stats->oversized++;
         err_set(err, ERR_KERNEL,
                 "dropped a message of more than %zu frames or %zu bytes",
                 max_frames, lim->max_bytes);
@@ -76,7 +76,9 @@ s_judge(const kb_frame_t *views, size_t n, bool overflow, size_t max_frames,
         err_set(err, ERR_KERNEL, "dropped a message meant for someone else");
         return NULL;
     }
-    return n ? kb_wire_parse(views, n, key, NULL, stats, err) : NULL;
+    kb_wire_limits_t wl = {KB_WIRE_DEFAULT_JSON_BYTES,
+                           KB_WIRE_DEFAULT_JSON_DEPTH, lim->json_allowance};
+    return n ? kb_wire_parse(views, n, key, &wl, stats, err) : NULL;
 }
 
 static const kb_zmq_limits_t s_no_limits = {0};

@@ -7,7 +7,8 @@
  * has more than max_frames frames or more than max_bytes in all (libzmq
  * caps each frame with ZMQ_MAXMSGSIZE, but not their number or sum), and
  * when the receiver said which parent it waits for and the parent_header
- * frame does not mention it. Then kb_wire refuses what it must (signature,
+ * frame does not mention it. A message past the frame or byte cap is
+ * counted as oversized. Then kb_wire refuses what it must (signature,
  * framing, size, depth); nothing dropped is ever returned.
  */
 #ifndef KERNEL_BRIDGE_KB_ZMQ_H
@@ -33,6 +34,9 @@ typedef struct kb_zmq_limits {
     /* When set: drop the same way a message whose header frame does not
      * contain "status" (a receiver that stores no more outputs). */
     bool status_only;
+    /* What each JSON part's parsed tree may cost beyond its length
+     * (kb_wire_limits_t.json_allowance); 0 = the default. */
+    size_t json_allowance;
 } kb_zmq_limits_t;
 
 /* Send `msg` signed with `key` as one multipart message. 0, or -1 with

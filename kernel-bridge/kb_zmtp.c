@@ -205,7 +205,9 @@ s_message(kb_zmtp_t *z, const uint8_t *data, size_t len, size_t *at,
             z->skip = size;
             return KB_ZMTP_NEED;
         }
-        if (nf == z->max_frames || size > z->max_bytes - total) {
+        /* (the cap may have been lowered since this message began) */
+        if (nf == z->max_frames || total > z->max_bytes ||
+            size > z->max_bytes - total) {
             *at = pos + hlen;
             z->skip = size;
             z->dropping = flags & FLAG_MORE;

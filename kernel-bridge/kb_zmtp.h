@@ -35,7 +35,8 @@ typedef enum kb_zmtp_state {
 
 typedef struct kb_zmtp {
     kb_zmtp_state_t state;
-    size_t max_bytes;  /* a message of more bytes in all is dropped */
+    size_t max_bytes;  /* a message of more bytes in all is dropped; the
+                          owner may change it between calls */
     size_t max_frames; /* ... and one of more frames */
     uint64_t skip;     /* bytes of a dropped frame or command still due */
     bool dropping;     /* frames of a dropped message are still due */

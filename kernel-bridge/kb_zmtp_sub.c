@@ -189,6 +189,13 @@ kb_zmtp_sub_new(const char *endpoint, size_t max_bytes, size_t max_frames,
 }
 
 void
+kb_zmtp_sub_set_max_bytes(kb_zmtp_sub_t *s, size_t max_bytes)
+{
+    s->max_bytes = max_bytes;
+    s->dec.max_bytes = max_bytes;
+}
+
+void
 kb_zmtp_sub_destroy(kb_zmtp_sub_t **ps)
 {
     if (!ps || !*ps)

@@ -61,6 +61,12 @@ void kb_zmtp_sub_poll_done(kb_zmtp_sub_t *s, short revents);
 kb_zmtp_next_t kb_zmtp_sub_next(kb_zmtp_sub_t *s, kb_frame_t *frames,
                                 size_t *n);
 
+/* Change the byte cap (from the next call on, the message being received
+ * included): a receiver whose budget is smaller than the message size cap
+ * (kb_client, an execution's output budget) has what cannot fit dropped as
+ * its frame headers arrive, never buffered. */
+void kb_zmtp_sub_set_max_bytes(kb_zmtp_sub_t *s, size_t max_bytes);
+
 /* True once the handshake with the current peer finished. */
 bool kb_zmtp_sub_open(const kb_zmtp_sub_t *s);
 

@@ -1,5 +1,6 @@
 #include "agent/llm/ag_http.h"
 
+#include "common/escape.h"
 #include "common/secret.h"
 #include "common/xalloc.h"
 
@@ -171,8 +172,11 @@ static void
 s_classify(s_xfer_t *x, CURLcode rc, const char *errbuf)
 {
     ag_http_resp_t *r = x->resp;
-    const char *what = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    /* curl's words can quote the server (a status line, a host name):
+     * escaped before anyone prints them */
+    char *what = esc_dup(errbuf[0] ? errbuf : curl_easy_strerror(rc), ESC_NAME);
     snprintf(r->detail, sizeof r->detail, "%s", what);
+    free(what);
     if (x->cancelled || (rc != CURLE_OK && s_cancelled(x))) {
         r->how = AG_HTTP_INTERRUPTED;
         snprintf(r->detail, sizeof r->detail, "interrupted");

@@ -49,6 +49,12 @@
 /* ... of them for one session (a cancellation is never refused): one
  * session's queue cannot take every worker. */
 #define SESSION_MAX_INFLIGHT 8
+/* POST bodies held at once, over all connections: two messages at the
+ * size cap. Each body is parsed within common/jsonlim's bound (its length
+ * plus 4 MiB), so bodies and their trees together stay under ~40 MiB
+ * however many clients send at once; a body that would pass this is
+ * answered 503 and its bytes are discarded as they arrive. */
+#define MAX_BODY_BYTES_IN_FLIGHT (2 * AG_MCP_MAX_MESSAGE)
 
 typedef struct s_stream s_stream_t;
 
@@ -80,8 +86,9 @@ typedef struct s_http {
     const ag_mcp_config_t *cfg;
     const ag_mcp_http_opts_t *o;
     ag_mcp_sessions_t *sessions;
-    char *token;          /* owned bearer token, or NULL */
-    size_t token_len;     /* bytes of token */
+    char *token;      /* owned bearer token, or NULL */
+    size_t token_len; /* bytes of token */
+    unsigned char token_hash[crypto_hash_sha256_BYTES]; /* SHA-256(token) */
     pthread_mutex_t lock; /* guards the fields below */
     pthread_cond_t idle;  /* inflight went to 0 */
     s_conn_t *conns;      /* every open connection */
@@ -89,6 +96,7 @@ typedef struct s_http {
     int inflight;         /* worker threads running */
     s_busy_t *busy;       /* per session id, those with workers */
     bool stopping;        /* refuse new requests */
+    size_t in_flight;     /* body bytes held by all requests */
 } s_http_t;
 
 /* An answer, built off the event loop and queued by it. */
@@ -109,7 +117,9 @@ typedef struct s_req {
     struct MHD_Connection *c; /* valid while suspended */
     buf_t body;               /* the POST body so far (capped) */
     bool too_big;             /* the body passed AG_MCP_MAX_MESSAGE */
+    bool busy;                /* it would pass MAX_BODY_BYTES_IN_FLIGHT */
     size_t seen;              /* bytes of body offered, kept or not */
+    size_t reserved;          /* of s_http_t.in_flight, this request's */
     char *sid, *pv;           /* owned copies of MCP-Session-Id and
                                  MCP-Protocol-Version, or NULL */
     bool sse;                 /* the client accepts text/event-stream */
@@ -326,10 +336,35 @@ s_token_ok(s_http_t *h, struct MHD_Connection *c)
     if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
         return false;
     const char *got = auth + 7;
-    /* Constant time over the token's length; a different length fails
-     * (and says nothing about the token's bytes). */
-    return strlen(got) == h->token_len &&
-           sodium_memcmp(got, h->token, h->token_len) == 0;
+    /* Compared as SHA-256 digests, in constant time over their fixed
+     * size: neither the token's bytes nor its length shape the time. */
+    unsigned char hash[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(hash, (const unsigned char *)got, strlen(got));
+    return sodium_memcmp(hash, h->token_hash, sizeof hash) == 0;
+}
+
+/* Take `n` more body bytes for `req` from the shared allowance: false
+ * (nothing taken) when that would pass MAX_BODY_BYTES_IN_FLIGHT. */
+static bool
+s_reserve(s_http_t *h, s_req_t *req, size_t n)
+{
+    pthread_mutex_lock(&h->lock);
+    bool ok = n <= MAX_BODY_BYTES_IN_FLIGHT - h->in_flight;
+    if (ok) {
+        h->in_flight += n;
+        req->reserved += n;
+    }
+    pthread_mutex_unlock(&h->lock);
+    return ok;
+}
+
+static void
+s_unreserve(s_http_t *h, s_req_t *req)
+{
+    pthread_mutex_lock(&h->lock);
+    h->in_flight -= req->reserved;
+    req->reserved = 0;
+    pthread_mutex_unlock(&h->lock);
 }
 
 static bool
@@ -881,10 +916,18 @@ s_handler(void *cls, struct MHD_Connection *c, const char *url,
     }
     if (*upload_size) {
         req->seen += *upload_size;
-        if (!req->too_big && buf_append(&req->body, upload, *upload_size) < 0) {
+        if (!req->too_big && !req->busy && !s_reserve(h, req, *upload_size)) {
+            req->busy = true;
+            buf_release(&req->body);
+            buf_init(&req->body, AG_MCP_MAX_MESSAGE);
+            s_unreserve(h, req);
+        }
+        if (!req->too_big && !req->busy &&
+            buf_append(&req->body, upload, *upload_size) < 0) {
             req->too_big = true;
             buf_release(&req->body);
             buf_init(&req->body, AG_MCP_MAX_MESSAGE);
+            s_unreserve(h, req);
         }
         *upload_size = 0;
         return MHD_YES;
@@ -903,6 +946,12 @@ s_handler(void *cls, struct MHD_Connection *c, const char *url,
                             "message of %zu bytes refused: the limit is %zu "
                             "bytes (8 MiB)",
                             req->seen, AG_MCP_MAX_MESSAGE);
+    if (req->busy)
+        return s_refuse_now(h, c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                            AG_MCP_INVALID_REQUEST,
+                            "Service Unavailable: other requests hold %zu MiB "
+                            "of bodies; retry when they are answered",
+                            (size_t)(MAX_BODY_BYTES_IN_FLIGHT >> 20));
     /* The worker answers under req->lock: it cannot resume before we
      * suspend. */
     pthread_mutex_lock(&req->lock);
@@ -943,6 +992,7 @@ s_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (req->resp.stream) /* answered, never queued */
         s_stream_unref(req->resp.stream);
     free(req->resp.body);
+    s_unreserve(h, req);
     buf_release(&req->body);
     free(req->sid);
     free(req->pv);
@@ -1015,6 +1065,8 @@ s_read_token(s_http_t *h, const char *path, err_t *err)
     }
     h->token = xstrdup(line);
     h->token_len = strlen(line);
+    crypto_hash_sha256(h->token_hash, (const unsigned char *)h->token,
+                       h->token_len);
     sodium_memzero(line, sizeof line);
     return 0;
 }

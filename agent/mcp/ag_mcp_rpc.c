@@ -1,5 +1,6 @@
 #include "agent/mcp/ag_mcp_rpc.h"
 
+#include "common/jsonlim.h"
 #include "common/xalloc.h"
 
 #include <stdarg.h>
@@ -92,6 +93,19 @@ ag_mcp_parse(const char *text, size_t len, json_t **error)
                               "message of %zu bytes refused: the limit is "
                               "%zu bytes (8 MiB)",
                               len, AG_MCP_MAX_MESSAGE);
+        return NULL;
+    }
+    /* Within the parse-cost bound (common/jsonlim), checked unparsed. */
+    jsonlim_scan_t scan = jsonlim_scan(text, len);
+    char why[160];
+    if (scan.depth < 0) {
+        *error = ag_mcp_error(NULL, AG_MCP_PARSE_ERROR,
+                              "invalid JSON: its brackets do not balance");
+        return NULL;
+    }
+    if (!jsonlim_fits(&scan, len, NULL, why, sizeof why)) {
+        *error = ag_mcp_error(NULL, AG_MCP_INVALID_REQUEST,
+                              "message refused: %s", why);
         return NULL;
     }
     json_error_t jerr;

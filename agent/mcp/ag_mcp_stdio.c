@@ -4,6 +4,7 @@
 #include "agent/mcp/ag_mcp_server.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/jsonlim.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -256,7 +257,8 @@ s_pump(void *arg)
     for (size_t i = io->head + before; i < io->nqueue; i++) {
         if (!io->queue[i].text)
             continue;
-        json_t *msg = json_loadb(io->queue[i].text, io->queue[i].len, 0, NULL);
+        json_t *msg =
+            jsonlim_loadb(io->queue[i].text, io->queue[i].len, 0, NULL, NULL);
         const json_t *id = NULL;
         if (msg && s_is_cancel(msg, &id)) {
             log_info("mcp: the client cancelled a request");

@@ -3,6 +3,7 @@
 #include "agent/session/ag_session.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/jsonlim.h"
 #include "common/version.h"
 #include "common/xalloc.h"
 #include "notebook-io/nb_provenance.h"
@@ -572,7 +573,8 @@ s_load_json(const nb_archive_t *a, const char *name, err_t *err)
         return NULL;
     }
     json_error_t je;
-    json_t *j = json_loadb(f->data, f->size, JSON_REJECT_DUPLICATES, &je);
+    json_t *j =
+        jsonlim_loadb(f->data, f->size, JSON_REJECT_DUPLICATES, NULL, &je);
     if (!json_is_object(j)) {
         json_decref(j);
         err_set(err, ERR_VERIFY, "%s is not a JSON object (line %d: %s)", name,
@@ -737,7 +739,7 @@ ag_archive_open(const char *path, int extract_dirfd, const pk_trust_t *trust,
                                      PROVENANCE_MAX, NULL, &plen, err)))
         goto fail;
     json_error_t je;
-    env = json_loadb(prov, plen, JSON_REJECT_DUPLICATES, &je);
+    env = jsonlim_loadb(prov, plen, JSON_REJECT_DUPLICATES, NULL, &je);
     if (!json_is_object(env)) {
         err_set(err, ERR_VERIFY, "%s is not a JSON object (line %d: %s)",
                 AG_ARCHIVE_PROVENANCE, je.line, je.text);
@@ -748,7 +750,8 @@ ag_archive_open(const char *path, int extract_dirfd, const pk_trust_t *trust,
                         &ar->signer, &ar->is_signed, &blen, err);
     if (!body)
         goto fail;
-    ar->statement = json_loadb(body, blen, JSON_REJECT_DUPLICATES, &je);
+    ar->statement =
+        jsonlim_loadb(body, blen, JSON_REJECT_DUPLICATES, NULL, &je);
     if (!json_is_object(ar->statement)) {
         err_set(err, ERR_VERIFY, "the signed statement is not JSON: %s",
                 je.text);

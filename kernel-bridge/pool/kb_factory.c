@@ -2,6 +2,7 @@
 #include "kernel-bridge/pool/kb_factory.h"
 
 #include "common/clock.h"
+#include "common/jsonlim.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/pool/kb_pysrc.h"
 #include "sandbox/sb_drop.h"
@@ -138,7 +139,7 @@ s_recv(kb_factory_t *f, int timeout_ms, int *fd)
     json_t *m = NULL;
     if (n > 0) {
         buf[n] = '\0';
-        m = json_loads(buf, 0, NULL);
+        m = jsonlim_loadb(buf, (size_t)n, 0, NULL, NULL);
         if (m && !json_is_object(m)) {
             json_decref(m);
             m = NULL;

@@ -67,6 +67,9 @@ MODES = {
     "ws-hang": "the WebSocket handshake never answered",
     "ws-drop": "the first two WebSocket handshakes hung up unanswered (a busy server)",
     "ws-drop-dead": "every WebSocket handshake hung up, the kernel's model reports it dead",
+    "ws-redirect": "the WebSocket handshake answered 302 to a second listener that logs what reaches it",
+    "ws-400": "every WebSocket handshake answered 400 Bad Request",
+    "dense-json": "one stream output of 48 MiB of [0,0,...] for the execution and one for another parent, then hello",
 }
 CHANNELS = ("shell", "iopub", "stdin", "control")
 
@@ -262,6 +265,19 @@ class ChannelsHandler(tornado.websocket.WebSocketHandler):
             self.finish()
             return
         mode = self.settings["mode"]
+        if mode == "ws-redirect":
+            log("ws-redirect: 302 to the second listener")
+            self.set_status(302)
+            self.set_header("Location", "ws://127.0.0.1:%d/api/kernels/%s/channels"
+                            % (self.settings["trap_port"], kid))
+            self.finish()
+            return
+        if mode == "ws-400":
+            self.settings["ws_dropped"] += 1
+            log("ws-400: refusing handshake %d" % self.settings["ws_dropped"])
+            self.set_status(400)
+            self.finish()
+            return
         if mode == "ws-hang":
             log("ws-hang: not answering the WebSocket handshake")
             await asyncio.sleep(self.settings["lifetime"])
@@ -528,6 +544,29 @@ class ChannelsHandler(tornado.websocket.WebSocketHandler):
                                           "traceback": ["FORGED"]}, "iopub")
         await self.finish_ok(forged)
 
+    async def exec_dense_json(self, parent):
+        """48 MiB of [0,0,...] in a stream's content, for this execution and
+        for another: jansson would build ~1 GiB of each."""
+        await self.busy_input(parent)
+        pad = b"[" + b"0," * (24 * MIB) + b"0]"
+        for par in (dict(parent, msg_id=uuid.uuid4().hex), parent):
+            m = self.msg("stream", par, {"name": "stdout", "text": "@@"}, "iopub")
+            if self.v1:
+                parts = [json.dumps(m[k]).encode() for k in
+                         ("header", "parent_header", "metadata")]
+                parts.append(b'{"name":"stdout","text":"DENSE","pad":' + pad + b"}")
+                await self.send_raw(v1_frame("iopub", parts))
+            else:
+                text = json.dumps({k: m[k] for k in m if k != "buffers"}).encode()
+                pre, post = text.split(b'"@@"')
+                await self.write_message(pre + b'"DENSE", "pad": ' + pad + post,
+                                         binary=False)
+            log("dense-json: sent 48 MiB of [0,...] for parent %s"
+                % par["msg_id"][:8])
+        await self.send("stream", parent, {"name": "stdout", "text": "hello\n"},
+                        "iopub")
+        await self.finish_ok(parent)
+
     async def exec_ws_close(self, parent):
         await self.busy_input(parent)
         await self.send("stream", parent, {"name": "stdout",
@@ -541,7 +580,7 @@ def make_app(args):
     settings = {"mode": args.mode, "token": args.token,
                 "protocol": args.protocol, "kernels": Kernels(),
                 "lifetime": args.lifetime, "ws_opened": 0,
-                "ws_dropped": 0,
+                "ws_dropped": 0, "trap_port": args.trap_port,
                 # The client's messages are small; never buffer a big one.
                 "websocket_max_message_size": 16 * MIB}
     kid = r"([0-9a-f-]{36})"
@@ -555,7 +594,19 @@ def make_app(args):
     ], **settings)
 
 
+async def trap(reader, writer):
+    """The second host of ws-redirect: whatever reaches it is logged (the
+    client must never come here, least of all with the token)."""
+    head = await reader.read(65536)
+    leaked = b"authorization:" in head.lower()
+    log("redirect target: a connection reached it%s" % (
+        " WITH the Authorization header (token leaked)" if leaked else ""))
+    writer.close()
+
+
 async def serve(args):
+    trap_server = await asyncio.start_server(trap, "127.0.0.1", 0)
+    args.trap_port = trap_server.sockets[0].getsockname()[1]
     sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
     server = tornado.httpserver.HTTPServer(make_app(args))
     server.add_sockets(sockets)

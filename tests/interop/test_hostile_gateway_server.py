@@ -424,3 +424,53 @@ def test_legacy_json_modes_misbehave_too(gateway):
     _, frames, closed = collect("ws-close", seconds=5)
     assert closed and "execute_reply" not in {
         m["header"]["msg_type"] for m in legacy_msgs(frames)}
+
+
+def handshake_head(g, kid):
+    """The status line and headers the WebSocket handshake is answered
+    with, read by hand (a client library would follow or raise)."""
+    with socket.create_connection(("127.0.0.1", g.port)) as s:
+        s.sendall(("GET /api/kernels/%s/channels HTTP/1.1\r\nHost: x\r\n"
+                   "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                   "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                   "Sec-WebSocket-Version: 13\r\n"
+                   "Authorization: token %s\r\n\r\n" % (kid, TOKEN)).encode())
+        s.settimeout(10)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            got = s.recv(4096)
+            if not got:
+                break
+            buf += got
+        return buf.partition(b"\r\n\r\n")[0].decode()
+
+
+def test_ws_redirect_answers_302_to_another_port(gateway):
+    g = gateway("ws-redirect")
+
+    async def go():
+        return await start_kernel(g)
+    kid = run(go())
+    head = handshake_head(g, kid)
+    assert " 302 " in head.split("\r\n")[0]
+    loc = [l for l in head.split("\r\n") if l.lower().startswith("location:")]
+    assert loc and "ws://127.0.0.1:" in loc[0] and kid in loc[0]
+    assert ":%d/" % g.port not in loc[0]
+    # The second listener logs what reaches it.
+    port = int(loc[0].split("127.0.0.1:")[1].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nAuthorization: token x\r\n\r\n")
+        s.settimeout(10)
+        s.recv(1)
+    time.sleep(0.5)
+    assert "token leaked" in g.stop()
+
+
+def test_ws_400_refuses_every_handshake(gateway):
+    g = gateway("ws-400")
+
+    async def go():
+        return await start_kernel(g)
+    kid = run(go())
+    for _ in range(2):
+        assert " 400 " in handshake_head(g, kid).split("\r\n")[0]

@@ -168,4 +168,36 @@ check slowloris v1 3 'timed out|timeout|127\.0\.0\.1' 120 "an answer that never 
 check ws-drop-dead v1 3 'reports the kernel dead' 30 "handshakes hung up on a kernel the server reports dead (no retries until the start-up deadline)"
 check ws-hang v1 3 'timed out|timeout|websocket' 120 "a handshake never answered"
 
+# A redirect of the WebSocket handshake is a refusal: the token never goes
+# to the second host (libwebsockets follows 3xx unless told not to, with
+# our handshake headers); the second host gets no connection at all.
+for proto in v1 legacy; do
+    check ws-redirect $proto 3 'redirect \(HTTP 302\).*not followed' 30 \
+        "a 302 on the WebSocket handshake (refused, not followed)"
+    ! grep -q 'redirect target' "$T/server.log"
+    ok $? "ws-redirect ($proto): the second host got nothing (no connection, no token)"
+    grep 'redirect target' "$T/server.log" | diag
+done
+
+# A 400 on the handshake is the server's final word: one try, not a retry
+# for the whole start-up window (60 s), and well within --timeout 5.
+check ws-400 v1 3 'refused the WebSocket.*HTTP 400' 30 "a 400 on the WebSocket handshake"
+n400=$(grep -c 'ws-400: refusing handshake' "$T/server.log")
+[ "$n400" = 1 ] && [ "$secs" -le $EXEC_TIMEOUT ]
+ok $? "ws-400: one handshake, not retried ($n400 tries, ${secs} s <= --timeout $EXEC_TIMEOUT)"
+
+# 48 MiB of [0,0,...] in one message, for the execution and for another
+# parent: refused before jansson builds ~1 GiB of it; the cell's own
+# output still arrives and the peak stays within twice what was received.
+for proto in v1 legacy; do
+    start_server dense-json $proto
+    run 120 --timeout 90 -c 'print("hello")'
+    [ "$rc" = 0 ] && grep -qx hello "$T/out" && ! grep -q DENSE "$T/out"
+    ok $? "dense-json ($proto): the dense messages are refused, hello still printed (exit $rc)"
+    [ "$rc" = 0 ] || diag "$T/err"
+    cap=$((${BASE_RSS_KB:-0} + 2 * 49152 + 32768))
+    [ "$rss" -gt 0 ] && [ "$rss" -lt "$cap" ]
+    ok $? "dense-json ($proto): peak RSS ${rss} KiB < the normal run's + 2 x 48 MiB + 32 MiB (${cap} KiB)"
+done
+
 done_testing

@@ -213,20 +213,20 @@ main(void)
     s_still_works(k, "a flood of outputs");
 
     /* 3. Too many frames: 70 (64 allowed). */
-    uint64_t bad = stats->malformed;
+    uint64_t bad = stats->oversized;
     code = s_flood("'display_data'",
                    "{'data': {'text/plain': 'MANYFRAMES'}, 'metadata': {}}",
                    "k.get_parent('shell')", 1,
                    " + [b'b'] * 64\nprint('sent', flush=True)");
     s_run(k, code, 30000, &r);
     free(code);
-    ok(r.rc == 0 && !s_has(r.out, "MANYFRAMES") && stats->malformed > bad,
+    ok(r.rc == 0 && !s_has(r.out, "MANYFRAMES") && stats->oversized > bad,
        "a message of 70 frames is dropped and counted (rc %d)", r.rc);
 
     kb_output_destroy(&r.out);
 
     /* 4. Too many bytes in all: 9 buffers of 30 MiB (256 MiB allowed). */
-    bad = stats->malformed;
+    bad = stats->oversized;
     long before = s_peak_mib();
     code = s_flood("'display_data'",
                    "{'data': {'text/plain': 'BIGFRAMES'}, 'metadata': {}}",
@@ -234,7 +234,7 @@ main(void)
                    " + [memoryview(bytearray(30 << 20))] * 9");
     s_run(k, code, 60000, &r);
     free(code);
-    ok(r.rc == 0 && !s_has(r.out, "BIGFRAMES") && stats->malformed > bad,
+    ok(r.rc == 0 && !s_has(r.out, "BIGFRAMES") && stats->oversized > bad,
        "a message of 9 frames of 30 MiB (270 MiB) is dropped and counted");
     diag("270 MiB message: peak RSS %ld MiB (was %ld before it)", s_peak_mib(),
          before);

@@ -10,12 +10,23 @@
 #include "kernel-bridge/kb_kernel.h"
 #include "kernel-bridge/kb_launch_sandbox.h"
 
+#include <sys/resource.h>
+
 /* kb_kernel_opts_t.launcher for a default sandbox. */
 static inline kb_launcher_t *
 kernel_run_sandbox(void *arg, err_t *err)
 {
     (void)arg;
     return kb_launcher_sandbox_new(NULL, err);
+}
+
+/* Peak RSS of this process (the agent side; kernels are others) in MiB. */
+static inline long
+kernel_run_peak_mib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024;
 }
 
 /* Run `code` in the kernel within timeout_ms; its first output's text

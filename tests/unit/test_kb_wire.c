@@ -227,7 +227,7 @@ main(void)
     back = kb_wire_parse(bomb, 6, key, NULL, &stats, &err);
     ok(back == NULL && strstr(err.text, "deeper"),
        "JSON nested 200 deep is refused even when signed (%s)", err.text);
-    kb_wire_limits_t small = {16, 64};
+    kb_wire_limits_t small = {16, 64, 0};
     back = kb_wire_parse(bomb, 6, key, &small, &stats, &err);
     ok(back == NULL, "a JSON part over the byte limit is refused");
     kb_frame_t notobj[6];
