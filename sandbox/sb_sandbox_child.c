@@ -569,6 +569,10 @@ __attribute__((noreturn)) void
 sb_box_init(const struct s_child *c)
 {
     struct s_msg m;
+    /* Out of the caller's session first: its terminal's Ctrl-C reaches
+     * the caller, which interrupts the program itself (exactly once). */
+    if (c->sigmask)
+        sb_detach_child(c->sigmask);
     int keep[4] = {c->ctl, c->stdio[0], c->stdio[1], c->stdio[2]};
     sb_box_close_others(keep, 4);
     if (sb_box_recv(c->ctl, &m, NULL) != MSG_GO)

@@ -133,6 +133,7 @@ struct s_child {
     bool limit_data; /* no memory cgroup: use RLIMIT_DATA */
     /* nested box (sb_sandbox_nest_in): pid 1 writes its own one-uid maps */
     bool map_self;
+    const sigset_t *sigmask; /* the launcher's mask before sb_detach_block() */
 };
 
 struct s_staged {
