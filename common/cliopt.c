@@ -114,3 +114,54 @@ cliopt_help(FILE *out, const cliopt_group_t *groups, size_t ngroups)
         }
     }
 }
+
+/* Edits from a[0..la) to b[0..lb) (insert, delete, replace, swap of
+ * neighbours), or more than `most` once that is certain. */
+static size_t
+s_distance(const char *a, size_t la, const char *b, size_t lb, size_t most)
+{
+    enum { MAXLEN = 64 };
+    if (la >= MAXLEN || lb >= MAXLEN)
+        return most + 1;
+    size_t d[MAXLEN + 1][MAXLEN + 1];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+                a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+const char *
+cliopt_suggest(const struct option *longopts, const char *typed)
+{
+    if (!typed || strncmp(typed, "--", 2) != 0)
+        return NULL;
+    typed += 2;
+    size_t len = strcspn(typed, "=");
+    if (!len)
+        return NULL;
+    const char *best = NULL;
+    size_t best_d = 3;
+    for (const struct option *o = longopts; o && o->name; o++) {
+        size_t nl = strlen(o->name);
+        size_t most = nl / 3 < 2 ? nl / 3 : 2;
+        size_t d = s_distance(typed, len, o->name, nl, most);
+        if (d > 0 && d <= most && d < best_d) {
+            best = o->name;
+            best_d = d;
+        }
+    }
+    return best;
+}

@@ -73,6 +73,13 @@ int cliopt_apply(const cliopt_group_t *group, const char *flag,
 /* The row named `name` (without "--") in `group`, or NULL. */
 const cliopt_t *cliopt_find(const cliopt_group_t *group, const char *name);
 
+/* The long option in `longopts` (zero-terminated) closest to what was
+ * typed, for "did you mean --timeout?": `typed` is the argv entry getopt
+ * refused ("--timout" or "--timout=5"). NULL when nothing is close (at
+ * most 2 edits, a swap of neighbours counting as one, and fewer than a
+ * third of the name's letters). Borrowed from `longopts`. */
+const char *cliopt_suggest(const struct option *longopts, const char *typed);
+
 /* Print each group's title and its rows, aligned the way every command's
  * own options are ("      --memory SIZE      text"). */
 void cliopt_help(FILE *out, const cliopt_group_t *groups, size_t ngroups);

@@ -169,8 +169,7 @@ s_parse(int argc, char **argv, archive_args_t *a, err_t *err)
             fputs(s_usage, stdout);
             return 1;
         default:
-            return err_set(err, ERR_USAGE,
-                           "see 'jupyter-agent archive --help'");
+            return ag_cmd_refused("archive", longopts, argc, argv, err);
         }
     }
     if (optind != argc - 1)

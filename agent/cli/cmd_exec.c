@@ -313,6 +313,16 @@ ag_cmd_exec(int argc, char **argv)
         ag_render_end_lines(&ui.render);
         fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
     }
+    if (!a.existing && !sopts.no_sandbox) {
+        /* A cell that hit a box limit (threads, processes): say which. */
+        char *dump = json_dumps(kb_output_outputs(out), JSON_COMPACT);
+        const char *hint = ag_session_limit_hint(dump, &sopts.policy);
+        if (hint && strcmp(kb_output_status(out), "ok") != 0) {
+            ag_render_end_lines(&ui.render);
+            fprintf(stderr, "jupyter-agent exec: %s\n", hint);
+        }
+        free(dump);
+    }
     if (kb_output_truncated(out) && !a.json) {
         ag_render_end_lines(&ui.render);
         /* The cap, not what was kept: since outputs are charged their real

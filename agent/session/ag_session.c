@@ -676,6 +676,39 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
     return s;
 }
 
+/* A kernel that could not start for want of a box limit says so only in
+ * Python's words ("RuntimeError: can't start new thread"): name the
+ * limit and the flag that raises it. */
+static void
+s_hint_limits(const ag_session_opts_t *o, err_t *err)
+{
+    if (!err || o->no_sandbox)
+        return;
+    const char *hint = ag_session_limit_hint(err->text, &o->policy);
+    if (hint) {
+        size_t used = strlen(err->text);
+        snprintf(err->text + used, sizeof err->text - used, "\n%s", hint);
+    }
+}
+
+const char *
+ag_session_limit_hint(const char *text, const sb_policy_t *policy)
+{
+    static _Thread_local char hint[256];
+    if (!text || !policy)
+        return NULL;
+    if (strstr(text, "can't start new thread") ||
+        strstr(text, "BlockingIOError: [Errno 11] Resource temporarily")) {
+        snprintf(hint, sizeof hint,
+                 "hint: the box allows %u processes and threads in all "
+                 "(--pids %u), and the kernel needed more; raise --pids "
+                 "(default 128)",
+                 policy->pids, policy->pids);
+        return hint;
+    }
+    return NULL;
+}
+
 ag_session_t *
 ag_session_start(const ag_session_opts_t *o, err_t *err)
 {
@@ -759,6 +792,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
         k = kb_kernel_start(&kopts, err);
     }
     if (!k) {
+        s_hint_limits(o, err);
         pk_trust_destroy(&trust);
         json_decref(inputs);
         return NULL;

@@ -72,6 +72,11 @@ int ag_session_parse_flag(ag_session_opts_t *o, const char *flag,
                           const char *value, err_t *err);
 
 ag_session_t *ag_session_start(const ag_session_opts_t *o, err_t *err);
+/* A hint naming the box limit that `text` (a start-up failure, a cell's
+ * error) shows was hit, e.g. --pids for "can't start new thread"; NULL
+ * when none. Borrowed: valid until the next call on this thread. A failed
+ * ag_session_start() already carries it. */
+const char *ag_session_limit_hint(const char *text, const sb_policy_t *policy);
 ag_session_t *ag_session_attach(const char *connection_file,
                                 bool allow_unsigned, err_t *err);
 void ag_session_destroy(ag_session_t **s);
