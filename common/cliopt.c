@@ -25,7 +25,7 @@ cliopt_longopts(const struct option *own, const cliopt_group_t *groups,
     size_t k = n_own;
     assert(ngroups < 64);
     for (size_t g = 0; g < ngroups; g++) {
-        assert(groups[g].n < 256);
+        assert(groups[g].n < 64); /* and `given` has a bit per row */
         for (size_t r = 0; r < groups[g].n; r++, k++) {
             const cliopt_t *row = &groups[g].opt[r];
             o[k].name = row->name;
@@ -35,6 +35,15 @@ cliopt_longopts(const struct option *own, const cliopt_group_t *groups,
         }
     }
     return o;
+}
+
+/* Record that `row` of `group` was applied. */
+static void
+s_mark_given(const cliopt_group_t *group, const cliopt_t *row)
+{
+    size_t r = (size_t)(row - group->opt);
+    if (group->given && r < 64)
+        *group->given |= UINT64_C(1) << r;
 }
 
 int
@@ -48,8 +57,19 @@ cliopt_dispatch(const cliopt_group_t *groups, size_t ngroups, int val,
     if (g >= ngroups || r >= groups[g].n)
         return 0;
     const cliopt_t *row = &groups[g].opt[r];
-    return row->set(groups[g].target, row->arg ? value : NULL, err) < 0 ? -1
-                                                                        : 1;
+    if (row->set(groups[g].target, row->arg ? value : NULL, err) < 0)
+        return -1;
+    s_mark_given(&groups[g], row);
+    return 1;
+}
+
+const cliopt_t *
+cliopt_given_needing(const cliopt_group_t *group)
+{
+    for (size_t r = 0; group->given && r < group->n; r++)
+        if ((*group->given & (UINT64_C(1) << r)) && group->opt[r].needs)
+            return &group->opt[r];
+    return NULL;
 }
 
 const cliopt_t *
@@ -80,13 +100,19 @@ cliopt_apply(const cliopt_group_t *group, const char *flag, const char *next,
     if (!row->arg) {
         if (eq)
             return err_set(err, ERR_USAGE, "--%s takes no value", name);
-        return row->set(group->target, NULL, err) < 0 ? -1 : 1;
+        if (row->set(group->target, NULL, err) < 0)
+            return -1;
+        s_mark_given(group, row);
+        return 1;
     }
     const char *value = eq ? eq + 1 : next;
     if (!value)
         return err_set(err, ERR_USAGE, "--%s needs a value (%s)", name,
                        row->arg);
-    return row->set(group->target, value, err) < 0 ? -1 : (eq ? 1 : 2);
+    if (row->set(group->target, value, err) < 0)
+        return -1;
+    s_mark_given(group, row);
+    return eq ? 1 : 2;
 }
 
 void

@@ -35,6 +35,8 @@ typedef struct sb_bind {
 } sb_bind_t;
 
 typedef struct sb_policy {
+    uint64_t given; /* the flags of sb_policy_flags() that were given, a bit
+                       per row (cliopt_group_t.given) */
     uint64_t memory_bytes;    /* memory limit incl. tmpfs pages (2 GiB) */
     uint64_t swap_bytes;      /* swap allowed on top of memory (0) */
     unsigned pids;            /* processes + threads in the box (128) */

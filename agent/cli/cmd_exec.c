@@ -206,6 +206,20 @@ ag_cmd_exec(int argc, char **argv)
 
     char *code = NULL;
     bool code_from_stdin = false;
+    if (a.code_arg && optind < argc) {
+        err_set(&err, ERR_USAGE,
+                "-c CODE and the file '%s' both give code; pass one (--file "
+                "copies a file into the box)",
+                argv[optind]);
+        goto usage_error;
+    }
+    if (!a.code_arg && optind + 1 < argc) {
+        err_set(&err, ERR_USAGE,
+                "one code file at a time (got '%s' and '%s'); --file copies "
+                "other files into the box",
+                argv[optind], argv[optind + 1]);
+        goto usage_error;
+    }
     if (a.code_arg) {
         code = xstrdup(a.code_arg);
     } else if (optind < argc && strcmp(argv[optind], "-") != 0) {

@@ -19,6 +19,9 @@
 
 typedef struct ag_session ag_session_t;
 
+/* The flag groups of ag_session_flags(). */
+#define AG_SESSION_NGROUPS 4
+
 typedef struct ag_session_opts {
     const char *kernel_name; /* --kernel (borrowed: argv); NULL = python3 */
     int timeout_ms;          /* per execution; default 60 s, 0 = none */
@@ -27,6 +30,8 @@ typedef struct ag_session_opts {
     char **files;            /* owned NULL-terminated "PATH[:NAME]" list */
     size_t nfiles;
     sb_policy_t policy; /* owned; the sandbox's limits and mounts */
+    uint64_t given[AG_SESSION_NGROUPS]; /* flags given, a bit per row, per
+                           group of ag_session_flags (policy's: policy.given) */
     int warm;           /* --warm: AG_WARM_AUTO (default), _COLD or _POOL */
     char *packages_dir; /* owned --packages DIR (signed wheels), or NULL */
     char **installs;    /* owned NULL-terminated --install NAME[==VER] list */
@@ -63,7 +68,6 @@ void ag_session_opts_release(ag_session_opts_t *o);
  * (sb_policy_flags), the packages (--packages, --install, --trust) and
  * the remote kernels (--gateway, --gateway-token-file, --gateway-ca).
  * Their targets are `o` and `&o->policy`; see common/cliopt.h. */
-#define AG_SESSION_NGROUPS 4
 void ag_session_flags(ag_session_opts_t *o,
                       cliopt_group_t groups[AG_SESSION_NGROUPS]);
 /* One of those flags outside getopt ("--packages", "DIR" or

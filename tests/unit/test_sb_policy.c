@@ -167,6 +167,9 @@ main(void)
        "policy JSON records that there is no network");
     ok(json_array_size(json_object_get(j, "binds")) == 1,
        "policy JSON lists the extra binds");
+    const char *sc = json_string_value(json_object_get(j, "seccomp"));
+    ok(sc && strncmp(sc, "allow list", 10) == 0 && !strstr(sc, "default allow"),
+       "policy JSON says the seccomp filter is an allow list (%s)", sc);
     json_decref(j);
 
     sb_policy_t copy;
