@@ -491,7 +491,8 @@ sb_policy_build_env(const sb_policy_t *p, char *const host_env[],
     char **env = xcalloc(1, sizeof(char *));
     size_t n = 0;
     s_env_push(&env, &n,
-               xstrdup("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"));
+               xstrdup("PATH=" SB_BIN_PATH
+                       ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"));
     s_env_push(&env, &n, xstrdup("HOME=" SB_HOME_PATH));
     s_env_push(&env, &n, xstrdup("LANG=C.UTF-8"));
     const char *term = s_env_get(host_env, "TERM");

@@ -27,6 +27,9 @@
 /* Where things are inside every sandbox. */
 #define SB_WORKSPACE_PATH "/mnt/data"
 #define SB_HOME_PATH "/home/user"
+/* First on the box's PATH: `python` (the box's python3) and a `pip` that
+ * says where packages come from (written by the sandbox at each spawn). */
+#define SB_BIN_PATH "/opt/jupyter-agent/bin"
 #define SB_SANDBOX_UID 1000 /* uid and gid of the sandboxed program inside */
 
 typedef struct sb_bind {

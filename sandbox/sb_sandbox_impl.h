@@ -108,6 +108,7 @@ struct s_op {
     bool rw;             /* OP_BIND: leave writable */
     bool optional;       /* failure is not an error */
     bool own;            /* OP_WRITE: mode 0600, owned by the box's user */
+    bool exec;           /* OP_WRITE: mode 0555 (a script on PATH) */
     char *what;          /* owned: the step, for error messages */
 };
 
