@@ -701,3 +701,28 @@ def test_ipywidgets_comms_flow_both_ways(kernel):
 
     send_comm(kc, "comm_close", {"comm_id": comm_id, "data": {}})
     assert comm_id not in comm_info(kc, "jupyter.widget")
+
+
+def test_model_magic_names_the_model_in_use(spec_prefix):
+    """%model alone prints the model the next plain cell would use, also
+    when it comes from the environment (issue 29: it printed where a model
+    could come from, not which one)."""
+    env = dict(os.environ, JUPYTER_AGENT_MODEL="openai:gpt-test-1",
+               OPENAI_API_KEY="sk-test-not-used")
+    km = KernelManager(kernel_name="agent")
+    km.start_kernel(env=env)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=TIMEOUT)
+        reply, outs = run(kc, "%model")
+        text = "".join(c.get("text", "") for t, c in outs if t == "stream")
+        assert reply["status"] == "ok"
+        assert "model: openai:gpt-test-1" in text, text
+        reply, outs = run(kc, "%model openai:gpt-test-2")
+        reply, outs = run(kc, "%model")
+        text = "".join(c.get("text", "") for t, c in outs if t == "stream")
+        assert "model: openai:gpt-test-2" in text, text
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
