@@ -81,4 +81,19 @@ ts = [threading.Thread(target=time.sleep, args=(2,)) for i in range(60)]
 [ "$rc" = 1 ] && grep -q "raise --pids" "$T/err"
 ok $? "a cell that runs out of --pids gets the same hint"
 
+# Item 12: a kernel installed behind a directory no other user may pass
+# (pyenv under /root, 0700): --bind cannot help, so it is not suggested.
+PYENV=$(ls -d /root/.pyenv/versions/*/bin/python3 2>/dev/null | head -1)
+if [ -n "$PYENV" ] && [ "$(stat -c %a /root)" = 700 ]; then
+    mkdir -p "$T/k/kernels/closedk"
+    printf '{"argv": ["%s", "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": "c", "language": "python"}\n' \
+        "$PYENV" >"$T/k/kernels/closedk/kernel.json"
+    JUPYTER_PATH="$T/k" run exec --warm cold --kernel closedk -c 1
+    grep -q "/root lets no other user through" "$T/err" && ! grep -q "add --bind" "$T/err"
+    ok $? "a kernel under /root (0700): the message says why and does not advise --bind"
+    diag "$T/err"
+else
+    echo "ok $((n = n + 1)) # skip no pyenv python under a 0700 /root here"
+fi
+
 done_testing
