@@ -1,4 +1,4 @@
-# jupyter-agent: one binary, five layers, each a static library.
+# jupyter-agent: one binary, six layers, each a static library.
 #
 #   make            build build/jupyter-agent
 #   make test       install missing Debian packages, build, run every suite
@@ -11,6 +11,10 @@
 #   make fuzz       build libFuzzer targets (clang) into build-fuzz/
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make format     clang-format -i every C file;  make format-check
+#   make bench      benchmarks against the Python reference stack
+#
+# The Debian packages each target needs are listed in tools/packages.mk;
+# CONTRIBUTING.md says how to add a test, a suite, a fuzz target, a benchmark.
 #
 # Sources are found by wildcard: a new .c file in a layer joins its library,
 # a new tests/{unit,integration,security}/*.c file becomes a test program,
@@ -21,7 +25,8 @@ CC       ?= cc
 PREFIX   ?= /usr/local
 PYTHON   ?= /usr/bin/python3
 
-PKGS     := libzmq jansson yajl libsodium libcrypto libcurl libseccomp zlib libarchive libpng libmicrohttpd libwebsockets
+include tools/packages.mk
+PKGS     := $(PKG_MODULES)
 WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wwrite-strings -Wformat=2 -Wvla -Werror
 HARDEN   := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
@@ -36,7 +41,8 @@ LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 ifeq ($(SAN),)
 CFLAGS   += $(HARDEN)
 else
-CFLAGS   += -fPIE
+# Sanitizer builds also abort on a broken invariant (common/check.h).
+CFLAGS   += -fPIE -DJA_NEVER_ABORTS
 endif
 
 # Link order: a layer may use only the layers after it (see docs/ARCHITECTURE.md).
@@ -61,8 +67,8 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/fuzz/%,$(FUZZ_SRCS))
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all deps test test-c test-cgroup2 demo demo-notebook asan fuzz \
-        install uninstall format format-check clean bench check-deps
+.PHONY: all deps deps-build deps-c test test-c test-cgroup2 demo demo-notebook \
+        asan fuzz install uninstall format format-check clean bench
 
 # PID 1 of the cgroup v2 test guest (tests/cgroup2/vm.sh): static, no SAN.
 CG2_INIT := $(BUILD)/cgroup2/init
@@ -118,9 +124,17 @@ $(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBS)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-# Install whatever Debian packages are missing (no-op when all are present).
+# Install whatever Debian packages are missing (no-op when all are present):
+# everything, or only what building (deps-build) or building and running
+# the C suites (deps-c) needs.
 deps:
-	@sh tools/install-deps
+	@sh tools/install-deps all
+
+deps-build:
+	@sh tools/install-deps build
+
+deps-c:
+	@sh tools/install-deps build c-suites
 
 test: deps
 	@$(MAKE) --no-print-directory -s all
@@ -145,14 +159,14 @@ demo-notebook: deps
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) DEMO_REPLAY=1 \
 	    DEMO_OUT=examples/notebooks/quarterly-variance.ipynb sh examples/demo.sh
 
-asan: deps
+asan: deps-c
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	    test-c
 
 # libFuzzer builds (clang); each target runs for FUZZ_SECONDS on its corpus.
 FUZZ_SECONDS ?= 60
-fuzz: deps
+fuzz: deps-build
 	@sh tools/fuzz $(FUZZ_SECONDS)
 
 bench: deps all

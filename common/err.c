@@ -1,5 +1,6 @@
 #include "err.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +21,22 @@ err_set(err_t *err, int code, const char *fmt, ...)
     va_start(ap, fmt);
     err_vset(err, code, fmt, ap);
     va_end(ap);
+    return -1;
+}
+
+int
+err_errno(err_t *err, int code, const char *fmt, ...)
+{
+    int saved = errno;
+    if (!err)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    err_vset(err, code, fmt, ap);
+    va_end(ap);
+    size_t len = strnlen(err->text, sizeof err->text - 1);
+    snprintf(err->text + len, sizeof err->text - len, ": %s", strerror(saved));
+    errno = saved;
     return -1;
 }
 

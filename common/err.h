@@ -5,6 +5,23 @@
  * on failure, fill it and return -1 (or NULL). err_set() returns -1 so that a
  * failure is one line:   return err_set(err, ERR_KERNEL, "...", ...);
  *
+ * The contract, for every function that takes an `err_t *`:
+ * - The caller owns the record and starts it empty: `err_t err = {0};`.
+ * - On failure the callee fills it and returns -1 or NULL. On success it
+ *   leaves it untouched: it does not clear it, so read `err` only after a
+ *   failure return.
+ * - The last error wins: err_set() overwrites whatever was there, so a
+ *   caller that fails because a callee failed either passes the callee's
+ *   record up unchanged (the innermost text, the most precise), or adds
+ *   its context in front with err_prefix() (code kept). It calls err_set()
+ *   again only to say something truer (e.g. ERR_INTERRUPTED after Ctrl-C).
+ * - A function whose NULL or 0 is not a failure (a receive that found
+ *   nothing waiting) clears the record first with err_clear() and says so
+ *   in its header: the caller then tells "nothing" from "failed" by
+ *   err.code.
+ * - The text is for a person and never holds a secret (key, token, HMAC
+ *   key, a URL's user info).
+ *
  * The code doubles as the process exit code chosen by main (see README
  * "Exit codes"), so it names a class of failure, not a specific error.
  */
@@ -37,6 +54,11 @@ int err_set(err_t *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int err_vset(err_t *err, int code, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
+/* err_set() with ": " and strerror(errno) appended, as git's error_errno:
+ *     return err_errno(err, ERR_IO, "cannot open %s", path);
+ * errno is read before anything else and left as it was on return. */
+int err_errno(err_t *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Prefix the existing text with "prefix: " (keeps the code); returns -1. */
 int err_prefix(err_t *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

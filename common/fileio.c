@@ -58,10 +58,10 @@ file_write_atomic_at(int dirfd, const char *name, const void *data, size_t len,
     char tmp[512];
     int fd = s_open_temp(dirfd, name, tmp, sizeof tmp);
     if (fd < 0)
-        return err_set(err, ERR_IO,
-                       "cannot write %s: cannot create a temporary file "
-                       "next to it: %s",
-                       what, strerror(errno));
+        return err_errno(err, ERR_IO,
+                         "cannot write %s: cannot create a temporary file "
+                         "next to it",
+                         what);
     int bad = fchmod(fd, mode) != 0 || file_write_all(fd, data, len) != 0 ||
               fsync(fd) != 0;
     int saved = errno;
@@ -94,8 +94,7 @@ file_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
     int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     free(dir);
     if (dirfd < 0)
-        return err_set(err, ERR_IO, "cannot write %s: %s", path,
-                       strerror(errno));
+        return err_errno(err, ERR_IO, "cannot write %s", path);
     int rc = file_write_atomic_at(dirfd, slash ? slash + 1 : path, data, len,
                                   mode, path, err);
     close(dirfd);

@@ -15,12 +15,6 @@ log_set_level(enum log_level level)
     s_level = level;
 }
 
-enum log_level
-log_get_level(void)
-{
-    return s_level;
-}
-
 void
 log_init_from_env(void)
 {

@@ -13,7 +13,6 @@ enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF };
 typedef void (*log_sink_fn)(enum log_level level, const char *line, void *arg);
 
 void log_set_level(enum log_level level);
-enum log_level log_get_level(void);
 /* Read JUPYTER_AGENT_LOG (debug|info|warn|error|off) if set. */
 void log_init_from_env(void);
 /* Replace the stderr sink; NULL restores it. */

@@ -66,6 +66,23 @@ rm -rf "${out%.ipynb}_files"
 status=0
 "$BIN" ask "$@" -o "$out" "$QUESTION" || status=$?
 if [ -f "$out" ]; then
+    # The session records each --file input with its absolute path; name it
+    # relative to the notebook instead, so that the notebook (committed, or
+    # moved with its data) packs into a re-runnable archive from any
+    # checkout: 'archive pack' reads a relative input path from the
+    # notebook's directory.
+    "$PYTHON" - "$out" <<'PY' || status=1
+import os, sys, nbformat
+path = sys.argv[1]
+nb = nbformat.read(path, as_version=4)
+here = os.path.dirname(os.path.abspath(path))
+inputs = nb.metadata.get("jupyter_agent", {}).get("inputs", [])
+for i in inputs:
+    if os.path.isabs(i["path"]):
+        i["path"] = os.path.relpath(i["path"], here)
+nbformat.write(nb, path)
+print("demo: %s records %d inputs" % (path, len(inputs)))
+PY
     "$PYTHON" -c 'import sys, nbformat
 nb = nbformat.read(sys.argv[1], as_version=4)
 nbformat.validate(nb)

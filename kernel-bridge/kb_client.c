@@ -12,7 +12,6 @@
 #include <time.h>
 
 #define DEFAULT_MAX_MSG ((int64_t)256 << 20)
-#define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 #define TICK_MS 100
 #define KB_HELD_MAX 16
 /* One drain round reads at most DRAIN_MAX messages (dropped ones included)
@@ -110,7 +109,7 @@ kb_client_new_transport(kb_transport_t **tp, const char *session,
         kb_msg_new_uuid(c->session);
     c->username = xstrdup(opts->username ? opts->username : "jupyter-agent");
     c->max_output =
-        opts->max_output_bytes ? opts->max_output_bytes : DEFAULT_MAX_OUTPUT;
+        opts->max_output_bytes ? opts->max_output_bytes : KB_DEFAULT_MAX_OUTPUT;
     int64_t max_msg =
         opts->max_msg_bytes ? opts->max_msg_bytes : DEFAULT_MAX_MSG;
     c->limits.max_bytes = (size_t)max_msg;
@@ -152,12 +151,6 @@ kb_client_stats(kb_client_t *c)
     return &c->stats;
 }
 
-const char *
-kb_client_session(const kb_client_t *c)
-{
-    return c->session;
-}
-
 static int
 s_send(kb_client_t *c, kb_channel_t ch, const kb_msg_t *msg, err_t *err)
 {
@@ -184,7 +177,7 @@ s_next(kb_client_t *c, kb_channel_t ch, const kb_zmq_limits_t *lim,
        s_round_t *r)
 {
     while (r->n < DRAIN_MAX && clock_mono_ms() < r->until) {
-        err_t err;
+        err_t err = {0}; /* recv clears it; {0} if a transport forgets */
         r->n++;
         kb_msg_t *msg = c->tp->ops->recv(c->tp, ch, lim ? lim : &c->limits,
                                          &c->stats, &err);
@@ -421,12 +414,6 @@ kb_client_execute_start(kb_client_t *c, const char *code,
     }
     kb_msg_destroy(&req);
     return x;
-}
-
-const char *
-kb_exec_msg_id(const kb_exec_t *x)
-{
-    return x->msg_id;
 }
 
 void

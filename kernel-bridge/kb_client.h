@@ -90,7 +90,6 @@ void kb_client_use_heartbeat(kb_client_t *c, bool on);
 /* What was accepted and dropped so far, the transport's refusals on
  * arrival included. */
 const kb_wire_stats_t *kb_client_stats(kb_client_t *c);
-const char *kb_client_session(const kb_client_t *c);
 
 /* Send a request on shell or control and wait for its reply (matched by
  * parent msg_id) until `timeout_ms`. `content` is stolen. Returns the reply
@@ -127,7 +126,6 @@ kb_exec_t *kb_client_execute_start(kb_client_t *c, const char *code,
 int kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
                            const kb_exec_hooks_t *hooks, int64_t deadline_ms,
                            err_t *err);
-const char *kb_exec_msg_id(const kb_exec_t *x);
 void kb_exec_destroy(kb_exec_t **x);
 
 /* One round trip on the heartbeat channel within timeout_ms: 0 alive. */

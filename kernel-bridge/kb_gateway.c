@@ -6,6 +6,7 @@
 
 #include "common/buf.h"
 #include "common/escape.h"
+#include "common/secret.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
 
@@ -107,10 +108,7 @@ kb_gateway_destroy(kb_gateway_t **pg)
     kb_gateway_t *g = *pg;
     kb_gateway_release_parts(&g->parts);
     free(g->shown);
-    if (g->auth) { /* a secret: do not leave it in freed memory */
-        memset(g->auth, 0, strlen(g->auth));
-        free(g->auth);
-    }
+    secret_free(g->auth); /* a secret: do not leave it in freed memory */
     free(g->ca_file);
     strv_free(g->env);
     free(g);
@@ -243,12 +241,11 @@ kb_gateway_request(kb_gateway_t *g, const char *method, const char *path,
     }
     rc = 0;
 out:
+    for (struct curl_slist *l = hdrs; l; l = l->next)
+        secret_wipe(l->data); /* curl's copy of the Authorization line */
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
-    if (auth) {
-        memset(auth, 0, strlen(auth));
-        free(auth);
-    }
+    secret_free(auth);
     free(text);
     free(url);
     buf_release(&resp);

@@ -83,8 +83,5 @@ int kb_gateway_delete(kb_gateway_t *g, const char *id, err_t *err);
 kb_transport_t *kb_gateway_connect(kb_gateway_t *g, const char *id,
                                    const char *session, int64_t max_msg,
                                    int timeout_ms, err_t *err);
-/* The framing the server chose for transport `t` from kb_gateway_connect,
- * and the frames it dropped (unknown channel, oversized, malformed). */
-kb_ws_proto_t kb_gateway_ws_protocol(const kb_transport_t *t);
-uint64_t kb_gateway_ws_dropped(const kb_transport_t *t);
+
 #endif

@@ -754,15 +754,3 @@ kb_gateway_connect(kb_gateway_t *g, const char *id, const char *session,
     }
     return &t->base;
 }
-
-kb_ws_proto_t
-kb_gateway_ws_protocol(const kb_transport_t *t)
-{
-    return ((const s_ws_t *)t)->proto;
-}
-
-uint64_t
-kb_gateway_ws_dropped(const kb_transport_t *t)
-{
-    return ((const s_ws_t *)t)->dropped;
-}

@@ -577,8 +577,17 @@ s_record_death(kb_kernel_t *k, kb_output_t *out, const char *werr_text,
     k->dead = true;
     if (k->gw && werr_text)
         snprintf(why, sizeof why, "%s", werr_text);
-    if (k->launcher)
+    if (k->launcher &&
+        !k->launcher->ops->reap(k->launcher->self, 2000, why, sizeof why) &&
+        werr_text) {
+        /* Alive but unusable (e.g. it replaced a socket file with a link):
+         * stop it, and say what the transport saw, not "died". */
+        k->launcher->ops->kill(k->launcher->self);
         k->launcher->ops->reap(k->launcher->self, 2000, why, sizeof why);
+        kb_output_set_died(out, werr_text);
+        return err_set(err, ERR_KERNEL, "the kernel was stopped: %s",
+                       werr_text);
+    }
     kb_output_set_died(out, why);
     if (k->gw) /* the transport's words already say what happened */
         return err_set(err, ERR_KERNEL, "%s", why);

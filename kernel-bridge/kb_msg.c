@@ -210,17 +210,6 @@ kb_msg_set_content(kb_msg_t *msg, json_t *content)
 }
 
 void
-kb_msg_set_metadata(kb_msg_t *msg, json_t *metadata)
-{
-    json_decref(msg->metadata);
-    free(msg->metadata_text.data);
-    msg->metadata_text.data = NULL;
-    msg->metadata = json_is_object(metadata) ? metadata : json_object();
-    if (!json_is_object(metadata))
-        json_decref(metadata);
-}
-
-void
 kb_msg_set_parent(kb_msg_t *msg, const kb_msg_t *parent)
 {
     json_decref(msg->parent_header);

@@ -63,8 +63,7 @@ json_t *kb_msg_header(const kb_msg_t *msg);
 json_t *kb_msg_parent_header(const kb_msg_t *msg);
 json_t *kb_msg_metadata(const kb_msg_t *msg);
 json_t *kb_msg_content(const kb_msg_t *msg);
-void kb_msg_set_content(kb_msg_t *msg, json_t *content);   /* steals */
-void kb_msg_set_metadata(kb_msg_t *msg, json_t *metadata); /* steals */
+void kb_msg_set_content(kb_msg_t *msg, json_t *content); /* steals */
 void kb_msg_set_parent(kb_msg_t *msg, const kb_msg_t *parent);
 
 /* header.msg_type / header.msg_id / parent_header.msg_id, or "" if absent

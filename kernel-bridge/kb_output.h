@@ -51,6 +51,10 @@
 typedef struct kb_displays kb_displays_t;
 typedef struct kb_output kb_output_t;
 
+/* --max-output's default, the cap on stored output per execution: the one
+ * definition kb_client, nb_run and ag_session use. */
+#define KB_DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
+
 /* Text of the truncation marker; "%zu" is max_bytes. */
 #define KB_OUTPUT_TRUNCATED_FMT                                                \
     "[jupyter-agent: output truncated after %zu bytes; raise --max-output]\n"

@@ -305,12 +305,6 @@ s_find(const table_t *t, const char *msg_type)
     return NULL;
 }
 
-const char *
-kb_server_session(const kb_server_t *s)
-{
-    return s->session;
-}
-
 const kb_wire_stats_t *
 kb_server_stats(const kb_server_t *s)
 {
@@ -423,19 +417,6 @@ kb_server_stream(kb_server_t *s, const kb_msg_t *parent, const char *name,
     return kb_server_publish(
         s, parent, "stream",
         json_pack("{s:s, s:s}", "name", name, "text", text), NULL);
-}
-
-int
-kb_server_error(kb_server_t *s, const kb_msg_t *parent, const char *ename,
-                const char *evalue, json_t *traceback)
-{
-    if (!traceback)
-        traceback = json_pack("[s]", evalue);
-    return kb_server_publish(s, parent, "error",
-                             json_pack("{s:s, s:s, s:o}", "ename", ename,
-                                       "evalue", evalue, "traceback",
-                                       traceback),
-                             NULL);
 }
 
 /* ---- receiving ---- */

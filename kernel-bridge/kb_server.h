@@ -129,9 +129,6 @@ int kb_server_publish(kb_server_t *s, const kb_msg_t *parent,
 int kb_server_status(kb_server_t *s, const kb_msg_t *parent, const char *state);
 int kb_server_stream(kb_server_t *s, const kb_msg_t *parent, const char *name,
                      const char *text);
-int kb_server_error(kb_server_t *s, const kb_msg_t *parent, const char *ename,
-                    const char *evalue, json_t *traceback /* stolen; NULL =
-                                                             [evalue] */);
 
 /* input() for `parent` (an execute_request, which must have allowed
  * stdin): send input_request on stdin to the parent's identities and wait
@@ -143,8 +140,6 @@ char *kb_server_input(kb_server_t *s, const kb_msg_t *parent,
                       const char *prompt, bool password, int timeout_ms,
                       err_t *err);
 
-/* The server's session id (header.session of everything it sends). */
-const char *kb_server_session(const kb_server_t *s);
 /* What was accepted and dropped, summed over every channel. */
 const kb_wire_stats_t *kb_server_stats(const kb_server_t *s);
 

@@ -1,6 +1,7 @@
 /* The ZeroMQ transport: sockets to a local kernel (see kb_transport.h). */
 #include "kb_transport.h"
 
+#include "kernel-bridge/kb_ipc.h"
 #include "kernel-bridge/kb_zmtp_sub.h"
 
 #include "common/clock.h"
@@ -19,18 +20,22 @@
 #define RECONNECT_IVL_MS 10
 
 typedef struct s_zmq {
-    kb_transport_t base;      /* first: a kb_transport_t * is an s_zmq_t * */
-    void *zctx;               /* zmq context, owned unless borrowed */
-    bool borrowed_ctx;        /* zctx is the caller's */
-    void *sock[KB_NCHANNELS]; /* owned sockets, indexed by channel; no
-                                 iopub socket when `iopub` reads it */
-    kb_zmtp_sub_t *iopub;     /* owned: iopub read on our thread, or NULL */
-    kb_key_t *key;            /* owned HMAC key */
-    char session[37];         /* routing id of shell, control and stdin */
-    bool hb_pending;          /* a ping is out without its pong */
-    void *stdin_mon;          /* owned PAIR: events of the stdin socket */
-    bool stdin_ready;         /* stdin finished its ZMTP handshake */
-    int64_t hb_sent_ms;       /* when that ping went out */
+    kb_transport_t base;         /* first: a kb_transport_t * is an s_zmq_t * */
+    void *zctx;                  /* zmq context, owned unless borrowed */
+    bool borrowed_ctx;           /* zctx is the caller's */
+    void *sock[KB_NCHANNELS];    /* owned sockets, indexed by channel; no
+                                    iopub socket when `iopub` reads it */
+    kb_zmtp_sub_t *iopub;        /* owned: iopub read on our thread, or NULL */
+    kb_ipc_t *ipc[KB_NCHANNELS]; /* owned, ipc transport only: each
+                                    channel's socket file, pinned by inode;
+                                    its sockets connect through it */
+    bool all_pinned;             /* every ipc[] is pinned (or none exists) */
+    kb_key_t *key;               /* owned HMAC key */
+    char session[37];            /* routing id of shell, control and stdin */
+    bool hb_pending;             /* a ping is out without its pong */
+    void *stdin_mon;             /* owned PAIR: events of the stdin socket */
+    bool stdin_ready;            /* stdin finished its ZMTP handshake */
+    int64_t hb_sent_ms;          /* when that ping went out */
 } s_zmq_t;
 
 /* Watch `s` (the stdin socket) for its ZMTP handshake. Called before the
@@ -51,11 +56,12 @@ s_monitor_stdin(s_zmq_t *c, void *s)
     }
 }
 
+/* A socket of `type` for `ch`, connecting to `endpoint` (`shown` in
+ * messages: the connection file's, when endpoint is a pin's). */
 static void *
-s_socket(s_zmq_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
-         int64_t max_msg, err_t *err)
+s_socket(s_zmq_t *c, kb_channel_t ch, int type, const char *endpoint,
+         const char *shown, int64_t max_msg, err_t *err)
 {
-    char endpoint[256];
     void *s = zmq_socket(c->zctx, type);
     if (!s) {
         err_set(err, ERR_KERNEL, "cannot create %s socket: %s",
@@ -90,10 +96,9 @@ s_socket(s_zmq_t *c, kb_channel_t ch, int type, const kb_conn_t *conn,
      * whose handshake has not finished, so readiness includes it. */
     if (ch == KB_STDIN)
         s_monitor_stdin(c, s);
-    kb_conn_endpoint(conn, ch, endpoint, sizeof endpoint);
     if (zmq_connect(s, endpoint) != 0) {
         err_set(err, ERR_KERNEL, "cannot connect %s to %s: %s",
-                kb_channel_name(ch), endpoint, zmq_strerror(errno));
+                kb_channel_name(ch), shown, zmq_strerror(errno));
         zmq_close(s);
         return NULL;
     }
@@ -114,6 +119,8 @@ s_destroy(kb_transport_t *t)
     kb_zmtp_sub_destroy(&c->iopub);
     if (c->zctx && !c->borrowed_ctx)
         zmq_ctx_term(c->zctx);
+    for (int ch = 0; ch < KB_NCHANNELS; ch++) /* after their sockets */
+        kb_ipc_destroy(&c->ipc[ch]);
     kb_key_destroy(&c->key);
     free(c);
 }
@@ -172,12 +179,36 @@ s_recv(kb_transport_t *t, kb_channel_t ch, const kb_zmq_limits_t *lim,
                                stats, err);
 }
 
+/* Look at the channels' socket files again (kb_ipc_refresh): only those
+ * not pinned yet when `unpinned_only` (the kernel is starting), else all
+ * (a socket file replaced by a link is refused, and said so). -1 with
+ * ERR_KERNEL naming the channel when one was refused. */
+static int
+s_refresh(s_zmq_t *c, bool unpinned_only, err_t *err)
+{
+    if (unpinned_only && c->all_pinned)
+        return 0;
+    bool all = true;
+    for (int ch = 0; ch < KB_NCHANNELS; ch++) {
+        if (!c->ipc[ch] || (unpinned_only && kb_ipc_pinned(c->ipc[ch])))
+            continue;
+        if (kb_ipc_refresh(c->ipc[ch], err) < 0)
+            return err_prefix(err, "%s", kb_channel_name((kb_channel_t)ch));
+        all &= kb_ipc_pinned(c->ipc[ch]);
+    }
+    if (!unpinned_only || all)
+        c->all_pinned = all;
+    return 0;
+}
+
 /* Heartbeat bookkeeping while waiting: returns -1 when the kernel has not
  * answered a ping for HB_TIMEOUT_MS. */
 static int
 s_tick(kb_transport_t *t, bool heartbeat, err_t *err)
 {
     s_zmq_t *c = (s_zmq_t *)t;
+    if (s_refresh(c, false, err))
+        return -1;
     if (!heartbeat)
         return 0;
     int64_t now = clock_mono_ms();
@@ -233,7 +264,12 @@ s_poll(kb_transport_t *t, unsigned mask, int watch_fd, int ms)
         items[n] = (zmq_pollitem_t){NULL, watch_fd, ZMQ_POLLIN, 0};
         map[n++] = KB_NCHANNELS;
     }
+    /* A kernel being started binds its sockets a while after we connect:
+     * look for them as often as libzmq would retry the connect. */
+    if (!c->all_pinned && (ms < 0 || ms > RECONNECT_IVL_MS))
+        ms = RECONNECT_IVL_MS;
     int rc = zmq_poll(items, n, ms);
+    (void)s_refresh(c, true, NULL); /* a refusal is reported by tick */
     if (c->iopub) {
         short zr = rc > 0 && own >= 0 ? items[own].revents : 0;
         kb_zmtp_sub_poll_done(c->iopub,
@@ -253,6 +289,7 @@ s_ping(kb_transport_t *t, int timeout_ms)
 {
     s_zmq_t *c = (s_zmq_t *)t;
     char buf[64];
+    (void)s_refresh(c, true, NULL);
     if (c->hb_pending) { /* collect an old pong first */
         zmq_pollitem_t it = {c->sock[KB_HB], 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, timeout_ms) <= 0)
@@ -297,15 +334,31 @@ kb_transport_zmq_new(const kb_conn_t *conn, const char *session,
     c->zctx = zmq_ctx ? zmq_ctx : zmq_ctx_new();
     c->key = kb_key_new(conn->key, strlen(conn->key));
     snprintf(c->session, sizeof c->session, "%s", session);
-    char endpoint[256];
-    kb_conn_endpoint(conn, KB_IOPUB, endpoint, sizeof endpoint);
-    c->iopub = kb_zmtp_sub_new(endpoint, (size_t)max_msg, KB_ZMQ_MAX_FRAMES,
-                               RECONNECT_IVL_MS);
+    char shown[KB_NCHANNELS][256];
+    const char *endpoint[KB_NCHANNELS];
+    c->all_pinned = true;
+    for (int ch = 0; ch < KB_NCHANNELS; ch++) {
+        kb_conn_endpoint(conn, (kb_channel_t)ch, shown[ch], sizeof shown[ch]);
+        endpoint[ch] = shown[ch];
+        /* Never a path the kernel can change: its socket file by inode. */
+        if (!strcmp(conn->transport, "ipc")) {
+            c->ipc[ch] = kb_ipc_new(shown[ch] + strlen("ipc://"), err);
+            if (!c->ipc[ch]) {
+                err_prefix(err, "%s", kb_channel_name((kb_channel_t)ch));
+                s_destroy(&c->base);
+                return NULL;
+            }
+            endpoint[ch] = kb_ipc_endpoint(c->ipc[ch]);
+            c->all_pinned &= kb_ipc_pinned(c->ipc[ch]);
+        }
+    }
+    c->iopub = kb_zmtp_sub_new(endpoint[KB_IOPUB], (size_t)max_msg,
+                               KB_ZMQ_MAX_FRAMES, RECONNECT_IVL_MS);
     for (int ch = 0; ch < KB_NCHANNELS; ch++) {
         if (ch == KB_IOPUB && c->iopub)
             continue;
-        c->sock[ch] =
-            s_socket(c, (kb_channel_t)ch, types[ch], conn, max_msg, err);
+        c->sock[ch] = s_socket(c, (kb_channel_t)ch, types[ch], endpoint[ch],
+                               shown[ch], max_msg, err);
         if (!c->sock[ch]) {
             s_destroy(&c->base);
             return NULL;

@@ -2,6 +2,8 @@
  * wire is RFC 23/ZMTP and RFC 37/ZMTP-NULL of rfc.zeromq.org). */
 #include "kb_zmtp.h"
 
+#include "common/check.h"
+
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -269,6 +271,9 @@ kb_zmtp_decode(kb_zmtp_t *z, const uint8_t *data, size_t len, size_t *used,
                 r = s_ready(z, data + at + hlen, (size_t)size);
                 at += hlen + (size_t)size;
             }
+        } else if (NEVER(z->state != KB_ZMTP_OPEN)) {
+            r = s_broken(z, "the decoder is in no known state (%d)",
+                         (int)z->state);
         } else {
             r = s_message(z, data, len, &at, frames, n);
         }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <locale.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,30 @@
 #include <unistd.h>
 
 enum { CHUNK = 1 << 16 };
+
+/* libarchive converts names through the current locale, and a program
+ * that never called setlocale() runs in "C", where a UTF-8 name has no
+ * form: read and write archives in C.UTF-8 on this thread (names are
+ * checked as UTF-8 by our own rules either way). Returns the locale to
+ * give back to s_locale_end. */
+static locale_t
+s_locale_begin(void)
+{
+    locale_t l = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+    if (l == (locale_t)0)
+        return (locale_t)0;
+    locale_t old = uselocale(l);
+    return old;
+}
+
+static void
+s_locale_end(locale_t old)
+{
+    if (old == (locale_t)0)
+        return;
+    locale_t mine = uselocale(old);
+    freelocale(mine);
+}
 
 void
 nb_sha256_hex(const void *data, size_t len, char out[NB_SHA256_HEX])
@@ -177,7 +202,9 @@ s_begin_entry(nb_archive_writer_t *w, const char *name, uint64_t size,
     archive_entry_set_perm(e, 0644);
     archive_entry_set_size(e, (la_int64_t)size);
     archive_entry_set_mtime(e, w->when, 0);
+    locale_t old_locale = s_locale_begin();
     int rc = archive_write_header(w->a, e);
+    s_locale_end(old_locale);
     archive_entry_free(e);
     if (rc != ARCHIVE_OK)
         return err_set(err, ERR_IO, "cannot add %s: %s", name,
@@ -330,6 +357,9 @@ nb_archive_limits_init(nb_archive_limits_t *l)
     l->max_total_bytes = (uint64_t)64 << 30;
     l->max_ratio = 200;
     l->max_kept_bytes = (size_t)256 << 20;
+    l->admit = NULL;
+    l->keep = NULL;
+    l->ctx = NULL;
 }
 
 /* Create the directories of `name` below `root` without following any
@@ -401,7 +431,7 @@ s_type_name(mode_t t)
 /* Read one entry's content: hash it, keep it or extract it. */
 static int
 s_read_entry(struct archive *a, nb_archive_t *ar, nb_archive_file_t *f,
-             bool keep, int extract_dirfd, const nb_archive_limits_t *lim,
+             size_t keep, int extract_dirfd, const nb_archive_limits_t *lim,
              char *buf, err_t *err)
 {
     int fd = -1, rc = -1;
@@ -440,9 +470,11 @@ s_read_entry(struct archive *a, nb_archive_t *ar, nb_archive_file_t *f,
         }
         crypto_hash_sha256_update(&h, (unsigned char *)buf, (size_t)n);
         if (keep) {
-            if (f->size > lim->max_kept_bytes) {
-                err_set(err, ERR_VERIFY, "%s is larger than %zu bytes", f->name,
-                        lim->max_kept_bytes);
+            if (f->size > keep) {
+                err_set(err, ERR_VERIFY,
+                        "%s is larger than %zu bytes, the most kept in "
+                        "memory for it; refused",
+                        f->name, keep);
                 goto out;
             }
             if (f->size + 1 > cap) {
@@ -473,6 +505,18 @@ out:
     return rc;
 }
 
+/* The next entry. libarchive warns (ARCHIVE_WARN) when a UTF-8 name has
+ * no form in the C locale we run in; the UTF-8 name is what we read (and
+ * check by our own rules), so that is no failure. */
+static int
+s_next_header(struct archive *a, struct archive_entry **e)
+{
+    int rc = archive_read_next_header(a, e);
+    if (rc == ARCHIVE_WARN && archive_entry_pathname_utf8(*e))
+        return ARCHIVE_OK;
+    return rc;
+}
+
 /* The one pass over an opened archive `a` (taken) of `size` bytes, named
  * `origin` in messages. */
 static nb_archive_t *
@@ -490,9 +534,10 @@ s_read(struct archive *a, uint64_t size, const char *origin, int extract_dirfd,
     char *buf = xmalloc(CHUNK);
     size_t cap = 0;
     const char *path = origin;
+    locale_t old_locale = s_locale_begin();
     for (;;) {
         struct archive_entry *e;
-        int rc = archive_read_next_header(a, &e);
+        int rc = s_next_header(a, &e);
         if (rc == ARCHIVE_EOF)
             break;
         if (rc != ARCHIVE_OK) {
@@ -544,10 +589,16 @@ s_read(struct archive *a, uint64_t size, const char *origin, int extract_dirfd,
             cap = cap ? cap * 2 : 16;
             ar->files = xrealloc(ar->files, cap * sizeof *ar->files);
         }
+        if (lim.admit && lim.admit(lim.ctx, clean, err)) {
+            free(clean);
+            goto fail;
+        }
         nb_archive_file_t *f = &ar->files[ar->nfiles++];
         memset(f, 0, sizeof *f);
         f->name = clean;
-        bool keep = strchr(clean, '/') == NULL;
+        size_t keep = 0;
+        if (strchr(clean, '/') == NULL)
+            keep = lim.keep ? lim.keep(lim.ctx, clean) : lim.max_kept_bytes;
         if (s_read_entry(a, ar, f, keep, extract_dirfd, &lim, buf, err))
             goto fail;
     }
@@ -555,15 +606,17 @@ s_read(struct archive *a, uint64_t size, const char *origin, int extract_dirfd,
 fail:
     nb_archive_destroy(&ar);
 out:
+    s_locale_end(old_locale);
     archive_read_free(a);
     free(buf);
     json_decref(seen);
     return ar;
 }
 
-nb_archive_t *
-nb_archive_read(const char *path, int extract_dirfd,
-                const nb_archive_limits_t *lim, err_t *err)
+/* `path` opened as a zip (fd in *fd_out, to close after the archive),
+ * its size in *size. NULL with err set. */
+static struct archive *
+s_open_path(const char *path, int *fd_out, uint64_t *size, err_t *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
@@ -580,16 +633,110 @@ nb_archive_read(const char *path, int extract_dirfd,
     }
     struct archive *a = archive_read_new();
     archive_read_support_format_zip(a);
-    nb_archive_t *ar = NULL;
     if (archive_read_open_fd(a, fd, CHUNK) != ARCHIVE_OK) {
         err_set(err, ERR_VERIFY, "%s is not a zip archive: %s", path,
                 archive_error_string(a));
         archive_read_free(a);
-    } else {
-        ar = s_read(a, (uint64_t)st.st_size, path, extract_dirfd, lim, err);
+        close(fd);
+        return NULL;
     }
+    *fd_out = fd;
+    *size = (uint64_t)st.st_size;
+    return a;
+}
+
+nb_archive_t *
+nb_archive_read(const char *path, int extract_dirfd,
+                const nb_archive_limits_t *lim, err_t *err)
+{
+    int fd = -1;
+    uint64_t size = 0;
+    struct archive *a = s_open_path(path, &fd, &size, err);
+    if (!a)
+        return NULL;
+    nb_archive_t *ar = s_read(a, size, path, extract_dirfd, lim, err);
     close(fd);
     return ar;
+}
+
+char *
+nb_archive_read_one(const char *path, const char *name, size_t max,
+                    const nb_archive_limits_t *lim_in, size_t *len, err_t *err)
+{
+    nb_archive_limits_t lim;
+    if (lim_in)
+        lim = *lim_in;
+    else
+        nb_archive_limits_init(&lim);
+    int fd = -1;
+    uint64_t size = 0;
+    struct archive *a = s_open_path(path, &fd, &size, err);
+    if (!a)
+        return NULL;
+    char *data = NULL;
+    size_t n = 0, cap = 0;
+    locale_t old_locale = s_locale_begin();
+    for (size_t entries = 0;; entries++) {
+        struct archive_entry *e;
+        int rc = s_next_header(a, &e);
+        if (rc == ARCHIVE_EOF) {
+            err_set(err, ERR_VERIFY, "%s is missing from the archive", name);
+            break;
+        }
+        if (rc != ARCHIVE_OK) {
+            err_set(err, ERR_VERIFY, "%s is damaged or truncated: %s", path,
+                    archive_error_string(a));
+            break;
+        }
+        if (entries >= lim.max_entries) {
+            err_set(err, ERR_VERIFY, "%s has more than %zu entries; refused",
+                    path, lim.max_entries);
+            break;
+        }
+        const char *en = archive_entry_pathname_utf8(e);
+        if (!en)
+            en = archive_entry_pathname(e);
+        if (!en || strcmp(en, name) != 0 ||
+            archive_entry_filetype(e) != AE_IFREG || archive_entry_hardlink(e))
+            continue; /* its content is skipped unread */
+        data = xmalloc(CHUNK);
+        cap = CHUNK;
+        bool failed = false;
+        for (;;) {
+            if (n + CHUNK + 1 > cap) {
+                cap *= 2;
+                data = xrealloc(data, cap);
+            }
+            la_ssize_t r = archive_read_data(a, data + n, CHUNK);
+            if (r < 0) {
+                failed = true;
+                err_set(err, ERR_VERIFY, "%s is damaged or truncated: %s", name,
+                        archive_error_string(a));
+                break;
+            }
+            if (r == 0)
+                break;
+            n += (size_t)r;
+            if (n > max) {
+                failed = true;
+                err_set(err, ERR_VERIFY, "%s is larger than %zu bytes; refused",
+                        name, max);
+                break;
+            }
+        }
+        if (failed) {
+            free(data);
+            data = NULL;
+        } else {
+            data[n] = '\0';
+            *len = n;
+        }
+        break;
+    }
+    s_locale_end(old_locale);
+    archive_read_free(a);
+    close(fd);
+    return data;
 }
 
 nb_archive_t *

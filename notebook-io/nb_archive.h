@@ -76,6 +76,15 @@ typedef struct nb_archive_limits {
     uint64_t max_ratio;       /* content / archive size, default 200 */
     size_t max_kept_bytes;    /* each top-level file kept in memory,
                                  default 256 MiB */
+    /* Which files to read at all (NULL: every one). Called with each
+     * regular file's checked name before any of its content is read:
+     * 0 reads it, -1 refuses the archive with err filled (ERR_VERIFY). */
+    int (*admit)(void *ctx, const char *name, err_t *err);
+    /* Which top-level files to keep in memory and the most bytes each may
+     * hold (NULL: every top-level file, max_kept_bytes). Returns 0 for a
+     * file only hashed (and extracted, when asked). */
+    size_t (*keep)(void *ctx, const char *name);
+    void *ctx; /* passed to admit and keep */
 } nb_archive_limits_t;
 
 void nb_archive_limits_init(nb_archive_limits_t *l);
@@ -101,6 +110,14 @@ typedef struct nb_archive {
  * written below it. Returns a new nb_archive_t, or NULL with err set. */
 nb_archive_t *nb_archive_read(const char *path, int extract_dirfd,
                               const nb_archive_limits_t *lim, err_t *err);
+/* The content of the one top-level file `name` of the zip at `path`, read
+ * in a pass that reads no other entry's content (a signature read before
+ * anything it covers). A new string with a NUL after *len bytes, or NULL
+ * with err set: ERR_VERIFY when `name` is missing, damaged or larger than
+ * `max` bytes, or the archive has more than lim->max_entries entries. */
+char *nb_archive_read_one(const char *path, const char *name, size_t max,
+                          const nb_archive_limits_t *lim, size_t *len,
+                          err_t *err);
 /* The same over bytes in memory (nothing extracted): the fuzz target. */
 nb_archive_t *nb_archive_read_mem(const void *data, size_t len,
                                   const nb_archive_limits_t *lim, err_t *err);

@@ -914,9 +914,13 @@ int
 nb_notebook_write_file(const nb_notebook_t *nb, const char *path, err_t *err)
 {
     struct stat st;
-    /* Keep an existing file's mode; a new one gets 0666 less the umask. */
-    mode_t mode =
-        stat(path, &st) == 0 ? (st.st_mode & 07777) : s_new_file_mode();
+    /* Keep an existing regular file's permission bits, never its set-id
+     * or sticky bits, and never a link's target's (the rename replaces
+     * the link, not the target); anything else is a new file: 0666 less
+     * the umask. */
+    mode_t mode = lstat(path, &st) == 0 && S_ISREG(st.st_mode)
+                      ? (st.st_mode & 0777)
+                      : s_new_file_mode();
     size_t len;
     char *text = nb_notebook_write_mem(nb, &len);
     int rc = file_write_atomic(path, text, len, mode, err);

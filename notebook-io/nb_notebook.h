@@ -100,8 +100,10 @@ int nb_notebook_set_metadata(nb_notebook_t *nb, const char *key, json_t *value);
 char *nb_notebook_write_mem(const nb_notebook_t *nb, size_t *len);
 
 /* Write atomically: a temporary file in the same directory, fsync, rename
- * over `path`. An existing file's permission bits are kept; a new file gets
- * 0666 minus the umask. 0, or -1 with ERR_IO. */
+ * over `path` (a symlink there is replaced, never followed). An existing
+ * regular file's rwx bits are kept (never setuid, setgid or sticky); a new
+ * file, or one replacing a link, gets 0666 minus the umask. 0, or -1 with
+ * ERR_IO. */
 int nb_notebook_write_file(const nb_notebook_t *nb, const char *path,
                            err_t *err);
 

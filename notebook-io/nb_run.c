@@ -19,7 +19,6 @@
 
 #define DEFAULT_SKIP_TAG "skip-execution"
 #define RAISES_TAG "raises-exception"
-#define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 
 /* --- UTF-8 ------------------------------------------------------------- */
 
@@ -81,6 +80,43 @@ s_cell_metadata(json_t *cell)
         json_object_set_new(cell, "metadata", md);
     }
     return md;
+}
+
+/* Is `cell` a recorded session's note that the kernel was reset here? */
+static bool
+s_is_reset(const json_t *cell)
+{
+    const char *type = nb_cell_type(cell);
+    const char *action = json_string_value(json_object_get(
+        json_object_get(json_object_get(cell, "metadata"), "jupyter_agent"),
+        "action"));
+    return type && strcmp(type, "markdown") == 0 && action &&
+           strcmp(action, "reset") == 0;
+}
+
+/* Is `cell` a tool call of an agent session (ask, mcp), after which the
+ * session went on whatever the call's end? */
+static bool
+s_tool_cell(const json_t *cell)
+{
+    return json_is_string(json_object_get(
+        json_object_get(json_object_get(cell, "metadata"), "jupyter_agent"),
+        "tool"));
+}
+
+/* The limit for `cell`: its recorded timeout_s when set and lower than
+ * `limit_ms` (<= 0: none), else `limit_ms`. */
+static int
+s_recorded_timeout(const json_t *cell, int limit_ms)
+{
+    json_t *t = json_object_get(
+        json_object_get(json_object_get(cell, "metadata"), "jupyter_agent"),
+        "timeout_s");
+    double secs = json_number_value(t);
+    if (!json_is_number(t) || !(secs > 0) || secs > 86400.0 * 365)
+        return limit_ms;
+    int ms = secs * 1000 < 1 ? 1 : (int)(secs * 1000);
+    return limit_ms <= 0 || ms < limit_ms ? ms : limit_ms;
 }
 
 /* Code cells from `first` on look never executed (papermill's state for
@@ -231,7 +267,7 @@ nb_run_opts_init(nb_run_opts_t *o)
 {
     memset(o, 0, sizeof *o);
     o->skip_tag = DEFAULT_SKIP_TAG;
-    o->max_output_bytes = DEFAULT_MAX_OUTPUT;
+    o->max_output_bytes = KB_DEFAULT_MAX_OUTPUT;
 }
 
 /* nbclient sets language_info from kernel_info_reply; we also give a
@@ -350,6 +386,20 @@ nb_run_notebook(nb_notebook_t *nb, kb_kernel_t *k, const nb_run_opts_t *o,
 
     for (size_t i = 0; i < ncells && res->code == ERR_OK; i++) {
         json_t *cell = nb_notebook_cell(nb, i);
+        if (o->replay_session && s_is_reset(cell)) {
+            err_t rerr = {0};
+            if (kb_kernel_restart(k, &rerr) < 0) {
+                res->code = ERR_KERNEL;
+                res->stopped_at = (long)i;
+                err_set(err, ERR_KERNEL,
+                        "cell %zu: the recorded reset could not restart the "
+                        "kernel: %s",
+                        i + 1, rerr.text);
+                s_clear_from(nb, i);
+                break;
+            }
+            continue;
+        }
         if (!s_runnable(cell, skip))
             continue;
         if (s_should_stop(&ctx)) { /* between cells: nothing to interrupt */
@@ -378,8 +428,11 @@ nb_run_notebook(nb_notebook_t *nb, kb_kernel_t *k, const nb_run_opts_t *o,
         ctx.cell = cell;
         int64_t c0 = clock_mono_ms();
         err_t xerr = {0};
-        int rc = kb_kernel_execute(k, nb_cell_source(cell), &xopts,
-                                   o->timeout_ms, out, &hooks, &xerr);
+        int timeout_ms = o->replay_session
+                             ? s_recorded_timeout(cell, o->timeout_ms)
+                             : o->timeout_ms;
+        int rc = kb_kernel_execute(k, nb_cell_source(cell), &xopts, timeout_ms,
+                                   out, &hooks, &xerr);
         if (kb_output_status(out)) {
             char iso[40];
             clock_iso8601_now(iso, sizeof iso);
@@ -394,6 +447,23 @@ nb_run_notebook(nb_notebook_t *nb, kb_kernel_t *k, const nb_run_opts_t *o,
         ev.duration_ms = clock_mono_ms() - c0;
         res->code =
             s_settle(cell, i, rc, &xerr, out, may_raise, &ev.status, res, err);
+        if (res->code == ERR_TIMEOUT && o->replay_session &&
+            s_tool_cell(cell)) {
+            /* The session went on after it, and recorded the limit as an
+             * agent session's tools do: a note on stderr, not nbclient's
+             * CellTimeoutError (which s_settle just appended). */
+            json_t *outs = json_object_get(cell, "outputs");
+            size_t n = json_array_size(outs);
+            if (n)
+                json_array_remove(outs, n - 1);
+            char *note = xasprintf("[jupyter-agent] %s\n", xerr.text);
+            s_append_output(cell, json_pack("{s:s, s:s, s:s}", "output_type",
+                                            "stream", "name", "stderr", "text",
+                                            note));
+            free(note);
+            res->code = ERR_OK;
+            err_clear(err);
+        }
         kb_output_destroy(&out); /* the cell keeps the outputs */
         s_event(o, &ev);
         if (res->code != ERR_OK) {

@@ -61,6 +61,15 @@ typedef struct nb_run_opts {
     size_t max_output_bytes; /* stored output per cell; 0 = no cap */
     bool merge_streams;      /* coalesce consecutive same-name stream outputs
                                 (nbclient 0.7 keeps them apart: false) */
+    /* Replay what a recorded session did around its cells (archive rerun):
+     * a markdown note with metadata.jupyter_agent.action "reset" restarts
+     * the kernel there; a code cell's metadata.jupyter_agent.timeout_s (a
+     * call's own limit, MCP's "timeout") is its limit when lower than
+     * timeout_ms; and a tool call's cell (metadata.jupyter_agent.tool:
+     * ask, mcp) that times out ends only itself, as it did in the session,
+     * with the session's note ("[jupyter-agent] timed out after ..." on
+     * stderr) instead of a CellTimeoutError. */
+    bool replay_session;
     /* Called before and after each executed cell (may be NULL). */
     void (*on_cell)(const nb_run_event_t *ev, void *arg);
     void *arg; /* for on_cell */

@@ -431,14 +431,14 @@ pk_install(kb_kernel_t *kernel, const char *dir, const pk_trust_t *trust,
     copy_dir =
         xasprintf("%s/wheels-XXXXXX", launcher->ops->run_dir(launcher->self));
     if (!mkdtemp(copy_dir)) {
-        err_set(err, ERR_IO, "creating %s: %s", copy_dir, strerror(errno));
+        err_errno(err, ERR_IO, "creating %s", copy_dir);
         free(copy_dir);
         copy_dir = NULL;
         goto out;
     }
     dfd = open(copy_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || fchmod(dfd, 0755)) {
-        err_set(err, ERR_IO, "opening %s: %s", copy_dir, strerror(errno));
+        err_errno(err, ERR_IO, "opening %s", copy_dir);
         goto out;
     }
     size_t ne = 0;

@@ -153,15 +153,14 @@ s_create_file(const char *path, mode_t mode, const char *data, size_t len,
                            "%s already exists; refusing to overwrite a key "
                            "(choose another path or remove it yourself)",
                            path);
-        return err_set(err, ERR_IO, "cannot create %s: %s", path,
-                       strerror(errno));
+        return err_errno(err, ERR_IO, "cannot create %s", path);
     }
     int rc = 0;
     if (fchmod(fd, mode) != 0 || file_write_all(fd, data, len) != 0 ||
         fsync(fd) != 0)
-        rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        rc = err_errno(err, ERR_IO, "cannot write %s", path);
     if (close(fd) != 0 && rc == 0)
-        rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        rc = err_errno(err, ERR_IO, "cannot write %s", path);
     if (rc)
         unlink(path);
     return rc;
@@ -248,8 +247,7 @@ pk_seckey_load(const char *path, err_t *err)
         return NULL;
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
-        err_set(err, ERR_USAGE, "cannot open secret key %s: %s", path,
-                strerror(errno));
+        err_errno(err, ERR_USAGE, "cannot open secret key %s", path);
         goto fail;
     }
     struct stat st;

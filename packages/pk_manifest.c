@@ -677,8 +677,8 @@ pk_manifest_entry_copy(const pk_manifest_entry_t *entry, int dst_dirfd,
         openat(dst_dirfd, entry->filename,
                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
     if (out < 0)
-        return err_set(err, ERR_IO, "cannot create copy of %s: %s",
-                       entry->filename, strerror(errno));
+        return err_errno(err, ERR_IO, "cannot create copy of %s",
+                         entry->filename);
     crypto_hash_sha256_state st;
     crypto_hash_sha256_init(&st);
     unsigned char *chunk = xmalloc(IO_CHUNK);
@@ -688,15 +688,13 @@ pk_manifest_entry_copy(const pk_manifest_entry_t *entry, int dst_dirfd,
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            err_set(err, ERR_IO, "cannot read %s: %s", entry->filename,
-                    strerror(errno));
+            err_errno(err, ERR_IO, "cannot read %s", entry->filename);
             goto out;
         }
         if (n == 0)
             break;
         if (file_write_all(out, chunk, (size_t)n) != 0) {
-            err_set(err, ERR_IO, "cannot write copy of %s: %s", entry->filename,
-                    strerror(errno));
+            err_errno(err, ERR_IO, "cannot write copy of %s", entry->filename);
             goto out;
         }
         crypto_hash_sha256_update(&st, chunk, (size_t)n);
@@ -718,8 +716,7 @@ pk_manifest_entry_copy(const pk_manifest_entry_t *entry, int dst_dirfd,
 out:
     free(chunk);
     if (close(out) != 0 && rc == 0)
-        rc = err_set(err, ERR_IO, "cannot write copy of %s: %s",
-                     entry->filename, strerror(errno));
+        rc = err_errno(err, ERR_IO, "cannot write copy of %s", entry->filename);
     if (rc)
         unlinkat(dst_dirfd, entry->filename, 0);
     return rc;

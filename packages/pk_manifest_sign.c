@@ -74,8 +74,7 @@ s_read_small(int dirfd, const char *dir, const char *name, size_t cap,
             return err_set(err, ERR_VERIFY,
                            "%s/%s is a symlink; it must be a regular file", dir,
                            name);
-        return err_set(err, ERR_VERIFY, "cannot open %s/%s: %s", dir, name,
-                       strerror(errno));
+        return err_errno(err, ERR_VERIFY, "cannot open %s/%s", dir, name);
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -94,8 +93,7 @@ s_read_small(int dirfd, const char *dir, const char *name, size_t cap,
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            err_set(err, ERR_VERIFY, "cannot read %s/%s: %s", dir, name,
-                    strerror(errno));
+            err_errno(err, ERR_VERIFY, "cannot read %s/%s", dir, name);
             goto out;
         }
         if (n == 0)
@@ -156,7 +154,7 @@ s_list_wheels(int dirfd, const char *dir, char ***out, size_t *count,
     if (!d) {
         if (dfd >= 0)
             close(dfd);
-        return err_set(err, ERR_IO, "cannot list %s: %s", dir, strerror(errno));
+        return err_errno(err, ERR_IO, "cannot list %s", dir);
     }
     struct dirent *e;
     while ((e = readdir(d))) {
@@ -167,8 +165,7 @@ s_list_wheels(int dirfd, const char *dir, char ***out, size_t *count,
         pk_manifest_quote(nm, q, sizeof q);
         struct stat st;
         if (fstatat(dirfd, nm, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            err_set(err, ERR_IO, "cannot stat %s/%s: %s", dir, q,
-                    strerror(errno));
+            err_errno(err, ERR_IO, "cannot stat %s/%s", dir, q);
             goto out;
         }
         if (S_ISLNK(st.st_mode)) {
@@ -231,8 +228,7 @@ s_hash_wheel(int dirfd, const char *dir, const char *fn, pk_manifest_entry_t *e,
     int fd = openat(dirfd, fn,
                     O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
-        return err_set(err, ERR_IO, "cannot open %s/%s: %s", dir, fn,
-                       strerror(errno));
+        return err_errno(err, ERR_IO, "cannot open %s/%s", dir, fn);
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         err_set(err, ERR_USAGE, "%s/%s is not a regular file", dir, fn);
@@ -241,7 +237,7 @@ s_hash_wheel(int dirfd, const char *dir, const char *fn, pk_manifest_entry_t *e,
     unsigned char h[crypto_hash_sha256_BYTES];
     uint64_t got = 0;
     if (s_hash_fd(fd, (uint64_t)st.st_size, h, &got) != 0) {
-        err_set(err, ERR_IO, "cannot read %s/%s: %s", dir, fn, strerror(errno));
+        err_errno(err, ERR_IO, "cannot read %s/%s", dir, fn);
         goto out;
     }
     if (got != (uint64_t)st.st_size) {
@@ -310,8 +306,7 @@ pk_manifest_sign_dir(const char *dir, const pk_seckey_t *key, err_t *err)
         return NULL;
     dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0) {
-        err_set(err, ERR_USAGE, "cannot open package directory %s: %s", dir,
-                strerror(errno));
+        err_errno(err, ERR_USAGE, "cannot open package directory %s", dir);
         goto fail;
     }
     if (s_list_wheels(dirfd, dir, &names, &nnames, err))
@@ -497,8 +492,7 @@ pk_manifest_load_signed(const char *dir, const pk_trust_t *trust, err_t *err)
     m->dir = xstrdup(dir);
     m->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (m->dirfd < 0) {
-        err_set(err, ERR_USAGE, "cannot open package directory %s: %s", dir,
-                strerror(errno));
+        err_errno(err, ERR_USAGE, "cannot open package directory %s", dir);
         goto fail;
     }
     int missing = 0;
@@ -577,8 +571,8 @@ pk_manifest_verify_entry(pk_manifest_t *m, size_t i, err_t *err)
                            "%s/%s (%s %s) is a symlink; wheels must be "
                            "regular files in the package directory",
                            dir, e->filename, e->name, e->version);
-        return err_set(err, ERR_VERIFY, "cannot open %s/%s (%s %s): %s", dir,
-                       e->filename, e->name, e->version, strerror(errno));
+        return err_errno(err, ERR_VERIFY, "cannot open %s/%s (%s %s)", dir,
+                         e->filename, e->name, e->version);
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -84,25 +84,40 @@ pk_trust_add_key(pk_trust_t *t, const char *text, const char *origin,
     return s_add(t, &key, origin, err);
 }
 
-int
-pk_trust_add_file(pk_trust_t *t, const char *path, err_t *err)
+/* Who may have written `st`: only root or the user running us, and nobody
+ * else through a group or other write bit (sticky or not: the sticky bit
+ * stops removing files, not adding them). NULL when it is safe, else what
+ * is wrong, for "KIND PATH is ...". */
+static const char *
+s_unsafe(const struct stat *st)
+{
+    if (st->st_uid != 0 && st->st_uid != geteuid())
+        return "owned by another user";
+    if (st->st_mode & S_IWOTH)
+        return "world-writable";
+    if (st->st_mode & S_IWGRP)
+        return "group-writable";
+    return NULL;
+}
+
+/* The key in `fd` (taken), a file opened without following a symlink. */
+static int
+s_add_fd(pk_trust_t *t, int fd, const char *path, err_t *err)
 {
     int rc = -1;
     char text[PUB_FILE_MAX + 1];
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return err_set(err, ERR_USAGE, "cannot open public key %s: %s", path,
-                       strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         err_set(err, ERR_USAGE, "public key %s is not a regular file", path);
         goto out;
     }
-    if (st.st_mode & S_IWOTH) {
+    const char *why = s_unsafe(&st);
+    if (why) {
         err_set(err, ERR_USAGE,
-                "public key %s is world-writable, so anyone could replace "
-                "it; run 'chmod o-w %s'",
-                path, path);
+                "public key %s is %s, so someone else could replace it; "
+                "refused. Make it owned by root or you and not writable by "
+                "others ('chown %u %s; chmod go-w %s')",
+                path, why, (unsigned)geteuid(), path, path);
         goto out;
     }
     ssize_t n = read(fd, text, PUB_FILE_MAX + 1);
@@ -120,6 +135,27 @@ pk_trust_add_file(pk_trust_t *t, const char *path, err_t *err)
 out:
     close(fd);
     return rc;
+}
+
+static int
+s_open_failed(const char *path, err_t *err)
+{
+    if (errno == ELOOP)
+        return err_set(err, ERR_USAGE,
+                       "public key %s is a symlink; trusted keys are read "
+                       "only from regular files (copy the key there)",
+                       path);
+    return err_errno(err, ERR_USAGE, "cannot open public key %s", path);
+}
+
+int
+pk_trust_add_file(pk_trust_t *t, const char *path, err_t *err)
+{
+    int fd =
+        open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0)
+        return s_open_failed(path, err);
+    return s_add_fd(t, fd, path, err);
 }
 
 int
@@ -146,17 +182,21 @@ pk_trust_add_dir(pk_trust_t *t, const char *dir, err_t *err)
     if (!d) {
         if (errno == ENOENT)
             return 0;
-        return err_set(err, ERR_USAGE,
-                       "cannot read trusted-keys directory %s: %s", dir,
-                       strerror(errno));
+        return err_errno(err, ERR_USAGE,
+                         "cannot read trusted-keys directory %s", dir);
     }
     struct stat st;
-    if (fstat(dirfd(d), &st) == 0 && (st.st_mode & S_IWOTH) &&
-        !(st.st_mode & S_ISVTX)) {
+    if (fstat(dirfd(d), &st) != 0) {
+        err_errno(err, ERR_USAGE, "cannot read trusted-keys directory %s", dir);
+        goto out;
+    }
+    const char *why = s_unsafe(&st);
+    if (why) {
         err_set(err, ERR_USAGE,
-                "trusted-keys directory %s is world-writable, so anyone could "
-                "add a key; run 'chmod o-w %s'",
-                dir, dir);
+                "trusted-keys directory %s is %s, so a key added there "
+                "would be trusted; refused. Make it owned by root or you "
+                "and not writable by others ('chown %u %s; chmod go-w %s')",
+                dir, why, (unsigned)geteuid(), dir, dir);
         goto out;
     }
     struct dirent *e;
@@ -171,7 +211,11 @@ pk_trust_add_dir(pk_trust_t *t, const char *dir, err_t *err)
         qsort(names, n, sizeof *names, s_cmp_str);
     for (size_t i = 0; i < n; i++) {
         char *path = xasprintf("%s/%s", dir, names[i]);
-        int r = pk_trust_add_file(t, path, err);
+        /* From the directory checked above, never through a symlink. */
+        int fd =
+            openat(dirfd(d), names[i],
+                   O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+        int r = fd < 0 ? s_open_failed(path, err) : s_add_fd(t, fd, path, err);
         free(path);
         if (r)
             goto out;

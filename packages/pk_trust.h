@@ -5,8 +5,12 @@
  * trusted-keys directory of *.pub files: $JUPYTER_AGENT_TRUSTED_KEYS when set
  * (and only it), else ~/.config/jupyter-agent/trusted-keys/ and
  * /etc/jupyter-agent/trusted-keys/. Missing directories are fine; a malformed
- * .pub file, or a world-writable key file or directory, is refused so that a
- * broken trust configuration never passes silently.
+ * .pub file is refused, and so is a key file or directory that someone else
+ * could write: owned by neither root nor the user running us, or group- or
+ * world-writable (sticky or not: a sticky directory still lets anyone add a
+ * file). Key files are opened O_NOFOLLOW (from the directory's fd for a
+ * directory's keys), so a symlink is refused too. A broken trust
+ * configuration never passes silently.
  *
  * Several keys may be trusted at once (key rotation): a signature is accepted
  * if any of them verifies it. A key added twice is kept once (first origin).

@@ -596,22 +596,10 @@ sb_cgroup_forget(sb_cgroup_t **pcg)
     free(cg);
 }
 
-int
-sb_cgroup_version(const sb_cgroup_t *cg)
-{
-    return cg ? cg->version : 0;
-}
-
 bool
 sb_cgroup_limits_memory(const sb_cgroup_t *cg)
 {
     return cg && cg->limited[CG_MEMORY];
-}
-
-bool
-sb_cgroup_limits_pids(const sb_cgroup_t *cg)
-{
-    return cg && cg->limited[CG_PIDS];
 }
 
 bool

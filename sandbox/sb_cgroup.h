@@ -45,10 +45,7 @@ void sb_cgroup_kill(sb_cgroup_t *cg);
 /* How many processes the kernel's OOM killer killed inside; 0 if unknown. */
 long sb_cgroup_oom_kills(const sb_cgroup_t *cg);
 
-/* 2 or 1 for the hierarchy in use, 0 when none. */
-int sb_cgroup_version(const sb_cgroup_t *cg);
 bool sb_cgroup_limits_memory(const sb_cgroup_t *cg);
-bool sb_cgroup_limits_pids(const sb_cgroup_t *cg);
 bool sb_cgroup_limits_cpu(const sb_cgroup_t *cg);
 /* The directory for controller "memory", "pids" or "cpu" (v2: the one
  * directory), or NULL. Borrowed. */

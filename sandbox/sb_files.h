@@ -54,7 +54,7 @@ int sb_files_copy_in(int ws_fd, const char *host_path, const char *name,
 int sb_files_read(int ws_fd, const char *relpath, size_t max_bytes, char **data,
                   size_t *len, err_t *err);
 
-/* Files leaving a box: the rules (see README, "Files out").
+/* Files leaving a box: the rules (docs/security-model.md, "Files out").
  * - DIR is created new (an existing empty directory of ours is fine);
  *   an existing non-empty one only with `force`, and then files already
  *   there are never overwritten. DIR itself must not be a symlink or

@@ -29,6 +29,7 @@
 #include "sandbox/sb_sandbox.h"
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_cgroup.h"
 #include "sandbox/sb_drop.h"
@@ -559,6 +560,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     struct s_child c = {
         .ctl = sv[1],
         .stdio = {sb->stdin_fd, stdout_fd, stderr_fd},
+        .ctty = sb->stdin_ctty && sb->stdin_fd >= 0,
         .root_mode = sb->root_mode && !nested,
         .map_self = nested,
         .plan = &plan,
@@ -629,15 +631,9 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     }
     s_parent_send(sb->ctl, MSG_GO);
 
-    int64_t deadline = 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    deadline =
-        (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + SETUP_TIMEOUT_MS;
+    int64_t deadline = clock_mono_ms() + SETUP_TIMEOUT_MS;
     for (;;) {
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t left =
-            deadline - ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+        int64_t left = deadline - clock_mono_ms();
         if (left <= 0) {
             err_set(err, ERR_SANDBOX,
                     "sandbox: setup did not finish within %d s; killed",

@@ -119,6 +119,11 @@ int sb_sandbox_add_file(sb_sandbox_t *sb, const char *host_path,
 /* The program's stdin (default: /dev/null inside). Before spawn. The fd
  * is borrowed (dup'ed into the box at spawn). */
 void sb_sandbox_set_stdin(sb_sandbox_t *sb, int fd);
+/* The stdin set above is a terminal of the caller's own (a pty it relays,
+ * never the user's terminal): the program takes it as its controlling
+ * terminal, before its seccomp filter, so ^C typed into it interrupts the
+ * program. Before spawn. */
+void sb_sandbox_set_stdin_ctty(sb_sandbox_t *sb, bool on);
 
 /* Nesting, for the kernel factory (kernel-bridge/pool/kb_factory.h):
  * create this box's namespaces inside those of `outer` (a running box):

@@ -408,6 +408,12 @@ s_program(const struct s_child *c, int ep, int landlock)
             step = "set up stdio";
             goto fail;
         }
+    /* The caller's own pty (sb_sandbox_set_stdin_ctty): the program, a
+     * session leader with no terminal yet, takes it. */
+    if (c->ctty && ioctl(0, TIOCSCTTY, 0) < 0) {
+        step = "take the terminal as controlling terminal";
+        goto fail;
+    }
     if (chdir(SB_WORKSPACE_PATH) < 0) {
         step = "chdir " SB_WORKSPACE_PATH;
         goto fail;

@@ -121,6 +121,7 @@ struct s_plan {
 struct s_child {
     int ctl;                   /* our end of the control socket */
     int stdio[3];              /* fds for the program's 0, 1, 2 (or -1) */
+    bool ctty;                 /* stdio[0] becomes its controlling tty */
     bool root_mode;            /* launched by root: map 0 and 1000 */
     const struct s_plan *plan; /* the mounts */
     const sb_seccomp_prog_t *seccomp;      /* the program's filter */
@@ -165,6 +166,7 @@ struct sb_sandbox {
     struct s_staged *files;     /* owned: queued for /mnt/data */
     size_t n_files;             /* entries in files */
     int stdin_fd;               /* borrowed, or -1 */
+    bool stdin_ctty;            /* stdin_fd: the program's controlling tty */
     pid_t pid;                  /* host pid of pid 1, or -1 */
     int pidfd;                  /* owned, or -1 */
     int ctl;                    /* owned control socket, or -1 */

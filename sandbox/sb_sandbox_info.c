@@ -132,6 +132,12 @@ sb_sandbox_set_stdin(sb_sandbox_t *sb, int fd)
     sb->stdin_fd = fd;
 }
 
+void
+sb_sandbox_set_stdin_ctty(sb_sandbox_t *sb, bool on)
+{
+    sb->stdin_ctty = on;
+}
+
 int
 sb_sandbox_add_file(sb_sandbox_t *sb, const char *host_path,
                     const char *name_or_null, err_t *err)

@@ -43,6 +43,7 @@ enum s_cond {
     C_A0_HAS_BIT,        /* when (arg0 & value) == value */
     C_A0_NOT,            /* when arg0 != value */
     C_A1_IS32,           /* when (arg1 & 0xffffffff) == value */
+    C_A1_IS32_A2_SET,    /* when (arg1 & 0xffffffff) == value, arg2 != 0 */
     C_FAMILY_NOT_OK,     /* socket(): families but UNIX/INET/INET6/NETLINK */
     C_NETLINK_NOT_ROUTE, /* socket(AF_NETLINK, *, proto != NETLINK_ROUTE) */
     C_INET_SOCKTYPE_IS   /* socket(AF_INET[6], (arg1 & 0xf) == value) */
@@ -158,10 +159,6 @@ static const struct s_rule s_rules[] = {
     ALLOW("mknod", "FIFOs (os.mkfifo); device nodes need CAP_MKNOD, which "
                    "the box lacks"),
     ALLOW("mknodat", "FIFOs (os.mkfifo); device nodes need CAP_MKNOD"),
-    ALLOW("inotify_init", "file watching (IPython autoreload, watchdog)"),
-    ALLOW("inotify_init1", "file watching"),
-    ALLOW("inotify_add_watch", "file watching"),
-    ALLOW("inotify_rm_watch", "file watching"),
     ALLOW("memfd_create", "anonymous files (libffi, ctypes callbacks)"),
     ALLOW("ioctl", "terminal and socket queries (FIONREAD, TCGETS); "
                    "dangerous requests are denied below"),
@@ -362,6 +359,16 @@ static const struct s_rule s_rules[] = {
     ALWAYS("io_uring_enter", "io_uring: large kernel attack surface"),
     ALWAYS("io_uring_register", "io_uring: large kernel attack surface"),
     ALWAYS("fanotify_init", "watches filesystem activity"),
+    /* inotify on the host inodes bound in (/usr, --bind) would show live
+     * which programs and files the host and other sessions open. Nothing
+     * a kernel needs watches files: IPython's autoreload and matplotlib
+     * poll; watchdog falls back to polling where asked. */
+    ALWAYS("inotify_init", "watches files, host inodes bound in included: "
+                           "shows what the host runs"),
+    ALWAYS("inotify_init1", "watches files, host inodes bound in included: "
+                            "shows what the host runs"),
+    ALWAYS("inotify_add_watch", "inotify (see inotify_init)"),
+    ALWAYS("inotify_rm_watch", "inotify (see inotify_init)"),
     ALWAYS("lookup_dcookie", "kernel profiling interface"),
     ALWAYS("syslog", "reads the kernel log"),
     ALWAYS("uselib", "obsolete loader interface"),
@@ -399,6 +406,16 @@ static const struct s_rule s_rules[] = {
      "pushes keystrokes into the user's terminal"},
     {"ioctl", false, C_A1_IS32, TIOCLINUX, EPERM, "request is TIOCLINUX",
      "console control, can also inject input"},
+    {"ioctl", false, C_A1_IS32, TIOCSETD, EPERM, "request is TIOCSETD",
+     "sets a terminal's line discipline: N_NULL swallows all its I/O, "
+     "n_hdlc and n_gsm are known kernel attack surface"},
+    {"ioctl", false, C_A1_IS32, TIOCCONS, EPERM, "request is TIOCCONS",
+     "redirects console output to a terminal"},
+    {"ioctl", false, C_A1_IS32_A2_SET, TIOCSCTTY, EPERM,
+     "request is TIOCSCTTY with a non-zero argument",
+     "steals another session's controlling terminal (with argument 0 it "
+     "only takes a terminal no session has: forkpty, pexpect and "
+     "IPython's !cmd need that)"},
     /* Sockets: the network namespace has only loopback; keep it that way. */
     {"socket", false, C_FAMILY_NOT_OK, 0, EPERM,
      "family is not AF_UNIX, AF_INET, AF_INET6 or AF_NETLINK",
@@ -489,6 +506,10 @@ s_add(scmp_filter_ctx ctx, const struct s_rule *r, int nr)
         return seccomp_rule_add(
             ctx, act, nr, 1,
             SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, r->value));
+    case C_A1_IS32_A2_SET: /* all 64 bits of arg2: high garbage is denied */
+        return seccomp_rule_add(
+            ctx, act, nr, 2, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, r->value),
+            SCMP_A2(SCMP_CMP_NE, 0));
     case C_FAMILY_NOT_OK: {
         /* libseccomp allows one comparison per argument and rule, so
          * "not in {1,2,10,16}" becomes one rule per other family below 64

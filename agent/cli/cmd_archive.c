@@ -7,7 +7,10 @@
 #include "agent/session/ag_archive.h"
 #include "agent/session/ag_envlock.h"
 #include "agent/session/ag_session.h"
+#include "common/buf.h"
+#include "common/cliopt.h"
 #include "common/err.h"
+#include "common/escape.h"
 #include "common/xalloc.h"
 #include "notebook-io/nb_compare.h"
 #include "notebook-io/nb_run.h"
@@ -16,6 +19,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +37,8 @@ static const char s_usage[] =
     "[--allow-unsigned]\n"
     "       jupyter-agent archive rerun REPORT.zip [-o RERUN.ipynb] "
     "[--tolerance PCT] [--timeout S]\n"
+    "                             [--memory SIZE] [--pids N] ... (sandbox "
+    "limits)\n"
     "       jupyter-agent archive show REPORT.zip\n"
     "\n"
     "A report archive is one zip file holding a session's notebook, its\n"
@@ -51,7 +57,10 @@ static const char s_usage[] =
     "         ~/.config/jupyter-agent/trusted-keys/), every hash, nothing\n"
     "         missing or added, and safe entry names; exit 8 names the file\n"
     "rerun    verify, unpack the inputs into a fresh sandbox with the\n"
-    "         recorded limits, run the notebook as 'run' does, and compare\n"
+    "         recorded limits (each checked as its flag checks it, exit 8\n"
+    "         when the flag would refuse it; none above this machine's:\n"
+    "         the sandbox flags given to rerun, else the defaults), run\n"
+    "         the notebook as 'run' does, and compare\n"
     "         every cell's outputs (text exactly after normalising memory\n"
     "         addresses and colours; PNG images by size and pixels, a pixel\n"
     "         differing when a channel moves by more than 2 of 255, and\n"
@@ -92,6 +101,7 @@ typedef struct archive_args {
     bool force, no_probe, allow_unsigned;
     double tolerance;
     int timeout_ms;
+    sb_policy_t policy; /* owned: rerun's ceiling (policy flags, defaults) */
 } archive_args_t;
 
 static void
@@ -100,6 +110,58 @@ s_push(char ***v, size_t *n, char *s)
     *v = xrealloc(*v, (*n + 2) * sizeof **v);
     (*v)[(*n)++] = s;
     (*v)[*n] = NULL;
+}
+
+/* Every string that comes from an archive is the signer's notebook's, and
+ * a hostile notebook is signed as faithfully as any: it reaches the
+ * terminal only through these. */
+
+/* Escaped copies kept until the command's output is done. */
+typedef struct esc_pool {
+    char **v; /* owned strings */
+    size_t n;
+} esc_pool_t;
+
+/* `s` escaped (every control, ESC_NAME), or "?" for NULL; owned by `p`. */
+static const char *
+s_esc(esc_pool_t *p, const char *s)
+{
+    char *e = esc_dup(s ? s : "?", ESC_NAME);
+    p->v = xrealloc(p->v, (p->n + 1) * sizeof *p->v);
+    p->v[p->n++] = e;
+    return e;
+}
+
+static void
+s_pool_release(esc_pool_t *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        free(p->v[i]);
+    free(p->v);
+    p->v = NULL;
+    p->n = 0;
+}
+
+/* `prefix`, then text of several lines we composed around archive strings
+ * (a diff, an error): each line escaped, the line breaks kept. Ends with
+ * '\n'. */
+static void
+s_put_lines(FILE *f, const char *prefix, const char *s)
+{
+    buf_t b;
+    buf_init(&b, 0);
+    buf_puts(&b, prefix);
+    for (;;) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        esc_append(&b, s, len, ESC_NAME);
+        buf_puts(&b, "\n");
+        if (!nl || !nl[1])
+            break;
+        s = nl + 1;
+    }
+    fwrite(buf_cstr(&b), 1, b.len, f);
+    buf_release(&b);
 }
 
 static int
@@ -120,9 +182,20 @@ s_parse(int argc, char **argv, archive_args_t *a, err_t *err)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     a->timeout_ms = 60000;
+    /* rerun takes the sandbox's policy flags: the most a recorded limit
+     * may ask for. */
+    cliopt_group_t policy = sb_policy_flags(&a->policy);
+    bool rerun = strcmp(a->verb, "rerun") == 0;
+    struct option *opts = cliopt_longopts(longopts, &policy, rerun ? 1 : 0);
     optind = 2; /* argv[1] is the verb */
-    int opt;
-    while ((opt = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+    int opt, rc = 0;
+    while (rc == 0 &&
+           (opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        int used = rerun ? cliopt_dispatch(&policy, 1, opt, optarg, err) : 0;
+        if (used < 0)
+            rc = -1;
+        if (used)
+            continue;
         switch (opt) {
         case 'o':
             a->out = optarg;
@@ -155,23 +228,31 @@ s_parse(int argc, char **argv, archive_args_t *a, err_t *err)
             char *end;
             a->tolerance = strtod(optarg, &end);
             if (*end || a->tolerance < 0 || a->tolerance > 100)
-                return err_set(err, ERR_USAGE,
-                               "--tolerance takes a percentage from 0 to "
-                               "100, not '%s'",
-                               optarg);
+                rc = err_set(err, ERR_USAGE,
+                             "--tolerance takes a percentage from 0 to "
+                             "100, not '%s'",
+                             optarg);
             break;
         }
         case 's':
-            if (ag_parse_seconds(optarg, &a->timeout_ms, err))
-                return -1;
+            rc = ag_parse_seconds(optarg, &a->timeout_ms, err) ? -1 : 0;
             break;
         case 'h':
             fputs(s_usage, stdout);
-            return 1;
+            if (rerun) {
+                fputs("\nrerun: the most a recorded limit may ask for\n",
+                      stdout);
+                cliopt_help(stdout, &policy, 1);
+            }
+            rc = 1;
+            break;
         default:
-            return ag_cmd_refused("archive", longopts, argc, argv, err);
+            rc = ag_cmd_refused("archive", opts, argc, argv, err);
         }
     }
+    free(opts);
+    if (rc)
+        return rc;
     if (optind != argc - 1)
         return err_set(err, ERR_USAGE,
                        "archive %s takes one %s; see 'jupyter-agent archive "
@@ -199,26 +280,32 @@ s_trust(const archive_args_t *a, err_t *err)
     return t;
 }
 
-/* "1a2b3c4d5e6f7a8b (label), trusted by ORIGIN" or "nobody (unsigned)". */
+/* "1a2b3c4d5e6f7a8b (label), trusted by ORIGIN" or "nobody (unsigned)",
+ * escaped. */
 static char *
 s_signer(const ag_archive_t *ar)
 {
     if (!ar->is_signed)
         return xstrdup("nobody: the archive is not signed");
-    return xasprintf("key %s%s%s%s, trusted through %s", ar->signer.id,
-                     ar->signer.label[0] ? " (" : "", ar->signer.label,
-                     ar->signer.label[0] ? ")" : "",
-                     ar->signer_origin ? ar->signer_origin : "?");
+    char *origin =
+        esc_dup(ar->signer_origin ? ar->signer_origin : "?", ESC_NAME);
+    char *label = esc_dup(ar->signer.label, ESC_NAME);
+    char *s =
+        xasprintf("key %s%s%s%s, trusted through %s", ar->signer.id,
+                  label[0] ? " (" : "", label, label[0] ? ")" : "", origin);
+    free(origin);
+    free(label);
+    return s;
 }
 
+/* environment.json's string at A(.B), escaped into `p`; "?" if none. */
 static const char *
-s_env_str(const ag_archive_t *ar, const char *a, const char *b)
+s_env_str(esc_pool_t *p, const ag_archive_t *ar, const char *a, const char *b)
 {
     json_t *j = json_object_get(ar->environment, a);
     if (b)
         j = json_object_get(j, b);
-    const char *s = json_string_value(j);
-    return s ? s : "?";
+    return s_esc(p, json_string_value(j));
 }
 
 /* ---- pack --------------------------------------------------------------- */
@@ -240,10 +327,10 @@ s_probe_environment(const nb_notebook_t *nb)
         lock = ag_envlock_capture(ag_session_kernel(s), nb, PROBE_TIMEOUT_MS,
                                   &err);
     if (!lock)
-        fprintf(stderr,
-                "jupyter-agent archive: warning: the environment was not "
-                "recorded: %s\n",
-                err.text);
+        s_put_lines(stderr,
+                    "jupyter-agent archive: warning: the environment was not "
+                    "recorded: ",
+                    err.text);
     ag_session_destroy(&s);
     ag_session_opts_release(&so);
     return lock;
@@ -263,6 +350,20 @@ s_pack(const archive_args_t *a, err_t *err)
             return -1;
         }
         pk_seckey_destroy(&key);
+    }
+    /* A notebook that records no inputs packs into an archive whose cells
+     * cannot read the files they read when it ran. */
+    json_t *ja = json_object_get(nb_notebook_metadata(nb), "jupyter_agent");
+    if (!json_is_array(json_object_get(ja, "inputs")) && a->ninputs == 0) {
+        char *t = esc_dup(a->target, ESC_NAME);
+        fprintf(stderr,
+                "jupyter-agent archive: warning: %s records no inputs "
+                "(metadata.jupyter_agent.inputs: a session of 'ask', 'run' "
+                "or 'mcp' with --file writes it), so the archive holds none "
+                "and 'archive rerun' cannot give its cells the files they "
+                "read; add each with --input PATH[:NAME]\n",
+                t);
+        free(t);
     }
     json_t *lock = a->no_probe ? NULL : s_probe_environment(nb);
     char *out = a->out ? xstrdup(a->out) : nb_path_sibling(a->target, ".zip");
@@ -318,17 +419,21 @@ s_verify(const archive_args_t *a, err_t *err)
     ag_archive_t *ar = s_open(a, -1, err);
     if (!ar)
         return -1;
+    esc_pool_t p = {0};
     char *who = s_signer(ar);
     printf("jupyter-agent archive: %s verified: %zu files, every hash "
            "matches; signed by %s; packed %s\n",
-           a->target, ar->files->nfiles, who, s_env_str(ar, "packed", NULL));
+           s_esc(&p, a->target), ar->files->nfiles, who,
+           s_env_str(&p, ar, "packed", NULL));
     free(who);
+    s_pool_release(&p);
     s_close(&ar);
     return 0;
 }
 
 static void
-s_show_group(const ag_archive_t *ar, const char *prefix, const char *title)
+s_show_group(esc_pool_t *p, const ag_archive_t *ar, const char *prefix,
+             const char *title)
 {
     size_t n = strlen(prefix), count = 0;
     for (size_t i = 0; i < ar->files->nfiles; i++) {
@@ -337,11 +442,32 @@ s_show_group(const ag_archive_t *ar, const char *prefix, const char *title)
             continue;
         if (count++ == 0)
             printf("%s:\n", title);
-        printf("  %-40s %12llu bytes  sha256 %.16s...\n", f->name + n,
+        printf("  %-40s %12llu bytes  sha256 %.16s...\n", s_esc(p, f->name + n),
                (unsigned long long)f->size, f->sha256);
     }
     if (count == 0)
         printf("%s: none\n", title);
+}
+
+/* "openai:gpt-4o": the model as the user named it. The recorded model is
+ * the --model spec, which carries its provider already ("openai:gpt-4o"
+ * with provider "openai"); a model without it gets "(provider P)". */
+static const char *
+s_model(esc_pool_t *p, const ag_archive_t *ar)
+{
+    const char *prov = json_string_value(
+        json_object_get(json_object_get(ar->environment, "model"), "provider"));
+    const char *model = json_string_value(
+        json_object_get(json_object_get(ar->environment, "model"), "model"));
+    size_t n = prov ? strlen(prov) : 0;
+    if (!model)
+        return s_esc(p, prov);
+    if (!prov || (strncmp(model, prov, n) == 0 && model[n] == ':'))
+        return s_esc(p, model);
+    char *both = xasprintf("%s (provider %s)", model, prov);
+    const char *r = s_esc(p, both);
+    free(both);
+    return r;
 }
 
 static int
@@ -350,23 +476,24 @@ s_show(const archive_args_t *a, err_t *err)
     ag_archive_t *ar = s_open(a, -1, err);
     if (!ar)
         return -1;
+    esc_pool_t p = {0};
     char *who = s_signer(ar);
-    printf("archive:     %s (%llu bytes, %zu files, verified)\n", a->target,
-           (unsigned long long)ar->files->archive_bytes, ar->files->nfiles);
+    printf("archive:     %s (%llu bytes, %zu files, verified)\n",
+           s_esc(&p, a->target), (unsigned long long)ar->files->archive_bytes,
+           ar->files->nfiles);
     printf("signed by:   %s\n", who);
     printf("packed:      %s by jupyter-agent %s\n",
-           s_env_str(ar, "packed", NULL), s_env_str(ar, "jupyter_agent", NULL));
+           s_env_str(&p, ar, "packed", NULL),
+           s_env_str(&p, ar, "jupyter_agent", NULL));
     printf("session:     %s to %s, status %s\n",
-           s_env_str(ar, "session", "started"),
-           s_env_str(ar, "session", "ended"),
-           s_env_str(ar, "session", "status"));
+           s_env_str(&p, ar, "session", "started"),
+           s_env_str(&p, ar, "session", "ended"),
+           s_env_str(&p, ar, "session", "status"));
     printf("kernel:      %s; Python %s\n",
-           s_env_str(ar, "kernelspec", "display_name"),
-           s_env_str(ar, "python", "python"));
-    json_t *model = json_object_get(ar->environment, "model");
-    if (model)
-        printf("model:       %s:%s\n", s_env_str(ar, "model", "provider"),
-               s_env_str(ar, "model", "model"));
+           s_env_str(&p, ar, "kernelspec", "display_name"),
+           s_env_str(&p, ar, "python", "python"));
+    if (json_object_get(ar->environment, "model"))
+        printf("model:       %s\n", s_model(&p, ar));
     json_t *sandbox = json_object_get(ar->environment, "sandbox");
     if (json_is_object(json_object_get(sandbox, "limits")))
         sandbox = json_object_get(sandbox, "limits");
@@ -388,18 +515,17 @@ s_show(const archive_args_t *a, err_t *err)
         json_t *mod = json_object_get(json_object_get(lock, "modules"), name);
         const char *deb =
             json_string_value(json_object_get(mod, "debian_package"));
-        printf("  imports    %-14s %-12s %s%s\n", name,
-               json_string_value(json_object_get(mod, "version"))
-                   ? json_string_value(json_object_get(mod, "version"))
-                   : "?",
-               deb ? "Debian " : "", deb ? deb : "");
+        printf("  imports    %-14s %-12s %s%s\n", s_esc(&p, name),
+               s_esc(&p, json_string_value(json_object_get(mod, "version"))),
+               deb ? "Debian " : "", deb ? s_esc(&p, deb) : "");
     }
     printf("notebook:    %s, %zu cells\n", AG_ARCHIVE_NOTEBOOK,
            nb_notebook_ncells(ar->nb));
-    s_show_group(ar, "inputs/", "inputs");
-    s_show_group(ar, "outputs/", "outputs");
-    s_show_group(ar, "packages/", "packages");
+    s_show_group(&p, ar, "inputs/", "inputs");
+    s_show_group(&p, ar, "outputs/", "outputs");
+    s_show_group(&p, ar, "packages/", "packages");
     free(who);
+    s_pool_release(&p);
     s_close(&ar);
     return 0;
 }
@@ -414,27 +540,120 @@ s_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
     return flag == FTW_DP ? rmdir(path) : unlink(path);
 }
 
-/* The recorded numeric limits; binds and network are not replayed. */
-static void
-s_apply_policy(sb_policy_t *p, const json_t *j)
+/* A recorded limit, the field it sets and the policy flag whose setter
+ * checks it. */
+typedef struct recorded_limit {
+    const char *key;  /* in environment.json's sandbox limits */
+    const char *flag; /* the policy flag, or NULL: none (swap) */
+    enum { LIM_U64, LIM_UINT, LIM_CPUS } type;
+    size_t off; /* of the field in sb_policy_t */
+} recorded_limit_t;
+
+#define LIMIT(key, flag, type, field)                                          \
+    {                                                                          \
+        key, flag, type, offsetof(sb_policy_t, field)                          \
+    }
+static const recorded_limit_t s_limits[] = {
+    LIMIT("memory_bytes", "memory", LIM_U64, memory_bytes),
+    LIMIT("swap_bytes", NULL, LIM_U64, swap_bytes),
+    LIMIT("pids", "pids", LIM_UINT, pids),
+    LIMIT("cpus", "cpus", LIM_CPUS, cpus),
+    LIMIT("workspace_bytes", "disk", LIM_U64, workspace_bytes),
+    LIMIT("tmp_bytes", "tmp", LIM_U64, tmp_bytes),
+    LIMIT("shm_bytes", "shm", LIM_U64, shm_bytes),
+    LIMIT("nofile", "nofile", LIM_U64, nofile),
+};
+#undef LIMIT
+
+/* Limit `l` of `p`, as a double for comparing and printing. */
+static double
+s_limit_get(const sb_policy_t *p, const recorded_limit_t *l)
 {
-    json_t *v;
+    const char *f = (const char *)p + l->off;
+    switch (l->type) {
+    case LIM_U64:
+        return (double)*(const uint64_t *)(const void *)f;
+    case LIM_UINT:
+        return *(const unsigned *)(const void *)f;
+    default:
+        return *(const double *)(const void *)f;
+    }
+}
+
+/* Copy limit `l` from `src` into `dst`. */
+static void
+s_limit_copy(sb_policy_t *dst, const sb_policy_t *src,
+             const recorded_limit_t *l)
+{
+    size_t n = l->type == LIM_U64    ? sizeof(uint64_t)
+               : l->type == LIM_UINT ? sizeof(unsigned)
+                                     : sizeof(double);
+    memcpy((char *)dst + l->off, (const char *)src + l->off, n);
+}
+
+/* The recorded numeric limits (binds and network are not replayed), each
+ * checked by the setter of its flag as if typed on the command line, and
+ * none above the operator's own (`p` on entry: the flags given to rerun,
+ * or the defaults), which a recorded limit can only lower. A limit the
+ * flag would refuse refuses the archive (ERR_VERIFY); one above the
+ * operator's is replaced by the operator's, with a line in `notes`. */
+static int
+s_apply_policy(sb_policy_t *p, const json_t *j, buf_t *notes, err_t *err)
+{
     if (json_is_object(json_object_get(j, "limits")))
         j = json_object_get(j, "limits"); /* ask's {"limits", "sandboxed"} */
-    if ((v = json_object_get(j, "memory_bytes")) && json_is_integer(v))
-        p->memory_bytes = (uint64_t)json_integer_value(v);
-    if ((v = json_object_get(j, "swap_bytes")) && json_is_integer(v))
-        p->swap_bytes = (uint64_t)json_integer_value(v);
-    if ((v = json_object_get(j, "pids")) && json_is_integer(v))
-        p->pids = (unsigned)json_integer_value(v);
-    if ((v = json_object_get(j, "cpus")) && json_is_number(v))
-        p->cpus = json_number_value(v);
-    if ((v = json_object_get(j, "workspace_bytes")) && json_is_integer(v))
-        p->workspace_bytes = (uint64_t)json_integer_value(v);
-    if ((v = json_object_get(j, "tmp_bytes")) && json_is_integer(v))
-        p->tmp_bytes = (uint64_t)json_integer_value(v);
-    if ((v = json_object_get(j, "shm_bytes")) && json_is_integer(v))
-        p->shm_bytes = (uint64_t)json_integer_value(v);
+    int rc = 0;
+    for (size_t i = 0; i < sizeof s_limits / sizeof *s_limits && !rc; i++) {
+        const recorded_limit_t *l = &s_limits[i];
+        json_t *v = json_object_get(j, l->key);
+        if (!v)
+            continue;
+        bool real = l->type == LIM_CPUS;
+        if (real ? !json_is_number(v) : !json_is_integer(v)) {
+            rc = err_set(err, ERR_VERIFY,
+                         "the archive's sandbox limit %s is not a %s; "
+                         "refused (nothing was run)",
+                         l->key, real ? "number" : "whole number");
+            break;
+        }
+        char text[64];
+        if (real)
+            snprintf(text, sizeof text, "%.17g", json_number_value(v));
+        else
+            snprintf(text, sizeof text, "%lld",
+                     (long long)json_integer_value(v));
+        sb_policy_t rec;
+        sb_policy_copy(&rec, p);
+        err_t ferr = {0};
+        if (l->flag) {
+            char *flag = xasprintf("--%s", l->flag);
+            int used = sb_policy_parse_flag(&rec, flag, text, &ferr);
+            free(flag);
+            if (used < 0)
+                rc = err_set(err, ERR_VERIFY,
+                             "the archive records %s %s, which this machine "
+                             "refuses (%s); refused (nothing was run)",
+                             l->key, text, ferr.text);
+        } else if (json_integer_value(v) < 0) {
+            rc = err_set(err, ERR_VERIFY,
+                         "the archive records %s %s, below 0; refused "
+                         "(nothing was run)",
+                         l->key, text);
+        } else {
+            rec.swap_bytes = (uint64_t)json_integer_value(v);
+        }
+        if (!rc && s_limit_get(&rec, l) > s_limit_get(p, l))
+            buf_printf(notes,
+                       "jupyter-agent archive: note: the archive records %s "
+                       "%s, above this machine's %.17g (%s%s or the "
+                       "default); re-running with %.17g\n",
+                       l->key, text, s_limit_get(p, l), l->flag ? "--" : "",
+                       l->flag ? l->flag : "no flag", s_limit_get(p, l));
+        else if (!rc)
+            s_limit_copy(p, &rec, l);
+        sb_policy_release(&rec);
+    }
+    return rc;
 }
 
 static int
@@ -466,18 +685,28 @@ s_rerun(const archive_args_t *a, err_t *err)
     close(dfd);
     if (!ar)
         goto out;
-    char *who = s_signer(ar);
+    char *who = s_signer(ar), *target = esc_dup(a->target, ESC_NAME);
     fprintf(stderr,
             "jupyter-agent archive: %s verified (%zu files; signed by "
             "%s)\n",
-            a->target, ar->files->nfiles, who);
+            target, ar->files->nfiles, who);
     free(who);
+    free(target);
 
     so.kernel_name = json_string_value(json_object_get(
         json_object_get(nb_notebook_metadata(ar->nb), "kernelspec"), "name"));
     so.timeout_ms = a->timeout_ms;
     so.warm = AG_WARM_COLD;
-    s_apply_policy(&so.policy, json_object_get(ar->environment, "sandbox"));
+    sb_policy_release(&so.policy);
+    sb_policy_copy(&so.policy, &a->policy);
+    buf_t notes;
+    buf_init(&notes, 0);
+    int prc = s_apply_policy(
+        &so.policy, json_object_get(ar->environment, "sandbox"), &notes, err);
+    fputs(buf_cstr(&notes), stderr);
+    buf_release(&notes);
+    if (prc)
+        goto out;
     for (size_t i = 0; i < ar->files->nfiles; i++) {
         const char *name = ar->files->files[i].name;
         if (strncmp(name, "inputs/", 7) != 0)
@@ -499,16 +728,17 @@ s_rerun(const archive_args_t *a, err_t *err)
         now = ag_envlock_now(ag_session_kernel(session), lock, PROBE_TIMEOUT_MS,
                              &perr);
         char *diff = now ? ag_envlock_diff(lock, now) : NULL;
-        if (diff && *diff)
+        if (diff && *diff) {
             fprintf(stderr,
                     "jupyter-agent archive: warning: the environment differs "
-                    "from the archive's lock; outputs may differ:\n%s",
-                    diff);
-        else if (!now)
-            fprintf(stderr,
-                    "jupyter-agent archive: warning: could not compare the "
-                    "environment: %s\n",
-                    perr.text);
+                    "from the archive's lock; outputs may differ:\n");
+            s_put_lines(stderr, "", diff);
+        } else if (!now) {
+            s_put_lines(stderr,
+                        "jupyter-agent archive: warning: could not compare "
+                        "the environment: ",
+                        perr.text);
+        }
         free(diff);
     }
 
@@ -520,7 +750,8 @@ s_rerun(const archive_args_t *a, err_t *err)
     nb_run_opts_t ro;
     nb_run_opts_init(&ro);
     ro.timeout_ms = a->timeout_ms;
-    ro.allow_errors = true; /* recorded errors are outputs to reproduce */
+    ro.allow_errors = true;   /* recorded errors are outputs to reproduce */
+    ro.replay_session = true; /* resets and per-call limits, as recorded */
     ro.max_output_bytes = so.max_output_bytes;
     ro.hooks.should_stop = ag_interrupt_should_stop;
     nb_run_result_t res;
@@ -542,13 +773,19 @@ s_rerun(const archive_args_t *a, err_t *err)
     json_t *d;
     json_array_foreach(cmp.diffs, i, d)
     {
-        printf("cell %lld (id %s): %s\n",
-               (long long)json_integer_value(json_object_get(d, "cell")),
-               json_string_value(json_object_get(d, "id")),
-               json_string_value(json_object_get(d, "diff")));
+        /* The diff quotes recorded outputs: escaped line by line. */
+        char *id = esc_dup(json_string_value(json_object_get(d, "id"))
+                               ? json_string_value(json_object_get(d, "id"))
+                               : "?",
+                           ESC_NAME);
+        printf("cell %lld (id %s): ",
+               (long long)json_integer_value(json_object_get(d, "cell")), id);
+        free(id);
+        const char *diff = json_string_value(json_object_get(d, "diff"));
+        s_put_lines(stdout, "", diff ? diff : "?");
     }
     if (res.code && res.code != ERR_USER_CODE)
-        printf("the re-run stopped early: %s\n", rerr.text);
+        s_put_lines(stdout, "the re-run stopped early: ", rerr.text);
     if (a->out)
         fprintf(stderr, "jupyter-agent archive: wrote %s\n", a->out);
     rc = cmp.reproduced == cmp.compared ? 0 : 1;
@@ -582,6 +819,7 @@ ag_cmd_archive(int argc, char **argv)
         return argc < 2 ? ERR_USAGE : 0;
     }
     a.verb = argv[1];
+    sb_policy_init_default(&a.policy);
     rc = s_parse(argc, argv, &a, &err);
     if (rc > 0)
         goto out;
@@ -600,11 +838,13 @@ ag_cmd_archive(int argc, char **argv)
                          a.verb);
     }
     if (rc) {
-        fprintf(stderr, "jupyter-agent archive: %s\n", err.text);
+        /* Errors quote the archive (names, the kernelspec): escaped. */
+        s_put_lines(stderr, "jupyter-agent archive: ", err.text);
         status = err.code ? err.code : ERR_USAGE;
     }
 out:
     free(a.inputs);
     free(a.trusts);
+    sb_policy_release(&a.policy);
     return status;
 }

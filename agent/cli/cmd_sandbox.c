@@ -5,7 +5,9 @@
  * when killed). Also the tool the security tests drive.
  */
 #include "agent/cli/ag_cmd.h"
+#include "agent/cli/ag_pty.h"
 #include "common/cliopt.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
@@ -113,14 +115,6 @@ s_resolve(const char *cmd)
     return NULL;
 }
 
-static int64_t
-s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int
 s_print_json(json_t *j)
 {
@@ -148,6 +142,7 @@ ag_cmd_sandbox(int argc, char **argv)
     char *prog = NULL;
     char **env = NULL;
     sb_sandbox_t *sb = NULL;
+    ag_pty_t *pty = NULL;
     sigset_t sigs, old_mask;
     sigemptyset(&sigs);
 
@@ -252,51 +247,76 @@ ag_cmd_sandbox(int argc, char **argv)
     if (!quiet && sb_sandbox_warnings(sb))
         fprintf(stderr, PROG ": warning: %s\n", sb_sandbox_warnings(sb));
 
+    /* The box never gets the user's terminal: a pty of ours instead. */
+    pty = ag_pty_new(&err);
+    if (!pty && err.code) {
+        fprintf(stderr, PROG ": %s\n", err.text);
+        rc = err.code;
+        goto out;
+    }
+
     /* Signals for the box arrive through a signalfd and are forwarded. */
     int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
         sigaddset(&sigs, fwd[i]);
+    if (pty)
+        sigaddset(&sigs, SIGWINCH);
     sigprocmask(SIG_BLOCK, &sigs, &old_mask);
     sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 
-    sb_sandbox_set_stdin(sb, STDIN_FILENO);
+    sb_sandbox_set_stdin(sb, ag_pty_stdio(pty, STDIN_FILENO));
+    sb_sandbox_set_stdin_ctty(sb, ag_pty_has_stdin(pty));
     argv[cmd_at] = prog;
     env = sb_policy_build_env(&pol, environ, NULL);
-    if (sb_sandbox_spawn(sb, argv + cmd_at, env, STDOUT_FILENO, STDERR_FILENO,
-                         &err) < 0) {
+    if (sb_sandbox_spawn(sb, argv + cmd_at, env,
+                         ag_pty_stdio(pty, STDOUT_FILENO),
+                         ag_pty_stdio(pty, STDERR_FILENO), &err) < 0) {
         fprintf(stderr, "jupyter-agent: %s\n", err.text);
         rc = err.code ? err.code : ERR_SANDBOX;
         goto out;
     }
+    ag_pty_start(pty);
 
     int64_t deadline =
-        timeout_s > 0 ? s_now_ms() + (int64_t)ceil(timeout_s * 1000) : -1;
+        timeout_s > 0 ? clock_mono_ms() + (int64_t)ceil(timeout_s * 1000) : -1;
     bool timed_out = false;
     sb_exit_t ex;
     for (;;) {
-        struct pollfd pf[2] = {{.fd = sb_sandbox_pidfd(sb), .events = POLLIN},
+        struct pollfd pf[4] = {{.fd = sb_sandbox_pidfd(sb), .events = POLLIN},
                                {.fd = sfd, .events = POLLIN}};
+        int npf = sfd >= 0 ? 2 : 1;
+        ag_pty_poll_setup(pty, pf, &npf);
         int wait_ms = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - s_now_ms();
+            int64_t left = deadline - clock_mono_ms();
             wait_ms = left > 0 ? (int)(left > 1000000 ? 1000000 : left) : 0;
         }
-        int pr = poll(pf, sfd >= 0 ? 2 : 1, wait_ms);
+        int pr = poll(pf, (nfds_t)npf, wait_ms);
         if (pr < 0 && errno != EINTR)
             break;
+        if (pr > 0)
+            ag_pty_poll_done(pty, pf, npf);
         if (pr > 0 && (pf[0].revents & POLLIN))
             break;
         if (pr > 0 && sfd >= 0 && (pf[1].revents & POLLIN)) {
             struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
-                sb_sandbox_signal(sb, (int)si.ssi_signo);
+            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (si.ssi_signo == SIGWINCH)
+                    ag_pty_winch(pty);
+                else
+                    sb_sandbox_signal(sb, (int)si.ssi_signo);
+            }
         }
-        if (deadline >= 0 && s_now_ms() >= deadline) {
+        if (deadline >= 0 && clock_mono_ms() >= deadline) {
             timed_out = true;
             sb_sandbox_kill(sb);
             break;
         }
     }
+    /* What the command left in the pty, then the user's terminal as it
+     * was, before anything of ours is printed. */
+    ag_pty_drain(pty);
+    ag_pty_destroy(&pty);
     if (sb_sandbox_wait(sb, -1, &ex) != 0) {
         fprintf(stderr, PROG ": waiting for the sandbox: %s\n",
                 strerror(errno));
@@ -325,6 +345,7 @@ ag_cmd_sandbox(int argc, char **argv)
     if (sb_sandbox_finish(sb, &err) < 0)
         fprintf(stderr, "jupyter-agent: %s\n", err.text);
 out:
+    ag_pty_destroy(&pty);
     sb_sandbox_destroy(&sb);
     if (sfd >= 0) {
         close(sfd);

@@ -1,5 +1,6 @@
 #include "agent/llm/ag_http.h"
 
+#include "common/secret.h"
 #include "common/xalloc.h"
 
 #include <curl/curl.h>
@@ -282,6 +283,8 @@ done:
         s_response_info(e, resp);
         curl_multi_remove_handle(h->multi, e);
     }
+    for (struct curl_slist *l = hl; l; l = l->next)
+        secret_wipe(l->data); /* curl's copies of the header lines: the key */
     curl_slist_free_all(hl);
     /* The error buffer lives on this stack frame: detach it. */
     curl_easy_setopt(h->easy, CURLOPT_ERRORBUFFER, NULL);

@@ -2,6 +2,7 @@
 
 #include "agent/llm/ag_provider_impl.h"
 #include "common/log.h"
+#include "common/secret.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
 
@@ -56,11 +57,7 @@ ag_request_release(ag_request_t *r)
     free(r->url);
     free(r->body);
     for (size_t i = 0; i < sizeof r->headers / sizeof r->headers[0]; i++) {
-        if (r->headers[i]) {
-            /* Header lines may hold the key: wipe before freeing. */
-            memset(r->headers[i], 0, strlen(r->headers[i]));
-            free(r->headers[i]);
-        }
+        secret_free(r->headers[i]); /* header lines may hold the key */
     }
     memset(r, 0, sizeof *r);
 }
@@ -365,10 +362,7 @@ ag_provider_destroy(ag_provider_t **pp)
     ag_provider_t *p = *pp;
     if (p->record)
         fclose(p->record);
-    if (p->key) {
-        memset(p->key, 0, strlen(p->key));
-        free(p->key);
-    }
+    secret_free(p->key);
     ag_http_destroy(&p->http);
     json_decref(p->replay);
     free(p->replay_path);
@@ -407,12 +401,6 @@ void
 ag_provider_set_stream(ag_provider_t *p, int stream)
 {
     p->stream = stream ? 1 : 0;
-}
-
-void
-ag_provider_set_max_tokens(ag_provider_t *p, long max_tokens)
-{
-    p->max_tokens = max_tokens > 0 ? max_tokens : 0;
 }
 
 void

@@ -140,9 +140,6 @@ int ag_provider_set_record(ag_provider_t *p, const char *path, err_t *err);
  * the default unless JUPYTER_AGENT_STREAM=0). The callbacks are still
  * called, once with the whole text. */
 void ag_provider_set_stream(ag_provider_t *p, int stream);
-/* Output token limit: sent as max_tokens to anthropic (default 8192) and,
- * when set here (> 0), to openai as max_tokens. */
-void ag_provider_set_max_tokens(ag_provider_t *p, long max_tokens);
 /* Retry policy: total tries (>= 1) and the first backoff in ms. */
 void ag_provider_set_retry(ag_provider_t *p, int max_tries, long base_ms);
 

@@ -213,34 +213,10 @@ ag_loop_answer(const ag_loop_t *l)
     return l->answer;
 }
 
-const char *
-ag_loop_system_prompt(const ag_loop_t *l)
-{
-    return ag_conv_system(l->conv);
-}
-
 ag_loop_stats_t
 ag_loop_totals(const ag_loop_t *l)
 {
     return l->totals;
-}
-
-ag_conv_t *
-ag_loop_conv(ag_loop_t *l)
-{
-    return l->conv;
-}
-
-ag_tools_t *
-ag_loop_tools(ag_loop_t *l)
-{
-    return l->tools;
-}
-
-nb_record_t *
-ag_loop_record(ag_loop_t *l)
-{
-    return l->rec;
 }
 
 void

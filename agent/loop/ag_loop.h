@@ -147,15 +147,10 @@ void ag_loop_cancel(ag_loop_t *loop);
 
 /* The text of the model's last answer, "" before any. Borrowed. */
 const char *ag_loop_answer(const ag_loop_t *loop);
-/* The system prompt (built at the first ask; "" before). Borrowed. */
-const char *ag_loop_system_prompt(const ag_loop_t *loop);
 /* Totals over every ask of this loop. */
 ag_loop_stats_t ag_loop_totals(const ag_loop_t *loop);
 
-/* Borrowed views, valid while the loop lives. */
-ag_conv_t *ag_loop_conv(ag_loop_t *loop);
-ag_tools_t *ag_loop_tools(ag_loop_t *loop); /* add tools before asking */
-nb_record_t *ag_loop_record(ag_loop_t *loop);
+/* A borrowed view, valid while the loop lives. */
 ag_provider_t *ag_loop_provider(ag_loop_t *loop);
 
 /* Talk to another model from the next turn on; the conversation carries

@@ -98,20 +98,6 @@ ag_tools_add(ag_tools_t *t, const ag_tool_def_t *def, err_t *err)
     return 0;
 }
 
-int
-ag_tools_remove(ag_tools_t *t, const char *name)
-{
-    ag_tool_def_t *d = s_find(t, name);
-    if (!d)
-        return -1;
-    size_t i = (size_t)(d - t->defs);
-    memmove(d, d + 1, (t->n - i - 1) * sizeof *d);
-    t->n--;
-    json_decref(t->schemas);
-    t->schemas = NULL;
-    return 0;
-}
-
 void
 ag_tools_set_workdir(ag_tools_t *t, const char *dir)
 {

@@ -125,8 +125,6 @@ void ag_tools_destroy(ag_tools_t **p);
 /* Add (or replace, by name) a tool. -1 + ERR_USAGE when its parameters
  * are not a JSON object or a field is missing. */
 int ag_tools_add(ag_tools_t *t, const ag_tool_def_t *def, err_t *err);
-/* Remove a tool by name; 0, or -1 when there was none. */
-int ag_tools_remove(ag_tools_t *t, const char *name);
 
 /* The tools in the provider-neutral form ag_provider_turn takes:
  *   [{"name", "description", "parameters"}]

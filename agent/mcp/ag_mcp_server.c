@@ -2,16 +2,13 @@
 
 #include "agent/mcp/ag_mcp_rpc.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "common/xalloc.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifndef JUPYTER_AGENT_VERSION
-#define JUPYTER_AGENT_VERSION "0.1.0"
-#endif
 
 struct ag_mcp_server {
     const ag_mcp_config_t *cfg; /* borrowed */

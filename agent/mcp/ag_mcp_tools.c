@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/escape.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_files.h"
 #include "notebook-io/nb_record.h"
@@ -22,10 +23,6 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
-
-#ifndef JUPYTER_AGENT_VERSION
-#define JUPYTER_AGENT_VERSION "0.1.0"
-#endif
 
 /* Progress lines sent per call at most, and bytes per line. */
 #define MAX_PROGRESS_LINES 1000
@@ -197,10 +194,13 @@ s_record(ag_mcp_box_t *b, const char *tool, const ag_tool_result_t *res)
                                       res->start_iso[0] ? res->start_iso : NULL,
                                       res->end_iso[0] ? res->end_iso : NULL);
     json_t *md = cell ? json_object_get(cell, "metadata") : NULL;
-    if (json_is_object(md))
-        json_object_set_new(
-            md, "jupyter_agent",
-            json_pack("{s:s, s:s}", "tool", tool, "via", "mcp"));
+    if (!json_is_object(md))
+        return;
+    json_t *ja = json_pack("{s:s, s:s}", "tool", tool, "via", "mcp");
+    /* The call's own limit, which 'archive rerun' replays. */
+    if (strcmp(tool, "python") == 0 && b->timeout_ms > 0)
+        json_object_set_new(ja, "timeout_s", json_real(b->timeout_ms / 1000.0));
+    json_object_set_new(md, "jupyter_agent", ja);
 }
 
 /* Run one of ag_tools' tools and turn its result into MCP content. */
@@ -595,8 +595,24 @@ s_update_metadata(ag_mcp_box_t *b)
 {
     json_t *m = json_pack("{s:s, s:s}", "version", JUPYTER_AGENT_VERSION,
                           "source", "mcp");
-    if (b->session)
+    /* The --file inputs with their hashes, as ask and run record them, so
+     * that 'archive pack' packs them; kept from the last session when none
+     * is running. */
+    json_t *old = json_object_get(
+        nb_notebook_metadata(nb_record_notebook(b->record)), "jupyter_agent");
+    if (b->session) {
         json_object_set_new(m, "sandbox", ag_session_policy_json(b->session));
+        json_object_set_new(m, "inputs", ag_session_inputs_json(b->session));
+    } else {
+        json_t *v;
+        if ((v = json_object_get(old, "sandbox")))
+            json_object_set(m, "sandbox", v);
+        if ((v = json_object_get(old, "inputs")))
+            json_object_set(m, "inputs", v);
+    }
+    if (b->cfg->session->timeout_ms > 0)
+        json_object_set_new(m, "timeout_s",
+                            json_real(b->cfg->session->timeout_ms / 1000.0));
     nb_record_set_metadata(b->record, "jupyter_agent", m);
 }
 
@@ -690,9 +706,11 @@ s_reset(ag_mcp_box_t *b, const json_t *args)
         b->record, "*jupyter-agent: the kernel was reset (variables and "
                    "imports gone, files kept)*");
     json_t *md = json_object_get(cell, "metadata");
+    /* "action": "reset" is what 'archive rerun' replays (a restart). */
     if (json_is_object(md))
-        json_object_set_new(md, "jupyter_agent",
-                            json_pack("{s:s}", "role", "note"));
+        json_object_set_new(
+            md, "jupyter_agent",
+            json_pack("{s:s, s:s}", "role", "note", "action", "reset"));
     return s_text_result(false,
                          "a fresh kernel was started: variables and imports "
                          "are gone; files in %s were kept",

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -78,8 +79,8 @@ s_add_file(packer_t *p, const char *name, const char *path, int fd,
  * unless --input names a replacement) and --input extras. Appends to
  * `recorded_out` what environment.json says of each. */
 static int
-s_pack_inputs(packer_t *p, const json_t *recorded, char *const *extra,
-              json_t *env_inputs, err_t *err)
+s_pack_inputs(packer_t *p, const char *nb_path, const json_t *recorded,
+              char *const *extra, json_t *env_inputs, err_t *err)
 {
     json_t *given = json_object(); /* NAME -> PATH from --input */
     int rc = -1;
@@ -100,6 +101,15 @@ s_pack_inputs(packer_t *p, const json_t *recorded, char *const *extra,
         if (!name || !path || !want)
             continue;
         const char *override = json_string_value(json_object_get(given, name));
+        /* A relative recorded path (a committed example's) is relative to
+         * the notebook's directory. */
+        char *rel = NULL;
+        if (path[0] != '/') {
+            char *dup = xstrdup(nb_path);
+            rel = xasprintf("%s/%s", dirname(dup), path);
+            free(dup);
+            path = rel;
+        }
         char *aname = xasprintf("inputs/%s", name);
         char sha[NB_SHA256_HEX];
         int r = s_add_file(p, aname, override ? override : path, -1, p->objects,
@@ -111,6 +121,7 @@ s_pack_inputs(packer_t *p, const json_t *recorded, char *const *extra,
                            "input %s (recorded by the session; give its "
                            "current place with --input PATH:%s)",
                            name, name);
+            free(rel);
             goto out;
         }
         if (!override && strcmp(sha, want) != 0) {
@@ -119,8 +130,10 @@ s_pack_inputs(packer_t *p, const json_t *recorded, char *const *extra,
                     "%.12s..., recorded %.12s...); pass the file it used with "
                     "--input PATH:%s",
                     name, path, sha, want, name);
+            free(rel);
             goto out;
         }
+        free(rel);
         json_t *rec = json_pack("{s:s, s:s}", "name", name, "sha256", sha);
         if (strcmp(sha, want) != 0)
             json_object_set_new(rec, "recorded_sha256", json_string(want));
@@ -418,7 +431,8 @@ ag_archive_pack(const ag_archive_pack_opts_t *o, size_t *nfiles_out, err_t *err)
         goto out;
     json_t *recorded =
         s_get(nb_notebook_metadata(nb), "jupyter_agent", "inputs");
-    if (s_pack_inputs(&p, recorded, o->inputs, env_inputs, err))
+    if (s_pack_inputs(&p, o->notebook_path, recorded, o->inputs, env_inputs,
+                      err))
         goto out;
     outputs = o->outputs_dir ? xstrdup(o->outputs_dir)
                              : s_default_outputs(o->notebook_path);
@@ -568,17 +582,19 @@ s_load_json(const nb_archive_t *a, const char *name, err_t *err)
     return j;
 }
 
-/* Every file but provenance.json must be a subject with the same hash,
- * and every subject a file. */
-static int
-s_check_subjects(const nb_archive_t *a, const json_t *statement, err_t *err)
+/* The signed statement's subjects as NAME -> sha256 (new), or NULL with
+ * err set. */
+static json_t *
+s_subject_names(const json_t *statement, err_t *err)
 {
     const char *t = json_string_value(json_object_get(statement, "_type"));
     json_t *subjects = json_object_get(statement, "subject");
     if (!t || strcmp(t, NB_INTOTO_STATEMENT_V1) != 0 ||
-        !json_is_array(subjects))
-        return err_set(err, ERR_VERIFY,
-                       "the signed payload is not an in-toto Statement v1");
+        !json_is_array(subjects)) {
+        err_set(err, ERR_VERIFY,
+                "the signed payload is not an in-toto Statement v1");
+        return NULL;
+    }
     json_t *want = json_object();
     size_t i;
     json_t *s;
@@ -589,12 +605,23 @@ s_check_subjects(const nb_archive_t *a, const json_t *statement, err_t *err)
             json_object_get(json_object_get(s, "digest"), "sha256"));
         if (!name || !sha || json_object_get(want, name)) {
             json_decref(want);
-            return err_set(err, ERR_VERIFY,
-                           "the statement's subjects are malformed (at %zu)",
-                           i);
+            err_set(err, ERR_VERIFY,
+                    "the statement's subjects are malformed (at %zu)", i);
+            return NULL;
         }
         json_object_set_new(want, name, json_string(sha));
     }
+    return want;
+}
+
+/* Every file but provenance.json must be a subject with the same hash,
+ * and every subject a file. */
+static int
+s_check_subjects(const nb_archive_t *a, const json_t *statement, err_t *err)
+{
+    json_t *want = s_subject_names(statement, err);
+    if (!want)
+        return -1;
     int rc = 0;
     for (size_t k = 0; k < a->nfiles && rc == 0; k++) {
         const nb_archive_file_t *f = &a->files[k];
@@ -652,27 +679,98 @@ s_check_manifest(const nb_archive_t *a, const json_t *statement, err_t *err)
     return rc;
 }
 
+/* What a verified archive may keep in memory, file by file: the only
+ * files read into memory at all (everything else is hashed as it streams
+ * by, and extracted when asked). */
+#define PROVENANCE_MAX ((size_t)32 << 20)  /* 100 000 subjects fit */
+#define ENVIRONMENT_MAX ((size_t)16 << 20) /* names and versions */
+#define MANIFEST_MAX ((size_t)16 << 20)    /* 100 000 lines fit */
+#define NOTEBOOK_MAX ((size_t)256 << 20)   /* the notebook, images inline */
+
+/* The names the signed statement lists, with their hashes. */
+typedef struct signed_names {
+    json_t *want; /* NAME -> sha256 */
+} signed_names_t;
+
+/* nb_archive's admit: only a name the signature covers is read at all. */
+static int
+s_admit(void *ctx, const char *name, err_t *err)
+{
+    const signed_names_t *sn = ctx;
+    if (strcmp(name, AG_ARCHIVE_PROVENANCE) == 0 ||
+        json_object_get(sn->want, name))
+        return 0;
+    return err_set(err, ERR_VERIFY,
+                   "%s is in the archive but not in its signed statement "
+                   "(added after signing)",
+                   name);
+}
+
+/* nb_archive's keep: the four files read after verifying, each capped. */
+static size_t
+s_keep(void *ctx, const char *name)
+{
+    (void)ctx;
+    if (strcmp(name, AG_ARCHIVE_NOTEBOOK) == 0)
+        return NOTEBOOK_MAX;
+    if (strcmp(name, AG_ARCHIVE_ENVIRONMENT) == 0)
+        return ENVIRONMENT_MAX;
+    if (strcmp(name, AG_ARCHIVE_MANIFEST) == 0)
+        return MANIFEST_MAX;
+    if (strcmp(name, AG_ARCHIVE_PROVENANCE) == 0)
+        return PROVENANCE_MAX;
+    return 0;
+}
+
 ag_archive_t *
 ag_archive_open(const char *path, int extract_dirfd, const pk_trust_t *trust,
                 bool allow_unsigned, err_t *err)
 {
     ag_archive_t *ar = xcalloc(1, sizeof *ar);
     json_t *env = NULL;
-    char *body = NULL;
-    if (!(ar->files = nb_archive_read(path, extract_dirfd, NULL, err)))
+    char *body = NULL, *prov = NULL;
+    signed_names_t sn = {0};
+    /* The signature first, from a pass that reads no other content: until
+     * it verifies, nothing else in the archive is read into memory. */
+    size_t plen = 0;
+    if (!(prov = nb_archive_read_one(path, AG_ARCHIVE_PROVENANCE,
+                                     PROVENANCE_MAX, NULL, &plen, err)))
         goto fail;
-    if (!(env = s_load_json(ar->files, AG_ARCHIVE_PROVENANCE, err)))
+    json_error_t je;
+    env = json_loadb(prov, plen, JSON_REJECT_DUPLICATES, &je);
+    if (!json_is_object(env)) {
+        err_set(err, ERR_VERIFY, "%s is not a JSON object (line %d: %s)",
+                AG_ARCHIVE_PROVENANCE, je.line, je.text);
         goto fail;
+    }
     size_t blen;
     body = nb_dsse_open(env, NB_DSSE_INTOTO_TYPE, trust, allow_unsigned,
                         &ar->signer, &ar->is_signed, &blen, err);
     if (!body)
         goto fail;
-    json_error_t je;
     ar->statement = json_loadb(body, blen, JSON_REJECT_DUPLICATES, &je);
     if (!json_is_object(ar->statement)) {
         err_set(err, ERR_VERIFY, "the signed statement is not JSON: %s",
                 je.text);
+        goto fail;
+    }
+    if (!(sn.want = s_subject_names(ar->statement, err)))
+        goto fail;
+    /* Then every file the statement lists, hashed as it streams; a name it
+     * does not list is refused before its content is read. */
+    nb_archive_limits_t lim;
+    nb_archive_limits_init(&lim);
+    lim.admit = s_admit;
+    lim.keep = s_keep;
+    lim.ctx = &sn;
+    if (!(ar->files = nb_archive_read(path, extract_dirfd, &lim, err)))
+        goto fail;
+    const nb_archive_file_t *pf =
+        nb_archive_find(ar->files, AG_ARCHIVE_PROVENANCE);
+    if (!pf || pf->size != plen || memcmp(pf->data, prov, plen) != 0) {
+        err_set(err, ERR_VERIFY,
+                "%s changed between two reads of the archive; refused",
+                AG_ARCHIVE_PROVENANCE);
         goto fail;
     }
     if (s_check_subjects(ar->files, ar->statement, err) ||
@@ -696,11 +794,15 @@ ag_archive_open(const char *path, int extract_dirfd, const pk_trust_t *trust,
                    PK_KEY_PUBLIC_BYTES) == 0)
             ar->signer_origin = pk_trust_origin(trust, k);
     json_decref(env);
+    json_decref(sn.want);
     free(body);
+    free(prov);
     return ar;
 fail:
     json_decref(env);
+    json_decref(sn.want);
     free(body);
+    free(prov);
     ag_archive_destroy(&ar);
     return NULL;
 }

@@ -2,6 +2,7 @@
 
 #include "common/buf.h"
 #include "common/log.h"
+#include "common/secret.h"
 #include "common/size.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
@@ -25,7 +26,6 @@
 #include <unistd.h>
 
 #define DEFAULT_TIMEOUT_MS 60000
-#define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 #define DEFAULT_IDLE_MS (30 * 60 * 1000)
 #define DEFAULT_LIFETIME_MS (8 * 60 * 60 * 1000)
 /* A warm kernel is already running: ready means one kernel_info round trip
@@ -59,7 +59,7 @@ ag_session_opts_init(ag_session_opts_t *o)
 {
     memset(o, 0, sizeof *o);
     o->timeout_ms = DEFAULT_TIMEOUT_MS;
-    o->max_output_bytes = DEFAULT_MAX_OUTPUT;
+    o->max_output_bytes = KB_DEFAULT_MAX_OUTPUT;
     o->idle_timeout_ms = DEFAULT_IDLE_MS;
     o->max_lifetime_ms = DEFAULT_LIFETIME_MS;
     sb_policy_init_default(&o->policy);
@@ -559,7 +559,7 @@ s_refuse_local_flags(const ag_session_opts_t *o, err_t *err)
 {
     static const char tail[] =
         "with --gateway the kernel runs on the server, and its isolation "
-        "is the server's (see README: Remote kernels); drop the flag or "
+        "is the server's (see docs/gateway.md); drop the flag or "
         "the gateway";
     if (o->no_sandbox)
         return err_set(err, ERR_USAGE, "--no-sandbox: %s", tail);
@@ -624,7 +624,7 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
     /* Hashed before the kernel starts, as for a local session. */
     json_t *inputs = s_inputs_json(o->files, err);
     if (!inputs) {
-        free(token);
+        secret_free(token);
         err_prefix(err, "--file");
         return NULL;
     }
@@ -639,10 +639,7 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
                               .private_dir = true};
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     strv_free(env);
-    if (token) {
-        sodium_memzero(token, strlen(token));
-        free(token);
-    }
+    secret_free(token);
     if (!k) {
         json_decref(inputs);
         return NULL;
@@ -949,15 +946,6 @@ ag_session_workspace(ag_session_t *s)
     sb_sandbox_t *box = ag_session_sandbox(s);
     return box ? sb_sandbox_workspace(box)
                : kb_serve_launcher_workspace(kb_kernel_launcher(s->kernel));
-}
-
-const char *
-ag_session_kernel_dir(ag_session_t *s)
-{
-    const char *remote = kb_kernel_workdir(s->kernel);
-    if (remote)
-        return remote;
-    return ag_session_workspace(s) ? "/mnt/data" : NULL;
 }
 
 const char *

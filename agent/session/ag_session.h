@@ -100,10 +100,6 @@ void ag_session_print_warnings(ag_session_t *s, FILE *f);
 const char *ag_session_warnings(ag_session_t *s);
 /* Host path of the workspace (/mnt/data inside), or NULL if none. */
 const char *ag_session_workspace(ag_session_t *s);
-/* The session's working directory as the kernel sees it: its private
- * directory on a gateway (kb_kernel_workdir), else "/mnt/data" for a
- * sandbox, else NULL (the kernel's own working directory). Borrowed. */
-const char *ag_session_kernel_dir(ag_session_t *s);
 /* The files the session was given (--file), as notebook metadata records
  * them for report archives: [{"name", "path" (absolute, on the host),
  * "sha256", "size"}], hashed when the session started. New reference. */

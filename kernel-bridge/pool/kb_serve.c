@@ -937,13 +937,6 @@ kb_serve_launcher_workspace(kb_launcher_t *l)
     return r ? r->ws_path : NULL;
 }
 
-int
-kb_serve_launcher_workspace_fd(kb_launcher_t *l)
-{
-    s_remote_t *r = s_remote(l);
-    return r ? r->ws_fd : -1;
-}
-
 const char *
 kb_serve_launcher_warnings(kb_launcher_t *l)
 {

@@ -94,7 +94,6 @@ kb_launcher_t *kb_serve_take(const char *socket_path, const char *kernel_name,
  * /mnt/data (borrowed), the dir fd itself, and the server's warnings
  * about the box ("" if none). NULL / -1 for other launchers. */
 const char *kb_serve_launcher_workspace(kb_launcher_t *l);
-int kb_serve_launcher_workspace_fd(kb_launcher_t *l);
 const char *kb_serve_launcher_warnings(kb_launcher_t *l);
 /* Copy host file `host_path` to /mnt/data/`name` of the live box (created
  * fresh, owned by the box user, at most the policy's workspace size). */

@@ -405,24 +405,6 @@ kb_warm_pidfd(const kb_warm_t *w)
     return w->factory ? w->kpidfd : sb_sandbox_pidfd(w->box);
 }
 
-sb_sandbox_t *
-kb_warm_box(kb_warm_t *w)
-{
-    return w->box;
-}
-
-const char *
-kb_warm_kernel_name(const kb_warm_t *w)
-{
-    return w->kernel_name;
-}
-
-pid_t
-kb_warm_pid(const kb_warm_t *w)
-{
-    return sb_sandbox_pid(w->box);
-}
-
 pid_t
 kb_warm_kernel_pid(const kb_warm_t *w)
 {

@@ -83,11 +83,6 @@ const char *kb_warm_error(const kb_warm_t *w);
  * socket and the box's pidfd (either may be -1). */
 int kb_warm_ctl_fd(const kb_warm_t *w);
 int kb_warm_pidfd(const kb_warm_t *w);
-/* The sandbox (borrowed) and the kernelspec name it was warmed for. */
-sb_sandbox_t *kb_warm_box(kb_warm_t *w);
-const char *kb_warm_kernel_name(const kb_warm_t *w);
-/* Host pid of the box's init. */
-pid_t kb_warm_pid(const kb_warm_t *w);
 /* Host pid of a forked kernel (kb_warm_fork), else -1. */
 pid_t kb_warm_kernel_pid(const kb_warm_t *w);
 /* Milliseconds since kb_warm_start/kb_warm_fork was called. */

@@ -315,11 +315,56 @@ def test_duplicate_names_are_refused(demo, tmp_path):
 
 
 def test_zip_bomb_is_refused(demo, tmp_path):
+    # Without a signature nothing is read past provenance.json; a bomb the
+    # signature lists is refused as a bomb (tests/security/archive_hostile).
     bad = tmp_path / "bomb.zip"
     with zipfile.ZipFile(bad, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("inputs/zeros.csv", b"\0" * (64 << 20))
     r = _verify(bad, demo["pub"])
-    assert r.returncode == 8 and "zip bomb" in r.stderr, r.stderr
+    assert r.returncode == 8 and "provenance.json is missing" in r.stderr, \
+        r.stderr
+
+
+# ---- what an archive needs to re-run -------------------------------------
+
+EXAMPLE = os.path.join(ROOT, "examples", "notebooks",
+                       "quarterly-variance.ipynb")
+
+
+def test_committed_example_packs_into_an_archive_that_reruns(tmp_path):
+    out = tmp_path / "example.zip"
+    r = run_agent("archive", "pack", EXAMPLE, "-o", str(out), "--no-probe")
+    assert r.returncode == 0, r.stderr
+    assert "records no inputs" not in r.stderr, r.stderr
+    with zipfile.ZipFile(out) as z:
+        names = set(z.namelist())
+    for f in sorted(os.listdir(DATA)):
+        if f.endswith(".csv"):
+            assert "inputs/" + f in names, names
+    r = run_agent("archive", "rerun", str(out), "--allow-unsigned",
+                  timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "6 of 6 cells reproduced" in r.stdout, r.stdout
+
+
+def test_pack_warns_when_a_notebook_records_no_inputs(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("open('data.csv').read()")]
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python",
+                                 "display_name": "Python 3"}
+    src = tmp_path / "plain.ipynb"
+    nbformat.write(nb, str(src))
+    r = run_agent("archive", "pack", str(src), "-o",
+                  str(tmp_path / "p.zip"), "--no-probe")
+    assert r.returncode == 0, r.stderr
+    assert "records no inputs" in r.stderr and "--input" in r.stderr, \
+        r.stderr
+    (tmp_path / "data.csv").write_text("a,b\n")
+    r = run_agent("archive", "pack", str(src), "-o",
+                  str(tmp_path / "q.zip"), "--no-probe", "--input",
+                  str(tmp_path / "data.csv"))
+    assert r.returncode == 0 and "records no inputs" not in r.stderr, \
+        r.stderr
 
 
 def test_truncated_archive_is_refused(demo, tmp_path):
@@ -414,3 +459,79 @@ def test_run_archive_packs_and_reruns(tmp_path):
                   timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "2 of 2 cells reproduced" in r.stdout
+
+
+class _Mcp:
+    """A stdio MCP client of our own: one request at a time, each answered
+    before the next (notifications in between are skipped)."""
+
+    def __init__(self, *args, cwd=None):
+        self.p = subprocess.Popen(
+            [os.environ.get("JUPYTER_AGENT_BIN",
+                            os.path.join(ROOT, "build", "jupyter-agent")),
+             "mcp", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=cwd)
+        self.n = 0
+
+    def call(self, method, params=None):
+        self.n += 1
+        msg = {"jsonrpc": "2.0", "id": self.n, "method": method,
+               "params": params or {}}
+        self.p.stdin.write((json.dumps(msg) + "\n").encode())
+        self.p.stdin.flush()
+        while True:
+            line = self.p.stdout.readline()
+            assert line, self.p.stderr.read().decode()
+            reply = json.loads(line)
+            if reply.get("id") == self.n:
+                return reply
+
+    def tool(self, name, **args):
+        return self.call("tools/call", {"name": name, "arguments": args})
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=120)
+        return self.p.stderr.read().decode()
+
+
+def test_mcp_session_archive_reruns(tmp_path):
+    """An MCP session's --file inputs, its reset() and its per-call timeout
+    are recorded, so its archive re-runs every cell as the session ran."""
+    data = tmp_path / "sales.csv"
+    data.write_text("region,amount\nnorth,10\nsouth,32\n")
+    nb_path = tmp_path / "mcp.ipynb"
+    m = _Mcp("--file", str(data), "--notebook", str(nb_path),
+             "--timeout", "60", *SANDBOX_ARGS)
+    m.call("initialize", {"protocolVersion": "2025-03-26",
+                          "capabilities": {},
+                          "clientInfo": {"name": "t", "version": "1"}})
+    m.p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    m.tool("python", code="total = sum(int(l.split(',')[1]) for l in "
+           "open('sales.csv').read().split()[1:])\nprint(total)")
+    r = m.tool("python", code="import time\nprint('waiting', flush=True)\n"
+               "time.sleep(30)\nprint('late')", timeout=2)
+    assert r["result"]["structuredContent"]["status"] == "timeout", r
+    m.tool("reset")
+    m.tool("python", code="print('total' in dir())")
+    m.tool("python", code="print(open('sales.csv').read().count('\\n'))")
+    m.close()
+    nb = json.loads(nb_path.read_text())
+    ja = nb["metadata"]["jupyter_agent"]
+    assert [i["name"] for i in ja["inputs"]] == ["sales.csv"], ja
+    notes = [c for c in nb["cells"] if c["cell_type"] == "markdown"]
+    assert any(c["metadata"]["jupyter_agent"].get("action") == "reset"
+               for c in notes), notes
+    timeouts = [c["metadata"]["jupyter_agent"].get("timeout_s")
+                for c in nb["cells"] if c["cell_type"] == "code"]
+    assert 2 in timeouts, timeouts
+    zip_path = tmp_path / "mcp.zip"
+    r = run_agent("archive", "pack", str(nb_path), "-o", str(zip_path),
+                  "--no-probe")
+    assert r.returncode == 0 and "records no inputs" not in r.stderr, \
+        r.stderr
+    r = run_agent("archive", "rerun", str(zip_path), "--allow-unsigned",
+                  timeout=600)
+    ncode = len(timeouts)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "%d of %d cells reproduced" % (ncode, ncode) in r.stdout, r.stdout

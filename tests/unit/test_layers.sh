@@ -4,7 +4,8 @@
 #   1. No upward include: a file includes only headers of its own layer or
 #      of layers below it, in this order (lowest first):
 #          common sandbox kernel-bridge packages notebook-io agent
-#      and inside agent/: llm and session, then loop, then kernel, then cli.
+#      and inside agent/: llm and session, then loop, then kernel, then mcp,
+#      then cli.
 #   2. No include circle between modules. A module is NAME.c with NAME.h
 #      (NAME_impl.h, a private header shared by a family of files, counts
 #      as NAME); module A depends on B when A.c or A.h includes B.h. The
@@ -24,7 +25,8 @@ rank() { # path -> layer rank
     agent/llm/* | agent/session/*) echo 5 ;;
     agent/loop/*) echo 6 ;;
     agent/kernel/*) echo 7 ;;
-    agent/*) echo 8 ;;
+    agent/mcp/*) echo 8 ;;
+    agent/*) echo 9 ;;
     *) echo 99 ;;
     esac
 }
@@ -84,7 +86,9 @@ diag "$T/loops"
 
 # The checker itself: the layer order it enforces, and a planted circle is
 # caught (so a green result means something).
-[ "$(rank agent/cli/x.c)" -gt "$(rank agent/kernel/x.h)" ] &&
+[ "$(rank agent/cli/x.c)" -gt "$(rank agent/mcp/x.h)" ] &&
+    [ "$(rank agent/mcp/x.c)" -gt "$(rank agent/kernel/x.h)" ] &&
+    [ "$(rank agent/mcp/x.c)" -gt "$(rank agent/loop/x.h)" ] &&
     [ "$(rank agent/llm/x.c)" -gt "$(rank notebook-io/x.h)" ] &&
     [ "$(rank notebook-io/x.c)" -gt "$(rank packages/x.h)" ] &&
     [ "$(rank packages/x.c)" -gt "$(rank kernel-bridge/x.h)" ] &&

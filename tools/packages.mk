@@ -1,0 +1,37 @@
+# What jupyter-agent needs from Debian, in one place. The Makefile includes
+# this file; tools/install-deps and tools/fuzz read it with tools/pkglist,
+# so keep it to `NAME := words` assignments (a trailing \ continues a line).
+
+# pkg-config modules of the libraries the C code links against.
+PKG_MODULES := libzmq jansson yajl libsodium libcrypto libcurl libseccomp \
+    zlib libarchive libpng libmicrohttpd libwebsockets
+
+# Debian packages to build: `make`, `make asan`, `make fuzz` (clang and
+# libclang-rt for libFuzzer, clang-format for `make format-check`).
+DEB_BUILD := build-essential pkg-config clang clang-format libclang-rt-14-dev \
+    libzmq3-dev libjansson-dev libyajl-dev libsodium-dev libssl-dev \
+    libcurl4-openssl-dev libseccomp-dev zlib1g-dev libarchive-dev libpng-dev \
+    libmicrohttpd-dev libwebsockets-dev
+
+# ... to run the C suites (unit, fuzz replay, integration, security: what
+# `make asan` runs) and the demo: sandboxed ipykernels with the data stack,
+# the wheels tests (wheel, setuptools, pip, cryptography), the deploy/k8s
+# checker (yaml, jinja2: tests/unit/deploy_manifests.sh), pyflakes
+# (tests/unit/python_sources.sh), a real jupyter-server and tornado
+# (tests/security/hostile_gateway.sh), node (tests/integration/mcp_sdk.sh).
+DEB_C_SUITES := iproute2 procps util-linux \
+    python3 python3-ipykernel python3-jupyter-client python3-nbformat \
+    python3-nbclient python3-pandas python3-matplotlib \
+    python3-wheel python3-setuptools python3-pip python3-pyflakes \
+    python3-cryptography python3-yaml python3-jinja2 python3-tornado \
+    jupyter-core jupyter-client python3-jupyter-server nodejs
+
+# ... and for the rest of `make test`: interop and gateway (pytest, the
+# kernel conformance suite, console, Notebook + Chromium for the browser
+# test, R's kernel, widgets, nbconvert, unzip, tmux) and cgroup2 (Debian's
+# kernel under qemu: qemu-system-x86 and linux-image-amd64, of which only
+# /boot and /lib/modules are used; cpio for its initramfs; strace).
+DEB_OTHER_SUITES := python3-pytest python3-jupyter-kernel-test jupyter-console \
+    jupyter-notebook chromium r-cran-irkernel python3-ipywidgets \
+    python3-nbconvert unzip tmux \
+    qemu-system-x86 linux-image-amd64 cpio strace
