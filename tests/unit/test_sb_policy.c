@@ -137,8 +137,9 @@ main(void)
     char *host_env[] = {e0, e1, e2, e3, e4, e5, NULL};
     const char *extra[] = {"MPLBACKEND=Agg", NULL};
     char **env = sb_policy_build_env(&p, host_env, extra);
-    ok(s_env_has(env, "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"),
-       "PATH inside is the sandbox's, not the host's");
+    ok(s_env_has(env, "PATH=" SB_BIN_PATH
+                      ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"),
+       "PATH inside is the sandbox's (python and pip first), not the host's");
     ok(s_env_has(env, "HOME=" SB_HOME_PATH), "HOME is " SB_HOME_PATH);
     ok(s_env_has(env, "LANG=C.UTF-8"), "LANG is C.UTF-8");
     ok(s_env_has(env, "TERM=xterm-256color"), "TERM comes from the host");
