@@ -8,6 +8,13 @@ same (start a plain kernel, run 1+1, print, shut down, exit).
 Then the same again while a bounded background CPU load runs (BENCH_LOAD
 busy loops, default 2; EXEC_WALL_LOAD=0 skips that table).
 
+Then back to back (issue 29, item 22): EXEC_WALL_B2B (default 100; QUICK=1:
+30; 0 skips) `exec -c 1+1` commands one right after another through a
+`serve` started with default flags, once its pool is ready: p50, p99 and
+the server's own counters (hits, misses, of those waited for a warm-up and
+cold, the pool's grown size), against the targets p50 <= 30 ms, p99 <= 150
+ms, at most 5 cold misses (printed, never asserted).
+
 Environment: EXEC_WALL_RUNS (default 10; QUICK=1: 3), EXEC_WALL_BASE (a
 second jupyter-agent binary, e.g. one built from an older commit: its rows
 are printed next to ours, interleaved run by run so both see the same
@@ -141,6 +148,56 @@ def report(title, rows, binaries, runs, out):
                     "load_average": load}
 
 
+def back_to_back(binary, n):
+    """n back-to-back `exec -c 1+1` through a fresh default `serve`: the
+    exit times (ms) and the server's final counters."""
+    tmp = tempfile.mkdtemp(prefix="ja-execb2b-")
+    os.chmod(tmp, 0o711)
+    sockdir = os.path.join(tmp, "serve")
+    os.mkdir(sockdir, 0o700)
+    sock = os.path.join(sockdir, "serve.sock")
+    env = dict(os.environ, XDG_RUNTIME_DIR=tmp, JUPYTER_AGENT_SERVE_SOCKET=sock)
+    server = subprocess.Popen([binary, "serve", "--socket", sock],
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=env)
+    try:
+        wait_ready(binary, env, sock, 4, 0)  # the default pool: 4
+        exits = []
+        for _ in range(n):
+            r = one([binary, "exec", "-c", "1+1"], env)
+            if r:
+                exits.append(r[1])
+        st = subprocess.run([binary, "serve", "--status", "--socket", sock],
+                            capture_output=True, text=True, env=env)
+        counters = json.loads(st.stdout) if st.returncode == 0 else {}
+    finally:
+        server.terminate()
+        server.wait()
+        subprocess.run(["rm", "-rf", tmp])
+    return exits, counters
+
+
+def report_b2b(name, n, exits, c, out):
+    if not exits:
+        print("%-10s failed" % name)
+        return
+    p50 = benchlib.median(exits)
+    p99 = benchlib.percentile(exits, 99)
+    # A server without the split counts every miss as a cold start.
+    cold = c.get("cold_misses", c.get("misses", -1))
+    print("%-10s %3d/%d ok  exit p50 %6.0f ms  p99 %6.0f ms  hits %s  misses "
+          "%s (waited %s, cold %s)  pool size %s/%s  targets %s" % (
+              name, len(exits), n, p50, p99, c.get("hits"), c.get("misses"),
+              c.get("waited", "-"), cold, c.get("size", "-"),
+              c.get("max_size", "-"),
+              "met" if p50 <= 30 and p99 <= 150 and 0 <= cold <= 5
+              else "NOT met"))
+    if name == "ours":
+        out["back_to_back"] = {"n": n, "ok": len(exits), "exit_p50": p50,
+                               "exit_p99": p99, "counters": c,
+                               "load_average": os.getloadavg()[0]}
+
+
 def main():
     runs = 3 if QUICK else benchlib.env_int("EXEC_WALL_RUNS", 10)
     ours = os.path.join(BUILD, "jupyter-agent")
@@ -172,6 +229,15 @@ def main():
         server.terminate()
         server.wait()
         subprocess.run(["rm", "-rf", tmp])
+    n = benchlib.env_int("EXEC_WALL_B2B", 30 if QUICK else 100)
+    if n > 0:
+        print("\n%d back-to-back `exec -c 1+1` through `serve` (default flags), "
+              "load average %.1f; targets p50 <= 30 ms, p99 <= 150 ms, <= 5 "
+              "cold misses" % (n, os.getloadavg()[0]))
+        for name, binary in binaries:
+            exits, c = back_to_back(binary, n)
+            report_b2b(name, n, exits, c, out)
+            complete &= len(exits) == n
     path = os.environ.get("BENCH_RESULTS")
     if path:
         with open(path, "a") as f:

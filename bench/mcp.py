@@ -17,6 +17,7 @@ must be answered) and the server's memory per idle MCP session. Prints
 ratios; never fails on a slow number.
 """
 import http.client
+import io
 import json
 import os
 import re
@@ -50,6 +51,25 @@ INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
 def call(i, code="1+1"):
     return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
             "params": {"name": "python", "arguments": {"code": code}}}
+
+
+def read_response(stream, want_id):
+    """The JSON-RPC response to request `want_id` from a line stream.
+
+    Notifications (a `notifications/message` warning, progress) and
+    responses to other ids may come first; they are skipped, never taken
+    for the answer."""
+    while True:
+        line = stream.readline()
+        if not line:
+            raise RuntimeError("mcp: the server closed stdout before "
+                               "answering request %r" % (want_id,))
+        msg = json.loads(line)
+        if msg.get("id") == want_id and ("result" in msg or "error" in msg):
+            if "error" in msg:
+                raise RuntimeError("mcp: request %r failed: %r"
+                                   % (want_id, msg["error"]))
+            return msg
 
 
 def stats(name, us):
@@ -87,7 +107,7 @@ def bench_stdio(sandboxed):
 
     def rpc(msg):
         p.stdin.write((json.dumps(msg) + "\n").encode())
-        return json.loads(p.stdout.readline())
+        return read_response(p.stdout, msg["id"])
 
     rpc(INIT)
     samples = []
@@ -131,7 +151,15 @@ def http_session(port):
         if r.getheader("MCP-Session-Id"):
             h["MCP-Session-Id"] = r.getheader("MCP-Session-Id")
             h["MCP-Protocol-Version"] = "2025-11-25"
-        return json.loads(body) if body else None
+        if not body:
+            return None
+        if "text/event-stream" in (r.getheader("Content-Type") or ""):
+            # A streamed answer: notifications may precede the response.
+            datas = [ln[5:].strip() for ln in body.decode().splitlines()
+                     if ln.startswith("data:")]
+            return read_response(io.StringIO("\n".join(datas) + "\n"),
+                                 msg["id"])
+        return json.loads(body)
 
     post(INIT)
     return post

@@ -69,6 +69,15 @@ file_write_atomic_at(int dirfd, const char *name, const void *data, size_t len,
         bad = 1;
         saved = errno;
     }
+    struct stat st;
+    if (!bad && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        !S_ISREG(st.st_mode)) {
+        unlinkat(dirfd, tmp, 0);
+        return err_set(err, ERR_USAGE,
+                       "%s is %s, not a regular file; refusing to replace "
+                       "it: choose a new path or a regular file",
+                       what, file_kind(st.st_mode));
+    }
     if (!bad && renameat(dirfd, tmp, dirfd, name) != 0) {
         bad = 1;
         saved = errno;
@@ -99,4 +108,84 @@ file_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
                                   mode, path, err);
     close(dirfd);
     return rc;
+}
+
+const char *
+file_kind(mode_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG:
+        return "a regular file";
+    case S_IFDIR:
+        return "a directory";
+    case S_IFLNK:
+        return "a symbolic link";
+    case S_IFIFO:
+        return "a FIFO";
+    case S_IFCHR:
+        return "a character device";
+    case S_IFBLK:
+        return "a block device";
+    case S_IFSOCK:
+        return "a socket";
+    default:
+        return "not a regular file";
+    }
+}
+
+static int
+s_refuse(const char *path, const char *flag, mode_t mode, err_t *err)
+{
+    return err_set(err, ERR_USAGE,
+                   "%s%s%s is %s, not a regular file; refusing to replace "
+                   "it: choose a new path or a regular file",
+                   flag ? flag : "", flag ? " " : "", path, file_kind(mode));
+}
+
+int
+file_check_output(const char *path, const char *flag, err_t *err)
+{
+    struct stat st;
+    if (!path || !*path)
+        return err_set(err, ERR_USAGE, "%s%sneeds a file name",
+                       flag ? flag : "", flag ? " " : "");
+    if (lstat(path, &st) != 0)
+        return 0; /* nothing there: the write makes a new file */
+    return S_ISREG(st.st_mode) ? 0 : s_refuse(path, flag, st.st_mode, err);
+}
+
+int
+file_open_output(const char *path, const char *flag, mode_t mode, err_t *err)
+{
+    if (file_check_output(path, flag, err))
+        return -1;
+    int fd = open(path,
+                  O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+                      O_CLOEXEC,
+                  mode);
+    if (fd < 0) {
+        struct stat st;
+        if (errno == ELOOP && lstat(path, &st) == 0)
+            return s_refuse(path, flag, st.st_mode, err);
+        return err_set(err, ERR_IO, "%s%scannot write %s: %s", flag ? flag : "",
+                       flag ? ": " : "", path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        st.st_mode = 0;
+    if (!S_ISREG(st.st_mode)) {
+        int rc = s_refuse(path, flag, st.st_mode, err);
+        close(fd);
+        return rc;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (ftruncate(fd, 0) != 0 || fl < 0 ||
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int rc =
+            err_set(err, ERR_IO, "%s%scannot write %s: %s", flag ? flag : "",
+                    flag ? ": " : "", path, strerror(errno));
+        close(fd);
+        return rc;
+    }
+    return fd;
 }

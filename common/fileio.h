@@ -25,4 +25,29 @@ int file_write_atomic_at(int dirfd, const char *name, const void *data,
 int file_write_atomic(const char *path, const void *data, size_t len,
                       mode_t mode, err_t *err);
 
+/* Outputs a user names (-o, --record, ...) are regular files: a write
+ * replaces a regular file or makes a new one, and refuses anything else
+ * rather than turn a device, a FIFO, a socket, a directory or a symbolic
+ * link into a regular file. file_write_atomic_at checks again just before
+ * its rename, so what is there when the write ends is what was checked. */
+
+/* "a symbolic link", "a FIFO", "a character device", ... for st_mode
+ * (a static string). */
+const char *file_kind(mode_t mode);
+
+/* May an output go to `path`? 0 when nothing is there or a regular file
+ * is; else -1 with ERR_USAGE: "FLAG PATH is a FIFO, not a regular file;
+ * refusing to replace it: choose a new path or a regular file". `flag`
+ * ("-o", "--record") starts the message; NULL for none. */
+int file_check_output(const char *path, const char *flag, err_t *err);
+
+/* Open `path` for writing from its start, as file_check_output allows: a
+ * new file (mode `mode`, less the umask) or an existing regular file,
+ * truncated; never through a symbolic link (O_NOFOLLOW), and a FIFO or
+ * device is refused after an open that cannot block (O_NONBLOCK, fstat
+ * S_ISREG) before a byte is written. A blocking fd, or -1 with err
+ * (ERR_USAGE for what is there, ERR_IO otherwise). */
+int file_open_output(const char *path, const char *flag, mode_t mode,
+                     err_t *err);
+
 #endif

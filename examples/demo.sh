@@ -12,8 +12,9 @@
 #
 # With OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENAI_BASE_URL or
 # JUPYTER_AGENT_MODEL set, a live model does the work (its notebook is
-# written as $BUILD/demo/quarterly-variance-live.ipynb, and its turns recorded in
-# examples/sessions/quarterly-variance-live.jsonl so it can be replayed).
+# written as $BUILD/demo/quarterly-variance-live.ipynb, and its turns are
+# recorded next to it, quarterly-variance-live.jsonl, so it can be replayed
+# with --model replay:THAT; nothing is written into the source tree).
 # Otherwise the recorded session examples/sessions/quarterly-variance.jsonl
 # is replayed: the model's turns come from the file, but every cell really
 # runs in the sandbox. DEMO_REPLAY=1 forces the replay; DEMO_OUT=PATH.ipynb
@@ -34,7 +35,7 @@ for f in examples/data/budget_2026.csv examples/data/actuals_2026_q*.csv; do
     set -- "$@" --file "$f"
 done
 
-live=""
+live="" record=""
 if [ "${DEMO_REPLAY:-0}" != 1 ]; then
     for v in "${JUPYTER_AGENT_MODEL:-}" "${OPENAI_API_KEY:-}" \
         "${ANTHROPIC_API_KEY:-}" "${OPENAI_BASE_URL:-}"; do
@@ -49,8 +50,9 @@ if [ -n "$live" ]; then
         [ -z "${ANTHROPIC_API_KEY:-}" ]; then
         model=openai:gpt-4o # a local server: set JUPYTER_AGENT_MODEL to name its model
     fi
+    record=${out%.ipynb}.jsonl
     echo "demo: asking a live model${model:+ ($model)}; the notebook goes to $out"
-    set -- "$@" --record examples/sessions/quarterly-variance-live.jsonl
+    set -- "$@" --record "$record"
     [ -n "$model" ] && set -- "$@" --model "$model"
 else
     out=${DEMO_OUT:-$BUILD/demo/quarterly-variance.ipynb}
@@ -62,7 +64,9 @@ fi
 echo
 
 mkdir -p "$(dirname "$out")"
+# A demo replaces its own last run: ask refuses an existing notebook.
 rm -rf "${out%.ipynb}_files"
+rm -f "$out"
 status=0
 "$BIN" ask "$@" -o "$out" "$QUESTION" || status=$?
 if [ -f "$out" ]; then
@@ -89,6 +93,14 @@ nbformat.validate(nb)
 print("demo: %s is a valid nbformat %d.%d notebook (%d cells)"
       % (sys.argv[1], nb.nbformat, nb.nbformat_minor, len(nb.cells)))' "$out" ||
         status=1
-    echo "demo: the notebook is $out, its charts and table in ${out%.ipynb}_files/"
+    files=${out%.ipynb}_files
+    if [ -d "$files" ] && [ -n "$(ls -A "$files")" ]; then
+        echo "demo: the notebook is $out, its charts and table in $files/"
+    else
+        echo "demo: the notebook is $out; the model saved no files to /mnt/data/out/, so there are no charts beside it"
+    fi
+fi
+if [ -n "$live" ] && [ -s "$record" ]; then
+    echo "demo: the model's turns are in $record; replay them with --model replay:$record"
 fi
 exit $status

@@ -486,6 +486,19 @@ kb_kernel_destroy(kb_kernel_t **pk)
     *pk = NULL;
 }
 
+int
+kb_kernel_finish(kb_kernel_t *k, err_t *err)
+{
+    if (!k || !k->launcher || k->remote_id)
+        return 0;
+    if (!k->dead)
+        kb_kernel_shutdown(k, NULL);
+    k->dead = true;
+    return k->launcher->ops->finish
+               ? k->launcher->ops->finish(k->launcher->self, err)
+               : 0;
+}
+
 void
 kb_kernel_hand_off(kb_kernel_t **pk)
 {

@@ -65,6 +65,11 @@ void kb_kernel_destroy(kb_kernel_t **k);
  * there; others (plain, a workspace to keep) get the graceful shutdown of
  * kb_kernel_destroy(); an attached kernel is left running. */
 void kb_kernel_hand_off(kb_kernel_t **k);
+/* Shut the kernel down (as kb_kernel_destroy would) and let its launcher
+ * do what the box's end promises, reporting failure: the workspace copied
+ * to --keep-workspace DIR. 0 (also for a kernel with nothing to do: an
+ * attached or remote one), or -1 + err. Destroy or hand off after it. */
+int kb_kernel_finish(kb_kernel_t *k, err_t *err);
 
 kb_client_t *kb_kernel_client(kb_kernel_t *k); /* borrowed */
 json_t *kb_kernel_info(const kb_kernel_t *k);  /* borrowed content */

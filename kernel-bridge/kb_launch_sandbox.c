@@ -207,6 +207,12 @@ s_hand_off(void *self)
     return 0;
 }
 
+static int
+s_finish(void *self, err_t *err)
+{
+    return sb_sandbox_finish(BOX(self), err);
+}
+
 static const kb_launcher_ops_t s_ops = {
     .name = "sandbox",
     .run_dir = s_run_dir,
@@ -221,6 +227,7 @@ static const kb_launcher_ops_t s_ops = {
     .adopt_file = s_adopt_file,
     .destroy = s_destroy,
     .hand_off = s_hand_off,
+    .finish = s_finish,
 };
 
 /* Matplotlib's font cache, built once per host and copied into the run

@@ -63,6 +63,11 @@ typedef struct kb_launcher_ops {
      * then only releases what is ours), -1 when the kernel must be shut
      * down in place (e.g. its workspace is to be copied out). */
     int (*hand_off)(void *self);
+    /* Optional (NULL = nothing to do): once the kernel is gone, do what
+     * the end of the box promises and say whether it worked (the
+     * workspace copied to --keep-workspace DIR). 0, or -1 + err
+     * (ERR_IO naming what was not copied). destroy() does not repeat it. */
+    int (*finish)(void *self, err_t *err);
 } kb_launcher_ops_t;
 
 struct kb_launcher {

@@ -1,4 +1,5 @@
 #include "notebook-io/nb_archive.h"
+#include "common/fileio.h"
 #include "common/xalloc.h"
 
 #include <archive.h>
@@ -158,6 +159,8 @@ nb_archive_writer_new(const char *path, bool force, err_t *err)
                 path);
         return NULL;
     }
+    if (file_check_output(path, NULL, err)) /* --force replaces files only */
+        return NULL;
     nb_archive_writer_t *w = xcalloc(1, sizeof *w);
     w->path = xstrdup(path);
     char *dup = xstrdup(path);
@@ -317,6 +320,9 @@ nb_archive_writer_commit(nb_archive_writer_t **pw, err_t *err)
         err_set(err, ERR_IO, "cannot write %s: %s", w->path, strerror(errno));
         goto out;
     }
+    /* Again at the rename: what is there now is what gets replaced. */
+    if (file_check_output(w->path, NULL, err))
+        goto out;
     if (rename(w->tmp, w->path) != 0) {
         err_set(err, ERR_IO, "cannot write %s: %s", w->path, strerror(errno));
         goto out;

@@ -618,9 +618,80 @@ nb_notebook_warnings(const nb_notebook_t *nb)
     return nb->warnings.len ? nb->warnings.data : NULL;
 }
 
+/* The elements of the top-level "cells" array, counted without building
+ * anything, up to one past `cap`. Strings are skipped with their escapes,
+ * so a "cells" or a bracket inside one does not count. For input that is
+ * not JSON the count means nothing: the parser refuses it anyway. */
+static size_t
+s_count_cells(const char *d, size_t len, size_t cap)
+{
+    int depth = 0;
+    bool cells_next = false; /* the member being read is "cells" */
+    bool in_cells = false;   /* inside its array (depth 2) */
+    bool pending = false;    /* an element began since the last comma */
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = d[i];
+        bool here = in_cells && depth == 2;
+        if (c == '"') {
+            size_t s = ++i;
+            while (i < len && d[i] != '"')
+                i += d[i] == '\\' ? 2 : 1;
+            if (depth == 1) {
+                size_t j = i + 1;
+                while (j < len && strchr(" \t\r\n", d[j]))
+                    j++;
+                if (j < len && d[j] == ':')
+                    cells_next = i - s == 5 && memcmp(d + s, "cells", 5) == 0;
+            }
+            pending |= here;
+        } else if (c == '{' || c == '[') {
+            pending |= here;
+            if (++depth == 2 && c == '[' && cells_next)
+                in_cells = true;
+        } else if (c == '}' || c == ']') {
+            if (here)
+                return n + pending;
+            depth--;
+        } else if (c == ',') {
+            if (here) {
+                n += pending;
+                pending = false;
+                if (n > cap)
+                    return n;
+            } else if (depth == 1) {
+                cells_next = false;
+            }
+        } else if (here && !strchr(" \t\r\n", c)) {
+            pending = true; /* a number or a literal */
+        }
+    }
+    return n + pending;
+}
+
+static nb_notebook_t *s_read_mem(const char *data, size_t len,
+                                 const char *origin, size_t max_cells,
+                                 err_t *err);
+
 nb_notebook_t *
 nb_notebook_read_mem(const char *data, size_t len, const char *origin,
                      err_t *err)
+{
+    return s_read_mem(data, len, origin, NB_NOTEBOOK_DEFAULT_MAX_CELLS, err);
+}
+
+static int
+s_too_many_cells(const char *origin, size_t max_cells, err_t *err)
+{
+    return err_set(err, ERR_USAGE,
+                   "%s: more than %zu cells, over the cap on cells; raise it "
+                   "(run --max-cells N) if you trust the notebook",
+                   origin, max_cells);
+}
+
+static nb_notebook_t *
+s_read_mem(const char *data, size_t len, const char *origin, size_t max_cells,
+           err_t *err)
 {
     json_error_t jerr;
     json_t *root = NULL, *v, *md, *cells, *cell;
@@ -634,6 +705,10 @@ nb_notebook_read_mem(const char *data, size_t len, const char *origin,
         data += 3, len -= 3;
     buf_t warn;
     buf_init(&warn, 0);
+    if (max_cells && s_count_cells(data, len, max_cells) > max_cells) {
+        s_too_many_cells(origin, max_cells, err);
+        goto out;
+    }
     root = nb_json_loadb(data, len, &jerr);
     if (!root) {
         err_set(err, ERR_USAGE, "%s: invalid JSON at line %d, column %d: %s",
@@ -689,6 +764,10 @@ nb_notebook_read_mem(const char *data, size_t len, const char *origin,
         s_bad(err, origin, "no \"cells\" list");
         goto out;
     }
+    if (max_cells && json_array_size(cells) > max_cells) { /* nbformat 3 */
+        s_too_many_cells(origin, max_cells, err);
+        goto out;
+    }
     json_array_foreach(
         cells, i, cell) if (s_read_cell(cell, i, origin, &warn, err)) goto out;
 
@@ -718,6 +797,15 @@ nb_notebook_read_file(const char *path, err_t *err)
 nb_notebook_t *
 nb_notebook_read_path(const char *path, size_t max_bytes, err_t *err)
 {
+    return nb_notebook_read_capped(path, max_bytes, 0, err);
+}
+
+nb_notebook_t *
+nb_notebook_read_capped(const char *path, size_t max_bytes, size_t max_cells,
+                        err_t *err)
+{
+    if (!max_cells)
+        max_cells = NB_NOTEBOOK_DEFAULT_MAX_CELLS;
     nb_notebook_t *nb = NULL;
     char *data = NULL;
     struct stat st;
@@ -797,7 +885,7 @@ nb_notebook_read_path(const char *path, size_t max_bytes, err_t *err)
                 path, max_bytes);
         goto out;
     }
-    nb = nb_notebook_read_mem(data, got, path, err);
+    nb = s_read_mem(data, got, path, max_cells, err);
 out:
     if (fd >= 0)
         close(fd);

@@ -48,6 +48,11 @@ enum { NB_CELL_ID_SIZE = 9 };
 /* Notebooks bigger than this are refused by nb_notebook_read_file
  * (`run --max-notebook-size` raises it). */
 #define NB_NOTEBOOK_DEFAULT_MAX_BYTES ((size_t)256 << 20)
+/* Notebooks with more cells than this are refused by every reader (`run
+ * --max-cells` raises it): an empty cell is ~80 bytes of JSON but ~1.5 KiB
+ * in memory, so the byte cap alone lets a small file cost 20 times its
+ * size. The cells are counted before the tree is built. */
+#define NB_NOTEBOOK_DEFAULT_MAX_CELLS ((size_t)20000)
 
 /* An empty nbformat 4.5 notebook: {"cells": [], "metadata": {},
  * "nbformat": 4, "nbformat_minor": 5}. Never NULL. */
@@ -66,6 +71,10 @@ nb_notebook_t *nb_notebook_read_file(const char *path, err_t *err);
  * `max_bytes`, checked before and while reading; ERR_USAGE otherwise. */
 nb_notebook_t *nb_notebook_read_path(const char *path, size_t max_bytes,
                                      err_t *err);
+/* nb_notebook_read_path with a cap on cells too (0: the default), refused
+ * (ERR_USAGE) before the notebook is parsed into memory. */
+nb_notebook_t *nb_notebook_read_capped(const char *path, size_t max_bytes,
+                                       size_t max_cells, err_t *err);
 
 void nb_notebook_destroy(nb_notebook_t **p);
 

@@ -608,6 +608,21 @@ sb_cgroup_limits_cpu(const sb_cgroup_t *cg)
     return cg && cg->limited[CG_CPU];
 }
 
+int
+sb_cgroup_set_cpu_weight(sb_cgroup_t *cg, unsigned weight)
+{
+    /* v2 only: there the boxes are siblings under one parent weighed per
+     * live box, so a weight moves CPU between boxes. A v1 box's cpu group
+     * stands beside everything else on the machine, where a low weight
+     * would starve it under anyone's load. */
+    if (!cg || cg->version != 2 || !cg->dir[CG_CPU])
+        return -1;
+    weight = weight < 1 ? 1 : weight > 10000 ? 10000 : weight;
+    char v[32];
+    snprintf(v, sizeof v, "%u", weight);
+    return s_write(cg->dir[CG_CPU], "cpu.weight", v) == 0 ? 0 : -1;
+}
+
 const char *
 sb_cgroup_dir(const sb_cgroup_t *cg, const char *controller)
 {

@@ -42,6 +42,11 @@ void sb_cgroup_forget(sb_cgroup_t **cg);
 int sb_cgroup_enter(sb_cgroup_t *cg, pid_t pid, err_t *err);
 /* SIGKILL every process inside (cgroup.kill on v2, cgroup.procs on v1). */
 void sb_cgroup_kill(sb_cgroup_t *cg);
+/* The box's CPU weight against its sibling boxes (cpu.weight; v2 only, as
+ * a v1 box's cpu group competes with the whole machine): 1..10000, 100 =
+ * an ordinary task's. Returns 0, or -1 (v1, no cpu controller); best
+ * effort. */
+int sb_cgroup_set_cpu_weight(sb_cgroup_t *cg, unsigned weight);
 /* How many processes the kernel's OOM killer killed inside; 0 if unknown. */
 long sb_cgroup_oom_kills(const sb_cgroup_t *cg);
 

@@ -334,8 +334,12 @@ struct sb_outdir {
     unsigned n_temp;       /* temporary names handed out (sb_outfile) */
 };
 
-sb_outdir_t *
-sb_outdir_open(const char *path, const sb_files_out_opts_t *o, err_t *err)
+/* sb_outdir_open, or with `probe` only its checks: nothing is created,
+ * and a missing DIR needs a parent we can create it in. Returns the
+ * directory's fd (probe: 0), or -1 + err. */
+static int
+s_outdir_fd(const char *path, const sb_files_out_opts_t *o, bool probe,
+            err_t *err)
 {
     char *copy = xstrdup(path ? path : "");
     size_t n = strlen(copy);
@@ -346,8 +350,7 @@ sb_outdir_open(const char *path, const sb_files_out_opts_t *o, err_t *err)
     const char *parent = slash ? (slash == copy ? "/" : copy) : ".";
     if (slash)
         *slash = '\0';
-    int pfd = -1, fd = -1;
-    sb_outdir_t *d = NULL;
+    int pfd = -1, fd = -1, rc = -1;
     if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
         err_set(err, ERR_USAGE,
                 "'%s': name a new directory for the files (not '.', '..' or "
@@ -361,8 +364,23 @@ sb_outdir_open(const char *path, const sb_files_out_opts_t *o, err_t *err)
                 parent, name, strerror(errno));
         goto out;
     }
-    bool created = mkdirat(pfd, name, 0755) == 0;
-    if (!created && errno != EEXIST) {
+    struct stat lst;
+    if (probe && fstatat(pfd, name, &lst, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno != ENOENT) {
+            err_set(err, ERR_USAGE, "cannot use '%s': %s", path,
+                    strerror(errno));
+        } else if (faccessat(pfd, ".", W_OK | X_OK, AT_EACCESS) != 0) {
+            err_set(err, ERR_USAGE,
+                    "cannot create '%s': '%s' is not writable (%s); choose "
+                    "another directory",
+                    path, parent, strerror(errno));
+        } else {
+            rc = 0; /* created at the end */
+        }
+        goto out;
+    }
+    bool created = !probe && mkdirat(pfd, name, 0755) == 0;
+    if (!created && !probe && errno != EEXIST) {
         err_set(err, ERR_IO, "cannot create '%s': %s", path, strerror(errno));
         goto out;
     }
@@ -406,18 +424,38 @@ sb_outdir_open(const char *path, const sb_files_out_opts_t *o, err_t *err)
             goto out;
         }
     }
-    d = xcalloc(1, sizeof *d);
-    d->fd = fd;
-    fd = -1;
-    d->path = xstrdup(path);
-    d->o = *o;
-    buf_init(&d->refused, 4096);
+    if (probe) {
+        rc = 0;
+    } else {
+        rc = fd;
+        fd = -1;
+    }
 out:
     if (fd >= 0)
         close(fd);
     if (pfd >= 0)
         close(pfd);
     free(copy);
+    return rc;
+}
+
+int
+sb_outdir_check(const char *path, const sb_files_out_opts_t *o, err_t *err)
+{
+    return s_outdir_fd(path, o, true, err) < 0 ? -1 : 0;
+}
+
+sb_outdir_t *
+sb_outdir_open(const char *path, const sb_files_out_opts_t *o, err_t *err)
+{
+    int fd = s_outdir_fd(path, o, false, err);
+    if (fd < 0)
+        return NULL;
+    sb_outdir_t *d = xcalloc(1, sizeof *d);
+    d->fd = fd;
+    d->path = xstrdup(path);
+    d->o = *o;
+    buf_init(&d->refused, 4096);
     return d;
 }
 

@@ -90,6 +90,10 @@ typedef struct sb_outdir sb_outdir_t;
  * a refused DIR, ERR_IO otherwise). */
 sb_outdir_t *sb_outdir_open(const char *path, const sb_files_out_opts_t *o,
                             err_t *err);
+/* Would sb_outdir_open(path, o) accept `path`? The same checks, before a
+ * session starts, creating nothing: 0 (DIR is missing but can be made in
+ * its parent, or exists and is acceptable) or -1 + err (ERR_USAGE). */
+int sb_outdir_check(const char *path, const sb_files_out_opts_t *o, err_t *err);
 void sb_outdir_destroy(sb_outdir_t **p);
 /* As given to sb_outdir_open (borrowed). */
 const char *sb_outdir_path(const sb_outdir_t *d);

@@ -42,6 +42,7 @@ sb_policy_release(sb_policy_t *p)
     if (!p)
         return;
     strv_free(p->env_allow);
+    strv_free(p->env_secret);
     for (size_t i = 0; i < p->n_binds; i++) {
         free(p->binds[i].host);
         free(p->binds[i].inside);
@@ -71,6 +72,12 @@ sb_policy_copy(sb_policy_t *dst, const sb_policy_t *src)
     dst->env_allow = xcalloc(src->n_env_allow + 1, sizeof(char *));
     for (size_t i = 0; i < src->n_env_allow; i++)
         dst->env_allow[i] = xstrdup(src->env_allow[i]);
+    dst->env_secret = NULL;
+    if (src->n_env_secret) {
+        dst->env_secret = xcalloc(src->n_env_secret + 1, sizeof(char *));
+        for (size_t i = 0; i < src->n_env_secret; i++)
+            dst->env_secret[i] = xstrdup(src->env_secret[i]);
+    }
     dst->binds = NULL;
     if (src->n_binds) {
         dst->binds = xcalloc(src->n_binds, sizeof *dst->binds);
@@ -116,16 +123,38 @@ s_valid_env_name(const char *name)
     return 1;
 }
 
-int
-sb_policy_allow_env(sb_policy_t *p, const char *name, err_t *err)
+static int
+s_allow_env(sb_policy_t *p, const char *flag, const char *name, bool secret,
+            err_t *err)
 {
     if (!s_valid_env_name(name))
         return err_set(err, ERR_USAGE,
-                       "--env: '%s' is not a variable name (letters, digits "
+                       "%s: '%s' is not a variable name (letters, digits "
                        "and '_'; the value is taken from the environment)",
-                       name ? name : "");
+                       flag, name ? name : "");
+    char word[64];
+    if (!secret && sb_policy_env_secret_word(name, word, sizeof word))
+        return err_set(err, ERR_USAGE,
+                       "--env %s: refused, the name looks like a secret (the "
+                       "word '%s'), and secrets stay out of the box; to pass "
+                       "it on purpose, use --env-secret %s",
+                       name, word, name);
     strv_push(&p->env_allow, &p->n_env_allow, xstrdup(name));
+    if (secret)
+        strv_push(&p->env_secret, &p->n_env_secret, xstrdup(name));
     return 0;
+}
+
+int
+sb_policy_allow_env(sb_policy_t *p, const char *name, err_t *err)
+{
+    return s_allow_env(p, "--env", name, false, err);
+}
+
+int
+sb_policy_allow_env_secret(sb_policy_t *p, const char *name, err_t *err)
+{
+    return s_allow_env(p, "--env-secret", name, true, err);
 }
 
 /* Absolute, normalised, no "." or ".." components, no "//". */
@@ -294,6 +323,12 @@ s_set_env(void *p, const char *v, err_t *err)
 }
 
 static int
+s_set_env_secret(void *p, const char *v, err_t *err)
+{
+    return sb_policy_allow_env_secret(p, v, err);
+}
+
+static int
 s_set_bind(void *p, const char *v, err_t *err)
 {
     char *copy = xstrdup(v);
@@ -381,9 +416,14 @@ static const cliopt_t s_flags[] = {
      "largest of --disk, --tmp and --shm)",
      s_set_fsize, "100M", "0", S_NEEDS_BOX},
     {"env", "NAME",
-     "pass NAME from this environment (never names\n"
-     "with KEY, TOKEN, SECRET, PASS, CREDENTIAL or AUTH)",
+     "pass NAME from this environment; a name that\n"
+     "looks like a secret (a word KEY, TOKEN, SECRET,\n"
+     "PASS(WORD), CREDENTIAL, AUTH ...) is refused",
      s_set_env, "MY_SETTING", "A=B", S_NEEDS_BOX},
+    {"env-secret", "NAME",
+     "pass NAME although it looks like a secret (its\n"
+     "value is then readable by the code in the box)",
+     s_set_env_secret, "GITHUB_TOKEN", "A=B", S_NEEDS_BOX},
     {"bind", "HOST[:INSIDE]", "extra read-only bind mount", s_set_bind,
      "/usr/share/doc:/opt/doc", "relative", S_NEEDS_BOX},
     {"keep-workspace", "DIR",
@@ -440,19 +480,65 @@ sb_policy_parse_flag(sb_policy_t *p, const char *flag, const char *value,
     return used;
 }
 
+/* Is the upper-case word `w` (length n, a trailing S dropped by the
+ * caller too) a secret's? */
+static bool
+s_secret_word(const char *w, size_t n)
+{
+    static const char *const whole[] = {
+        "KEY",           "TOKEN",      "SECRET",     "PASS",  "PASSWD",
+        "PASSWORD",      "PASSPHRASE", "CREDENTIAL", "CREDS", "AUTH",
+        "AUTHORIZATION", "COOKIE",     "PAT"};
+    static const char *const tails[] = {"KEY",      "TOKEN",  "SECRET",
+                                        "PASSWORD", "PASSWD", "CREDENTIAL"};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strlen(whole[i]) == n && memcmp(w, whole[i], n) == 0)
+            return true;
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        size_t k = strlen(tails[i]);
+        if (n > k && memcmp(w + n - k, tails[i], k) == 0)
+            return true;
+    }
+    return false;
+}
+
+bool
+sb_policy_env_secret_word(const char *name, char *word, size_t size)
+{
+    const char *p = name;
+    while (*p) {
+        size_t n = strcspn(p, "_");
+        char up[128];
+        if (n >= sizeof up) { /* a word this long: nobody's plain setting */
+            snprintf(word, size, "%.*s", (int)n, p);
+            return true;
+        }
+        for (size_t i = 0; i < n; i++)
+            up[i] = (char)toupper((unsigned char)p[i]);
+        if (n && (s_secret_word(up, n) ||
+                  (n > 1 && up[n - 1] == 'S' && s_secret_word(up, n - 1)))) {
+            snprintf(word, size, "%.*s", (int)n, p);
+            return true;
+        }
+        p += n;
+        if (*p == '_')
+            p++;
+    }
+    return false;
+}
+
 bool
 sb_policy_env_name_is_secret(const char *name)
 {
-    static const char *const words[] = {"KEY",  "TOKEN",      "SECRET",
-                                        "PASS", "CREDENTIAL", "AUTH"};
-    char up[256];
-    size_t n = strlen(name);
-    if (n >= sizeof up)
-        return true;
-    for (size_t i = 0; i <= n; i++)
-        up[i] = (char)toupper((unsigned char)name[i]);
-    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-        if (strstr(up, words[i]))
+    char word[64];
+    return sb_policy_env_secret_word(name, word, sizeof word);
+}
+
+static bool
+s_env_secret_allowed(const sb_policy_t *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_env_secret; i++)
+        if (strcmp(p->env_secret[i], name) == 0)
             return true;
     return false;
 }
@@ -500,7 +586,8 @@ sb_policy_build_env(const sb_policy_t *p, char *const host_env[],
     for (size_t i = 0; i < p->n_env_allow; i++) {
         const char *name = p->env_allow[i];
         const char *v = s_env_get(host_env, name);
-        if (v && !sb_policy_env_name_is_secret(name))
+        if (v && (!sb_policy_env_name_is_secret(name) ||
+                  s_env_secret_allowed(p, name)))
             s_env_push(&env, &n, xasprintf("%s=%s", name, v));
     }
     for (size_t i = 0; extra && extra[i]; i++)

@@ -52,6 +52,10 @@ typedef struct sb_policy {
     bool network;             /* false: own netns with loopback only */
     char **env_allow;         /* owned, NULL-terminated names passed through */
     size_t n_env_allow;       /* entries in env_allow */
+    char **env_secret;        /* owned, NULL-terminated: names in env_allow
+                                 passed although they look like secrets
+                                 (--env-secret); NULL when none */
+    size_t n_env_secret;      /* entries in env_secret */
     sb_bind_t *binds;         /* owned; extra read-only bind mounts */
     size_t n_binds;           /* entries in binds */
     char *keep_workspace_dir; /* owned; copy /mnt/data here at the end */
@@ -87,8 +91,13 @@ void sb_policy_out_opts(const sb_policy_t *p, sb_files_out_opts_t *o);
 /* "2 GiB", "512 MiB", "1.5 GiB", "300 bytes" into buf; returns buf. */
 const char *sb_policy_format_bytes(uint64_t n, char *buf, size_t size);
 
-/* Add a name to the environment allow-list (no '=' allowed); -1 if bad. */
+/* Add a name to the environment allow-list (no '=' allowed); -1 if bad,
+ * or if the name looks like a secret (sb_policy_env_secret_word): the
+ * message names the word and --env-secret. */
 int sb_policy_allow_env(sb_policy_t *p, const char *name, err_t *err);
+/* The same for a name passed on purpose although it looks like a secret
+ * (--env-secret NAME); any valid name is accepted. */
+int sb_policy_allow_env_secret(sb_policy_t *p, const char *name, err_t *err);
 /* Add a read-only bind "HOST:INSIDE" (or HOST, same path inside). */
 int sb_policy_add_bind(sb_policy_t *p, const char *host, const char *inside,
                        err_t *err);
@@ -96,13 +105,22 @@ int sb_policy_add_bind(sb_policy_t *p, const char *host, const char *inside,
 /* The environment a sandboxed program gets: PATH, HOME, LANG=C.UTF-8,
  * TERM (from `host_env` if set, else "dumb"), then the allow-listed names
  * found in `host_env`, then `extra` ("NAME=value" entries, may be NULL).
- * Names that look like secrets (containing KEY, TOKEN, SECRET, PASS,
- * CREDENTIAL or AUTH) are never passed from `host_env`, even if allowed.
+ * Names that look like secrets (sb_policy_env_secret_word) are passed
+ * from `host_env` only when given with --env-secret.
  * Returns a new NULL-terminated array; free with strv_free(). */
 char **sb_policy_build_env(const sb_policy_t *p, char *const host_env[],
                            const char *const extra[]);
-/* True if `name` looks like it holds a secret (see above). */
+/* True if `name` looks like it holds a secret (see below). */
 bool sb_policy_env_name_is_secret(const char *name);
+/* Why `name` looks like a secret: one of its '_'-separated words
+ * (case-insensitively) is KEY, TOKEN, SECRET, PASS, PASSWD, PASSWORD,
+ * PASSPHRASE, CREDENTIAL, CREDS, AUTH, AUTHORIZATION, COOKIE or PAT, or
+ * ends in KEY, TOKEN, SECRET, PASSWORD, PASSWD or CREDENTIAL(S)
+ * (APIKEY, AUTHTOKEN), each with an optional plural S. Whole words only:
+ * GIT_AUTHOR_NAME and PASSAGE_DIR are not secrets. Returns the word as
+ * written in `name` in `word` (NUL-terminated, cut to `size`) and true,
+ * or false. */
+bool sb_policy_env_secret_word(const char *name, char *word, size_t size);
 
 /* A JSON description (new reference) for notebook metadata. */
 json_t *sb_policy_to_json(const sb_policy_t *p);

@@ -30,6 +30,7 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_cgroup.h"
 #include "sandbox/sb_drop.h"
@@ -800,8 +801,9 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
         return;
     sb_sandbox_t *sb = *pp;
     *pp = NULL;
-    if (!sb->handed_off)
-        sb_sandbox_finish(sb, NULL);
+    err_t err = {0};
+    if (!sb->handed_off && sb_sandbox_finish(sb, &err) < 0)
+        log_warn("%s", err.text); /* nobody asked (sb_sandbox_finish) */
     if (sb->ws_fd >= 0)
         close(sb->ws_fd);
     if (sb->sock_fd >= 0)

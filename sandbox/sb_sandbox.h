@@ -252,6 +252,9 @@ extern sb_unsafe_test_knobs_t sb_unsafe_test_knobs;
 
 /* What is not enforced ("cgroups unavailable: ..."), or NULL. Borrowed. */
 const char *sb_sandbox_warnings(const sb_sandbox_t *sb);
+/* The box's CPU weight against other boxes (sb_cgroup_set_cpu_weight; cgroup v2
+ * only): 1..10000, 100 = an ordinary task's (the default). 0 or -1. */
+int sb_sandbox_set_cpu_weight(sb_sandbox_t *sb, unsigned weight);
 /* The cgroup directory for "memory", "pids" or "cpu", or NULL. */
 const char *sb_sandbox_cgroup_dir(const sb_sandbox_t *sb,
                                   const char *controller);

@@ -96,6 +96,12 @@ sb_sandbox_warnings(const sb_sandbox_t *sb)
     return sb->warnings.len ? buf_cstr(&sb->warnings) : NULL;
 }
 
+int
+sb_sandbox_set_cpu_weight(sb_sandbox_t *sb, unsigned weight)
+{
+    return sb_cgroup_set_cpu_weight(sb->cg, weight);
+}
+
 const char *
 sb_sandbox_cgroup_dir(const sb_sandbox_t *sb, const char *controller)
 {

@@ -40,3 +40,22 @@ done_testing() {
     echo "$((n - failed)) passed, $failed failed"
     [ "$failed" = 0 ]
 }
+
+# session_tmpdir NAME: $T, a new directory the box's user can pass
+# (removed at exit), as HOME and XDG_RUNTIME_DIR, and none of the caller's
+# serve pool, gateway, model or API keys: nothing outside the test counts.
+session_tmpdir() {
+    T=$(mktemp -d "/tmp/ja-$1-XXXXXX")
+    chmod 711 "$T"
+    trap 'rm -rf "$T"' EXIT
+    export XDG_RUNTIME_DIR="$T" HOME="$T"
+    unset JUPYTER_AGENT_SERVE_SOCKET JUPYTER_GATEWAY_URL OPENAI_API_KEY \
+        ANTHROPIC_API_KEY JUPYTER_AGENT_MODEL
+}
+
+# run ARGS: $BIN with ARGS, at most 300 s, stdin from /dev/null; sets $rc
+# and writes $T/out and $T/err. A script may define its own run instead.
+run() {
+    timeout -k 5 300 "$BIN" "$@" >"$T/out" 2>"$T/err" </dev/null
+    rc=$?
+}

@@ -26,6 +26,25 @@ DEB_C_SUITES := iproute2 procps util-linux \
     python3-cryptography python3-yaml python3-jinja2 python3-tornado \
     jupyter-core jupyter-client python3-jupyter-server nodejs
 
+# The box Python stack: what a data analyst reaches for, importable inside
+# the sandbox (it mounts the host's /usr read-only, so Debian's packages are
+# the box's); installed with the C suites (tests/integration/
+# box_python_stack.sh imports each inside a box) and for the demo. pandas,
+# numpy, matplotlib, scipy, sympy, Pillow, bs4, lxml, pytz and dateutil
+# also come with the groups above. Excel and OpenDocument: openpyxl (.xlsx
+# read/write), xlsxwriter (.xlsx write), xlrd (old .xls), odf (.ods).
+# agent/loop/ag_env_probe.py names these to the model and
+# docs/packages.md lists them: keep the lists together. (Debian 12 has no
+# pyarrow or polars.)
+DEB_BOX_PYTHON := python3-openpyxl python3-xlsxwriter python3-xlrd \
+    python3-odf python3-seaborn python3-statsmodels python3-sklearn \
+    python3-plotly python3-networkx python3-requests python3-tabulate \
+    python3-sqlalchemy python3-xarray python3-numexpr python3-bottleneck \
+    python3-h5py python3-docx python3-pypdf python3-markdown python3-chardet \
+    python3-tqdm python3-joblib python3-reportlab python3-tz \
+    python3-dateutil python3-bs4 python3-lxml python3-sympy python3-scipy \
+    python3-pil
+
 # ... and for the rest of `make test`: interop and gateway (pytest, the
 # kernel conformance suite, console, Notebook + Chromium for the browser
 # test, R's kernel, widgets, nbconvert, unzip, tmux) and cgroup2 (Debian's

@@ -11,6 +11,7 @@
 #include "common/cliopt.h"
 #include "common/err.h"
 #include "common/escape.h"
+#include "common/fileio.h"
 #include "common/xalloc.h"
 #include "notebook-io/nb_compare.h"
 #include "notebook-io/nb_run.h"
@@ -70,7 +71,9 @@ static const char s_usage[] =
     "show     verify, then summarise: files, signer, environment\n"
     "\n"
     "options:\n"
-    "  -o, --output PATH      pack: the archive; rerun: the re-run notebook\n"
+    "  -o, --output PATH      pack: the archive ('-': standard output);\n"
+    "                         rerun: the re-run notebook. A new path or a\n"
+    "                         regular file, never a device, FIFO or link\n"
     "      --input PATH[:NAME]  pack: add an input, or give the file for a\n"
     "                         recorded input NAME that moved or changed\n"
     "      --key KEY          pack: sign with this secret key\n"
@@ -336,9 +339,52 @@ s_probe_environment(const nb_notebook_t *nb)
     return lock;
 }
 
+/* -o -: the archive, packed into a private directory, to stdout. */
+static int
+s_copy_to_stdout(const char *path, err_t *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return err_set(err, ERR_IO, "cannot read back %s: %s", path,
+                       strerror(errno));
+    char buf[65536];
+    ssize_t n;
+    int rc = 0;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n) {
+            n = -1;
+            break;
+        }
+    if (n < 0 || fflush(stdout) != 0)
+        rc = err_set(err, ERR_IO,
+                     "cannot write the archive to standard "
+                     "output: %s",
+                     strerror(errno));
+    close(fd);
+    return rc;
+}
+
 static int
 s_pack(const archive_args_t *a, err_t *err)
 {
+    bool to_stdout = a->out && strcmp(a->out, "-") == 0;
+    if (to_stdout && isatty(1))
+        return err_set(err, ERR_USAGE,
+                       "-o - writes a zip file to standard output, which is "
+                       "a terminal; redirect it (> REPORT.zip) or name a "
+                       "file");
+    if (!to_stdout) {
+        /* Before the probe's kernel: a refused -o costs nothing. */
+        char *o = a->out ? xstrdup(a->out) : nb_path_sibling(a->target, ".zip");
+        struct stat st;
+        int bad = file_check_output(o, "-o", err);
+        if (!bad && !a->force && lstat(o, &st) == 0)
+            bad = err_set(err, ERR_USAGE,
+                          "%s exists; choose another -o or add --force", o);
+        free(o);
+        if (bad)
+            return -1;
+    }
     nb_notebook_t *nb = nb_notebook_read_file(a->target, err);
     if (!nb)
         return -1;
@@ -366,7 +412,24 @@ s_pack(const archive_args_t *a, err_t *err)
         free(t);
     }
     json_t *lock = a->no_probe ? NULL : s_probe_environment(nb);
-    char *out = a->out ? xstrdup(a->out) : nb_path_sibling(a->target, ".zip");
+    char *tmpdir = NULL;
+    if (to_stdout) {
+        const char *t = getenv("TMPDIR");
+        tmpdir =
+            xasprintf("%s/jupyter-agent-pack-XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(tmpdir)) {
+            err_set(err, ERR_IO,
+                    "-o -: cannot make a temporary directory %s: %s", tmpdir,
+                    strerror(errno));
+            free(tmpdir);
+            json_decref(lock);
+            nb_notebook_destroy(&nb);
+            return -1;
+        }
+    }
+    char *out = to_stdout ? xasprintf("%s/archive.zip", tmpdir)
+                : a->out  ? xstrdup(a->out)
+                          : nb_path_sibling(a->target, ".zip");
     ag_archive_pack_opts_t po = {.notebook_path = a->target,
                                  .nb = nb,
                                  .out_path = out,
@@ -378,9 +441,18 @@ s_pack(const archive_args_t *a, err_t *err)
                                  .force = a->force};
     size_t n = 0;
     int rc = ag_archive_pack(&po, &n, err);
+    if (rc == 0 && to_stdout)
+        rc = s_copy_to_stdout(out, err);
     if (rc == 0)
-        printf("jupyter-agent archive: wrote %s: %zu files, %s\n", out, n,
-               a->key ? "signed" : "NOT signed (no --key)");
+        fprintf(to_stdout ? stderr : stdout,
+                "jupyter-agent archive: wrote %s: %zu files, %s\n",
+                to_stdout ? "the archive to standard output" : out, n,
+                a->key ? "signed" : "NOT signed (no --key)");
+    if (tmpdir) {
+        unlink(out);
+        rmdir(tmpdir);
+        free(tmpdir);
+    }
     json_decref(lock);
     nb_notebook_destroy(&nb);
     free(out);
@@ -664,6 +736,12 @@ s_rerun(const archive_args_t *a, err_t *err)
     ag_session_t *session = NULL;
     nb_notebook_t *nb = NULL;
     json_t *now = NULL;
+    if (a->out && strcmp(a->out, "-") == 0)
+        return err_set(err, ERR_USAGE,
+                       "-o -: rerun prints its comparison on standard output; "
+                       "name a file for the re-run notebook");
+    if (a->out && file_check_output(a->out, "-o", err))
+        return -1;
     ag_session_opts_t so;
     ag_session_opts_init(&so);
     const char *tmpbase = getenv("TMPDIR");

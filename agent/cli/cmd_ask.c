@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/escape.h"
+#include "common/fileio.h"
 #include "common/jpaths.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_files.h"
@@ -44,7 +45,10 @@ static const char s_usage[] =
     "of\n"
     "                         OPENAI_API_KEY / ANTHROPIC_API_KEY is set)\n"
     "  -o, --output PATH      the session notebook (default\n"
-    "                         session-YYYYmmdd-HHMMSS.ipynb)\n"
+    "                         session-YYYYmmdd-HHMMSS.ipynb); it must be\n"
+    "                         new (--force replaces a regular file) and\n"
+    "                         PATH_files/ new or empty (--force adds to it);\n"
+    "                         both are checked before the first model call\n"
     "      --max-steps N      model turns before giving up (default 20)\n"
     "      --record FILE      also write the model's turns to FILE, to replay\n"
     "                         later with --model replay:FILE\n"
@@ -62,8 +66,9 @@ static const char s_usage_tail[] =
     "\n"
     "exit status: 0 answered, 1 stopped at --max-steps without an answer,\n"
     "2 usage, 3 kernel failure, 4 sandbox failure, 5 LLM provider failure,\n"
-    "7 cannot write the notebook, 130 interrupted (the notebook so far is\n"
-    "still written)\n";
+    "7 cannot write the notebook (or --keep-workspace could not copy\n"
+    "everything out), 130 interrupted (the notebook so far is still\n"
+    "written)\n";
 
 /* ---- Ctrl-C -------------------------------------------------------------- */
 
@@ -662,6 +667,38 @@ s_notebook_path(const char *output)
     return xasprintf("session-%s.ipynb", stamp);
 }
 
+/* Before the first model call: the notebook must be new (or --force
+ * replaces it; never a device, FIFO or link) and SESSION_files/ new or
+ * empty (or --force adds to it, as for every files-out directory), so a
+ * whole session is not run to be refused at the end. */
+static int
+s_check_outputs(const ask_args_t *a, const char *nb_path, err_t *err)
+{
+    if (a->output && strcmp(a->output, "-") == 0)
+        return err_set(err, ERR_USAGE,
+                       "-o -: ask shows the conversation on standard output "
+                       "and copies files next to the notebook; name a "
+                       "notebook file");
+    if (file_check_output(nb_path, "-o", err))
+        return -1;
+    struct stat st;
+    if (!a->sopts.policy.out_force && lstat(nb_path, &st) == 0)
+        return err_set(err, ERR_USAGE,
+                       "-o %s already exists; choose another -o, or pass "
+                       "--force to replace it",
+                       nb_path);
+    if (a->existing) /* no box: no files come out */
+        return 0;
+    sb_files_out_opts_t o;
+    sb_policy_out_opts(&a->sopts.policy, &o);
+    char *files_dir = nb_path_sibling(nb_path, "_files");
+    int rc = sb_outdir_check(files_dir, &o, err);
+    if (rc < 0)
+        err_prefix(err, "-o %s: its files go to %s/", nb_path, files_dir);
+    free(files_dir);
+    return rc;
+}
+
 /* A kernel to work in: attached (--existing) or a new sandboxed one. */
 static ag_session_t *
 s_open_session(const ask_args_t *a, err_t *err)
@@ -766,6 +803,7 @@ s_ask_and_save(ask_ui_t *ui, const ask_args_t *a, ag_loop_t *loop,
     /* After the copy-out: the archive holds SESSION_files/ as outputs/. */
     if (saved && a->archive.path)
         status = s_archive(ui, a, session, nb_path, status);
+
     fflush(stdout);
     return status;
 }
@@ -791,8 +829,8 @@ ag_cmd_ask(int argc, char **argv)
             fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
         goto out;
     }
-    /* The provider first: a configuration mistake should not cost a
-     * sandbox start. */
+    /* The provider and the outputs first: a configuration mistake should
+     * not cost a sandbox start. */
     provider = ag_provider_new(a.model, &err);
     if (!provider ||
         (a.record && ag_provider_set_record(provider, a.record, &err) < 0)) {
@@ -801,6 +839,11 @@ ag_cmd_ask(int argc, char **argv)
         goto out;
     }
     nb_path = s_notebook_path(a.output);
+    if (s_check_outputs(&a, nb_path, &err) < 0) {
+        fprintf(stderr, "jupyter-agent ask: %s\n", err.text);
+        status = ERR_USAGE;
+        goto out;
+    }
 
     ui.tty = isatty(1);
     const char *no_color = getenv("NO_COLOR");
@@ -833,6 +876,13 @@ ag_cmd_ask(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     status = s_ask_and_save(&ui, &a, loop, session, nb_path);
+    ag_loop_destroy(&loop);
+    err_t kerr = {0};
+    if (ag_session_end(&session, &kerr) < 0) {
+        fprintf(stderr, "jupyter-agent ask: %s\n", kerr.text);
+        if (status == 0)
+            status = kerr.code ? kerr.code : ERR_IO;
+    }
 
 out:
     s_loop = NULL;

@@ -43,7 +43,8 @@ static const char s_usage[] =
 
 static const char s_usage_tail[] =
     "\nexit status: 0 ok, 1 the code raised, 2 usage, 3 kernel failure,\n"
-    "4 sandbox failure, 6 timeout, 130 interrupted\n";
+    "4 sandbox failure, 6 timeout, 7 --keep-workspace could not copy\n"
+    "everything out (the message names what), 130 interrupted\n";
 
 typedef struct exec_ui {
     ag_render_t render; /* console rendering state */
@@ -125,13 +126,15 @@ s_exit_code(int rc, const err_t *err, kb_output_t *out)
 }
 
 /* --json: the one object, with `error` (NULL: none) unless the outputs
- * carry one. */
+ * carry one, and `keep_workspace_error` when the copy-out failed. */
 static void
-s_print_json(kb_output_t *out, const char *error)
+s_print_json(kb_output_t *out, const char *error, const char *kw_error)
 {
     json_t *obj = kb_output_to_json(out);
     if (error && !json_object_get(obj, "error"))
         json_object_set_new(obj, "error", json_string(error));
+    if (kw_error)
+        json_object_set_new(obj, "keep_workspace_error", json_string(kw_error));
     json_dumpf(obj, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
     fputc('\n', stdout);
     fflush(stdout);
@@ -280,7 +283,7 @@ ag_cmd_exec(int argc, char **argv)
             kb_output_set_interrupted(none, failed == ERR_INTERRUPTED);
             if (failed != ERR_INTERRUPTED)
                 kb_output_set_status(none, "error");
-            s_print_json(none, err.text);
+            s_print_json(none, err.text, NULL);
             kb_output_destroy(&none);
         } else {
             fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
@@ -309,9 +312,19 @@ ag_cmd_exec(int argc, char **argv)
     int rc = kb_kernel_execute(ag_session_kernel(session), code, &xopts,
                                sopts.timeout_ms, out, &hooks, &err);
     int status = s_exit_code(rc, &err, out);
+    /* --keep-workspace: the copy happens as the box ends, before the JSON
+     * that reports it; its failure is the command's (exit 7) when nothing
+     * failed before. Without it the box is handed off after the output. */
+    err_t kerr = {0};
+    bool kept = true;
+    if (sopts.policy.keep_workspace_dir) {
+        kept = ag_session_end(&session, &kerr) == 0;
+        if (!kept && status == 0)
+            status = kerr.code ? kerr.code : ERR_IO;
+    }
 
     if (a.json) {
-        s_print_json(out, rc ? err.text : NULL);
+        s_print_json(out, rc ? err.text : NULL, kept ? NULL : kerr.text);
         /* Save images even in JSON mode when asked. */
         if (ui.render.img_dir) {
             ag_render_t quiet = ui.render;
@@ -345,6 +358,10 @@ ag_cmd_exec(int argc, char **argv)
                 "jupyter-agent exec: output was cut at the --max-output cap "
                 "(%zu bytes); raise --max-output\n",
                 sopts.max_output_bytes);
+    }
+    if (!kept) {
+        ag_render_end_lines(&ui.render);
+        fprintf(stderr, "jupyter-agent exec: %s\n", kerr.text);
     }
     kb_output_destroy(&out);
     ag_session_hand_off(&session);

@@ -9,6 +9,7 @@
 #include "agent/cli/ag_cmd.h"
 #include "agent/kernel/ag_kernel.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/jpaths.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernelspec.h"
@@ -138,10 +139,17 @@ s_write_logo(const char *path, int size, err_t *err)
     ihdr[11] = 0; /* adaptive filtering */
     ihdr[12] = 0; /* no interlace */
     int rc = 0;
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite("\x89PNG\r\n\x1a\n", 1, 8, f) != 8 ||
-        s_chunk(f, "IHDR", ihdr, sizeof ihdr) ||
-        s_chunk(f, "IDAT", z, (uint32_t)z_len) || s_chunk(f, "IEND", NULL, 0))
+    /* A new or regular file: never a device, FIFO or link made one. */
+    int fd = file_open_output(path, NULL, 0644, err);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
+    if (fd < 0)
+        rc = -1;
+    else if (!f || fwrite("\x89PNG\r\n\x1a\n", 1, 8, f) != 8 ||
+             s_chunk(f, "IHDR", ihdr, sizeof ihdr) ||
+             s_chunk(f, "IDAT", z, (uint32_t)z_len) ||
+             s_chunk(f, "IEND", NULL, 0))
         rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
     if (f && fclose(f) != 0 && rc == 0)
         rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
@@ -265,10 +273,11 @@ s_install(const char *dir, const char *name, const char *display, char **extra,
     char *logo32 = xasprintf("%s/logo-32x32.png", kdir);
     char *logo64 = xasprintf("%s/logo-64x64.png", kdir);
     int rc = s_mkdirs(kdir, err);
-    if (rc == 0 && json_dump_file(spec, json_path,
-                                  JSON_INDENT(1) | JSON_ENSURE_ASCII) != 0)
-        rc = err_set(err, ERR_IO, "cannot write %s: %s", json_path,
-                     strerror(errno));
+    char *text = json_dumps(spec, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+    if (rc == 0 &&
+        file_write_atomic(json_path, text, strlen(text), 0644, err) != 0)
+        rc = -1;
+    free(text);
     if (rc == 0)
         rc = s_write_logo(logo32, 32, err);
     if (rc == 0)

@@ -10,6 +10,7 @@
 #include "agent/session/ag_session.h"
 #include "common/cliopt.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/xalloc.h"
 
 #include <getopt.h>
@@ -152,6 +153,10 @@ ag_cmd_mcp(int argc, char **argv)
                 "the install_packages tool");
         goto usage_error;
     }
+    /* Refused now, not after a whole session: never a device, FIFO or
+     * link turned into a file (the write at the end checks again). */
+    if (a.notebook && file_check_output(a.notebook, "--notebook", &err))
+        goto usage_error;
 
     struct sigaction sa = {.sa_handler = s_on_signal};
     sigemptyset(&sa.sa_mask);

@@ -10,6 +10,7 @@
 #include "common/cliopt.h"
 #include "common/err.h"
 #include "common/escape.h"
+#include "common/fileio.h"
 #include "common/size.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
@@ -39,7 +40,9 @@ static const char s_usage[] =
     "over --timeout stops it.\n"
     "\n"
     "options:\n"
-    "  -o, --output OUT       where to write (default: NOTEBOOK.out.ipynb)\n"
+    "  -o, --output OUT       where to write (default: NOTEBOOK.out.ipynb);\n"
+    "                         '-' is standard output. OUT must be new or a\n"
+    "                         regular file (never a device, FIFO or link)\n"
     "      --inplace          write the result over NOTEBOOK itself\n"
     "      --allow-errors     record errors and keep going (exit 0)\n"
     "      --merge-streams    join consecutive same-name stream outputs\n"
@@ -63,6 +66,8 @@ static const char s_usage[] =
     "      --max-notebook-size BYTES\n"
     "                         refuse a NOTEBOOK over this (default 256M);\n"
     "                         it must be a regular file\n"
+    "      --max-cells N      refuse a NOTEBOOK of more than N cells\n"
+    "                         (default 20000), before reading it into memory\n"
     "  -q, --quiet            no progress lines\n";
 
 static const char s_usage_tail[] =
@@ -77,7 +82,8 @@ static const char s_usage_tail[] =
     "exit status: 0 ok, 1 a cell raised (without --allow-errors), 2 usage\n"
     "(bad flags, unreadable notebook, unknown kernel, output not writable),\n"
     "3 the kernel died or failed to start, 4 sandbox failure, 6 a cell timed\n"
-    "out, 7 the output could not be written, 130 interrupted (Ctrl-C)\n";
+    "out, 7 the output could not be written (or --keep-workspace could not\n"
+    "copy everything out), 130 interrupted (Ctrl-C)\n";
 
 /* Progress lines on stderr. */
 typedef struct run_ui {
@@ -132,9 +138,10 @@ static int
 s_check_output(const char *in, const char *out, bool inplace, err_t *err)
 {
     struct stat si, so;
+    /* Never a device, FIFO, socket, directory or symlink made a file. */
+    if (file_check_output(out, "output", err))
+        return -1;
     bool exists = stat(out, &so) == 0;
-    if (exists && S_ISDIR(so.st_mode))
-        return err_set(err, ERR_USAGE, "output %s is a directory", out);
     if (!inplace && exists && stat(in, &si) == 0 && si.st_dev == so.st_dev &&
         si.st_ino == so.st_ino)
         return err_set(err, ERR_USAGE,
@@ -161,6 +168,21 @@ s_check_output(const char *in, const char *out, bool inplace, err_t *err)
                      out, strerror(errno));
     free(copy);
     return rc;
+}
+
+/* -o -: the notebook on stdout (progress is on stderr). */
+static int
+s_write_stdout(const nb_notebook_t *nb, err_t *err)
+{
+    size_t len;
+    char *text = nb_notebook_write_mem(nb, &len);
+    int bad = !text || fwrite(text, 1, len, stdout) != len || fflush(stdout);
+    free(text);
+    return bad ? err_set(err, ERR_IO,
+                         "cannot write the notebook to standard "
+                         "output: %s",
+                         strerror(errno))
+               : 0;
 }
 
 /* --kernel, else metadata.kernelspec.name, else python3. Borrowed. */
@@ -207,6 +229,7 @@ typedef struct run_args {
     bool inplace, allow_errors, quiet, merge_streams;
     const char **pnames, **pvalues; /* owned arrays of argv words */
     size_t nparams, max_nb_bytes;
+    size_t max_cells; /* --max-cells; 0: the default */
 } run_args_t;
 
 static int
@@ -248,6 +271,19 @@ s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
         a->max_nb_bytes = (size_t)n;
         return 0;
     }
+    case 'C': {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long n = strtoull(o->value, &end, 10);
+        if (errno || !end || *end || o->value[0] == '-' || n == 0 ||
+            n > (1ULL << 32))
+            return err_set(err, ERR_USAGE,
+                           "--max-cells: '%s' is not a number of cells from "
+                           "1 to 4294967296",
+                           o->value);
+        a->max_cells = (size_t)n;
+        return 0;
+    }
     case 'q':
         a->quiet = true;
         return 0;
@@ -264,6 +300,7 @@ ag_cmd_run(int argc, char **argv)
         {"inplace", no_argument, 0, 'I'},
         {"allow-errors", no_argument, 0, 'a'},
         {"max-notebook-size", required_argument, 0, 'N'},
+        {"max-cells", required_argument, 0, 'C'},
         {"merge-streams", no_argument, 0, 'S'},
         {"parameters", required_argument, 0, 'p'},
         {"quiet", no_argument, 0, 'q'},
@@ -310,7 +347,7 @@ ag_cmd_run(int argc, char **argv)
         goto fail;
     }
 
-    nb = nb_notebook_read_path(in_path, a.max_nb_bytes, &err);
+    nb = nb_notebook_read_capped(in_path, a.max_nb_bytes, a.max_cells, &err);
     if (!nb)
         goto fail;
     for (const char *w = nb_notebook_warnings(nb); w && *w;) {
@@ -319,10 +356,17 @@ ag_cmd_run(int argc, char **argv)
         fprintf(stderr, "jupyter-agent run: warning: %.*s\n", n, w);
         w += n + (nl != NULL);
     }
+    bool to_stdout = a.out_arg && strcmp(a.out_arg, "-") == 0;
+    if (to_stdout && a.archive.path) {
+        err_set(&err, ERR_USAGE,
+                "--archive packs the notebook from a file: name one with -o "
+                "instead of '-'");
+        goto fail;
+    }
     out_path = a.inplace   ? xstrdup(in_path)
                : a.out_arg ? xstrdup(a.out_arg)
                            : nb_path_sibling(in_path, ".out.ipynb");
-    if (s_check_output(in_path, out_path, a.inplace, &err))
+    if (!to_stdout && s_check_output(in_path, out_path, a.inplace, &err))
         goto fail;
     if (a.nparams && nb_run_inject_parameters(nb, (const char *const *)a.pnames,
                                               (const char *const *)a.pvalues,
@@ -374,7 +418,8 @@ ag_cmd_run(int argc, char **argv)
     }
     s_record_run(nb, &res, session, kernel, params, &sopts, a.allow_errors);
 
-    if (nb_notebook_write_file(nb, out_path, &err)) {
+    if (to_stdout ? s_write_stdout(nb, &err)
+                  : nb_notebook_write_file(nb, out_path, &err)) {
         if (res.code)
             fprintf(stderr, "jupyter-agent run: %s\n", rerr.text);
         status = ERR_IO;
@@ -393,6 +438,16 @@ ag_cmd_run(int argc, char **argv)
                     a.archive.path,
                     a.archive.key ? "" : " (not signed: no --archive-key)");
         }
+    }
+    if (to_stdout) {
+        free(out_path);
+        out_path = xstrdup("the notebook to standard output");
+    }
+    err_t kerr = {0};
+    if (ag_session_end(&session, &kerr) < 0) {
+        fprintf(stderr, "jupyter-agent run: %s\n", kerr.text);
+        if (status == 0)
+            status = kerr.code ? kerr.code : ERR_IO;
     }
     if (res.code)
         fprintf(stderr, "jupyter-agent run: %s; wrote %s\n", rerr.text,

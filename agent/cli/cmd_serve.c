@@ -26,7 +26,11 @@ static const char s_usage[] =
     "policy differs from the pool's start a cold kernel as before.\n"
     "\n"
     "options:\n"
-    "      --pool N           kernels kept ready (default 4)\n"
+    "      --pool N           kernels kept ready (default 4); misses grow\n"
+    "                         the pool up to --pool-max\n"
+    "      --pool-max N       the most kernels the pool grows to on misses\n"
+    "                         (default 4 x --pool, at most what a quarter\n"
+    "                         of the available memory holds)\n"
     "      --preload CODE     Python run in each kernel at warm-up, outside\n"
     "                         the user namespace (e.g. 'import pandas, "
     "matplotlib')\n"
@@ -34,7 +38,10 @@ static const char s_usage[] =
     "ipykernel)\n"
     "      --factory          fork the kernels from one process that imported\n"
     "                         --preload once (pages shared: far less memory\n"
-    "                         per session); each still runs in its own box\n"
+    "                         and CPU per kernel); each still runs in its own\n"
+    "                         box. The default for the python3 kernel\n"
+    "                         without --seccomp-audit\n"
+    "      --no-factory       start a fresh interpreter per kernel\n"
     "      --warmup-timeout S abandon a warm-up not ready after S seconds\n"
     "                         and retry it (default 60; after 3 such in a\n"
     "                         row the pool pauses until a session misses)\n"
@@ -43,9 +50,10 @@ static const char s_usage[] =
     "                         serve.sock or ~/.cache/jupyter-agent/serve.sock;"
     "\n"
     "                         $JUPYTER_AGENT_SERVE_SOCKET overrides both)\n"
-    "      --status           print the running server's counters and\n"
-    "                         warm-up times (last, p50 of the last 32, max)\n"
-    "                         as JSON\n"
+    "      --status           print the running server's counters (hits,\n"
+    "                         misses: waited and cold_misses, size and\n"
+    "                         max_size of the pool) and warm-up times (last,\n"
+    "                         p50 of the last 32, max) as JSON\n"
     "      --stop             ask the running server to exit: it stops\n"
     "                         handing out kernels at once, lets sessions in\n"
     "                         use finish, and says how many it left running\n"
@@ -65,6 +73,7 @@ s_listening(const char *path, void *arg)
 typedef struct serve_args {
     kb_serve_opts_t o;
     const char *query; /* --status ("stats") or --stop ("stop"), or NULL */
+    int factory;       /* --factory 1, --no-factory 0, neither -1 */
 } serve_args_t;
 
 static int
@@ -105,7 +114,17 @@ s_on_opt(void *arg, const ag_cmd_opt_t *opt, err_t *err)
         a->query = "stop";
         return 0;
     case 'F':
-        a->o.factory = true;
+        a->factory = 1;
+        return 0;
+    case 'N':
+        a->factory = 0;
+        return 0;
+    case 'M':
+        n = strtol(opt->value, &end, 10);
+        if (*end || n < 1 || n > 1000)
+            return err_set(err, ERR_USAGE, "--pool-max takes 1..1000, not '%s'",
+                           opt->value);
+        a->o.pool_max = (unsigned)n;
         return 0;
     default:
         return 1;
@@ -123,6 +142,8 @@ ag_cmd_serve(int argc, char **argv)
         {"status", no_argument, 0, 'S'},
         {"stop", no_argument, 0, 'X'},
         {"factory", no_argument, 0, 'F'},
+        {"no-factory", no_argument, 0, 'N'},
+        {"pool-max", required_argument, 0, 'M'},
         {"warmup-timeout", required_argument, 0, 'W'},
         {0, 0, 0, 0}};
     static const ag_cmd_spec_t spec = {.name = "serve",
@@ -130,7 +151,7 @@ ag_cmd_serve(int argc, char **argv)
                                        .own = own,
                                        .usage = s_usage,
                                        .on_opt = s_on_opt};
-    serve_args_t a = {0};
+    serve_args_t a = {.factory = -1};
     kb_serve_opts_t *o = &a.o;
     sb_policy_t policy;
     sb_policy_init_default(&policy);
@@ -142,6 +163,16 @@ ag_cmd_serve(int argc, char **argv)
         goto usage_error;
     if (optind < argc) {
         err_set(&err, ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+        goto usage_error;
+    }
+    if (a.factory < 0) /* the default: forked kernels, where they work */
+        o->factory = !policy.seccomp_audit &&
+                     (!o->kernel_name || !strcmp(o->kernel_name, "python3"));
+    else
+        o->factory = a.factory == 1;
+    if (o->pool_max && o->pool_max < (o->pool_size ? o->pool_size : 4)) {
+        err_set(&err, ERR_USAGE, "--pool-max %u is below --pool %u; raise it",
+                o->pool_max, o->pool_size ? o->pool_size : 4);
         goto usage_error;
     }
     if (policy.seccomp_audit && o->factory) {

@@ -1,6 +1,7 @@
 #include "agent/llm/ag_provider.h"
 
 #include "agent/llm/ag_provider_impl.h"
+#include "common/fileio.h"
 #include "common/log.h"
 #include "common/secret.h"
 #include "common/utf8.h"
@@ -11,6 +12,7 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define S_OPENAI_BASE "https://api.openai.com/v1"
 #define S_ANTHROPIC_BASE "https://api.anthropic.com"
@@ -419,10 +421,16 @@ ag_provider_set_record(ag_provider_t *p, const char *path, err_t *err)
     }
     if (!path)
         return 0;
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return err_set(err, ERR_IO, "record: cannot create %s: %s", path,
-                       strerror(errno));
+    /* A new or regular file: never a device, FIFO or link made one. */
+    int fd = file_open_output(path, "--record", 0666, err);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return fd < 0 ? -1
+                      : err_set(err, ERR_IO, "record: cannot create %s: %s",
+                                path, strerror(errno));
+    }
     json_t *h =
         json_pack("{s:i, s:s}", "jupyter_agent_replay", 1, "model", p->spec);
     char *line = json_dumps(h, JSON_COMPACT);

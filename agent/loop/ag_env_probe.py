@@ -6,18 +6,38 @@
 
 
 def __ja_env(sandboxed):
-    import os, json, platform
-    from importlib import metadata
+    import os, sys, json, platform
+    # The analyst's stack (tools/packages.mk: DEB_BOX_PYTHON),
+    # by distribution name; one scan of the installed distributions.
     names = ['numpy', 'pandas', 'matplotlib', 'scipy', 'seaborn',
-             'scikit-learn', 'statsmodels', 'openpyxl', 'xlrd',
-             'pyarrow', 'polars', 'sympy', 'Pillow', 'tabulate',
-             'plotly', 'networkx']
+             'scikit-learn', 'statsmodels', 'openpyxl', 'XlsxWriter',
+             'xlrd', 'odfpy', 'pyarrow', 'polars', 'sympy', 'Pillow',
+             'tabulate', 'plotly', 'networkx', 'requests', 'SQLAlchemy',
+             'xarray', 'numexpr', 'Bottleneck', 'h5py', 'python-docx',
+             'pypdf', 'reportlab', 'Markdown', 'beautifulsoup4', 'lxml',
+             'chardet', 'tqdm', 'joblib', 'pytz', 'python-dateutil']
+    # Names and versions from the metadata directories' names
+    # (NAME-VERSION.dist-info or .egg-info): a directory listing per path
+    # entry, not a metadata read per package (~10x faster).
+    found = {}
+    for p in sys.path:
+        try:
+            entries = os.scandir(p or '.')
+        except OSError:
+            continue
+        with entries:
+            for e in entries:
+                base, dot, ext = e.name.rpartition('.')
+                if ext not in ('dist-info', 'egg-info') or '-' not in base:
+                    continue
+                n, _, v = base.partition('-')
+                v = v.split('-py')[0]
+                found.setdefault(n.lower().replace('-', '_'), v)
     pk = {}
     for n in names:
-        try:
-            pk[n] = metadata.version(n)
-        except Exception:
-            pass
+        v = found.get(n.lower().replace('-', '_'))
+        if v:
+            pk[n] = v
     if sandboxed:
         try:
             os.makedirs('/mnt/data/out', exist_ok=True)

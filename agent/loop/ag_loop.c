@@ -308,6 +308,16 @@ s_build_system(ag_loop_t *l, ag_session_t *s)
         json_object_foreach(pk, k, v)
             buf_printf(&b, "%s%s %s", i++ ? ", " : "", k, json_string_value(v));
         buf_puts(&b, ". Only these (and the standard library) are there.\n");
+        if (json_object_get(pk, "openpyxl"))
+            buf_printf(
+                &b,
+                "- Excel and OpenDocument files work with pandas "
+                "read_excel/to_excel: .xlsx with openpyxl%s%s%s.\n",
+                json_object_get(pk, "XlsxWriter")
+                    ? " (or engine='xlsxwriter' to write)"
+                    : "",
+                json_object_get(pk, "xlrd") ? ", old .xls with xlrd" : "",
+                json_object_get(pk, "odfpy") ? ", .ods with engine='odf'" : "");
     }
     if (box) {
         json_t *files = sb_sandbox_list_files(box, 200);
@@ -338,10 +348,14 @@ s_build_system(ag_loop_t *l, ag_session_t *s)
             buf_puts(&b, "- There is no network access, and pip cannot reach "
                          "PyPI: the install_packages tool installs extra "
                          "packages from the operator's signed manifest "
-                         "(only those).\n");
+                         "(only those). When a library says to pip or conda "
+                         "install something, use an installed library "
+                         "instead, or ask that tool for it.\n");
         else
             buf_puts(&b, "- There is no network access: nothing can be "
-                         "downloaded or installed with pip.\n");
+                         "downloaded or installed with pip. When a library "
+                         "says to pip or conda install something, use one "
+                         "of the installed libraries above instead.\n");
         buf_puts(&b, "- Save every file you make for the user (charts, tables, "
                      "reports) in /mnt/data/out/ (it exists); those files are "
                      "handed to the user when the session ends.\n");

@@ -1,10 +1,13 @@
 #include "agent/loop/ag_render.h"
 
+#include "common/buf.h"
 #include "common/xalloc.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <sodium.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 unsigned char *
@@ -153,18 +156,51 @@ ag_render_end_lines(ag_render_t *r)
     }
 }
 
-static void
-s_save_image(ag_render_t *r, const char *mime, const char *b64)
+/* Does an SVG document carry something that runs when a browser opens
+ * the saved file: a <script> element, a javascript: URL or an on...=
+ * event attribute? A sensible check, not a sanitizer: such a file is
+ * not saved. */
+static const char *
+s_svg_active(const unsigned char *d, size_t len)
 {
-    size_t len = 0;
-    unsigned char *bin = ag_base64_decode(b64, &len);
-    if (!bin) {
-        fprintf(r->out, "[%s: invalid base64 data]\n", mime);
-        return;
+    for (size_t i = 0; i < len; i++) {
+        if (d[i] == '<' && len - i >= 7 &&
+            strncasecmp((const char *)d + i + 1, "script", 6) == 0)
+            return "a <script> element";
+        if ((d[i] == 'j' || d[i] == 'J') && len - i >= 11 &&
+            strncasecmp((const char *)d + i, "javascript:", 11) == 0)
+            return "a javascript: URL";
+        if ((d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r' ||
+             d[i] == '/') &&
+            len - i >= 4 && (d[i + 1] == 'o' || d[i + 1] == 'O') &&
+            (d[i + 2] == 'n' || d[i + 2] == 'N')) {
+            size_t j = i + 3;
+            while (j < len && isalpha(d[j]))
+                j++;
+            while (j < len && (d[j] == ' ' || d[j] == '\t'))
+                j++;
+            if (j > i + 3 && j < len && d[j] == '=')
+                return "an on... event attribute";
+        }
     }
+    return NULL;
+}
+
+/* Save (or name) image `bin` of `len` bytes; takes `bin`. */
+static void
+s_save_image(ag_render_t *r, const char *mime, unsigned char *bin, size_t len)
+{
     if (!ag_image_type_ok(mime, bin, len)) {
         fprintf(r->out, "[%s, %zu bytes: not a %s image; not saved]\n", mime,
                 len, mime + 6);
+        free(bin);
+        return;
+    }
+    bool svg = strcmp(mime, "image/svg+xml") == 0;
+    const char *active = svg ? s_svg_active(bin, len) : NULL;
+    if (active) {
+        fprintf(r->out, "[%s, %zu bytes: holds %s; not saved]\n", mime, len,
+                active);
         free(bin);
         return;
     }
@@ -180,6 +216,7 @@ s_save_image(ag_render_t *r, const char *mime, const char *b64)
     }
     const char *ext = strcmp(mime, "image/jpeg") == 0  ? "jpg"
                       : strcmp(mime, "image/gif") == 0 ? "gif"
+                      : svg                            ? "svg"
                                                        : "png";
     char name[64];
     snprintf(name, sizeof name, "out-%d.%s", ++r->img_count, ext);
@@ -210,9 +247,30 @@ s_render_data(ag_render_t *r, json_t *data)
     for (size_t i = 0; i < sizeof images / sizeof images[0]; i++) {
         const char *b64 = json_string_value(json_object_get(data, images[i]));
         if (b64) {
-            s_save_image(r, images[i], b64);
+            size_t len = 0;
+            unsigned char *bin = ag_base64_decode(b64, &len);
+            if (bin)
+                s_save_image(r, images[i], bin, len);
+            else
+                fprintf(r->out, "[%s: invalid base64 data]\n", images[i]);
             return;
         }
+    }
+    /* SVG travels as text (nbformat may split it into lines). */
+    json_t *svg = json_object_get(data, "image/svg+xml");
+    if (json_is_string(svg) || json_is_array(svg)) {
+        buf_t b;
+        buf_init(&b, 0);
+        size_t i;
+        json_t *line;
+        if (json_is_string(svg))
+            buf_append(&b, json_string_value(svg), json_string_length(svg));
+        json_array_foreach(svg, i, line) if (json_is_string(line))
+            buf_append(&b, json_string_value(line), json_string_length(line));
+        size_t len = 0;
+        unsigned char *bin = (unsigned char *)buf_detach(&b, &len);
+        s_save_image(r, "image/svg+xml", bin, len);
+        return;
     }
     const char *text = json_string_value(json_object_get(data, "text/plain"));
     if (text)

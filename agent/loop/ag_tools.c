@@ -343,6 +343,12 @@ s_output_text(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
             return;
         }
     }
+    /* An SVG figure is in the notebook, but models take PNG and JPEG only:
+     * say so rather than show "<Figure size ...>" alone. */
+    if (json_object_get(data, "image/svg+xml"))
+        buf_puts(b, "[an image/svg+xml figure: kept in the notebook, not "
+                    "shown to you (images reach you as PNG or JPEG; for "
+                    "matplotlib, set_matplotlib_formats('png'))]\n");
     s_data_text(b, data);
 }
 

@@ -24,6 +24,8 @@
 #define AG_MCP_METHOD_NOT_FOUND (-32601)
 #define AG_MCP_INVALID_PARAMS (-32602)
 #define AG_MCP_INTERNAL_ERROR (-32603)
+/* Implementation-defined (-32000..-32099): refused for now, try again. */
+#define AG_MCP_SERVER_BUSY (-32000)
 
 /* The largest message a client may send, in bytes (stated in the refusal
  * and in the README). write_file content travels inside one message. */

@@ -3,15 +3,25 @@
 #include "agent/mcp/ag_mcp_rpc.h"
 #include "agent/mcp/ag_mcp_server.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* Seconds one message may take to be taken in by the client before we
+ * decide it stopped reading (exit 7). */
+#define WRITE_DEADLINE_S 30
+/* What may wait while a tool runs: messages, and bytes of them. Beyond,
+ * a request is answered AG_MCP_SERVER_BUSY and dropped. */
+#define MAX_QUEUED 256
+#define MAX_QUEUED_BYTES ((size_t)16 * 1024 * 1024)
 
 /* One line read, or the size of one refused for its length. */
 typedef struct s_line {
@@ -28,22 +38,69 @@ typedef struct s_stdio {
     size_t skipping;         /* >0: inside an oversized line, bytes so far */
     bool eof;                /* input ended */
     bool write_failed;       /* out is gone */
-    s_line_t *queue;         /* owned: lines read while a tool ran */
-    size_t nqueue;           /* entries in queue */
+    s_line_t *queue;         /* owned: lines read, not yet handled */
+    size_t head, nqueue;     /* next to handle; entries in queue */
+    size_t qbytes;           /* bytes of text in queue[head..nqueue) */
+    bool busy;               /* a message is being handled (a tool runs) */
     volatile sig_atomic_t *stop; /* set by a signal, or NULL */
 } s_stdio_t;
+
+/* Write all of `data` within WRITE_DEADLINE_S, never blocking longer:
+ * poll for room, then at most PIPE_BUF bytes at a time (a pipe with room
+ * takes that much without blocking). Between messages, the session's
+ * idle and lifetime limits are applied while we wait. */
+static void
+s_write_all(s_stdio_t *io, const char *data, size_t len)
+{
+    int fd = fileno(io->out);
+    int64_t deadline = clock_mono_ms() + WRITE_DEADLINE_S * 1000;
+    size_t off = 0;
+    while (off < len && !io->write_failed) {
+        int64_t left = deadline - clock_mono_ms();
+        if (left <= 0) {
+            log_warn("mcp: the client stopped reading: %zu of %zu bytes of "
+                     "a message were not taken in %d s; ending the session",
+                     len - off, len, WRITE_DEADLINE_S);
+            io->write_failed = true;
+            break;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int r = poll(&p, 1, left < 1000 ? (int)left : 1000);
+        if (r == 0 && !io->busy)
+            ag_mcp_box_expire(ag_mcp_server_box(io->server));
+        if (r < 0 && errno != EINTR) {
+            io->write_failed = true;
+            break;
+        }
+        if (r <= 0)
+            continue;
+        if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            log_warn("mcp: cannot write to the client: it closed its input");
+            io->write_failed = true;
+            break;
+        }
+        size_t k = len - off < PIPE_BUF ? len - off : PIPE_BUF;
+        ssize_t n = write(fd, data + off, k);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n <= 0) {
+            log_warn("mcp: cannot write to the client: %s", strerror(errno));
+            io->write_failed = true;
+            break;
+        }
+        off += (size_t)n;
+    }
+}
 
 static void
 s_write(s_stdio_t *io, const json_t *msg)
 {
     if (io->write_failed)
         return;
-    char *line = ag_mcp_dump(msg);
-    if (fputs(line, io->out) == EOF || fputc('\n', io->out) == EOF ||
-        fflush(io->out) == EOF) {
-        log_warn("mcp: cannot write to the client: %s", strerror(errno));
-        io->write_failed = true;
-    }
+    char *text = ag_mcp_dump(msg);
+    char *line = xasprintf("%s\n", text);
+    free(text);
+    s_write_all(io, line, strlen(line));
     free(line);
 }
 
@@ -53,11 +110,78 @@ s_send(void *arg, const json_t *msg)
     s_write(arg, msg);
 }
 
-static void
-s_push(s_stdio_t *io, char *text, size_t len)
+static bool
+s_is_cancel(const json_t *msg, const json_t **id)
 {
+    const char *m = json_string_value(json_object_get(msg, "method"));
+    if (!m || strcmp(m, "notifications/cancelled") != 0 ||
+        json_object_get(msg, "id"))
+        return false;
+    *id = json_object_get(json_object_get(msg, "params"), "requestId");
+    return *id != NULL;
+}
+
+/* A line that arrived while a tool runs and the queue is full: a
+ * cancellation still acts; a request is answered AG_MCP_SERVER_BUSY;
+ * anything else is dropped (it would get no answer anyway). */
+static void
+s_refuse(s_stdio_t *io, const char *text, size_t len)
+{
+    size_t waiting = io->nqueue - io->head;
+    json_t *msg = NULL, *perr = NULL;
+    if (text)
+        msg = ag_mcp_parse(text, len, &perr);
+    json_decref(perr);
+    const json_t *id = NULL;
+    if (msg && s_is_cancel(msg, &id)) {
+        log_info("mcp: the client cancelled a request");
+        ag_mcp_server_cancel(io->server, id);
+    } else if (!msg || json_object_get(msg, "id") || json_is_array(msg)) {
+        json_t *e = ag_mcp_error(
+            json_is_object(msg) ? json_object_get(msg, "id") : NULL,
+            AG_MCP_SERVER_BUSY,
+            "message of %zu bytes refused: %zu messages (%zu bytes) already "
+            "wait while a tool runs, and at most %d messages or %zu bytes "
+            "(16 MiB) may; nothing was run: send it again after the running "
+            "call answers",
+            len, waiting, io->qbytes, MAX_QUEUED, MAX_QUEUED_BYTES);
+        s_write(io, e);
+        json_decref(e);
+    } else {
+        log_warn("mcp: a notification was dropped: the queue is full while "
+                 "a tool runs");
+    }
+    json_decref(msg);
+}
+
+/* Queue one line (text NULL: an oversized one of `len` bytes), unless a
+ * tool runs and the queue is full. Blank lines are skipped. */
+static void
+s_push(s_stdio_t *io, const char *text, size_t len)
+{
+    if (text) {
+        size_t i = 0;
+        while (i < len && strchr(" \t\r", text[i]))
+            i++;
+        if (i == len)
+            return;
+    }
+    size_t kept = text ? len : 0;
+    if (io->busy && (io->nqueue - io->head >= MAX_QUEUED ||
+                     io->qbytes + kept > MAX_QUEUED_BYTES)) {
+        s_refuse(io, text, len);
+        return;
+    }
+    if (io->head > 64 && io->head * 2 > io->nqueue) { /* drop handled ones */
+        memmove(io->queue, io->queue + io->head,
+                (io->nqueue - io->head) * sizeof *io->queue);
+        io->nqueue -= io->head;
+        io->head = 0;
+    }
     io->queue = xrealloc(io->queue, (io->nqueue + 1) * sizeof *io->queue);
-    io->queue[io->nqueue++] = (s_line_t){text, len};
+    io->queue[io->nqueue++] =
+        (s_line_t){text ? xstrndup(text, len) : NULL, len};
+    io->qbytes += kept;
 }
 
 /* Move the complete lines of buf to the queue. */
@@ -76,7 +200,7 @@ s_split(s_stdio_t *io)
         } else if (n > AG_MCP_MAX_MESSAGE) {
             s_push(io, NULL, n);
         } else {
-            s_push(io, xstrndup(io->buf + start, n), n);
+            s_push(io, io->buf + start, n);
         }
         start += n + 1;
     }
@@ -89,43 +213,33 @@ s_split(s_stdio_t *io)
     }
 }
 
-/* Read what is there within timeout_ms (-1: wait). */
-static void
+/* Read what is there within timeout_ms (-1: wait). Did it read? */
+static bool
 s_fill(s_stdio_t *io, int timeout_ms)
 {
     if (io->eof)
-        return;
+        return false;
     struct pollfd p = {.fd = io->fd, .events = POLLIN};
     int r = poll(&p, 1, timeout_ms);
     if (r <= 0)
-        return;
+        return false;
     if (io->cap - io->len < 65536) {
         io->cap = io->cap ? io->cap * 2 : 65536 * 2;
         io->buf = xrealloc(io->buf, io->cap);
     }
     ssize_t n = read(io->fd, io->buf + io->len, io->cap - io->len);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
-        return;
+        return false;
     if (n <= 0) {
         io->eof = true;
         if (io->len && !io->skipping) /* a last line without newline */
-            s_push(io, xstrndup(io->buf, io->len), io->len);
+            s_push(io, io->buf, io->len);
         io->len = 0;
-        return;
+        return false;
     }
     io->len += (size_t)n;
     s_split(io);
-}
-
-static bool
-s_is_cancel(const json_t *msg, const json_t **id)
-{
-    const char *m = json_string_value(json_object_get(msg, "method"));
-    if (!m || strcmp(m, "notifications/cancelled") != 0 ||
-        json_object_get(msg, "id"))
-        return false;
-    *id = json_object_get(json_object_get(msg, "params"), "requestId");
-    return *id != NULL;
+    return true;
 }
 
 /* While a tool runs: take in what arrived; act on cancellations now. */
@@ -133,9 +247,13 @@ static void
 s_pump(void *arg)
 {
     s_stdio_t *io = arg;
-    size_t before = io->nqueue;
-    s_fill(io, 0);
-    for (size_t i = before; i < io->nqueue; i++) {
+    size_t before = io->nqueue - io->head; /* s_push may move the queue */
+    /* All that is there, up to 256 reads (a pipe holds 64 KiB): what
+     * waits is bounded by s_push, and a cancellation behind a big
+     * message must not wait a read per pump for each 64 KiB of it. */
+    for (int k = 0; k < 256 && s_fill(io, 0); k++)
+        ;
+    for (size_t i = io->head + before; i < io->nqueue; i++) {
         if (!io->queue[i].text)
             continue;
         json_t *msg = json_loadb(io->queue[i].text, io->queue[i].len, 0, NULL);
@@ -166,12 +284,6 @@ s_handle(s_stdio_t *io, s_line_t *line)
                            "bytes (8 MiB); nothing was run",
                            line->len, AG_MCP_MAX_MESSAGE);
     } else {
-        /* Blank lines between messages are tolerated. */
-        size_t i = 0;
-        while (i < line->len && strchr(" \t\r", line->text[i]))
-            i++;
-        if (i == line->len)
-            return;
         msg = ag_mcp_parse(line->text, line->len, &err);
     }
     if (err) {
@@ -180,7 +292,9 @@ s_handle(s_stdio_t *io, s_line_t *line)
         return;
     }
     ag_mcp_io_t mio = {.send = s_send, .pump = s_pump, .arg = io};
+    io->busy = true;
     json_t *resp = ag_mcp_server_handle(io->server, msg, &mio);
+    io->busy = false;
     if (resp)
         s_write(io, resp);
     json_decref(resp);
@@ -194,23 +308,24 @@ ag_mcp_stdio_run(const ag_mcp_config_t *cfg, int in_fd, FILE *out,
     s_stdio_t io = {.fd = in_fd, .out = out, .stop = stop};
     io.server = ag_mcp_server_new(cfg);
     log_info("mcp: serving on stdio");
-    size_t head = 0;
     while (!io.write_failed && !(stop && *stop)) {
-        if (head == io.nqueue) {
-            head = io.nqueue = 0;
+        /* Idle and lifetime limits, whatever the client sends. */
+        ag_mcp_box_expire(ag_mcp_server_box(io.server));
+        if (io.head == io.nqueue) {
+            io.head = io.nqueue = 0;
+            io.qbytes = 0;
             if (io.eof)
                 break;
             s_fill(&io, 1000);
-            if (io.nqueue == 0)
-                ag_mcp_box_expire(ag_mcp_server_box(io.server));
             continue;
         }
-        s_line_t line = io.queue[head++];
+        s_line_t line = io.queue[io.head++];
+        io.qbytes -= line.text ? line.len : 0;
         s_handle(&io, &line);
         free(line.text);
     }
-    for (; head < io.nqueue; head++)
-        free(io.queue[head].text);
+    for (; io.head < io.nqueue; io.head++)
+        free(io.queue[io.head].text);
     free(io.queue);
     free(io.buf);
     int rc = 0;

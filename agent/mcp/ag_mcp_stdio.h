@@ -6,8 +6,16 @@
  * A message longer than AG_MCP_MAX_MESSAGE is skipped up to its newline
  * and answered with -32600 stating the cap. While a tool runs the input is
  * still read: notifications/cancelled interrupts it, other messages wait
- * their turn. End of input (the client closed stdin or went away) stops a
- * running cell and ends the session: its kernel and sandbox are destroyed.
+ * their turn (at most 256 and 16 MiB; a request beyond is answered
+ * AG_MCP_SERVER_BUSY at once). End of input (the client closed stdin or
+ * went away) stops a running cell and ends the session: its kernel and
+ * sandbox are destroyed.
+ *
+ * Each message written must be taken by the client within 30 s (the
+ * write never blocks longer), else the session ends as "the client
+ * stopped reading". --idle-timeout and --max-lifetime are applied on
+ * every loop and while waiting to write (and by the box while a cell
+ * runs).
  */
 #ifndef AGENT_MCP_AG_MCP_STDIO_H
 #define AGENT_MCP_AG_MCP_STDIO_H

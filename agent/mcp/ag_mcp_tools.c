@@ -17,16 +17,27 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <linux/openat2.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Progress lines sent per call at most, and bytes per line. */
 #define MAX_PROGRESS_LINES 1000
 #define MAX_PROGRESS_LINE 1000
+
+/* A file on the host, by identity: inode numbers are reused, and the
+ * ctime (which no one can set) tells a new file from ours. */
+typedef struct s_file_id {
+    dev_t dev;
+    ino_t ino;
+    struct timespec ctime; /* after we moved it into place */
+} s_file_id_t;
 
 struct ag_mcp_box {
     const ag_mcp_config_t *cfg; /* borrowed */
@@ -42,7 +53,10 @@ struct ag_mcp_box {
     const char *status;         /* status of the last execution (static) */
     const ag_mcp_call_t *call;  /* the call running, borrowed; or NULL */
     bool stopped;               /* should_stop said yes during this call */
+    bool outlived;              /* ... because of --max-lifetime */
     size_t progress_sent;       /* progress lines sent in this call */
+    s_file_id_t *exported;      /* owned: files export_notebook wrote */
+    size_t nexported;           /* entries in exported */
 };
 
 /* ---- the session ------------------------------------------------------ */
@@ -122,6 +136,11 @@ static bool
 s_should_stop(void *arg)
 {
     ag_mcp_box_t *b = arg;
+    /* --max-lifetime holds while a cell runs too. */
+    int64_t life = b->cfg->session->max_lifetime_ms;
+    if (!b->stopped && b->session && life > 0 &&
+        clock_mono_ms() - b->started_ms > life)
+        b->stopped = b->outlived = true;
     if (!b->stopped && b->call && b->call->should_stop &&
         b->call->should_stop(b->call->arg))
         b->stopped = true;
@@ -623,6 +642,152 @@ ag_mcp_box_save_notebook(ag_mcp_box_t *b, const char *path, err_t *err)
     return nb_record_save(b->record, path, err);
 }
 
+/* openat2 beneath `dirfd`, never through a symlink or onto another
+ * mount: an fd, or -1 with errno. */
+static int
+s_open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
+{
+    struct open_how how = {.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
+                           .mode = (flags & O_CREAT) ? mode : 0,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                      RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+    return (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
+}
+
+static bool
+s_exported(const ag_mcp_box_t *b, const struct stat *st)
+{
+    for (size_t i = 0; i < b->nexported; i++)
+        if (b->exported[i].dev == st->st_dev &&
+            b->exported[i].ino == st->st_ino &&
+            b->exported[i].ctime.tv_sec == st->st_ctim.tv_sec &&
+            b->exported[i].ctime.tv_nsec == st->st_ctim.tv_nsec)
+            return true;
+    return false;
+}
+
+/* Write `len` bytes of `text` as `rel` (checked: plain components) under
+ * directory `dir`: every component reached from dir's fd without
+ * following a symlink; a new file, or one this session wrote before
+ * (swapped in atomically, and only if it still is that file). 0, or -1 +
+ * err saying what was refused. */
+static int
+s_export_write(ag_mcp_box_t *b, const char *dir, const char *rel,
+               const char *label, const char *text, size_t len, err_t *err)
+{
+    int rc = -1, dfd = -1, pfd = -1, fd = -1;
+    char *parent = xstrdup(rel), *tmp = NULL;
+    char *slash = strrchr(parent, '/');
+    const char *name = slash ? slash + 1 : parent;
+    if (slash)
+        *slash = '\0';
+    dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        err_set(err, ERR_IO, "cannot open the --notebook directory %s: %s", dir,
+                strerror(errno));
+        goto out;
+    }
+    pfd =
+        slash ? s_open_beneath(dfd, parent, O_PATH | O_DIRECTORY, 0) : dup(dfd);
+    if (pfd < 0) {
+        err_set(err, ERR_USAGE, "%s refused: %s%s", label,
+                errno == ELOOP || errno == EXDEV || errno == ENOTDIR
+                    ? "a directory on the way is a symbolic link (or not a "
+                      "directory, or another mount); export_notebook writes "
+                      "only in real directories under "
+                    : "no such directory under ",
+                dir);
+        goto out;
+    }
+    struct stat old;
+    bool exists = fstatat(pfd, name, &old, AT_SYMLINK_NOFOLLOW) == 0;
+    if (exists && !(S_ISREG(old.st_mode) && s_exported(b, &old))) {
+        err_set(err, ERR_USAGE,
+                "%s refused: it exists and this session did not write it "
+                "(export_notebook never replaces other files, nor follows "
+                "symbolic links); choose a new name",
+                label);
+        goto out;
+    }
+    unsigned char rnd[6];
+    char hex[13];
+    randombytes_buf(rnd, sizeof rnd);
+    sodium_bin2hex(hex, sizeof hex, rnd, sizeof rnd);
+    tmp = xasprintf(".%.200s.%s.tmp", name, hex);
+    fd = s_open_beneath(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY, 0644);
+    if (fd < 0) {
+        err_set(err, ERR_IO, "cannot create a file in %s: %s", dir,
+                strerror(errno));
+        goto out;
+    }
+    struct stat st;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        off += (size_t)n;
+    }
+    if (off < len || fsync(fd) < 0) {
+        err_set(err, ERR_IO, "writing %s under %s: %s", label, dir,
+                strerror(errno));
+        goto unlink;
+    }
+    int r;
+    if (!exists) {
+        /* Never over an entry that appeared meanwhile. */
+        r = renameat2(pfd, tmp, pfd, name, RENAME_NOREPLACE);
+        if (r < 0 && (errno == EINVAL || errno == ENOSYS) &&
+            (r = linkat(pfd, tmp, pfd, name, 0)) == 0)
+            unlinkat(pfd, tmp, 0);
+    } else {
+        /* Swap, then check what came out is the file we wrote before. */
+        r = renameat2(pfd, tmp, pfd, name, RENAME_EXCHANGE);
+        struct stat out_st;
+        if (r == 0 &&
+            (fstatat(pfd, tmp, &out_st, AT_SYMLINK_NOFOLLOW) < 0 ||
+             out_st.st_dev != old.st_dev || out_st.st_ino != old.st_ino)) {
+            renameat2(pfd, tmp, pfd, name, RENAME_EXCHANGE);
+            errno = EEXIST;
+            r = -1;
+        }
+    }
+    if (r < 0) {
+        err_set(err, errno == EEXIST ? ERR_USAGE : ERR_IO, "%s refused: %s",
+                label,
+                errno == EEXIST ? "a file this session did not write took "
+                                  "its place; choose a new name"
+                                : strerror(errno));
+        goto unlink;
+    }
+    if (exists)
+        unlinkat(pfd, tmp, 0);
+    if (fstat(fd, &st) < 0) { /* cannot fail on an open fd */
+        err_set(err, ERR_IO, "%s: %s", label, strerror(errno));
+        goto out;
+    }
+    b->exported =
+        xrealloc(b->exported, (b->nexported + 1) * sizeof *b->exported);
+    b->exported[b->nexported++] =
+        (s_file_id_t){st.st_dev, st.st_ino, st.st_ctim};
+    rc = 0;
+    goto out;
+unlink:
+    unlinkat(pfd, tmp, 0);
+out:
+    if (fd >= 0)
+        close(fd);
+    if (pfd >= 0)
+        close(pfd);
+    if (dfd >= 0)
+        close(dfd);
+    free(tmp);
+    free(parent);
+    return rc;
+}
+
 static json_t *
 s_export(ag_mcp_box_t *b, const json_t *args)
 {
@@ -667,22 +832,30 @@ s_export(ag_mcp_box_t *b, const json_t *args)
     err_t err = {0};
     json_t *r;
     size_t rl = rel ? strlen(rel) : 0;
+    char *shown = esc_dup(path, ESC_NAME);
     if (!rel || sb_files_check_relpath(rel, &err) < 0 || rl < 7 ||
         strcmp(rel + rl - 6, ".ipynb") != 0) {
         r = s_text_result(true,
                           "error: export_notebook: %s refused: the path must "
                           "end in .ipynb and stay under %s (the directory of "
                           "--notebook)",
-                          path, dir);
+                          shown, dir);
     } else {
-        char *full = xasprintf("%s/%s", dir, rel);
-        if (ag_mcp_box_save_notebook(b, full, &err) == 0)
-            r = s_text_result(false, "wrote the session (%zu cells) to %s",
-                              nb_notebook_ncells(nb), full);
+        s_update_metadata(b);
+        size_t len = 0;
+        char *text = nb_notebook_write_mem(nb, &len);
+        if (!text)
+            r = s_text_result(true, "error: the notebook could not be "
+                                    "serialised");
+        else if (s_export_write(b, dir, rel, shown, text, len, &err) == 0)
+            r = s_text_result(false, "wrote the session (%zu cells) to %s%s%s",
+                              nb_notebook_ncells(nb), path[0] == '/' ? "" : dir,
+                              path[0] == '/' ? "" : "/", shown);
         else
             r = s_text_result(true, "error: export_notebook: %s", err.text);
-        free(full);
+        free(text);
     }
+    free(shown);
     free(dir);
     return r;
 }
@@ -880,12 +1053,23 @@ ag_mcp_box_call(ag_mcp_box_t *b, const char *name, const json_t *args,
 {
     const s_tool_t *d = s_find(b, name);
     b->call = call;
-    b->stopped = false;
+    b->stopped = b->outlived = false;
     b->progress_sent = 0;
     json_t *r =
         d ? d->fn(b, args)
           : s_text_result(true, "error: there is no tool named %s", name);
     b->call = NULL;
+    if (b->outlived) { /* an answer, not a cancellation */
+        json_decref(r);
+        s_stop_session(b, "older than --max-lifetime");
+        r = s_text_result(true,
+                          "error: the session reached --max-lifetime (%g s) "
+                          "while this call ran: the cell was interrupted and "
+                          "the kernel stopped (variables gone); the next call "
+                          "starts a fresh one",
+                          b->cfg->session->max_lifetime_ms / 1000.0);
+        b->stopped = false;
+    }
     b->used_ms = clock_mono_ms();
     if (cancelled)
         *cancelled = b->stopped;
@@ -940,6 +1124,7 @@ s_box_free(ag_mcp_box_t **p, bool hand_off)
     nb_record_destroy(&b->record);
     kb_displays_destroy(&b->displays);
     free(b->expired_note);
+    free(b->exported);
     free(b);
     *p = NULL;
 }

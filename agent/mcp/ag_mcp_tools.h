@@ -24,7 +24,12 @@
  *   kb_files_read (kernel-bridge/kb_files.h: every chunk checked here).
  *   export_notebook(path?)   the session as an nbformat 4.5 notebook:
  *                            written under the directory of --notebook, or
- *                            returned as an embedded resource.
+ *                            returned as an embedded resource. Written
+ *                            from the directory's fd with openat2
+ *                            (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), as a
+ *                            new file or over one this session wrote (by
+ *                            device, inode and ctime); anything else there
+ *                            is refused, never replaced.
  *   reset()                  a fresh kernel (variables gone, files kept).
  *   install_packages(names)  only when the session has --packages DIR
  *                            (agent/loop/ag_packages.h).

@@ -46,6 +46,7 @@ struct ag_session {
     json_t *packages;    /* owned array of install reports, or NULL */
     json_t *inputs;      /* owned array: the --file inputs with SHA-256 */
     char *kernel_name;   /* owned --kernel on a gateway, or NULL */
+    bool keep_workspace; /* --keep-workspace: copied out at the end */
 };
 
 /* Installed packages are on the kernel's path from its start, so they
@@ -738,6 +739,16 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
         return s_start_gateway(o, err);
     if (o->no_sandbox && s_refuse_unboxed(o, err))
         return NULL;
+    if (o->policy.keep_workspace_dir) {
+        /* Before the box starts: a session is not worth running when its
+         * files have nowhere to go. */
+        sb_files_out_opts_t oo;
+        sb_policy_out_opts(&o->policy, &oo);
+        if (sb_outdir_check(o->policy.keep_workspace_dir, &oo, err) < 0) {
+            err_prefix(err, "--keep-workspace");
+            return NULL;
+        }
+    }
     if (o->ninstalls && !o->packages_dir) {
         err_set(err, ERR_USAGE,
                 "--install needs --packages DIR (there is no network: "
@@ -813,6 +824,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     s->kernel = k;
     s->inputs = inputs;
     s->sandboxed = !o->no_sandbox;
+    s->keep_workspace = s->sandboxed && o->policy.keep_workspace_dir;
     s->warm = warm != NULL;
     s->trust = trust;
     s->packages_dir = o->packages_dir ? xstrdup(o->packages_dir) : NULL;
@@ -889,6 +901,20 @@ void
 ag_session_hand_off(ag_session_t **ps)
 {
     s_destroy(ps, true);
+}
+
+int
+ag_session_end(ag_session_t **ps, err_t *err)
+{
+    int rc = 0;
+    if (ps && *ps && (*ps)->keep_workspace &&
+        kb_kernel_finish((*ps)->kernel, err) < 0) {
+        if (err && err->code != ERR_USAGE)
+            err->code = ERR_IO;
+        rc = -1;
+    }
+    s_destroy(ps, true);
+    return rc;
 }
 
 json_t *

@@ -89,6 +89,11 @@ void ag_session_destroy(ag_session_t **s);
  * removes it (kb_kernel_hand_off). Not for long-running processes: a cold
  * box's pid 1 stays their zombie until they exit. */
 void ag_session_hand_off(ag_session_t **s);
+/* ag_session_hand_off(), saying whether the end did what was asked: with
+ * --keep-workspace DIR the kernel is shut down and the workspace copied,
+ * and a failed copy is -1 + err (ERR_IO, naming DIR and what was not
+ * copied). Without it, the same as ag_session_hand_off() and 0. */
+int ag_session_end(ag_session_t **s, err_t *err);
 
 kb_kernel_t *ag_session_kernel(ag_session_t *s); /* borrowed */
 /* Record the session's kernel (kernelspec, language_info) in a notebook

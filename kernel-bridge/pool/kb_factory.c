@@ -8,6 +8,7 @@
 #include "sandbox/sb_landlock.h"
 #include "sandbox/sb_seccomp.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -29,6 +30,10 @@
 #define FORK_TIMEOUT_MS 20000
 #define MAX_MSG (1 << 16)
 #define FACTORY_PIDS 65536 /* RLIMIT_NPROC counts every kernel's processes */
+/* Warm-ups run at this nice value (the factory's, inherited by what it
+ * forks); a kernel handed to a session gets 0 back. */
+#define FACTORY_NICE 10
+#define CAP_SYS_NICE_BIT 23
 
 struct kb_factory {
     sb_sandbox_t *box; /* owned: the factory's own box */
@@ -37,7 +42,44 @@ struct kb_factory {
     int threads;       /* threads it reported when ready */
     json_t *host_pid;  /* owned: {"<pid in the box>": host pid} of kernels */
     json_t *exited;    /* owned: {"<host pid>": status} reported by it */
+    bool niced;        /* runs at FACTORY_NICE (we may undo it per kernel) */
 };
+
+/* May this process lower a nice value again (CAP_SYS_NICE)? Only then are
+ * warm-ups niced: a kernel must get full priority back at hand-over. */
+static bool
+s_can_renice(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f)
+        return false;
+    char line[256];
+    unsigned long long caps = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "CapEff: %llx", &caps) == 1)
+            break;
+    fclose(f);
+    return caps & (1ull << CAP_SYS_NICE_BIT);
+}
+
+void
+kb_factory_foreground(const kb_factory_t *f, pid_t pid)
+{
+    if (!f || !f->niced || pid <= 0)
+        return;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) {
+        setpriority(PRIO_PROCESS, (id_t)pid, 0);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            setpriority(PRIO_PROCESS, (id_t)atoi(e->d_name), 0);
+    closedir(d);
+}
 
 /* The last lines the factory printed, for errors. */
 static void
@@ -240,6 +282,11 @@ kb_factory_new(const kb_factory_opts_t *o, err_t *err)
         if (m && json_is_true(json_object_get(m, "ready"))) {
             f->threads = (int)json_integer_value(json_object_get(m, "threads"));
             json_decref(m);
+            /* Warm-ups yield the CPU to sessions in use (the factory has
+             * one thread: checked before every fork). */
+            f->niced = s_can_renice() &&
+                       setpriority(PRIO_PROCESS, (id_t)kb_factory_pid(f),
+                                   FACTORY_NICE) == 0;
             break;
         }
         char tail[600];

@@ -86,6 +86,12 @@ int kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
                     const char *conn_path, char *const envp[], pid_t *pid,
                     err_t *err);
 
+/* Give forked kernel `pid` (host pid) and its threads nice 0 again: warm
+ * kernels inherit the factory's nice value (FACTORY_NICE, set only when
+ * this process may undo it), so warm-ups yield the CPU to sessions in use;
+ * a kernel handed to a session must not. No-op otherwise. */
+void kb_factory_foreground(const kb_factory_t *f, pid_t pid);
+
 /* The wait status of forked kernel `pid` once the factory reaped it:
  * returns 1 and fills *status, 0 if not (yet) known. */
 int kb_factory_exit_status(kb_factory_t *f, pid_t pid, int *status);

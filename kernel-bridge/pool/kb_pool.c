@@ -13,12 +13,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
 #define REFILL_DELAY_MS 300
 #define WARMUP_TIMEOUT_MS 60000 /* as long as a cold start may take */
 #define MAX_RETRIES 3
+#define GROW_DECAY_MS 30000  /* a step of growth is kept this long */
+#define TAKE_WAIT_MIN_MS 250 /* a waiting take waits at least... */
+#define TAKE_WAIT_MAX_MS                                                       \
+    5000                        /* ...and at most this (serve's client         \
+                                   gives up on a take after 10 s) */
+#define TAKE_WAIT_FIRST_MS 2000 /* before any warm-up finished */
 
 struct kb_pool {
     char *kernel_name;      /* owned */
@@ -26,7 +33,10 @@ struct kb_pool {
     json_t *policy_json;    /* owned: what kb_pool_matches compares */
     char *preload;          /* owned, or NULL */
     kb_factory_t *factory;  /* borrowed, or NULL */
-    unsigned size;          /* target of ready + starting */
+    unsigned size;          /* base target of ready + starting */
+    unsigned max_size;      /* the target grows up to this on misses */
+    unsigned grow;          /* target = size + grow */
+    int64_t last_grow_ms;   /* when grow last changed (decay clock) */
     unsigned max_starting;  /* warm-ups at once */
     kb_warm_t **warm;       /* owned array: starting and ready kernels */
     size_t n;               /* entries in warm */
@@ -39,6 +49,37 @@ struct kb_pool {
     kb_pool_stats_t st;   /* counters; ready/starting filled on demand */
     char last_error[512]; /* most recent warm-up failure */
 };
+
+/* MemAvailable in MiB, or 0 when unknown. */
+static unsigned long
+s_mem_available_mb(void)
+{
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f)
+        return 0;
+    char line[128];
+    unsigned long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb / 1024;
+}
+
+/* max_size = 0: 4 x size, capped by a quarter of MemAvailable. */
+static unsigned
+s_auto_max_size(unsigned size, bool forked)
+{
+    unsigned long want = 4ul * size;
+    unsigned long avail = s_mem_available_mb();
+    if (avail) {
+        unsigned long fits =
+            avail / 4 / (forked ? KB_POOL_FORKED_MB : KB_POOL_KERNEL_MB);
+        if (fits < want)
+            want = fits;
+    }
+    return want < size ? size : (unsigned)want;
+}
 
 kb_pool_t *
 kb_pool_new(const kb_pool_opts_t *o, err_t *err)
@@ -54,7 +95,14 @@ kb_pool_new(const kb_pool_opts_t *o, err_t *err)
     p->preload = o && o->preload && *o->preload ? xstrdup(o->preload) : NULL;
     p->factory = o ? o->factory : NULL;
     p->size = o && o->size ? o->size : 2;
-    p->max_starting = o && o->max_starting ? o->max_starting : 2;
+    p->max_size =
+        o && o->max_size ? o->max_size : s_auto_max_size(p->size, p->factory);
+    if (p->max_size < p->size)
+        p->max_size = p->size;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    p->max_starting = o && o->max_starting ? o->max_starting
+                      : cpus > 2           ? (unsigned)cpus
+                                           : 2;
     p->warmup_timeout_ms = o && o->warmup_timeout_ms > 0 ? o->warmup_timeout_ms
                                                          : WARMUP_TIMEOUT_MS;
     p->max_retries = o && o->max_retries ? o->max_retries : MAX_RETRIES;
@@ -172,6 +220,41 @@ s_abandon(kb_pool_t *p, size_t i)
     s_remove(p, i);
 }
 
+static unsigned
+s_target(const kb_pool_t *p)
+{
+    return p->size + p->grow;
+}
+
+/* A miss: aim one kernel higher, up to max_size. */
+static void
+s_grow(kb_pool_t *p)
+{
+    if (s_target(p) < p->max_size)
+        p->grow++;
+    p->last_grow_ms = clock_mono_ms();
+}
+
+/* Growth no miss asked for lately falls back one step per GROW_DECAY_MS;
+ * idle kernels above the target end (the newest first: any will do). */
+static void
+s_decay(kb_pool_t *p)
+{
+    if (p->grow && clock_mono_ms() - p->last_grow_ms >= GROW_DECAY_MS) {
+        p->grow--;
+        p->last_grow_ms = clock_mono_ms();
+    }
+    unsigned ready, starting;
+    s_count(p, &ready, &starting);
+    for (size_t i = p->n; i-- > 0 && ready > s_target(p);) {
+        if (kb_warm_state(p->warm[i]) != KB_WARM_READY)
+            continue;
+        kb_warm_destroy(&p->warm[i]);
+        s_remove(p, i);
+        ready--;
+    }
+}
+
 /* Drop failed and overdue kernels, then start new ones up to the target. */
 static void
 s_refill(kb_pool_t *p)
@@ -191,9 +274,10 @@ s_refill(kb_pool_t *p)
         }
         i++;
     }
+    s_decay(p);
     unsigned ready, starting;
     s_count(p, &ready, &starting);
-    while (!p->st.paused && ready + starting < p->size &&
+    while (!p->st.paused && ready + starting < s_target(p) &&
            starting < p->max_starting && clock_mono_ms() >= p->next_start_ms) {
         kb_warm_opts_t wo = {.kernel_name = p->kernel_name,
                              .policy = &p->policy,
@@ -281,8 +365,15 @@ kb_pool_next_ms(const kb_pool_t *p)
     int overdue = s_next_overdue_ms(p);
     if (p->st.paused)
         return overdue;
-    if (ready + starting >= p->size) /* look at idle kernels now and then */
-        return s_sooner(ready ? 1000 : -1, overdue);
+    if (ready + starting >= s_target(p)) { /* look at idle kernels now and
+                                              then; the growth's decay */
+        int decay = -1;
+        if (p->grow) {
+            int64_t d = p->last_grow_ms + GROW_DECAY_MS - clock_mono_ms();
+            decay = d > 0 ? (int)d : 0;
+        }
+        return s_sooner(s_sooner(ready ? 1000 : -1, decay), overdue);
+    }
     if (starting >= p->max_starting)
         return overdue; /* the next start waits for a warm-up to finish */
     int64_t wait = p->next_start_ms - clock_mono_ms();
@@ -308,17 +399,12 @@ kb_pool_matches(const kb_pool_t *p, const char *kernel_name,
     return same;
 }
 
-kb_launcher_t *
-kb_pool_take(kb_pool_t *p, const char *kernel_name, const sb_policy_t *policy,
-             err_t *err)
+/* Hand out a READY kernel (hit bookkeeping: the delayed refill), or NULL
+ * with err set. Counts nothing else. */
+static kb_launcher_t *
+s_take_ready(kb_pool_t *p, err_t *err)
 {
     kb_launcher_t *l = NULL;
-    if (!kb_pool_matches(p, kernel_name, policy)) {
-        p->st.misses++;
-        err_set(err, ERR_KERNEL,
-                "pool: no kernels for this kernel name and sandbox policy");
-        return NULL;
-    }
     size_t i = 0;
     while (i < p->n && !l) {
         if (s_poll_one(p, p->warm[i]) != KB_WARM_READY) {
@@ -335,24 +421,96 @@ kb_pool_take(kb_pool_t *p, const char *kernel_name, const sb_policy_t *policy,
         }
     }
     if (l) {
-        p->st.hits++;
-        /* Refill a moment later: the new session's hand-over and first
-         * cells should not compete with a warm-up for the CPU. */
-        int64_t later = clock_mono_ms() + REFILL_DELAY_MS;
-        if (p->next_start_ms < later)
-            p->next_start_ms = later;
-    }
-    if (!l) {
-        p->st.misses++;
+        /* Refill a moment later, so the new session's hand-over and first
+         * cells do not compete with a warm-up for the CPU; but only while
+         * half the target is still ready, and never pushing a pending
+         * delay further (back-to-back takes must not starve the refill). */
+        unsigned ready, starting;
+        s_count(p, &ready, &starting);
+        int64_t now = clock_mono_ms();
+        if (ready * 2 >= s_target(p) && p->next_start_ms <= now)
+            p->next_start_ms = now + REFILL_DELAY_MS;
+    } else {
         err_set(err, ERR_KERNEL, "pool: no warm kernel ready");
-        if (p->st.paused) { /* someone wants kernels again: re-arm */
-            p->st.paused = false;
-            p->abandoned_row = 0;
-            p->backoff_ms = 0;
-            p->next_start_ms = clock_mono_ms() + REFILL_DELAY_MS;
-            log_info("pool: a session found no warm kernel; warming again");
-        }
     }
+    return l;
+}
+
+/* A take that found nothing ready: counted, the target grown, a paused
+ * pool re-armed. */
+static void
+s_miss(kb_pool_t *p)
+{
+    p->st.misses++;
+    s_grow(p);
+    if (p->st.paused) { /* someone wants kernels again: re-arm */
+        p->st.paused = false;
+        p->abandoned_row = 0;
+        p->backoff_ms = 0;
+        p->next_start_ms = clock_mono_ms() + REFILL_DELAY_MS;
+        log_info("pool: a session found no warm kernel; warming again");
+    }
+}
+
+/* How long a miss may wait for a warm-up in progress, or 0. */
+static int
+s_wait_ms(const kb_pool_t *p)
+{
+    unsigned ready, starting;
+    s_count(p, &ready, &starting);
+    if (p->st.paused || starting == 0)
+        return 0;
+    int w = p->st.warmup_p50_ms >= 0 ? p->st.warmup_p50_ms : TAKE_WAIT_FIRST_MS;
+    return w < TAKE_WAIT_MIN_MS   ? TAKE_WAIT_MIN_MS
+           : w > TAKE_WAIT_MAX_MS ? TAKE_WAIT_MAX_MS
+                                  : w;
+}
+
+kb_launcher_t *
+kb_pool_take_wait(kb_pool_t *p, const char *kernel_name,
+                  const sb_policy_t *policy, int *wait_ms, err_t *err)
+{
+    if (wait_ms)
+        *wait_ms = 0;
+    if (!kb_pool_matches(p, kernel_name, policy)) {
+        p->st.misses++;
+        p->st.cold++;
+        err_set(err, ERR_KERNEL,
+                "pool: no kernels for this kernel name and sandbox policy");
+        return NULL;
+    }
+    kb_launcher_t *l = s_take_ready(p, err);
+    if (l) {
+        p->st.hits++;
+    } else {
+        s_miss(p);
+        s_refill(p); /* the grown target starts warming now */
+        int w = wait_ms ? s_wait_ms(p) : 0;
+        if (w > 0)
+            *wait_ms = w;
+        else
+            p->st.cold++;
+        return NULL;
+    }
+    s_refill(p);
+    return l;
+}
+
+kb_launcher_t *
+kb_pool_take(kb_pool_t *p, const char *kernel_name, const sb_policy_t *policy,
+             err_t *err)
+{
+    return kb_pool_take_wait(p, kernel_name, policy, NULL, err);
+}
+
+kb_launcher_t *
+kb_pool_take_again(kb_pool_t *p, bool last, err_t *err)
+{
+    kb_launcher_t *l = s_take_ready(p, err);
+    if (l)
+        p->st.waited++;
+    else if (last)
+        p->st.cold++;
     s_refill(p);
     return l;
 }
@@ -362,5 +520,7 @@ kb_pool_stats(const kb_pool_t *p, kb_pool_stats_t *out)
 {
     *out = p->st;
     s_count(p, &out->ready, &out->starting);
+    out->target = s_target(p);
+    out->max_size = p->max_size;
     out->last_error = p->last_error;
 }

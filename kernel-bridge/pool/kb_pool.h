@@ -17,12 +17,24 @@
  * take that finds nothing ready, which re-arms it. A warm-up that becomes
  * ready resets the count.
  *
- * A take never waits: it hands out a READY kernel or is a miss at once,
- * even while warm-ups are starting, and the caller starts a cold kernel.
- * Waiting would pay off only for a warm-up about to finish, and the pool
- * cannot tell one from a warm-up that is stalled (the ones that overrun
- * are exactly those under load); a miss costs at most a cold start, a wait
- * on a stalled warm-up up to warmup_timeout_ms.
+ * Demand: every miss raises the pool's target by one (`target`, from
+ * `size` up to `max_size`, a memory cap), so a pool that drains under
+ * back-to-back sessions grows until it keeps up; after GROW_DECAY_MS with
+ * no miss the target falls back one step at a time and idle kernels above
+ * it are ended. A refill after a take is delayed (REFILL_DELAY_MS, so the
+ * new session's first cells do not compete with it) only while at least
+ * half the target is still ready, and later takes never push that delay
+ * further: back-to-back sessions cannot starve the refill.
+ *
+ * kb_pool_take() never waits: it hands out a READY kernel or is a miss at
+ * once, and the caller starts a cold kernel. kb_pool_take_wait() is the
+ * same but, when nothing is ready and a warm-up is in progress, may tell
+ * the caller to retry (kb_pool_take_again) for up to *wait_ms: the
+ * warm-ups' median time (what a cold start costs anyway), at most
+ * TAKE_WAIT_MAX_MS, so a stalled warm-up costs at most one more cold start.
+ * Counters: `misses` = takes that found nothing ready at once; of those,
+ * `waited` got a warm-up that finished while they waited, `cold` went
+ * away to start cold.
  *
  * INVARIANT: a kernel leaves the pool exactly once. kb_pool_take() removes
  * it before returning it, and the pool keeps no reference to it.
@@ -44,7 +56,13 @@ typedef struct kb_pool_opts {
     const char *kernel_name;   /* NULL = "python3" */
     const sb_policy_t *policy; /* borrowed, copied; NULL = default */
     unsigned size;             /* kernels kept ready; 0 = 2 */
-    unsigned max_starting;     /* warm-ups at once; 0 = 2 */
+    unsigned max_size;         /* misses may grow the target up to this; 0 =
+                                  auto: 4 x size, at most what a quarter of
+                                  MemAvailable holds (KB_POOL_KERNEL_MB
+                                  each, _FORKED_MB from a factory), at least
+                                  size */
+    unsigned max_starting;     /* warm-ups at once; 0 = the CPUs online,
+                                  at least 2 */
     const char *preload;       /* run at warm-up, or NULL (copied) */
     kb_factory_t *factory;     /* borrowed: fork kernels from it (shared
                                   pages; preload is then the factory's), or
@@ -56,12 +74,22 @@ typedef struct kb_pool_opts {
 /* Warm-up times (start to ready) are kept for the last KB_POOL_WARMUP_WINDOW
  * warm-ups; p50 is over those. */
 #define KB_POOL_WARMUP_WINDOW 32
+/* What one idle pooled kernel is reckoned to use for the memory cap (PSS
+ * of an ipykernel with numpy/pandas imported; docs/performance.md). */
+#define KB_POOL_KERNEL_MB 110
+#define KB_POOL_FORKED_MB 40
 
 typedef struct kb_pool_stats {
     unsigned ready;          /* kernels waiting for a session */
     unsigned starting;       /* warm-ups in progress */
     unsigned long hits;      /* takes served from the pool */
+    unsigned target;         /* kernels the pool now aims to keep (size +
+                                  growth from misses) */
+    unsigned max_size;       /* the most the target may grow to */
     unsigned long misses;    /* takes that found nothing ready or no match */
+    unsigned long waited;    /* misses served by a warm-up that finished
+                                while they waited (kb_pool_take_wait) */
+    unsigned long cold;      /* misses sent away to start a cold kernel */
     unsigned long started;   /* warm-ups begun */
     unsigned long failed;    /* warm-ups that failed or kernels that died
                                 (abandoned ones included) */
@@ -101,6 +129,17 @@ bool kb_pool_matches(const kb_pool_t *p, const char *kernel_name,
  * a miss, counted; the caller starts a cold kernel instead. */
 kb_launcher_t *kb_pool_take(kb_pool_t *p, const char *kernel_name,
                             const sb_policy_t *policy, err_t *err);
+
+/* kb_pool_take, except that a miss while a warm-up is in progress may
+ * return NULL with *wait_ms > 0 (else 0): the caller then calls
+ * kb_pool_take_again() after kb_pool_poll() until it gets a kernel or
+ * wait_ms have passed. */
+kb_launcher_t *kb_pool_take_wait(kb_pool_t *p, const char *kernel_name,
+                                 const sb_policy_t *policy, int *wait_ms,
+                                 err_t *err);
+/* Retry a waiting take: a ready kernel (counted in `waited`), or NULL;
+ * with `last` (the wait is over) a NULL is counted in `cold`. */
+kb_launcher_t *kb_pool_take_again(kb_pool_t *p, bool last, err_t *err);
 
 void kb_pool_stats(const kb_pool_t *p, kb_pool_stats_t *out);
 

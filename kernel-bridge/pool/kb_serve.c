@@ -3,6 +3,7 @@
 #include "kernel-bridge/pool/kb_serve.h"
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/pool/kb_factory.h"
@@ -201,9 +202,11 @@ s_path(const char *path, err_t *err)
 /* ==================== server ==================== */
 
 typedef struct s_conn {
-    int fd;           /* owned connection (non-blocking) */
-    kb_launcher_t *l; /* owned taken kernel, or NULL */
-    bool failed;      /* a reply could not be sent: drop the client */
+    int fd;             /* owned connection (non-blocking) */
+    kb_launcher_t *l;   /* owned taken kernel, or NULL */
+    int64_t wait_until; /* a take waiting for a warm-up until this
+                           (clock_mono_ms), or 0 */
+    bool failed;        /* a reply could not be sent: drop the client */
 } s_conn_t;
 
 typedef struct s_server {
@@ -259,6 +262,25 @@ s_reply_ok(s_conn_t *c, json_t *r, const int *fds, int nfds)
     s_reply(c, r, fds, nfds);
 }
 
+/* Give taken kernel `l` to connection `c` (it owns it from here). */
+static void
+s_hand_out(s_conn_t *c, kb_launcher_t *l)
+{
+    c->l = l;
+    sb_sandbox_t *box = kb_launcher_warm_box(l);
+    const char *w = sb_sandbox_warnings(box);
+    json_t *r =
+        json_pack("{s:s, s:s, s:I, s:I, s:I, s:s}", "run_dir",
+                  sb_sandbox_run_dir(box), "sock_dir", sb_sandbox_sock_dir(box),
+                  "uid", (json_int_t)sb_sandbox_host_uid(box), "gid",
+                  (json_int_t)sb_sandbox_host_gid(box), "pid",
+                  (json_int_t)sb_sandbox_pid(box), "warnings", w ? w : "");
+    /* The launcher's pidfd: the kernel's own for a forked kernel (its box
+     * runs a holder), else the box's init. */
+    int fds[2] = {l->ops->pidfd(l->self), sb_sandbox_workspace_fd(box)};
+    s_reply_ok(c, r, fds, 2);
+}
+
 static int
 s_handle_take(s_server_t *sv, s_conn_t *c, json_t *req)
 {
@@ -277,24 +299,62 @@ s_handle_take(s_server_t *sv, s_conn_t *c, json_t *req)
     }
     if (!sv->pool)
         return s_reply_err(c, "the server is stopping", NULL, true);
+    if (c->wait_until)
+        return s_reply_err(c, "a take is already waiting on this connection",
+                           NULL, false);
     err_t err;
-    kb_launcher_t *l = kb_pool_take(sv->pool, NULL, NULL, &err);
+    int wait_ms = 0;
+    kb_launcher_t *l = kb_pool_take_wait(sv->pool, NULL, NULL, &wait_ms, &err);
+    if (!l && wait_ms > 0) { /* answered by s_retry_takes */
+        c->wait_until = clock_mono_ms() + wait_ms;
+        return 0;
+    }
     if (!l)
         return s_reply_err(c, err.text, NULL, true);
-    c->l = l;
-    sb_sandbox_t *box = kb_launcher_warm_box(l);
-    const char *w = sb_sandbox_warnings(box);
-    json_t *r =
-        json_pack("{s:s, s:s, s:I, s:I, s:I, s:s}", "run_dir",
-                  sb_sandbox_run_dir(box), "sock_dir", sb_sandbox_sock_dir(box),
-                  "uid", (json_int_t)sb_sandbox_host_uid(box), "gid",
-                  (json_int_t)sb_sandbox_host_gid(box), "pid",
-                  (json_int_t)sb_sandbox_pid(box), "warnings", w ? w : "");
-    /* The launcher's pidfd: the kernel's own for a forked kernel (its box
-     * runs a holder), else the box's init. */
-    int fds[2] = {l->ops->pidfd(l->self), sb_sandbox_workspace_fd(box)};
-    s_reply_ok(c, r, fds, 2);
+    s_hand_out(c, l);
     return 0;
+}
+
+/* Retry the takes waiting for a warm-up (after kb_pool_poll): a kernel
+ * that became ready goes to a waiting take; a take whose wait is over is
+ * a miss (its client starts a cold kernel). */
+static void
+s_retry_takes(s_server_t *sv)
+{
+    int64_t now = clock_mono_ms();
+    for (size_t i = 0; i < sv->nconns; i++) {
+        s_conn_t *c = &sv->conns[i];
+        if (!c->wait_until)
+            continue;
+        bool last = now >= c->wait_until || !sv->pool;
+        err_t err = {0};
+        kb_launcher_t *l =
+            sv->pool ? kb_pool_take_again(sv->pool, last, &err) : NULL;
+        if (l) {
+            c->wait_until = 0;
+            s_hand_out(c, l);
+        } else if (last) {
+            c->wait_until = 0;
+            s_reply_err(c, sv->pool ? err.text : "the server is stopping", NULL,
+                        true);
+        }
+    }
+}
+
+/* Milliseconds until the first waiting take gives up, or -1. */
+static int
+s_next_wait_ms(const s_server_t *sv)
+{
+    int64_t least = -1, now = clock_mono_ms();
+    for (size_t i = 0; i < sv->nconns; i++) {
+        int64_t t = sv->conns[i].wait_until;
+        if (!t)
+            continue;
+        int64_t left = t > now ? t - now : 0;
+        if (least < 0 || left < least)
+            least = left;
+    }
+    return (int)least;
 }
 
 static int
@@ -340,6 +400,14 @@ s_stats_json(const s_server_t *sv)
         "factory_pid", sv->factory ? (int)kb_factory_pid(sv->factory) : 0);
     /* Warm-up times of this server's one pool: start to ready, in ms; -1
      * before the first. */
+    /* Misses: found nothing ready at once; of them, "waited" got a
+     * warm-up that finished meanwhile, "cold_misses" started cold. The
+     * pool's target ("size") grows with misses up to "max_size". */
+    json_object_set_new(j, "waited", json_integer((json_int_t)st.waited));
+    json_object_set_new(j, "cold_misses",
+                        json_integer((json_int_t)(st.cold + sv->mismatches)));
+    json_object_set_new(j, "size", json_integer((json_int_t)st.target));
+    json_object_set_new(j, "max_size", json_integer((json_int_t)st.max_size));
     json_object_set_new(j, "abandoned", json_integer((json_int_t)st.abandoned));
     json_object_set_new(j, "paused", json_boolean(st.paused));
     json_object_set_new(j, "warmups", json_integer((json_int_t)st.warmups));
@@ -505,6 +573,7 @@ kb_serve_run(const kb_serve_opts_t *o, err_t *err)
                          .factory = sv->factory,
                          .policy = o->policy,
                          .size = o->pool_size ? o->pool_size : 4,
+                         .max_size = o->pool_max,
                          .preload = o->preload,
                          .warmup_timeout_ms = o->warmup_timeout_ms};
     sv->pool = kb_pool_new(&po, err);
@@ -543,6 +612,9 @@ kb_serve_run(const kb_serve_opts_t *o, err_t *err)
         for (size_t i = 0; i < np; i++)
             pf[n++] = (struct pollfd){.fd = pool_fds[i], .events = POLLIN};
         int timeout = sv->pool ? kb_pool_next_ms(sv->pool) : -1;
+        int wait = s_next_wait_ms(sv);
+        if (wait >= 0 && (timeout < 0 || wait < timeout))
+            timeout = wait;
         if (timeout < 0 || timeout > 1000)
             timeout = 1000;
         int pr = poll(pf, n, timeout);
@@ -560,6 +632,7 @@ kb_serve_run(const kb_serve_opts_t *o, err_t *err)
             s_accept(sv, lfd);
         if (sv->pool)
             kb_pool_poll(sv->pool, 0);
+        s_retry_takes(sv);
     }
     rc = 0;
 out:
@@ -822,16 +895,32 @@ r_adopt_file(void *self, const char *path, err_t *err)
     return 0;
 }
 
+/* --keep-workspace: copy the box's workspace out (once). */
+static int
+r_finish(void *self, err_t *err)
+{
+    s_remote_t *r = self;
+    if (!r->policy.keep_workspace_dir || r->ws_fd < 0)
+        return 0;
+    sb_files_out_opts_t o;
+    sb_policy_out_opts(&r->policy, &o);
+    int rc = sb_files_copy_out(r->ws_fd, ".", r->policy.keep_workspace_dir, &o,
+                               NULL, err);
+    if (rc < 0)
+        err_prefix(err, "keeping the workspace in '%s'",
+                   r->policy.keep_workspace_dir);
+    free(r->policy.keep_workspace_dir);
+    r->policy.keep_workspace_dir = NULL; /* done: not again in destroy */
+    return rc;
+}
+
 static void
 r_destroy(void *self)
 {
     s_remote_t *r = self;
-    if (r->policy.keep_workspace_dir && r->ws_fd >= 0) {
-        sb_files_out_opts_t o;
-        sb_policy_out_opts(&r->policy, &o);
-        sb_files_copy_out(r->ws_fd, ".", r->policy.keep_workspace_dir, &o, NULL,
-                          NULL);
-    }
+    err_t err = {0};
+    if (r_finish(r, &err) < 0)
+        log_warn("%s", err.text);
     close(r->sock); /* the server kills and removes the box */
     if (r->pidfd >= 0)
         close(r->pidfd);
@@ -865,6 +954,7 @@ static const kb_launcher_ops_t s_remote_ops = {
     .adopt_file = r_adopt_file,
     .destroy = r_destroy,
     .hand_off = r_hand_off,
+    .finish = r_finish,
 };
 
 kb_launcher_t *

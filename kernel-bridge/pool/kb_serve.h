@@ -59,6 +59,7 @@ typedef struct kb_serve_opts {
     const char *kernel_name;   /* NULL = "python3" */
     const sb_policy_t *policy; /* borrowed; NULL = default */
     unsigned pool_size;        /* 0 = 4 */
+    unsigned pool_max;         /* growth cap on misses; 0 = kb_pool's auto */
     const char *preload;       /* warm-up code, or NULL */
     bool factory;          /* fork kernels from one preloaded factory process
                               (kb_factory.h: shared pages) instead of starting a

@@ -30,6 +30,9 @@ extern char **environ;
 
 #define HANDOVER_TIMEOUT_MS 10000
 #define OUT_CAP (256 << 10)
+/* cpu.weight of a box while its kernel warms up (100 once handed over):
+ * warm-ups use what the boxes in use leave. */
+#define WARM_CPU_WEIGHT 10
 
 struct kb_warm {
     kb_warm_state_t state; /* see kb_warm.h */
@@ -144,6 +147,8 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     sb_policy_release(&defaults);
     if (!w->box || kb_sandbox_check_program(w->box, spec.argv[0], err))
         goto fail;
+    /* A warm-up yields the CPU to boxes in use; hand-over restores it. */
+    sb_sandbox_set_cpu_weight(w->box, WARM_CPU_WEIGHT);
     const char *run_dir = sb_sandbox_run_dir(w->box);
     char *prefix = xasprintf("%s/kernel", sb_sandbox_sock_dir(w->box));
     w->conn_path = xasprintf("%s/kernel.json", run_dir);
@@ -636,6 +641,10 @@ kb_warm_launcher(kb_warm_t **pw, err_t *err)
                 w->error[0] ? ": " : "", w->error);
         return NULL;
     }
+    /* A session's kernel runs at full priority. */
+    sb_sandbox_set_cpu_weight(w->box, 100);
+    if (w->factory)
+        kb_factory_foreground(w->factory, w->kpid);
     kb_launcher_t *l = xcalloc(1, sizeof *l);
     l->ops = &s_ops;
     l->self = w;

@@ -145,7 +145,8 @@ ok $? "after that exec no process, cgroup or run dir of it remains"
 # daemon removes the box it handed out.
 mkdir -m 700 "$T/serve"
 SOCK="$T/serve/serve.sock"
-"$BIN" serve --pool 1 --socket "$SOCK" >"$T/serve.out" 2>"$T/serve.err" &
+# --no-factory: the factory's own box would be among the run dirs below.
+"$BIN" serve --pool 1 --no-factory --socket "$SOCK" >"$T/serve.out" 2>"$T/serve.err" &
 SERVE_PID=$!
 ready() {
     "$BIN" serve --status --socket "$SOCK" 2>/dev/null >"$T/status.json" &&

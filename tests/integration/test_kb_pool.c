@@ -271,7 +271,8 @@ main(void)
                            .preload = "import time; time.sleep(3600)  # "
                                       "ja-pool-hang-test",
                            .warmup_timeout_ms = 2000,
-                           .max_retries = 2};
+                           .max_retries = 2,
+                           .max_size = 1}; /* no growth on misses */
     pool = kb_pool_new(&hang, &err);
     kb_pool_poll(pool, 0);
     kb_pool_stats(pool, &st);
@@ -346,6 +347,59 @@ main(void)
     is_str(r, "2", "the retried kernel runs code");
     free(r);
     kb_kernel_destroy(&k4);
+    kb_pool_destroy(&pool);
+
+    /* Demand (issue 29, item 22): back-to-back takes must not drain the
+     * pool. Counts, never times. */
+    kb_pool_opts_t grow = {.size = 1, .max_size = 3, .max_starting = 3};
+    pool = kb_pool_new(&grow, &err);
+    s_fill(pool, 1, 120000);
+    kb_pool_stats(pool, &st);
+    ok(st.ready == 1 && st.target == 1 && st.max_size == 3,
+       "a pool of size 1, max_size 3 starts with one kernel (target %u)",
+       st.target);
+    kb_launcher_t *g1 = kb_pool_take(pool, NULL, NULL, &err);
+    kb_pool_stats(pool, &st);
+    ok(g1 && st.starting == 1,
+       "a take that leaves the pool empty refills at once, without the "
+       "refill delay (starting %u)",
+       st.starting);
+    int wait_ms = -1;
+    kb_launcher_t *g2 = kb_pool_take_wait(pool, NULL, NULL, &wait_ms, &err);
+    kb_pool_stats(pool, &st);
+    ok(!g2 && wait_ms > 0 && st.misses == 1 && st.cold == 0,
+       "a take while a warm-up is in progress may wait for it (%d ms) and "
+       "is not counted as a cold miss",
+       wait_ms);
+    ok(st.target == 2 && st.starting == 2,
+       "the miss grows the target by one and a second warm-up starts in "
+       "parallel (target %u, starting %u)",
+       st.target, st.starting);
+    kb_launcher_t *g3 = kb_pool_take(pool, NULL, NULL, &err);
+    kb_launcher_t *g4 = kb_pool_take(pool, NULL, NULL, &err);
+    kb_pool_stats(pool, &st);
+    ok(!g3 && !g4 && st.misses == 3 && st.cold == 2 && st.target == 3 &&
+           st.starting == 3,
+       "misses grow it up to max_size and no further, all refilling at "
+       "once; a take that does not wait is a cold miss (target %u, "
+       "starting %u, cold %lu)",
+       st.target, st.starting, st.cold);
+    end = clock_mono_ms() + 120000;
+    while (!g2 && clock_mono_ms() < end) {
+        kb_pool_poll(pool, 200);
+        g2 = kb_pool_take_again(pool, false, &err);
+    }
+    kb_pool_stats(pool, &st);
+    ok(g2 && st.waited == 1 && st.hits == 1,
+       "the waiting take gets the first warm-up that becomes ready "
+       "(waited %lu)",
+       st.waited);
+    s_fill(pool, 3, 120000);
+    kb_pool_stats(pool, &st);
+    ok(st.ready == 3, "the grown pool refills to its target of 3 (ready %u)",
+       st.ready);
+    kb_launcher_destroy(&g1);
+    kb_launcher_destroy(&g2);
     kb_pool_destroy(&pool);
     return done_testing();
 }

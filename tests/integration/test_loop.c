@@ -382,6 +382,14 @@ t_plot_openai(void)
            strstr(sys, "/mnt/data/out/") && strstr(sys, "no network"),
        "openai: the system prompt states Python and library versions, the "
        "output folder and no network");
+    ok(strstr(sys, "openpyxl 3") && strstr(sys, "XlsxWriter 3") &&
+           strstr(sys, "seaborn 0") && strstr(sys, "scikit-learn 1") &&
+           strstr(sys, "statsmodels 0") && strstr(sys, "requests 2") &&
+           strstr(sys, "networkx 2") && strstr(sys, "plotly 5") &&
+           strstr(sys, "read_excel") && strstr(sys, "pip or conda install"),
+       "openai: the system prompt names the box's analyst stack (Excel "
+       "readers, seaborn, scikit-learn, ...) and says to use it where a "
+       "library points at pip");
     free(sys);
     ok(s_nbformat_valid(r.nb_path), "openai: the notebook validates with "
                                     "nbformat");

@@ -350,14 +350,23 @@ main(void)
            "two served sessions run in different boxes");
     }
 
-    /* The pool is empty now: auto falls back to a cold start. */
+    /* The pool is empty now: a take waits for a warm-up in progress (a
+     * bounded wait, about one warm-up) or falls back to a cold start. */
     ag_session_opts_t o3;
     ag_session_opts_init(&o3);
-    long misses = s_stat("misses");
+    long misses = s_stat("misses"), waited = s_stat("waited"),
+         cold = s_stat("cold_misses"), size = s_stat("size");
     ag_session_t *s3 = s_session(&o3, &err);
-    ok(s3 && !ag_session_is_warm(s3),
-       "with nothing ready, a session starts cold instead of waiting");
+    ok(s3 != NULL, "with nothing ready, a session still starts (warm after "
+                   "waiting for a warm-up, or cold)");
     ok(s_stat("misses") == misses + 1, "and the miss is counted");
+    ok(s_stat("waited") + s_stat("cold_misses") == waited + cold + 1 &&
+           s_stat("cold_misses") == cold + !ag_session_is_warm(s3),
+       "serve --status says whether the miss waited for a warm-up or "
+       "started cold (%s)",
+       ag_session_is_warm(s3) ? "waited" : "cold");
+    ok(s_stat("size") == size + 1 && s_stat("max_size") >= s_stat("size"),
+       "the miss grows the pool by one kernel, within max_size");
     ag_session_destroy(&s3);
     ag_session_opts_release(&o3);
 

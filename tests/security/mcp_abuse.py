@@ -15,6 +15,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mcp_tap  # noqa: E402
+
 BIN = os.environ.get("JUPYTER_AGENT_BIN", "build/jupyter-agent")
 T = tempfile.mkdtemp(prefix="ja-mcp-abuse-")
 os.chmod(T, 0o755)
@@ -156,20 +159,7 @@ ok(not [m for m in out if m.get("method") == "notifications/message"],
 
 
 def start_http(*args):
-    p = subprocess.Popen([BIN, "mcp", "--http", "127.0.0.1:0", *args],
-                         env=ENV, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE)
-    line = b""
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        line = p.stderr.readline()
-        m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)/mcp", line)
-        if m:
-            threading.Thread(target=p.stderr.read, daemon=True).start()
-            return p, int(m.group(1))
-        if not line and p.poll() is not None:
-            break
-    raise RuntimeError(f"server did not start: {line!r}")
+    return mcp_tap.start_http(ENV, *args)
 
 
 def post(port, body, headers=None, timeout=60):

@@ -57,9 +57,16 @@ grep -q "from stdin" "$T/out"
 ok $? "stdin passes through to the command"
 
 OPENAI_API_KEY=sk-cli-test-secret ANTHROPIC_API_KEY=sk-ant-cli \
-    "$BIN" sandbox --quiet --env OPENAI_API_KEY -- /usr/bin/env >"$T/out" 2>&1
+    "$BIN" sandbox --quiet -- /usr/bin/env >"$T/out" 2>&1
 ! grep -q "sk-cli-test-secret\|sk-ant-cli" "$T/out" && grep -q "^HOME=/home/user" "$T/out"
-ok $? "API keys in the launcher's environment are not visible inside (even with --env)"
+ok $? "API keys in the launcher's environment are not visible inside"
+
+OPENAI_API_KEY=sk-cli-test-secret \
+    "$BIN" sandbox --quiet --env OPENAI_API_KEY -- /usr/bin/env >"$T/out" 2>&1
+rc=$?
+! grep -q "sk-cli-test-secret" "$T/out" && [ "$rc" = 2 ] &&
+    grep -q -- "--env-secret OPENAI_API_KEY" "$T/out"
+ok $? "--env OPENAI_API_KEY is refused (exit 2) naming --env-secret; the key stays out"
 
 run -- /bin/sh -c 'cat /proc/1/environ'
 ! grep -q "sk-" "$T/out" && [ "$rc" != 0 ]

@@ -128,13 +128,25 @@ main(void)
 
     /* Environment. */
     sb_policy_parse_flag(&p, "--env", "MY_SETTING", &err);
-    sb_policy_parse_flag(&p, "--env", "OPENAI_API_KEY", &err);
+    is_int(sb_policy_parse_flag(&p, "--env", "OPENAI_API_KEY", &err), -1,
+           "--env of a secret-looking name is refused, not dropped silently");
+    ok(strstr(err.text, "OPENAI_API_KEY") && strstr(err.text, "'KEY'") &&
+           strstr(err.text, "--env-secret OPENAI_API_KEY"),
+       "the refusal names the variable, the word, and --env-secret");
+    is_int(sb_policy_parse_flag(&p, "--env", "GIT_AUTHOR_NAME", &err), 2,
+           "--env GIT_AUTHOR_NAME is accepted (AUTHOR is not AUTH)");
+    is_int(sb_policy_parse_flag(&p, "--env", "PASSAGE_DIR", &err), 2,
+           "--env PASSAGE_DIR is accepted (PASSAGE is not PASS)");
+    is_int(sb_policy_parse_flag(&p, "--env-secret", "MY_TOKEN", &err), 2,
+           "--env-secret MY_TOKEN is accepted on purpose");
     is_int(sb_policy_parse_flag(&p, "--env", "A=B", &err), -1,
            "--env takes a name, not an assignment");
     char e0[] = "MY_SETTING=1", e1[] = "OPENAI_API_KEY=sk-secret",
          e2[] = "ANTHROPIC_API_KEY=sk-ant", e3[] = "TERM=xterm-256color",
-         e4[] = "PATH=/home/me/bin", e5[] = "LD_PRELOAD=/tmp/evil.so";
-    char *host_env[] = {e0, e1, e2, e3, e4, e5, NULL};
+         e4[] = "PATH=/home/me/bin", e5[] = "LD_PRELOAD=/tmp/evil.so",
+         e6[] = "GIT_AUTHOR_NAME=Ada", e7[] = "PASSAGE_DIR=/p",
+         e8[] = "MY_TOKEN=t0k";
+    char *host_env[] = {e0, e1, e2, e3, e4, e5, e6, e7, e8, NULL};
     const char *extra[] = {"MPLBACKEND=Agg", NULL};
     char **env = sb_policy_build_env(&p, host_env, extra);
     ok(s_env_has(env, "PATH=" SB_BIN_PATH
@@ -150,12 +162,29 @@ main(void)
        "variables not allow-listed do not pass");
     ok(!s_env_has_name(env, "LD_PRELOAD"), "LD_PRELOAD does not pass");
     ok(s_env_has(env, "MPLBACKEND=Agg"), "extra entries are added");
+    ok(s_env_has(env, "GIT_AUTHOR_NAME=Ada") &&
+           s_env_has(env, "PASSAGE_DIR=/p"),
+       "names that only contain a secret word's letters pass");
+    ok(s_env_has(env, "MY_TOKEN=t0k"), "an --env-secret name passes");
     strv_free(env);
     ok(sb_policy_env_name_is_secret("GITHUB_TOKEN") &&
            sb_policy_env_name_is_secret("db_password") &&
            sb_policy_env_name_is_secret("AWS_SECRET_ACCESS_KEY") &&
            !sb_policy_env_name_is_secret("LANG"),
        "secret-looking names are recognised, case-insensitively");
+    ok(sb_policy_env_name_is_secret("OPENAI_APIKEY") &&
+           sb_policy_env_name_is_secret("HF_AUTHTOKEN") &&
+           sb_policy_env_name_is_secret("DB_PASS") &&
+           sb_policy_env_name_is_secret("SSH_KEYS") &&
+           sb_policy_env_name_is_secret("GITHUB_PAT") &&
+           sb_policy_env_name_is_secret("aws_credentials"),
+       "words that end in KEY/TOKEN, plurals and PAT are secrets");
+    ok(!sb_policy_env_name_is_secret("GIT_AUTHOR_NAME") &&
+           !sb_policy_env_name_is_secret("PASSAGE_DIR") &&
+           !sb_policy_env_name_is_secret("KEYBOARD_LAYOUT") &&
+           !sb_policy_env_name_is_secret("AUTHOR") &&
+           !sb_policy_env_name_is_secret("TOKENIZERS_PARALLELISM"),
+       "whole words only: AUTHOR, PASSAGE, KEYBOARD, TOKENIZERS are not");
 
     /* JSON for notebook metadata. */
     json_t *j = sb_policy_to_json(&p);
@@ -177,7 +206,8 @@ main(void)
     sb_policy_copy(&copy, &p);
     sb_policy_release(&p);
     ok(copy.n_binds == 1 && strcmp(copy.binds[0].inside, "/opt/doc") == 0 &&
-           copy.n_env_allow == 2,
+           copy.n_env_allow == 4 && copy.n_env_secret == 1 &&
+           strcmp(copy.env_secret[0], "MY_TOKEN") == 0,
        "a copied policy outlives its original");
     sb_policy_release(&copy);
 
