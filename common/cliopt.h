@@ -19,6 +19,7 @@
 
 #include <getopt.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct cliopt {
@@ -31,6 +32,11 @@ typedef struct cliopt {
     int (*set)(void *target, const char *value, err_t *err);
     const char *example; /* a value set() accepts (help, tests) */
     const char *invalid; /* a value set() refuses; NULL if none exists */
+    /* What must be there for the flag to mean anything ("the sandbox"),
+     * or NULL when it always applies: cliopt_given_needing() finds a
+     * given flag whose need the command cannot meet, to refuse it rather
+     * than ignore it. */
+    const char *needs;
 } cliopt_t;
 
 typedef struct cliopt_group {
@@ -38,6 +44,7 @@ typedef struct cliopt_group {
     const cliopt_t *opt; /* the rows (borrowed, usually static) */
     size_t n;            /* number of rows */
     void *target;        /* passed to every row's set() */
+    uint64_t *given;     /* bit r set once row r was applied; may be NULL */
 } cliopt_group_t;
 
 /* A group over a static table `rows` (an array, not a pointer). */
@@ -47,7 +54,7 @@ typedef struct cliopt_group {
                       .n = sizeof(rows) / sizeof((rows)[0]),                   \
                       .target = (target_)})
 
-/* getopt `val` of row `row` of group `group` (groups < 64, rows < 256). */
+/* getopt `val` of row `row` of group `group` (groups < 64, rows < 64). */
 #define CLIOPT_VAL_BASE 0x10000
 #define CLIOPT_VAL(group, row) (CLIOPT_VAL_BASE + (group)*256 + (row))
 
@@ -72,6 +79,17 @@ int cliopt_apply(const cliopt_group_t *group, const char *flag,
 
 /* The row named `name` (without "--") in `group`, or NULL. */
 const cliopt_t *cliopt_find(const cliopt_group_t *group, const char *name);
+
+/* The first row of `group` that was given (group->given) and has a
+ * `needs`, or NULL. */
+const cliopt_t *cliopt_given_needing(const cliopt_group_t *group);
+
+/* The long option in `longopts` (zero-terminated) closest to what was
+ * typed, for "did you mean --timeout?": `typed` is the argv entry getopt
+ * refused ("--timout" or "--timout=5"). NULL when nothing is close (at
+ * most 2 edits, a swap of neighbours counting as one, and fewer than a
+ * third of the name's letters). Borrowed from `longopts`. */
+const char *cliopt_suggest(const struct option *longopts, const char *typed);
 
 /* Print each group's title and its rows, aligned the way every command's
  * own options are ("      --memory SIZE      text"). */

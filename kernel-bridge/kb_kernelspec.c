@@ -283,18 +283,30 @@ kb_kernelspec_find(const char *name, kb_kernelspec_t *out, err_t *err)
             buf_puts(&names, i ? ", " : "");
             esc_append(&names, sorted[i], strlen(sorted[i]), ESC_NAME);
         }
+        buf_t first;
+        buf_init(&first, 0);
+        if (n)
+            esc_append(&first, sorted[0], strlen(sorted[0]), ESC_NAME);
         free(sorted);
         json_decref(keys);
         /* The name may come from a notebook: escaped, never raw bytes. */
         buf_t shown;
         buf_init(&shown, 0);
         esc_append(&shown, name, strnlen(name, 128), ESC_NAME);
-        err_set(err, ERR_USAGE,
+        /* A kernel that is not there is a kernel that cannot start (exit
+         * 3, as documented): say which one to pick instead. */
+        const char *pick = json_object_get(found, "python3") ? "python3"
+                           : n                               ? buf_cstr(&first)
+                                                             : NULL;
+        err_set(err, ERR_KERNEL,
                 "no kernel named '%s'; available: %s (see 'jupyter "
-                "kernelspec list')",
-                buf_cstr(&shown), n ? buf_cstr(&names) : "none");
+                "kernelspec list')%s%s",
+                buf_cstr(&shown), n ? buf_cstr(&names) : "none",
+                pick ? "; pick one with --kernel, e.g. --kernel " : "",
+                pick ? pick : "");
         buf_release(&shown);
         buf_release(&names);
+        buf_release(&first);
         goto out;
     }
     rc = kb_kernelspec_load(key, json_string_value(dir), out, err);

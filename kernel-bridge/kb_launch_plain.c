@@ -4,6 +4,7 @@
 
 #include "common/strv.h"
 #include "common/xalloc.h"
+#include "sandbox/sb_sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,11 +41,17 @@ s_spawn(void *self, char *const argv[], char *const envp[], int out_fd,
 {
     plain_t *p = self;
     pid_t parent = getpid();
+    /* Ctrl-C in our terminal must not reach the kernel: we interrupt it
+     * ourselves, once (sb_detach_block()). */
+    sigset_t mask;
+    sb_detach_block(&mask);
     pid_t pid = fork();
+    if (pid != 0)
+        sb_detach_restore(&mask);
     if (pid < 0)
         return err_set(err, ERR_KERNEL, "fork: %s", strerror(errno));
     if (pid == 0) {
-        setsid(); /* Ctrl-C in our terminal must not reach the kernel */
+        sb_detach_child(&mask);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(127);

@@ -44,10 +44,41 @@ kb_sandbox_check_program(sb_sandbox_t *box, const char *prog, err_t *err)
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir)
         *slash = '\0';
+    /* Advice that works when followed: a directory on the way that lets
+     * no other user through cannot be bound (the box is another user);
+     * else the whole installation, as an interpreter needs its lib/ too. */
+    char *closed = NULL;
+    for (size_t i = 1, n = strlen(dir); i <= n && !closed; i++) {
+        if (dir[i] != '/' && dir[i] != '\0')
+            continue;
+        char *upto = xstrndup(dir, i);
+        struct stat st;
+        if (stat(upto, &st) == 0 && S_ISDIR(st.st_mode) &&
+            !(st.st_mode & S_IXOTH))
+            closed = upto;
+        else
+            free(upto);
+    }
+    if (closed) {
+        err_set(err, ERR_SANDBOX,
+                "the kernel program %s is not visible inside the sandbox, "
+                "and --bind cannot show it: %s lets no other user through, "
+                "and the box runs as another user; install the kernel where "
+                "every user can read it (e.g. python3 -m venv "
+                "/opt/kernels/NAME, then NAME's ipykernel install), or use "
+                "--no-sandbox",
+                prog, closed);
+        free(closed);
+        free(dir);
+        return -1;
+    }
+    size_t n = strlen(dir);
+    if (n > 4 && strcmp(dir + n - 4, "/bin") == 0)
+        dir[n - 4] = '\0'; /* the installation's prefix */
     err_set(err, ERR_SANDBOX,
             "the kernel program %s is not visible inside the sandbox (it "
-            "sees /usr, /bin, /lib and --bind paths); add --bind %s, or "
-            "use --no-sandbox",
+            "sees /usr, /bin, /lib and --bind paths); add --bind %s (the "
+            "whole installation, read-only), or use --no-sandbox",
             prog, dir);
     free(dir);
     return -1;

@@ -79,6 +79,7 @@ static const struct {
     {"/lib32", SB_LL_READ_EXEC},
     {"/libx32", SB_LL_READ_EXEC},
     {"/etc", SB_LL_READ_EXEC},
+    {SB_BIN_PATH, SB_LL_READ_EXEC}, /* python and pip (sb_sandbox_plan.c) */
     {"/var/cache/fontconfig", SB_LL_READ_EXEC},
     {"/proc", SB_LL_READ_EXEC},
     {"/dev/null", SB_LL_DEVICE},

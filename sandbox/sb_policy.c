@@ -388,60 +388,67 @@ s_set_network(void *p, const char *v, err_t *err)
                    "bring data in with --file instead");
 }
 
+/* What the rows that shape the box need: without it (--no-sandbox)
+ * nothing would enforce them, and ag_session refuses them. */
+#define S_NEEDS_BOX "the sandbox"
+
 /* The policy flags. To add one: a row here (name, placeholder, help, a
  * setter that keeps the invariants in sb_policy.h, a value it accepts and
  * one it refuses); every command that starts a sandbox then accepts it,
  * lists it in --help, and tests/unit/test_policy_flags checks both. */
 static const cliopt_t s_flags[] = {
     {"memory", "SIZE", "memory incl. files in tmpfs (default 2G; no swap)",
-     s_set_memory, "1G", "lots"},
+     s_set_memory, "1G", "lots", S_NEEDS_BOX},
     {"cpus", "N", "CPU quota, fractional allowed (default 1)", s_set_cpus,
-     "1.5", "0"},
-    {"pids", "N", "processes and threads (default 128)", s_set_pids, "64", "1"},
-    {"disk", "SIZE", "size of /mnt/data (default 512M)", s_set_disk, "1G", "0"},
+     "1.5", "0", S_NEEDS_BOX},
+    {"pids", "N", "processes and threads (default 128)", s_set_pids, "64", "1",
+     S_NEEDS_BOX},
+    {"disk", "SIZE", "size of /mnt/data (default 512M)", s_set_disk, "1G", "0",
+     S_NEEDS_BOX},
     {"tmp", "SIZE", "size of /tmp and of $HOME (default 256M)", s_set_tmp,
-     "128M", "-1M"},
-    {"shm", "SIZE", "size of /dev/shm (default 64M)", s_set_shm, "32M", "2X"},
+     "128M", "-1M", S_NEEDS_BOX},
+    {"shm", "SIZE", "size of /dev/shm (default 64M)", s_set_shm, "32M", "2X",
+     S_NEEDS_BOX},
     {"nofile", "N", "open files per process (default 4096)", s_set_nofile,
-     "1024", "8"},
+     "1024", "8", S_NEEDS_BOX},
     {"fsize", "SIZE",
      "largest file a process may write (default: the\n"
      "largest of --disk, --tmp and --shm)",
-     s_set_fsize, "100M", "0"},
+     s_set_fsize, "100M", "0", S_NEEDS_BOX},
     {"env", "NAME",
      "pass NAME from this environment; a name that\n"
      "looks like a secret (a word KEY, TOKEN, SECRET,\n"
      "PASS(WORD), CREDENTIAL, AUTH ...) is refused",
-     s_set_env, "MY_SETTING", "A=B"},
+     s_set_env, "MY_SETTING", "A=B", S_NEEDS_BOX},
     {"env-secret", "NAME",
      "pass NAME although it looks like a secret (its\n"
      "value is then readable by the code in the box)",
-     s_set_env_secret, "GITHUB_TOKEN", "A=B"},
+     s_set_env_secret, "GITHUB_TOKEN", "A=B", S_NEEDS_BOX},
     {"bind", "HOST[:INSIDE]", "extra read-only bind mount", s_set_bind,
-     "/usr/share/doc:/opt/doc", "relative"},
+     "/usr/share/doc:/opt/doc", "relative", S_NEEDS_BOX},
     {"keep-workspace", "DIR",
      "copy /mnt/data to DIR (new or empty) when the\n"
      "sandbox ends: no dot-files, links or exec bits; at\n"
      "most --disk bytes, 10000 entries, 16 levels",
-     s_set_keep_workspace, "kept-workspace", ""},
+     s_set_keep_workspace, "kept-workspace", "", S_NEEDS_BOX},
     {"force", NULL,
      "files out (--keep-workspace, ask's SESSION_files,\n"
      "exec --out) may go into an existing non-empty\n"
      "directory; nothing there is overwritten",
-     s_set_force, "", NULL},
+     s_set_force, "", NULL, NULL},
     {"keep-exec", NULL,
      "files out keep an exec bit set in the box (0755;\n"
      "never setuid or setgid)",
-     s_set_keep_exec, "", NULL},
+     s_set_keep_exec, "", NULL, NULL},
     {"seccomp-audit", NULL,
      "let through, and report at the end, the system\n"
      "calls the seccomp allow list lacks (for new\n"
      "kernels and runtimes; a box of its own)",
-     s_set_seccomp_audit, NULL, NULL},
+     s_set_seccomp_audit, NULL, NULL, S_NEEDS_BOX},
     {"network", NULL,
      "refused: a sandbox has loopback only; bring data\n"
      "in with --file",
-     s_set_network, NULL, ""},
+     s_set_network, NULL, "", S_NEEDS_BOX},
 };
 
 void
@@ -455,9 +462,12 @@ sb_policy_out_opts(const sb_policy_t *p, sb_files_out_opts_t *o)
 cliopt_group_t
 sb_policy_flags(sb_policy_t *p)
 {
-    return CLIOPT_GROUP("sandbox limits (SIZE: bytes, or a number with K, M, "
-                        "G, T; binary)",
-                        s_flags, p);
+    cliopt_group_t g =
+        CLIOPT_GROUP("sandbox limits (SIZE: bytes, or a number with K, M, "
+                     "G, T; binary)",
+                     s_flags, p);
+    g.given = &p->given;
+    return g;
 }
 
 int
@@ -567,7 +577,8 @@ sb_policy_build_env(const sb_policy_t *p, char *const host_env[],
     char **env = xcalloc(1, sizeof(char *));
     size_t n = 0;
     s_env_push(&env, &n,
-               xstrdup("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"));
+               xstrdup("PATH=" SB_BIN_PATH
+                       ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"));
     s_env_push(&env, &n, xstrdup("HOME=" SB_HOME_PATH));
     s_env_push(&env, &n, xstrdup("LANG=C.UTF-8"));
     const char *term = s_env_get(host_env, "TERM");
@@ -622,5 +633,10 @@ sb_policy_to_json(const sb_policy_t *p)
         "env_allow", env, "binds", binds, "workspace", SB_WORKSPACE_PATH,
         "home", SB_HOME_PATH, "namespaces", "user", "pid", "net", "mount",
         "ipc", "uts", "cgroup", "seccomp",
-        "default allow; deny table in sandbox/sb_seccomp.c");
+        p->seccomp_audit
+            ? "audit: the allow list of sandbox/sb_seccomp.c, with calls "
+              "outside it let through and counted (deny rows still fail)"
+            : "allow list: system calls outside the table in "
+              "sandbox/sb_seccomp.c fail with EPERM (see 'jupyter-agent "
+              "sandbox --seccomp-table')");
 }

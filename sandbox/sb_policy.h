@@ -27,6 +27,9 @@
 /* Where things are inside every sandbox. */
 #define SB_WORKSPACE_PATH "/mnt/data"
 #define SB_HOME_PATH "/home/user"
+/* First on the box's PATH: `python` (the box's python3) and a `pip` that
+ * says where packages come from (written by the sandbox at each spawn). */
+#define SB_BIN_PATH "/opt/jupyter-agent/bin"
 #define SB_SANDBOX_UID 1000 /* uid and gid of the sandboxed program inside */
 
 typedef struct sb_bind {
@@ -35,6 +38,8 @@ typedef struct sb_bind {
 } sb_bind_t;
 
 typedef struct sb_policy {
+    uint64_t given; /* the flags of sb_policy_flags() that were given, a bit
+                       per row (cliopt_group_t.given) */
     uint64_t memory_bytes;    /* memory limit incl. tmpfs pages (2 GiB) */
     uint64_t swap_bytes;      /* swap allowed on top of memory (0) */
     unsigned pids;            /* processes + threads in the box (128) */

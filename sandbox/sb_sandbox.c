@@ -45,6 +45,7 @@
 #include <linux/capability.h>
 #include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -463,6 +464,50 @@ sb_sandbox_add_box_file(sb_sandbox_t *sb, const char *host_path,
     return 0;
 }
 
+/* What sb_detach_block() blocks. */
+static void
+s_detach_set(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGQUIT);
+    sigaddset(set, SIGTSTP);
+    sigaddset(set, SIGHUP);
+}
+
+void
+sb_detach_block(sigset_t *old)
+{
+    sigset_t set;
+    s_detach_set(&set);
+    pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+void
+sb_detach_restore(const sigset_t *old)
+{
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+void
+sb_detach_child(const sigset_t *old)
+{
+    syscall(SYS_setsid);
+    /* Ignoring a pending signal discards it (POSIX); the child's handlers
+     * are copies of the caller's, so reset them to the default. */
+    struct sigaction ign, dfl;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    static const int sigs[] = {SIGINT, SIGQUIT, SIGTSTP, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        sigaction(sigs[i], &ign, NULL);
+        sigaction(sigs[i], &dfl, NULL);
+    }
+    sigprocmask(SIG_SETMASK, old, NULL);
+}
+
 int
 sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                  int stdout_fd, int stderr_fd, err_t *err)
@@ -551,10 +596,16 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         ca.flags &= ~(uint64_t)CLONE_NEWNET;
     ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
     ca.exit_signal = SIGCHLD;
+    /* Ctrl-C in the caller's terminal must not reach the box's init,
+     * which would forward it to the program (sb_detach_block()). */
+    sigset_t mask;
+    sb_detach_block(&mask);
+    c.sigmask = &mask;
     long pid = nested ? s_clone_nested(sb->nest, &ca, &c, &pidfd, err)
                       : syscall(SYS_clone3, &ca, sizeof ca);
     if (pid == 0)
         sb_box_init(&c); /* never returns */
+    sb_detach_restore(&mask);
     if (pid < 0 && nested)
         goto out;
     if (pid < 0) {
@@ -833,13 +884,18 @@ sb_sandbox_hand_off(sb_sandbox_t **pp)
      * also kills what the cgroup lists. */
     syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
     sb->killed = true;
+    /* The reaper must outlive a Ctrl-C to our process group. */
+    sigset_t mask;
+    sb_detach_block(&mask);
     pid_t mid = fork();
     if (mid == 0) {
+        sb_detach_child(&mask);
         pid_t reaper = fork();
         if (reaper == 0)
             s_reaper(sb);
         _exit(reaper < 0 ? 1 : 0);
     }
+    sb_detach_restore(&mask);
     int status = 1;
     while (mid > 0 && waitpid(mid, &status, 0) < 0 && errno == EINTR)
         ;

@@ -33,6 +33,7 @@
 #include "sandbox/sb_policy.h"
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -161,6 +162,21 @@ pid_t sb_pidfd_pid(int pidfd);
  * regular files and directories (symlinks, FIFOs, sockets are dropped). */
 int sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                      int stdout_fd, int stderr_fd, err_t *err);
+
+/* The signals a terminal sends to its foreground process group (Ctrl-C,
+ * Ctrl-\, Ctrl-Z) and the hang-up, which `kill -SIG -PGID` sends the same
+ * way. A box or a kernel must not get them from the caller's group: the
+ * caller interrupts it itself, once (a kernel that got one Ctrl-C twice
+ * can be interrupted again while it reports the first, and then never
+ * answers). Around a fork or clone: sb_detach_block() blocks them in the
+ * calling thread (the old mask into *old), the parent then calls
+ * sb_detach_restore(old), and the child sb_detach_child(old) first: it
+ * leaves the caller's session (setsid), discards what reached it from the
+ * old group meanwhile and restores the mask. sb_detach_child() is
+ * async-signal-safe and works in a copy of a multi-threaded process. */
+void sb_detach_block(sigset_t *old);
+void sb_detach_restore(const sigset_t *old);
+void sb_detach_child(const sigset_t *old);
 
 /* Host pid of the box's pid 1, and a pidfd that polls readable when it
  * exits (-1 before spawn). */

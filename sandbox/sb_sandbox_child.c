@@ -289,8 +289,12 @@ s_run_op(const struct s_child *c, const struct s_op *op)
         return mount("devpts", op->dst, "devpts", MS_NOSUID | MS_NOEXEC,
                      "newinstance,ptmxmode=0666,mode=0620");
     case OP_WRITE: {
+        if (op->exec && s_mkdir_parent(op->dst) < 0)
+            return -1;
         int fd = open(op->dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                      op->own ? 0600 : 0644);
+                      op->own    ? 0600
+                      : op->exec ? 0555
+                                 : 0644);
         if (fd < 0)
             return -1;
         if (op->own && fchown(fd, SB_SANDBOX_UID, SB_SANDBOX_UID) < 0) {
@@ -575,6 +579,10 @@ __attribute__((noreturn)) void
 sb_box_init(const struct s_child *c)
 {
     struct s_msg m;
+    /* Out of the caller's session first: its terminal's Ctrl-C reaches
+     * the caller, which interrupts the program itself (exactly once). */
+    if (c->sigmask)
+        sb_detach_child(c->sigmask);
     int keep[4] = {c->ctl, c->stdio[0], c->stdio[1], c->stdio[2]};
     sb_box_close_others(keep, 4);
     if (sb_box_recv(c->ctl, &m, NULL) != MSG_GO)

@@ -108,6 +108,7 @@ struct s_op {
     bool rw;             /* OP_BIND: leave writable */
     bool optional;       /* failure is not an error */
     bool own;            /* OP_WRITE: mode 0600, owned by the box's user */
+    bool exec;           /* OP_WRITE: mode 0555 (a script on PATH) */
     char *what;          /* owned: the step, for error messages */
 };
 
@@ -134,6 +135,7 @@ struct s_child {
     bool limit_data; /* no memory cgroup: use RLIMIT_DATA */
     /* nested box (sb_sandbox_nest_in): pid 1 writes its own one-uid maps */
     bool map_self;
+    const sigset_t *sigmask; /* the launcher's mask before sb_detach_block() */
 };
 
 struct s_staged {

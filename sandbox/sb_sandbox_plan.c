@@ -107,6 +107,43 @@ s_plan_symlink(struct s_plan *pl, const char *target, const char *inside)
     op->src = xstrdup(target);
 }
 
+/* SB_BIN_PATH, first on the box's PATH: notebooks and model-written code
+ * call `python` (and `pip`), which Debian's /usr lacks. `python` is the
+ * box's python3; `pip` answers that there is no network and where
+ * packages come from, and passes the read-only subcommands to pip. */
+static const char s_pip_script[] =
+    "#!/bin/sh\n"
+    "# jupyter-agent: the sandbox has no network, so pip cannot download.\n"
+    "case \"$1\" in\n"
+    "list|show|freeze|check|--version|-V)\n"
+    "    exec /usr/bin/python3 -m pip \"$@\" ;;\n"
+    "esac\n"
+    "cat >&2 <<'EOF'\n"
+    "pip: this sandbox has no network, so pip cannot download packages.\n"
+    "Packages come only from a directory of wheels signed with\n"
+    "'jupyter-agent manifest sign': start the session with\n"
+    "  --packages DIR --install NAME[==VERSION]\n"
+    "(in 'ask' the model may also call its install_packages tool, which\n"
+    "installs from that directory). What is installed: pip list.\n"
+    "EOF\n"
+    "exit 1\n";
+
+static void
+s_plan_bin(struct s_plan *pl)
+{
+    if (access("/usr/bin/python3", X_OK) == 0)
+        s_plan_symlink(pl, "/usr/bin/python3", SB_BIN_PATH "/python");
+    const char *names[] = {SB_BIN_PATH "/pip", SB_BIN_PATH "/pip3"};
+    for (size_t i = 0; i < 2; i++) {
+        char *what = xasprintf("write %s", names[i]);
+        struct s_op *op = s_plan_add(pl, OP_WRITE, names[i], what);
+        free(what);
+        op->src = xstrdup(s_pip_script);
+        op->len = strlen(s_pip_script);
+        op->exec = true;
+    }
+}
+
 static void
 s_plan_tmpfs(struct s_plan *pl, enum s_op_kind kind, const char *inside,
              uint64_t size, const char *mode_opts, unsigned long flags)
@@ -286,6 +323,7 @@ sb_box_plan_build(const sb_sandbox_t *sb, struct s_plan *pl)
         free(what);
         free(inside);
     }
+    s_plan_bin(pl);
     for (size_t i = 0; i < p->n_binds; i++)
         s_plan_bind(pl, p->binds[i].host, p->binds[i].inside, false, false);
     const sb_unsafe_test_knobs_t *k = sb_box_knobs();

@@ -10,6 +10,20 @@
 #include <string.h>
 
 int
+ag_cmd_refused(const char *cmd, const struct option *longopts, int argc,
+               char **argv, err_t *err)
+{
+    const char *like = optind > 1 && optind <= argc
+                           ? cliopt_suggest(longopts, argv[optind - 1])
+                           : NULL;
+    if (like)
+        return err_set(err, ERR_USAGE,
+                       "did you mean --%s? see 'jupyter-agent %s --help'", like,
+                       cmd);
+    return err_set(err, ERR_USAGE, "see 'jupyter-agent %s --help'", cmd);
+}
+
+int
 ag_cmd_parse(const ag_cmd_spec_t *spec, int argc, char **argv,
              const cliopt_group_t *groups, size_t ngroups, void *arg,
              err_t *err)
@@ -40,7 +54,11 @@ ag_cmd_parse(const ag_cmd_spec_t *spec, int argc, char **argv,
             ag_cmd_opt_t o = {
                 .opt = opt, .value = optarg, .argc = argc, .argv = argv};
             rc = spec->on_opt(arg, &o, err);
-            if (rc > 0) /* getopt's '?' or an option nobody handles */
+            /* getopt's '?' (it said what it refused) or an option nobody
+             * handles; a mistyped long flag gets the one it resembles. */
+            if (rc > 0 && opt == '?')
+                rc = ag_cmd_refused(spec->name, longopts, argc, argv, err);
+            else if (rc > 0)
                 rc = err_set(err, ERR_USAGE, "see 'jupyter-agent %s --help'",
                              spec->name);
         }

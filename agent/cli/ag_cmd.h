@@ -57,6 +57,14 @@ typedef struct ag_cmd_spec {
  * printed (the command exits 0), -1 with ERR_USAGE in err for a refused
  * value or an unknown option ("see 'jupyter-agent NAME --help'"); the
  * caller prints "jupyter-agent NAME: err" and exits ERR_USAGE. */
+/* The words after a refused flag for `jupyter-agent CMD` (getopt printed
+ * what it refused): "did you mean --timeout? see 'jupyter-agent exec
+ * --help'" when argv[optind - 1] resembles a long option of `longopts`,
+ * else only the pointer to --help. Sets err (ERR_USAGE); returns -1. For
+ * the commands that run getopt_long themselves. */
+int ag_cmd_refused(const char *cmd, const struct option *longopts, int argc,
+                   char **argv, err_t *err);
+
 int ag_cmd_parse(const ag_cmd_spec_t *spec, int argc, char **argv,
                  const cliopt_group_t *groups, size_t ngroups, void *arg,
                  err_t *err);

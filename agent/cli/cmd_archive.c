@@ -250,7 +250,7 @@ s_parse(int argc, char **argv, archive_args_t *a, err_t *err)
             rc = 1;
             break;
         default:
-            rc = err_set(err, ERR_USAGE, "see 'jupyter-agent archive --help'");
+            rc = ag_cmd_refused("archive", opts, argc, argv, err);
         }
     }
     free(opts);

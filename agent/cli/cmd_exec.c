@@ -125,6 +125,22 @@ s_exit_code(int rc, const err_t *err, kb_output_t *out)
     return err->code;
 }
 
+/* --json: the one object, with `error` (NULL: none) unless the outputs
+ * carry one, and `keep_workspace_error` when the copy-out failed. */
+static void
+s_print_json(kb_output_t *out, const char *error, const char *kw_error)
+{
+    json_t *obj = kb_output_to_json(out);
+    if (error && !json_object_get(obj, "error"))
+        json_object_set_new(obj, "error", json_string(error));
+    if (kw_error)
+        json_object_set_new(obj, "keep_workspace_error", json_string(kw_error));
+    json_dumpf(obj, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
+    fputc('\n', stdout);
+    fflush(stdout);
+    json_decref(obj);
+}
+
 /* exec's own flags. */
 typedef struct exec_args {
     const char *code_arg, *existing, *out_dir;
@@ -176,6 +192,10 @@ ag_cmd_exec(int argc, char **argv)
                                        .usage = s_usage,
                                        .usage_tail = s_usage_tail,
                                        .on_opt = s_on_opt};
+    /* Ctrl-C is ours from the start, while the kernel starts too: a
+     * caller always gets its answer (--json: the object) and exit 130,
+     * never a death by the signal with the box left behind. */
+    ag_interrupt_install();
     exec_args_t a = {0};
     sb_outdir_t *img_dir = NULL;
     ag_session_opts_t sopts;
@@ -189,6 +209,20 @@ ag_cmd_exec(int argc, char **argv)
 
     char *code = NULL;
     bool code_from_stdin = false;
+    if (a.code_arg && optind < argc) {
+        err_set(&err, ERR_USAGE,
+                "-c CODE and the file '%s' both give code; pass one (--file "
+                "copies a file into the box)",
+                argv[optind]);
+        goto usage_error;
+    }
+    if (!a.code_arg && optind + 1 < argc) {
+        err_set(&err, ERR_USAGE,
+                "one code file at a time (got '%s' and '%s'); --file copies "
+                "other files into the box",
+                argv[optind], argv[optind + 1]);
+        goto usage_error;
+    }
     if (a.code_arg) {
         code = xstrdup(a.code_arg);
     } else if (optind < argc && strcmp(argv[optind], "-") != 0) {
@@ -206,6 +240,14 @@ ag_cmd_exec(int argc, char **argv)
                             "Ctrl-D)\n");
         code = s_read_all(stdin);
         code_from_stdin = true;
+        if (ag_interrupt_pressed()) {
+            free(code);
+            err_set(&err, ERR_INTERRUPTED,
+                    "interrupted while reading the code; nothing ran");
+            fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
+            ag_session_opts_release(&sopts);
+            return ERR_INTERRUPTED;
+        }
     }
     ui.json = a.json;
     ui.render.color = isatty(1) && isatty(2);
@@ -228,16 +270,31 @@ ag_cmd_exec(int argc, char **argv)
     ag_session_t *session =
         a.existing ? ag_session_attach(a.existing, a.allow_unsigned, &err)
                    : ag_session_start(&sopts, &err);
-    if (!session) {
-        fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
+    if (!session || ag_interrupt_pressed()) {
+        int failed = err.code ? err.code : ERR_KERNEL;
+        if (ag_interrupt_pressed()) {
+            failed = ERR_INTERRUPTED;
+            err_set(&err, ERR_INTERRUPTED,
+                    "interrupted while the kernel started; the code did not "
+                    "run");
+        }
+        if (a.json) {
+            kb_output_t *none = kb_output_new(NULL, 0);
+            kb_output_set_interrupted(none, failed == ERR_INTERRUPTED);
+            if (failed != ERR_INTERRUPTED)
+                kb_output_set_status(none, "error");
+            s_print_json(none, err.text, NULL);
+            kb_output_destroy(&none);
+        } else {
+            fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
+        }
+        ag_session_hand_off(&session);
         free(code);
         sb_outdir_destroy(&img_dir);
         ag_session_opts_release(&sopts);
-        return err.code ? err.code : ERR_KERNEL;
+        return failed;
     }
     ag_session_print_warnings(session, stderr);
-
-    ag_interrupt_install();
 
     kb_exec_opts_t xopts;
     kb_exec_opts_init(&xopts);
@@ -267,15 +324,7 @@ ag_cmd_exec(int argc, char **argv)
     }
 
     if (a.json) {
-        json_t *obj = kb_output_to_json(out);
-        if (rc && !json_object_get(obj, "error"))
-            json_object_set_new(obj, "error", json_string(err.text));
-        if (!kept)
-            json_object_set_new(obj, "keep_workspace_error",
-                                json_string(kerr.text));
-        json_dumpf(obj, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
-        fputc('\n', stdout);
-        json_decref(obj);
+        s_print_json(out, rc ? err.text : NULL, kept ? NULL : kerr.text);
         /* Save images even in JSON mode when asked. */
         if (ui.render.img_dir) {
             ag_render_t quiet = ui.render;
@@ -290,6 +339,16 @@ ag_cmd_exec(int argc, char **argv)
     } else if (rc) {
         ag_render_end_lines(&ui.render);
         fprintf(stderr, "jupyter-agent exec: %s\n", err.text);
+    }
+    if (!a.existing && !sopts.no_sandbox) {
+        /* A cell that hit a box limit (threads, processes): say which. */
+        char *dump = json_dumps(kb_output_outputs(out), JSON_COMPACT);
+        const char *hint = ag_session_limit_hint(dump, &sopts.policy);
+        if (hint && strcmp(kb_output_status(out), "ok") != 0) {
+            ag_render_end_lines(&ui.render);
+            fprintf(stderr, "jupyter-agent exec: %s\n", hint);
+        }
+        free(dump);
     }
     if (kb_output_truncated(out) && !a.json) {
         ag_render_end_lines(&ui.render);

@@ -391,7 +391,8 @@ ag_cmd_kernelspec(int argc, char **argv)
             fputs(s_usage, stdout);
             return 0;
         default:
-            fprintf(stderr, "jupyter-agent kernelspec: see --help\n");
+            ag_cmd_refused("kernelspec", longopts, argc - 1, argv + 1, &err);
+            fprintf(stderr, "jupyter-agent kernelspec: %s\n", err.text);
             return ERR_USAGE;
         }
     }

@@ -311,6 +311,9 @@ ag_cmd_run(int argc, char **argv)
                                        .usage = s_usage,
                                        .usage_tail = s_usage_tail,
                                        .on_opt = s_on_opt};
+    /* Ctrl-C is ours from the start, while the kernel starts too: exit
+     * 130 with nothing left behind, never a death by the signal. */
+    ag_interrupt_install();
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
     run_args_t a = {.max_nb_bytes = NB_NOTEBOOK_DEFAULT_MAX_BYTES};
@@ -380,9 +383,8 @@ ag_cmd_run(int argc, char **argv)
     sopts.kernel_name = kernel;
     sopts.history_in_memory = true; /* as nbclient and papermill */
 
-    ag_interrupt_install();
     session = ag_session_start(&sopts, &err);
-    if (!session) {
+    if (!session || ag_interrupt_pressed()) {
         if (!err.code)
             err.code = ERR_KERNEL;
         if (ag_interrupt_pressed())

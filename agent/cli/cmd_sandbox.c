@@ -201,7 +201,8 @@ ag_cmd_sandbox(int argc, char **argv)
             break;
         }
         default:
-            fprintf(stderr, PROG ": see '" PROG " --help'\n");
+            ag_cmd_refused("sandbox", longopts, argc, argv, &err);
+            fprintf(stderr, PROG ": %s\n", err.text);
             goto out;
         }
     }

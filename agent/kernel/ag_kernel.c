@@ -648,11 +648,14 @@ static void
 s_run_model(ag_kernel_t *k, const char *spec)
 {
     if (!*spec) {
-        char *msg = xasprintf(
-            "model: %s\n",
-            k->model ? k->model
-                     : "chosen from the environment (JUPYTER_AGENT_MODEL, "
-                       "OPENAI_API_KEY, ANTHROPIC_API_KEY)");
+        /* The model the next plain cell would use, resolved as the loop
+         * resolves it (--model, else the environment). */
+        err_t err = {0};
+        ag_provider_t *p = ag_provider_new(k->model, &err);
+        char *msg = p ? xasprintf("model: %s%s\n", ag_provider_model(p),
+                                  k->model ? "" : " (from the environment)")
+                      : xasprintf("model: none usable: %s\n", err.text);
+        ag_provider_destroy(&p);
         kb_server_stream(k->server, k->cell, "stdout", msg);
         free(msg);
         return;

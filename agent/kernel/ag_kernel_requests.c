@@ -180,19 +180,40 @@ static int
 s_on_is_complete(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
                  void *arg)
 {
-    ag_kernel_t *k = arg;
+    (void)arg; /* answered here: no session is started for it */
     const char *code = ag_kernel_str(kb_msg_content(req), "code", "");
     const char *body = NULL;
     json_t *reply = NULL;
     if (ag_kernel_python_cell(code, &body)) {
-        if (*body == '\0' && !strchr(code, '\n'))
+        /* As IPython's check_complete for every cell magic: the cell ends
+         * with a blank line, never earlier (a frontend would otherwise
+         * send "%%python\nimport time" after its first body line); until
+         * then the next line is indented as the last. Lines as Python's
+         * splitlines: a final newline starts no new line. */
+        size_t len = strlen(code);
+        if (len && code[len - 1] == '\n')
+            len--;
+        const char *last = code;
+        for (size_t i = 0; i < len; i++)
+            if (code[i] == '\n')
+                last = code + i + 1;
+        bool blank = true;
+        for (const char *p = last; p < code + len; p++)
+            blank = blank && (*p == ' ' || *p == '\t' || *p == '\r');
+        if (blank) {
+            reply = json_pack("{s:s}", "status", "complete");
+        } else {
+            char spaces[81];
+            size_t indent = 0;
+            for (const char *p = last; *p == ' ' || *p == '\t'; p++)
+                indent += *p == '\t' ? 4 : 1;
+            if (indent > 80)
+                indent = 80;
+            memset(spaces, ' ', indent);
+            spaces[indent] = '\0';
             reply = json_pack("{s:s, s:s}", "status", "incomplete", "indent",
-                              ""); /* just the magic line: keep typing */
-        else
-            reply = s_ask_inner(k, "is_complete_request",
-                                json_pack("{s:s}", "code", body));
-        if (!reply)
-            reply = json_pack("{s:s}", "status", "unknown");
+                              spaces);
+        }
     } else {
         reply = json_pack("{s:s}", "status", "complete");
     }

@@ -281,6 +281,17 @@ ag_provider_new(const char *spec, err_t *err)
         owned = xstrndup(spec, (size_t)(colon - spec));
         kind = owned;
         rest = colon + 1;
+    } else if (colon && !s_env("OPENAI_BASE_URL")) {
+        /* PROVIDER:MODEL with a provider we do not know: a name with a
+         * colon is a bare model name only for a local server (Ollama's
+         * "llama3.1:8b"), and without OPENAI_BASE_URL there is none. */
+        err_set(err, ERR_USAGE,
+                "unknown model provider '%.*s' in '%s': use openai:MODEL, "
+                "anthropic:MODEL or replay:FILE (a model name with a colon, "
+                "e.g. Ollama's llama3.1:8b, is for the server "
+                "OPENAI_BASE_URL names: set it)",
+                (int)(colon - spec < 40 ? colon - spec : 40), spec, spec);
+        goto fail;
     } else {
         /* A bare model name (Ollama names like "llama3.1:8b" included). */
         kind = strncmp(spec, "claude", 6) == 0 ? "anthropic" : "openai";

@@ -526,9 +526,9 @@ static const cliopt_t s_archive_flags[] = {
     {"archive", "ZIP",
      "also pack a report archive of the result\n"
      "(see 'jupyter-agent archive --help')",
-     s_set_archive, "report.zip", NULL},
+     s_set_archive, "report.zip", NULL, NULL},
     {"archive-key", "KEY", "sign that archive with KEY", s_set_archive_key,
-     "signing.key", NULL},
+     "signing.key", NULL, NULL},
 };
 
 cliopt_group_t

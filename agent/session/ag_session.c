@@ -235,62 +235,66 @@ static const cliopt_t s_gateway_flags[] = {
      "run the kernel on this Jupyter Server or\n"
      "Enterprise Gateway (default $JUPYTER_GATEWAY_URL);\n"
      "--kernel names one of its kernelspecs",
-     s_set_gateway, "http://127.0.0.1:8888", NULL},
+     s_set_gateway, "http://127.0.0.1:8888", NULL, NULL},
     {"gateway-token-file", "FILE",
      "its token, read from FILE (default\n"
      "$JUPYTER_GATEWAY_AUTH_TOKEN)",
-     s_set_gateway_token_file, "token.txt", NULL},
+     s_set_gateway_token_file, "token.txt", NULL, NULL},
     {"gateway-ca", "FILE", "trust this CA (PEM) for its TLS certificate",
-     s_set_gateway_ca, "ca.pem", NULL},
+     s_set_gateway_ca, "ca.pem", NULL, NULL},
 };
 
 /* The session's own flags; the sandbox's are sb_policy_flags(). */
+/* What the flags that reach into the box need (cliopt_t.needs): with
+ * --no-sandbox there is no box, and they are refused, not ignored. */
+#define S_NEEDS_BOX "the sandbox"
+
 static const cliopt_t s_session_flags[] = {
     {"kernel", "NAME",
      "kernelspec to start (default python3; run: the\n"
      "notebook's metadata.kernelspec.name, else python3)",
-     s_set_kernel, "python3", NULL},
+     s_set_kernel, "python3", NULL, NULL},
     {"timeout", "S",
      "wall-clock limit per execution: the code, a cell,\n"
      "a python call (default 60; 0 = none); then\n"
      "interrupt, 5 s grace, kill",
-     s_set_timeout, "30", "abc"},
+     s_set_timeout, "30", "abc", NULL},
     {"file", "PATH[:NAME]", "copy a file into /mnt/data before start",
-     s_set_file, "notes.txt", NULL},
+     s_set_file, "notes.txt", NULL, S_NEEDS_BOX},
     {"max-output", "BYTES",
      "cap on stored output per execution (default 64M;\n"
      "0 = no cap)",
-     s_set_max_output, "16M", "-1"},
+     s_set_max_output, "16M", "-1", NULL},
     {"warm", "MODE",
      "auto: a warm kernel from 'jupyter-agent serve'\n"
      "when one runs, else a cold start (default);\n"
      "pool: the server's or fail; cold: always fresh",
-     s_set_warm, "cold", "sometimes"},
+     s_set_warm, "cold", "sometimes", S_NEEDS_BOX},
     {"idle-timeout", "S",
      "stop a long-lived session (the agent kernel's)\n"
      "after S idle seconds (default 1800; 0 = never)",
-     s_set_idle_timeout, "600", "soon"},
+     s_set_idle_timeout, "600", "soon", NULL},
     {"max-lifetime", "S",
      "... or S seconds after it started (default\n"
      "28800; 0 = no limit)",
-     s_set_max_lifetime, "3600", "-5"},
+     s_set_max_lifetime, "3600", "-5", NULL},
     {"no-sandbox", NULL, "run the kernel as a plain process: NO isolation",
-     s_set_no_sandbox, "", NULL},
+     s_set_no_sandbox, "", NULL, NULL},
 };
 
 static const cliopt_t s_packages_flags[] = {
     {"packages", "DIR", "wheels signed with 'jupyter-agent manifest sign'",
-     s_set_packages, "wheels", NULL},
+     s_set_packages, "wheels", NULL, S_NEEDS_BOX},
     {"install", "NAME[==VER]",
      "install NAME and its dependencies from DIR\n"
      "before any code runs (repeatable)",
-     s_set_install, "pandas", NULL},
+     s_set_install, "pandas", NULL, S_NEEDS_BOX},
     {"trust", "KEY|FILE",
      "trust this public key for DIR (repeatable),\n"
      "besides the *.pub files in\n"
      "$JUPYTER_AGENT_TRUSTED_KEYS or\n"
      "~/.config/jupyter-agent/trusted-keys/",
-     s_set_trust, "key.pub", NULL},
+     s_set_trust, "key.pub", NULL, S_NEEDS_BOX},
 };
 
 void
@@ -300,10 +304,12 @@ ag_session_flags(ag_session_opts_t *o,
     groups[0] = CLIOPT_GROUP(
         "session (every kernel runs sandboxed unless --no-sandbox)",
         s_session_flags, o);
+    groups[0].given = &o->given[0];
     groups[1] = sb_policy_flags(&o->policy);
     groups[2] = CLIOPT_GROUP("packages (there is no network; only wheels from "
                              "a signed directory)",
                              s_packages_flags, o);
+    groups[2].given = &o->given[2];
     groups[3] = CLIOPT_GROUP("remote kernels (the isolation is the server's)",
                              s_gateway_flags, o);
 }
@@ -403,8 +409,7 @@ s_sandbox_factory(void *arg, err_t *err)
         int rc = sb_sandbox_add_file(box, path, name, err);
         free(path);
         free(name);
-        if (rc) {
-            err_prefix(err, "--file %s", o->files[i]);
+        if (rc) { /* its words already start "--file 'PATH': " */
             kb_launcher_destroy(&l);
             return NULL;
         }
@@ -491,7 +496,7 @@ s_take_warm(const ag_session_opts_t *o, kb_launcher_t **out, err_t *err)
         free(path);
         free(name);
         if (rc) {
-            err_prefix(err, "--file %s", o->files[i]);
+            err_prefix(err, "--file '%s'", o->files[i]);
             kb_launcher_destroy(&l);
             return -1;
         }
@@ -657,7 +662,7 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
         free(path);
         free(name);
         if (rc) {
-            err_prefix(err, "--file %s", o->files[i]);
+            err_prefix(err, "--file '%s'", o->files[i]);
             kb_kernel_hand_off(&k);
             json_decref(inputs);
             return NULL;
@@ -674,17 +679,66 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
     return s;
 }
 
+/* A kernel that could not start for want of a box limit says so only in
+ * Python's words ("RuntimeError: can't start new thread"): name the
+ * limit and the flag that raises it. */
+static void
+s_hint_limits(const ag_session_opts_t *o, err_t *err)
+{
+    if (!err || o->no_sandbox)
+        return;
+    const char *hint = ag_session_limit_hint(err->text, &o->policy);
+    if (hint) {
+        size_t used = strlen(err->text);
+        snprintf(err->text + used, sizeof err->text - used, "\n%s", hint);
+    }
+}
+
+const char *
+ag_session_limit_hint(const char *text, const sb_policy_t *policy)
+{
+    static _Thread_local char hint[256];
+    if (!text || !policy)
+        return NULL;
+    if (strstr(text, "can't start new thread") ||
+        strstr(text, "BlockingIOError: [Errno 11] Resource temporarily")) {
+        snprintf(hint, sizeof hint,
+                 "hint: the box allows %u processes and threads in all "
+                 "(--pids %u), and the kernel needed more; raise --pids "
+                 "(default 128)",
+                 policy->pids, policy->pids);
+        return hint;
+    }
+    return NULL;
+}
+
+/* --no-sandbox with a flag that needs the box (cliopt_t.needs): nothing
+ * would apply it, so refuse it, naming it (rows of every group, one
+ * rule). */
+static int
+s_refuse_unboxed(const ag_session_opts_t *o, err_t *err)
+{
+    cliopt_group_t groups[AG_SESSION_NGROUPS];
+    ag_session_flags((ag_session_opts_t *)o, groups);
+    for (size_t g = 0; g < AG_SESSION_NGROUPS; g++) {
+        const cliopt_t *row = cliopt_given_needing(&groups[g]);
+        if (row)
+            return err_set(err, ERR_USAGE,
+                           "--%s needs %s, and --no-sandbox runs the kernel "
+                           "as a plain process where nothing applies it; "
+                           "drop --%s or --no-sandbox",
+                           row->name, row->needs, row->name);
+    }
+    return 0;
+}
+
 ag_session_t *
 ag_session_start(const ag_session_opts_t *o, err_t *err)
 {
     if (o->gateway_url && *o->gateway_url)
         return s_start_gateway(o, err);
-    if (o->policy.keep_workspace_dir && o->no_sandbox) {
-        err_set(err, ERR_USAGE,
-                "--keep-workspace copies the sandbox's /mnt/data; it does not "
-                "work with --no-sandbox");
+    if (o->no_sandbox && s_refuse_unboxed(o, err))
         return NULL;
-    }
     if (o->policy.keep_workspace_dir) {
         /* Before the box starts: a session is not worth running when its
          * files have nowhere to go. */
@@ -695,22 +749,10 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
             return NULL;
         }
     }
-    if (o->no_sandbox && o->nfiles) {
-        err_set(err, ERR_USAGE,
-                "--file copies into the sandbox's /mnt/data; it does not work "
-                "with --no-sandbox");
-        return NULL;
-    }
     if (o->ninstalls && !o->packages_dir) {
         err_set(err, ERR_USAGE,
                 "--install needs --packages DIR (there is no network: "
                 "packages come only from a signed directory of wheels)");
-        return NULL;
-    }
-    if ((o->packages_dir || o->ntrusts) && o->no_sandbox) {
-        err_set(err, ERR_USAGE,
-                "--packages installs into the sandbox's /mnt/data; it does "
-                "not work with --no-sandbox");
         return NULL;
     }
     pk_trust_t *trust = NULL;
@@ -773,6 +815,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
         k = kb_kernel_start(&kopts, err);
     }
     if (!k) {
+        s_hint_limits(o, err);
         pk_trust_destroy(&trust);
         json_decref(inputs);
         return NULL;

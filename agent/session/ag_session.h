@@ -19,6 +19,9 @@
 
 typedef struct ag_session ag_session_t;
 
+/* The flag groups of ag_session_flags(). */
+#define AG_SESSION_NGROUPS 4
+
 typedef struct ag_session_opts {
     const char *kernel_name; /* --kernel (borrowed: argv); NULL = python3 */
     int timeout_ms;          /* per execution; default 60 s, 0 = none */
@@ -27,6 +30,8 @@ typedef struct ag_session_opts {
     char **files;            /* owned NULL-terminated "PATH[:NAME]" list */
     size_t nfiles;
     sb_policy_t policy; /* owned; the sandbox's limits and mounts */
+    uint64_t given[AG_SESSION_NGROUPS]; /* flags given, a bit per row, per
+                           group of ag_session_flags (policy's: policy.given) */
     int warm;           /* --warm: AG_WARM_AUTO (default), _COLD or _POOL */
     char *packages_dir; /* owned --packages DIR (signed wheels), or NULL */
     char **installs;    /* owned NULL-terminated --install NAME[==VER] list */
@@ -63,7 +68,6 @@ void ag_session_opts_release(ag_session_opts_t *o);
  * (sb_policy_flags), the packages (--packages, --install, --trust) and
  * the remote kernels (--gateway, --gateway-token-file, --gateway-ca).
  * Their targets are `o` and `&o->policy`; see common/cliopt.h. */
-#define AG_SESSION_NGROUPS 4
 void ag_session_flags(ag_session_opts_t *o,
                       cliopt_group_t groups[AG_SESSION_NGROUPS]);
 /* One of those flags outside getopt ("--packages", "DIR" or
@@ -72,6 +76,11 @@ int ag_session_parse_flag(ag_session_opts_t *o, const char *flag,
                           const char *value, err_t *err);
 
 ag_session_t *ag_session_start(const ag_session_opts_t *o, err_t *err);
+/* A hint naming the box limit that `text` (a start-up failure, a cell's
+ * error) shows was hit, e.g. --pids for "can't start new thread"; NULL
+ * when none. Borrowed: valid until the next call on this thread. A failed
+ * ag_session_start() already carries it. */
+const char *ag_session_limit_hint(const char *text, const sb_policy_t *policy);
 ag_session_t *ag_session_attach(const char *connection_file,
                                 bool allow_unsigned, err_t *err);
 void ag_session_destroy(ag_session_t **s);

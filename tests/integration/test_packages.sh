@@ -199,7 +199,7 @@ ok $? "the refusal quotes pip's ERROR lines"
 
 expect 2 "--install needs --packages DIR" "--install without --packages is a usage error" -- \
     --install greet -c 'print("USER CODE RAN")'
-expect 2 "does not work with --no-sandbox" "--packages with --no-sandbox is refused" -- \
+expect 2 "--packages needs the sandbox" "--packages with --no-sandbox is refused" -- \
     --no-sandbox --packages "$T/p" --install greet -c 'print("USER CODE RAN")'
 
 # --- the network stayed off ---------------------------------------------------------

@@ -963,6 +963,15 @@ t_config(void)
     p = ag_provider_new("openai:", &err);
     ok(p == NULL && err.code == ERR_USAGE, "a spec without a model is "
                                            "rejected");
+    unsetenv("OPENAI_BASE_URL");
+    setenv("OPENAI_API_KEY", OKEY, 1);
+    p = ag_provider_new("bogus:thing", &err);
+    ok(p == NULL && err.code == ERR_USAGE &&
+           strstr(err.text, "unknown model provider 'bogus'") &&
+           !strstr(err.text, "OPENAI_API_KEY"),
+       "--model bogus:thing says the provider is unknown (%s)", err.text);
+    ag_provider_destroy(&p);
+    unsetenv("OPENAI_API_KEY");
     setenv("OPENAI_BASE_URL", "ftp://x", 1);
     p = ag_provider_new("openai:m", &err);
     ok(p == NULL && strstr(err.text, "OPENAI_BASE_URL must start with http"),

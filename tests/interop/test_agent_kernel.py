@@ -317,13 +317,25 @@ def test_completion_inspection_and_is_complete_reach_python(kernel):
     reply = kc.get_shell_msg(timeout=TIMEOUT)["content"]
     assert reply["found"] and "text/plain" in reply["data"]
 
-    for code, status in [("%%python\nfor i in range(3):", "incomplete"),
-                         ("%%python\nprint(1)", "complete"),
-                         ("%%python", "incomplete"),
-                         ("plot revenue by month", "complete")]:
+    # A cell magic ends at a blank line, as IPython (ipykernel) says:
+    # "%%python\nimport time" is incomplete, so that jupyter console does
+    # not submit it after its first body line.
+    from IPython.core.inputtransformer2 import TransformerManager
+    tm = TransformerManager()
+    for code in ["%%python\nfor i in range(3):", "%%python\nprint(1)",
+                 "%%python\nimport time", "%%python\nimport time\n",
+                 "%%python\nimport time\n\n", "%%python\nif x:\n    y = 1",
+                 "%%python\nprint(1)\n   ", "%%python", "%%python\n",
+                 "\n%%python\nx = 1\n\n"]:
+        status, indent = tm.check_complete(code)
         kc.is_complete(code)
         reply = kc.get_shell_msg(timeout=TIMEOUT)["content"]
         assert reply["status"] == status, code
+        if status == "incomplete":
+            assert reply["indent"] == " " * (indent or 0), code
+    kc.is_complete("plot revenue by month")
+    reply = kc.get_shell_msg(timeout=TIMEOUT)["content"]
+    assert reply["status"] == "complete"
 
 
 def test_badly_signed_message_is_dropped(kernel):
@@ -400,11 +412,14 @@ class AgentKernelConformance(jupyter_kernel_test.KernelTests):
         {"text": "%%python\nimport collections\ncollections.OrderedDi",
          "matches": {"OrderedDict"}},
     ]
-    complete_code_samples = ["%%python\n1", "%%python\nprint('x')",
+    # A cell magic ends at a blank line, as IPython says for every cell
+    # magic (so it never calls one "invalid" either).
+    complete_code_samples = ["%%python\n1\n\n", "%%python\nprint('x')\n\n",
                              "what is in sales.csv?", "%reset"]
     incomplete_code_samples = ["%%python\nfor i in range(3):",
-                               "%%python\ndef f(x):", "%%python"]
-    invalid_code_samples = ["%%python\n1 +)"]
+                               "%%python\ndef f(x):", "%%python",
+                               "%%python\nimport time"]
+    invalid_code_samples = []
     code_generate_error = "%%python\nraise ValueError('boom')"
     code_execute_result = [
         {"code": "%%python\n6*7", "result": "42"},
@@ -686,3 +701,28 @@ def test_ipywidgets_comms_flow_both_ways(kernel):
 
     send_comm(kc, "comm_close", {"comm_id": comm_id, "data": {}})
     assert comm_id not in comm_info(kc, "jupyter.widget")
+
+
+def test_model_magic_names_the_model_in_use(spec_prefix):
+    """%model alone prints the model the next plain cell would use, also
+    when it comes from the environment (issue 29: it printed where a model
+    could come from, not which one)."""
+    env = dict(os.environ, JUPYTER_AGENT_MODEL="openai:gpt-test-1",
+               OPENAI_API_KEY="sk-test-not-used")
+    km = KernelManager(kernel_name="agent")
+    km.start_kernel(env=env)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=TIMEOUT)
+        reply, outs = run(kc, "%model")
+        text = "".join(c.get("text", "") for t, c in outs if t == "stream")
+        assert reply["status"] == "ok"
+        assert "model: openai:gpt-test-1" in text, text
+        reply, outs = run(kc, "%model openai:gpt-test-2")
+        reply, outs = run(kc, "%model")
+        text = "".join(c.get("text", "") for t, c in outs if t == "stream")
+        assert "model: openai:gpt-test-2" in text, text
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

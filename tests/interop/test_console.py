@@ -98,6 +98,8 @@ def test_console_answers_plots_runs_python_and_exits_clean():
         term.type("%%python")
         term.wait_for("...:", after=at)
         term.type("print('python says', 6 * 7)")
+        # A cell magic ends at a blank line (as with IPython kernels).
+        term.type("")
         at3 = term.wait_for("In [3]:", after=at)
         lines = term.screen()[at:at3].splitlines()
         assert "python says 42" in lines

@@ -464,10 +464,11 @@ def test_unknown_kernel_is_reported(tmp_path):
     src = write_nb(tmp_path / "k.ipynb", [new_code_cell("1")],
                    kernelspec={"name": "nosuchkernel", "display_name": "?"})
     proc = run(src)
-    assert proc.returncode == 2
+    assert proc.returncode == 3  # a kernel failure, as documented
     assert "nosuchkernel" in proc.stderr and "available" in proc.stderr
+    assert "--kernel python3" in proc.stderr
     proc = run(src, "--kernel", "alsonot")
-    assert proc.returncode == 2 and "alsonot" in proc.stderr
+    assert proc.returncode == 3 and "alsonot" in proc.stderr
 
 
 def test_an_agent_session_notebook_reruns_to_the_same_outputs(agent_bin, tmp_path):

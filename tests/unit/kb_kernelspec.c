@@ -166,7 +166,10 @@ main(void)
 
     /* --- unknown names and listing ------------------------------------ */
     is_int(kb_kernelspec_find("R", &ks, &err), -1, "an unknown kernel fails");
-    is_int(err.code, ERR_USAGE, "an unknown kernel is a usage error");
+    is_int(err.code, ERR_KERNEL,
+           "an unknown kernel is a kernel failure (exit 3, as documented)");
+    ok(s_has(err.text, "pick one with --kernel, e.g. --kernel python3"),
+       "the unknown-kernel error says how to pick one (--kernel python3)");
     ok(s_has(err.text, "no kernel named 'R'; available: ") &&
            s_has(err.text, "first, ") && s_has(err.text, "mixedcase") &&
            s_has(err.text, "userk") &&

@@ -149,8 +149,9 @@ main(void)
     char *host_env[] = {e0, e1, e2, e3, e4, e5, e6, e7, e8, NULL};
     const char *extra[] = {"MPLBACKEND=Agg", NULL};
     char **env = sb_policy_build_env(&p, host_env, extra);
-    ok(s_env_has(env, "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"),
-       "PATH inside is the sandbox's, not the host's");
+    ok(s_env_has(env, "PATH=" SB_BIN_PATH
+                      ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"),
+       "PATH inside is the sandbox's (python and pip first), not the host's");
     ok(s_env_has(env, "HOME=" SB_HOME_PATH), "HOME is " SB_HOME_PATH);
     ok(s_env_has(env, "LANG=C.UTF-8"), "LANG is C.UTF-8");
     ok(s_env_has(env, "TERM=xterm-256color"), "TERM comes from the host");
@@ -196,6 +197,9 @@ main(void)
        "policy JSON records that there is no network");
     ok(json_array_size(json_object_get(j, "binds")) == 1,
        "policy JSON lists the extra binds");
+    const char *sc = json_string_value(json_object_get(j, "seccomp"));
+    ok(sc && strncmp(sc, "allow list", 10) == 0 && !strstr(sc, "default allow"),
+       "policy JSON says the seccomp filter is an allow list (%s)", sc);
     json_decref(j);
 
     sb_policy_t copy;
