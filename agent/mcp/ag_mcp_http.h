@@ -1,10 +1,6 @@
 /*
- * ag_mcp_http: the MCP Streamable HTTP transport, on libmicrohttpd: one
- * event loop (epoll) for every connection; a request that is in is handled
- * on a worker thread of its own (at most 128 at once and 8 per session,
- * a cancellation never refused; 503 beyond) while
- * its connection is suspended, and an SSE stream is fed by its worker.
- * One endpoint, /mcp:
+ * ag_mcp_http: the MCP Streamable HTTP transport, on libmicrohttpd (a
+ * thread per connection). One endpoint, /mcp:
  *
  *   POST    one JSON-RPC message (or a batch in 2025-03-26), at most
  *           AG_MCP_MAX_MESSAGE bytes (413 beyond). Requests are answered
@@ -25,12 +21,7 @@
  * Defence: binds 127.0.0.1 unless told otherwise; any non-loopback
  * address needs a bearer token (token_file), compared in constant time
  * (401 without it); a browser Origin must be localhost/127.0.0.1 or one
- * of `origins` (403). Connections: a request's headers within 10 s of
- * the connection (or of the previous answer on it), the whole request
- * within 120 s, however slowly it trickles; at most 32 requests still
- * arriving from one address and 512 in all (a new one closes the
- * oldest); 256 connections per address, 1024 in all (less when
- * RLIMIT_NOFILE is low); 60 s of silence while an answer is written.
+ * of `origins` (403); idle connections are closed after 60 s.
  */
 #ifndef AGENT_MCP_AG_MCP_HTTP_H
 #define AGENT_MCP_AG_MCP_HTTP_H

@@ -62,7 +62,8 @@ PY
 grep -q "len 7" "$T/pty" && grep -q "echoed False" "$T/pty"
 ok $? "input(password=True) on a terminal reads the secret without echoing it"
 
-# 3. A notebook's kernelspec name with escape sequences, in run's error.
+# 3. A notebook's kernelspec name with escape sequences, in run's error
+# (a kernel that is not installed: exit 3, a kernel failure).
 $PY - "$T/nb.ipynb" <<'PY'
 import json, sys
 nb = {"cells": [], "metadata": {"kernelspec": {
@@ -72,7 +73,7 @@ json.dump(nb, open(sys.argv[1], "w"))
 PY
 timeout -k 5 60 "$BIN" run -q "$T/nb.ipynb" -o "$T/o.ipynb" >"$T/out" 2>"$T/err"
 rc=$?
-[ "$rc" = 2 ] && ! grep -q "$ESC" "$T/err" && ! grep -q '^files: fake' "$T/err" &&
+[ "$rc" = 3 ] && ! grep -q "$ESC" "$T/err" && ! grep -q '^files: fake' "$T/err" &&
     grep -qF 'x\e]0;pwned\x07\e[2J\nfiles: fake' "$T/err"
 ok $? "run: a notebook's kernelspec name is escaped in the error (exit $rc)"
 
