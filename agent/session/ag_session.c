@@ -269,7 +269,7 @@ static const cliopt_t s_session_flags[] = {
      "auto: a warm kernel from 'jupyter-agent serve'\n"
      "when one runs, else a cold start (default);\n"
      "pool: the server's or fail; cold: always fresh",
-     s_set_warm, "cold", "sometimes", S_NEEDS_BOX},
+     s_set_warm, "cold", "sometimes", NULL},
     {"idle-timeout", "S",
      "stop a long-lived session (the agent kernel's)\n"
      "after S idle seconds (default 1800; 0 = never)",

@@ -98,7 +98,10 @@ def test_console_answers_plots_runs_python_and_exits_clean():
         term.type("%%python")
         term.wait_for("...:", after=at)
         term.type("print('python says', 6 * 7)")
-        # A cell magic ends at a blank line (as with IPython kernels).
+        # A cell magic ends at a blank line, as IPython's check_complete
+        # says: the console submits once the cell ends in an empty line
+        # ("...\n\n"), which takes two Enters after the body.
+        term.type("")
         term.type("")
         at3 = term.wait_for("In [3]:", after=at)
         lines = term.screen()[at:at3].splitlines()

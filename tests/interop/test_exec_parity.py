@@ -72,7 +72,7 @@ def test_exec_exit_codes(agent_bin):
     r = run_agent("exec", "--bogus-flag")
     assert r.returncode == 2 and "exec" in r.stderr
     r = run_agent("exec", *SANDBOX_ARGS, "--kernel", "no-such-kernel", "-c", "1")
-    assert r.returncode == 2, r.stderr
+    assert r.returncode == 3, r.stderr  # a kernel failure (issue 29 item 16)
     assert "no-such-kernel" in r.stderr and "python3" in r.stderr
     r = run_agent("exec", *SANDBOX_ARGS, "--timeout", "1", "-c", "import time; time.sleep(30)")
     assert r.returncode == 6, r.stderr

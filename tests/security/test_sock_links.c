@@ -139,6 +139,14 @@ main(void)
     rc = kb_kernel_execute(k, code, NULL, 6000, out, NULL, &err);
     free(code);
     kb_output_destroy(&out);
+    if (rc == 0) {
+        /* The cell's reply can beat the transport's next look at the
+         * socket files (every ~100 ms); the next request cannot. */
+        usleep(500 * 1000);
+        out = kb_output_new(NULL, 1 << 20);
+        rc = kb_kernel_execute(k, "1", NULL, 6000, out, NULL, &err);
+        kb_output_destroy(&out);
+    }
     ok(rc != 0 && err.code == ERR_KERNEL && strstr(err.text, "socket file") &&
            strstr(err.text, "symlink"),
        "the session stops and names the socket file replaced by a link");
