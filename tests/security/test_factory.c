@@ -55,8 +55,18 @@ s_eval(kb_kernel_t *k, const char *code, int timeout_ms, err_t *err)
                 t = json_string_value(json_object_get(d, "text/plain"));
             if (!t && json_object_get(o, "ename"))
                 t = json_string_value(json_object_get(o, "ename"));
-            if (t && !text)
+            /* ipykernel may send one print as several stream messages:
+             * they are one text, as a notebook shows them. */
+            if (t && !text) {
                 text = strdup(t);
+            } else if (t && json_object_get(o, "name")) {
+                size_t n = strlen(text), m = strlen(t);
+                char *more = realloc(text, n + m + 1);
+                if (more) {
+                    memcpy(more + n, t, m + 1);
+                    text = more;
+                }
+            }
         }
     }
     kb_output_destroy(&out);
