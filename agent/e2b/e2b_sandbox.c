@@ -22,6 +22,7 @@ typedef struct s_job {
     void *arg;
     bool done;    /* ran, or was refused */
     bool refused; /* the sandbox ended first */
+    bool posted;  /* e2b_sandbox_post: on the heap, runs even when refused */
     struct s_job *next;
 } s_job_t;
 
@@ -105,6 +106,10 @@ s_run_jobs(e2b_sandbox_t *sb)
         pthread_mutex_unlock(&sb->lock);
         j->fn(sb, j->arg);
         pthread_mutex_lock(&sb->lock);
+        if (j->posted) {
+            free(j);
+            continue;
+        }
         j->done = true;
         pthread_cond_broadcast(&sb->cond);
     }
@@ -133,10 +138,22 @@ s_main(void *arg)
         if (!sb->ending)
             pthread_cond_wait(&sb->cond, &sb->lock);
     }
-    /* Ending: refuse the calls still waiting, wait for users to leave. */
-    for (s_job_t *j = sb->jobs; j; j = j->next)
-        j->done = j->refused = true;
+    /* Ending: refuse the calls still waiting (posted ones run, to clean
+     * up), wait for users to leave. */
+    s_job_t *left = sb->jobs;
     sb->jobs = sb->jobs_tail = NULL;
+    while (left) {
+        s_job_t *j = left;
+        left = j->next;
+        if (j->posted) {
+            pthread_mutex_unlock(&sb->lock);
+            j->fn(sb, j->arg);
+            free(j);
+            pthread_mutex_lock(&sb->lock);
+        } else {
+            j->done = j->refused = true;
+        }
+    }
     pthread_cond_broadcast(&sb->cond);
     while (sb->users > 0)
         pthread_cond_wait(&sb->cond, &sb->lock);
@@ -361,6 +378,19 @@ e2b_sandbox_policy(const e2b_sandbox_t *sb)
     return &sb->sopts.policy;
 }
 
+int
+e2b_sandbox_exec_timeout_ms(const e2b_sandbox_t *sb)
+{
+    return sb->sopts.timeout_ms;
+}
+
+size_t
+e2b_sandbox_max_output(const e2b_sandbox_t *sb)
+{
+    return sb->sopts.max_output_bytes ? sb->sopts.max_output_bytes
+                                      : (size_t)64 << 20;
+}
+
 bool
 e2b_sandbox_ending(e2b_sandbox_t *sb)
 {
@@ -427,6 +457,30 @@ e2b_sandbox_call(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
         pthread_cond_wait(&sb->cond, &sb->lock);
     pthread_mutex_unlock(&sb->lock);
     return j.refused ? -1 : 0;
+}
+
+void
+e2b_sandbox_post(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
+                 void *arg)
+{
+    s_job_t *j = xcalloc(1, sizeof *j);
+    j->fn = fn;
+    j->arg = arg;
+    j->posted = true;
+    pthread_mutex_lock(&sb->lock);
+    if (sb->ending || (sb->started && !sb->session)) { /* ends: clean up */
+        pthread_mutex_unlock(&sb->lock);
+        fn(sb, arg);
+        free(j);
+        return;
+    }
+    if (sb->jobs_tail)
+        sb->jobs_tail->next = j;
+    else
+        sb->jobs = j;
+    sb->jobs_tail = j;
+    pthread_cond_broadcast(&sb->cond);
+    pthread_mutex_unlock(&sb->lock);
 }
 
 void *

@@ -83,6 +83,10 @@ json_t *e2b_sandbox_info(e2b_sandbox_t *sb, bool with_tokens);
 /* The create's envVars (borrowed object; may be empty). */
 const json_t *e2b_sandbox_env(const e2b_sandbox_t *sb);
 const sb_policy_t *e2b_sandbox_policy(const e2b_sandbox_t *sb);
+/* The operator's --timeout for one execution (ms, 0 = none) and
+ * --max-output (bytes). */
+int e2b_sandbox_exec_timeout_ms(const e2b_sandbox_t *sb);
+size_t e2b_sandbox_max_output(const e2b_sandbox_t *sb);
 
 /* Has the sandbox been asked to end? Long-running work polls it. */
 bool e2b_sandbox_ending(e2b_sandbox_t *sb);
@@ -102,6 +106,13 @@ int e2b_sandbox_workspace_fd(e2b_sandbox_t *sb);
  * Calls run one at a time, in order. */
 int e2b_sandbox_call(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
                      void *arg);
+
+/* Queue fn(sb, arg) for the sandbox's thread without waiting (an
+ * /execute whose answer streams meanwhile). It runs exactly once: in
+ * turn, or, when the sandbox ends first, while it ends, with
+ * e2b_sandbox_ending() true (then it must only clean up). */
+void e2b_sandbox_post(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
+                      void *arg);
 
 /* State a handler family keeps per sandbox (the interpreter's contexts,
  * the processes started), made on first use by make(sb) under the
