@@ -18,4 +18,15 @@
 
 void e2b_envd_handle(e2b_req_t *r, e2b_sandbox_t *sb);
 
+/* POST /files, streamed: begun once the headers are in (r has no body
+ * yet; the caller checked the token), fed the body as it arrives, ended
+ * (answered) when it is complete, or freed when the client went away.
+ * Each file is written to a temporary name and renamed into place when
+ * its part is complete; at most the disk size per file. */
+typedef struct e2b_upload e2b_upload_t;
+e2b_upload_t *e2b_envd_upload_begin(e2b_req_t *r, e2b_sandbox_t *sb);
+void e2b_envd_upload_data(e2b_upload_t *u, const char *data, size_t len);
+void e2b_envd_upload_end(e2b_upload_t **u, e2b_req_t *r);
+void e2b_envd_upload_free(e2b_upload_t **u);
+
 #endif

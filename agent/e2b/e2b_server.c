@@ -72,6 +72,7 @@ typedef struct s_req {
     bool refused;          /* answered at header time */
     e2b_port_t port;       /* the door */
     ag_reg_entry_t *entry; /* the sandbox, referenced, or NULL */
+    e2b_upload_t *upload;  /* POST /files: the body goes there */
     char owner[17];        /* the API key's label (control plane) */
 } s_req_t;
 
@@ -293,7 +294,6 @@ s_begin(s_listener_t *l, s_req_t *req, struct MHD_Connection *c,
                             "answered)");
     }
     req->cap = s_body_cap(srv, req->port, url);
-    buf_init(&req->body, req->cap);
     const char *len =
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     if (len && strtoull(len, NULL, 10) > req->cap)
@@ -301,6 +301,17 @@ s_begin(s_listener_t *l, s_req_t *req, struct MHD_Connection *c,
                         "a body of %.20s bytes is over this endpoint's "
                         "limit of %zu bytes",
                         len, req->cap);
+    bool upload = req->port == E2B_PORT_ENVD && strcmp(url, "/files") == 0 &&
+                  strcmp(method, "POST") == 0;
+    buf_init(&req->body, upload ? 1 : req->cap);
+    if (upload) {
+        e2b_req_t r = {.conn = c,
+                       .method = method,
+                       .path = url,
+                       .port = req->port,
+                       .body = ""};
+        req->upload = e2b_envd_upload_begin(&r, e2b_sandbox_of(req->entry));
+    }
     return MHD_YES;
 }
 
@@ -349,6 +360,12 @@ s_handler(void *cls, struct MHD_Connection *c, const char *url,
         *upload_size = 0;
         return MHD_YES;
     }
+    if (*upload_size && req->upload) {
+        req->seen += *upload_size;
+        e2b_envd_upload_data(req->upload, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
     if (*upload_size) {
         req->seen += *upload_size;
         if (!req->too_big && buf_append(&req->body, upload, *upload_size) < 0) {
@@ -370,7 +387,10 @@ s_handler(void *cls, struct MHD_Connection *c, const char *url,
                    .port = req->port,
                    .body = req->body.data ? req->body.data : "",
                    .body_len = req->body.len};
-    s_dispatch(l, req, &r);
+    if (req->upload)
+        e2b_envd_upload_end(&req->upload, &r);
+    else
+        s_dispatch(l, req, &r);
     if (!r.answered)
         e2b_reply_error(&r, 500, "the server did not answer %s %s", method,
                         url);
@@ -388,6 +408,7 @@ s_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!req)
         return;
     buf_release(&req->body);
+    e2b_envd_upload_free(&req->upload);
     ag_reg_unref(&req->entry);
     free(req);
     *con_cls = NULL;
