@@ -255,10 +255,17 @@ sb_ws_mkdirs(int ws_fd, const char *rel, uid_t owner, gid_t group,
         }
         int sub = s_openat2(cur, part, O_RDONLY | O_DIRECTORY, 0);
         if (sub < 0) {
-            rc = s_fail(err, rel,
-                        -sub == ELOOP || -sub == ENOTDIR
-                            ? (made ? ENOTDIR : EEXIST)
-                            : -sub);
+            struct stat lst;
+            if (fstatat(cur, part, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISLNK(lst.st_mode)) {
+                rc = s_fail(err, rel, ELOOP);
+            } else if (-sub == ENOTDIR) {
+                err_set(err, ERR_IO, "'%s': '%s' exists and is not a directory",
+                        rel, part);
+                rc = -EEXIST;
+            } else {
+                rc = s_fail(err, rel, -sub);
+            }
             break;
         }
         close(cur);

@@ -172,6 +172,8 @@ s_http_status(int e)
     switch (-e) {
     case ENOENT:
         return 404;
+    case EEXIST:
+        return 409;
     case ENOSPC:
     case EDQUOT:
     case EFBIG:

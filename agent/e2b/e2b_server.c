@@ -276,9 +276,11 @@ s_begin(s_listener_t *l, s_req_t *req, struct MHD_Connection *c,
             return s_refuse(req, c, method, url, 503,
                             "the debug sandbox could not start: %s", err.text);
     } else {
+        /* 502, as E2B's proxy answers for a sandbox that is not there:
+         * the SDKs read it as "not running" (isRunning, health checks). */
         req->entry = ag_registry_get(srv->registry, sid);
         if (!req->entry)
-            return s_refuse(req, c, method, url, 404,
+            return s_refuse(req, c, method, url, 502,
                             "sandbox '%.64s' not found (it was killed, timed "
                             "out or never existed)",
                             sid);
