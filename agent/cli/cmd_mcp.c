@@ -134,6 +134,7 @@ ag_cmd_mcp(int argc, char **argv)
                                        .on_opt = s_on_opt};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
+    sopts.outputs_data = true; /* docs/outputs.md */
     mcp_args_t a = {.hopts = {.max_sessions = 16}};
     err_t err = {0};
     int rc;

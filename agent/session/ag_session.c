@@ -1,4 +1,5 @@
 #include "agent/session/ag_session.h"
+#include "agent/session/ag_outputs.h"
 
 #include "common/buf.h"
 #include "common/log.h"
@@ -616,6 +617,21 @@ s_gateway_env(void)
     return env;
 }
 
+/* The chart and table formatters, when asked for: a session whose kernel
+ * cannot take them still runs, with a warning. */
+static void
+s_outputs(ag_session_t *s, const ag_session_opts_t *o)
+{
+    err_t e = {0};
+    if (!o->outputs_data || ag_outputs_install(s->kernel, 30000, &e) == 0)
+        return;
+    char *w = xasprintf("%swarning: no chart or table data in this "
+                        "session: %s\n",
+                        s->warnings ? s->warnings : "", e.text);
+    free(s->warnings);
+    s->warnings = w;
+}
+
 static ag_session_t *
 s_start_gateway(const ag_session_opts_t *o, err_t *err)
 {
@@ -676,6 +692,7 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
                             "%s (kernel %s); its isolation is that "
                             "server's.\n",
                             kb_kernel_gateway_url(k), kb_kernel_remote_id(k));
+    s_outputs(s, o);
     return s;
 }
 
@@ -846,6 +863,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
         ag_session_destroy(&s);
         return NULL;
     }
+    s_outputs(s, o);
     return s;
 }
 
