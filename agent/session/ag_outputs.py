@@ -33,6 +33,10 @@ def _ja_outputs():
         if v is None:
             return None
         v = str(v)
+        if '$' in v or '\u2212' in v:  # mathtext ticks, Unicode minus
+            v = v.replace('\u2212', '-').replace('$', '')
+            v = v.replace('\\mathdefault', '').replace('{', '')
+            v = v.replace('}', '')
         return v if len(v) <= MAX_STR else v[:MAX_STR - 1] + '\u2026'
 
     def num(v):
@@ -128,9 +132,10 @@ def _ja_outputs():
         except Exception:
             labels = [''] * len(locs)
         lo, hi = sorted(axis.get_view_interval())
-        eps = (hi - lo) * 1e-9
+        lo -= abs(lo) * 1e-9 + (hi - lo) * 1e-12
+        hi += abs(hi) * 1e-9 + (hi - lo) * 1e-12
         return [(loc, s(t)) for loc, t in zip(locs, labels)
-                if any_range or lo - eps <= loc <= hi + eps][:MAX_TICKS]
+                if any_range or lo <= loc <= hi][:MAX_TICKS]
 
     def axis_info(axis, kind):
         label = axis.get_label().get_text()
@@ -149,9 +154,16 @@ def _ja_outputs():
         return out
 
     def label_at(cats, pos):
+        # the category at pos, else the nearest one within half the gap
+        # between two categories (grouped bars sit beside their tick)
+        best, dist = None, None
         for p, name in cats.items():
-            if abs(p - pos) < 1e-6:
-                return name
+            if dist is None or abs(p - pos) < dist:
+                best, dist = name, abs(p - pos)
+        ps = sorted(cats)
+        gap = min([b - a for a, b in zip(ps, ps[1:])] or [1.0])
+        if best is not None and dist < gap / 2:
+            return best
         return s(num(pos))
 
     # ---- elements by kind -------------------------------------------------
@@ -292,10 +304,7 @@ def _ja_outputs():
         out = []
         for c, pos, size, base, val in rects[:MAX_ITEMS]:
             centre = pos + size / 2
-            name = cats.get(float(centre)) or label_at(cats, centre)
-            if name == s(num(centre)) and not cats:
-                name = s(num(centre))
-            el = {'label': name, 'group': series_name(c), 'value': num(val)}
+            el = {'label': label_at(cats, centre), 'group': series_name(c), 'value': num(val)}
             if stacked:
                 el['base'] = num(base)
             out.append(el)
