@@ -1,5 +1,7 @@
 #include "agent/loop/ag_tools.h"
+#include "agent/loop/ag_chart.h"
 #include "agent/loop/ag_pysrc.h"
+#include "agent/session/ag_outputs.h"
 
 #include "agent/loop/ag_render.h"
 #include "common/buf.h"
@@ -297,6 +299,18 @@ s_image(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
     free(compact);
 }
 
+/* The chart data of a figure (docs/outputs.md) as text: true when there
+ * was some. */
+static bool
+s_chart_text(buf_t *b, const json_t *data)
+{
+    const json_t *chart = json_object_get(data, AG_OUTPUTS_CHART_MIME);
+    if (!json_is_object(chart))
+        return false;
+    ag_chart_text(b, chart, AG_CHART_TEXT_BUDGET);
+    return true;
+}
+
 static void
 s_output_text(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
               json_t *o)
@@ -340,6 +354,7 @@ s_output_text(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
         const char *b64 = json_string_value(json_object_get(data, images[i]));
         if (b64) {
             s_image(res, env, b, images[i], b64);
+            s_chart_text(b, data);
             return;
         }
     }
@@ -349,6 +364,13 @@ s_output_text(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
         buf_puts(b, "[an image/svg+xml figure: kept in the notebook, not "
                     "shown to you (images reach you as PNG or JPEG; for "
                     "matplotlib, set_matplotlib_formats('png'))]\n");
+    if (s_chart_text(b, data))
+        return;
+    const json_t *table = json_object_get(data, AG_OUTPUTS_TABLE_MIME);
+    if (json_is_object(table)) {
+        ag_table_text(b, table, AG_TABLE_TEXT_BUDGET);
+        return;
+    }
     s_data_text(b, data);
 }
 

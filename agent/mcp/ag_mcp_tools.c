@@ -1,4 +1,5 @@
 #include "agent/mcp/ag_mcp_tools.h"
+#include "agent/loop/ag_chart.h"
 
 #include "agent/loop/ag_packages_tool.h"
 #include "agent/loop/ag_render.h"
@@ -254,10 +255,10 @@ s_delegate(ag_mcp_box_t *b, const char *name, const json_t *args,
         json_t *count = res.execution_count >= 0
                             ? json_integer(res.execution_count)
                             : json_null();
-        json_object_set_new(r, "structuredContent",
-                            json_pack("{s:s, s:o, s:o}", "status", b->status,
-                                      "execution_count", count, "outputs",
-                                      outputs));
+        json_t *sc = json_pack("{s:s, s:o, s:o}", "status", b->status,
+                               "execution_count", count, "outputs", outputs);
+        ag_chart_structured(sc, outputs); /* docs/outputs.md */
+        json_object_set_new(r, "structuredContent", sc);
     }
     ag_tool_result_release(&res);
     return r;
