@@ -1096,13 +1096,15 @@ ag_mcp_box_new(const ag_mcp_config_t *cfg)
     }
     b->displays = kb_displays_new();
     b->record = nb_record_new();
-    b->env =
-        (ag_tool_env_t){.run_python = s_run_python,
-                        .restart = s_restart,
-                        .session = s_env_session,
-                        .arg = b,
-                        .displays = b->displays,
-                        .max_output_bytes = cfg->session->max_output_bytes};
+    b->env = (ag_tool_env_t){.run_python = s_run_python,
+                             .restart = s_restart,
+                             .session = s_env_session,
+                             .arg = b,
+                             .displays = b->displays,
+                             .max_output_bytes = cfg->session->max_output_bytes,
+                             .max_image_bytes = cfg->max_image_bytes
+                                                    ? cfg->max_image_bytes
+                                                    : AG_MCP_MAX_IMAGE_BYTES};
     b->status = "failed";
     return b;
 }
