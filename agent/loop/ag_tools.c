@@ -370,8 +370,15 @@ s_output_text(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
     if (strcmp(type, "stream") == 0) {
         const char *text = json_string_value(json_object_get(o, "text"));
         if (text) {
+            /* One long print takes at most half the result's text, as
+             * head and tail, so what follows it still reaches the model. */
+            size_t half =
+                (env->text_budget ? env->text_budget : AG_TOOLS_TEXT_BUDGET) /
+                2;
             char *s = ag_strip_ansi(xstrdup(text));
-            buf_puts(b, s);
+            char *cut = ag_tools_truncate(s, half);
+            buf_puts(b, cut);
+            free(cut);
             free(s);
         }
         return;
