@@ -119,6 +119,27 @@ test('a matplotlib plot comes back as an image content item', async () => {
   assert.equal(png.subarray(1, 4).toString(), 'PNG');
 });
 
+test('a figure\'s chart data comes in structuredContent.charts and a DataFrame\'s in .tables; a big figure\'s image item stays under --max-image-bytes (default 256 KiB)', async () => {
+  const code = "import matplotlib.pyplot as plt, pandas as pd\n" +
+    "fig, ax = plt.subplots(figsize=(40, 30), dpi=100)\n" +
+    "ax.bar(['north', 'south', 'east'], [17, 42, 23]); ax.set_title('Revenue by region')\n" +
+    "plt.show()\npd.DataFrame({'a': [1, 2, 3]})";
+  const r = await client.callTool({ name: 'python', arguments: { code } }, undefined, LONG);
+  assert.equal(r.isError, false, text(r));
+  const c = r.structuredContent.charts[0].charts[0];
+  assert.equal(c.type, 'bar');
+  assert.equal(c.title, 'Revenue by region');
+  assert.deepEqual(c.elements.map((e) => [e.label, e.value]), [['north', 17], ['south', 42], ['east', 23]]);
+  assert.deepEqual(r.structuredContent.tables[0].shape, [3, 1]);
+  assert.match(text(r), /bar chart 'Revenue by region'; north 17, south 42, east 23/);
+  const img = r.content.find((i) => i.type === 'image');
+  assert.ok(img, 'an image item');
+  assert.ok(img.data.length <= 256 * 1024, `image item ${img.data.length} bytes`);
+  assert.match(text(r), /scaled down to \d+x\d+/);
+  const full = r.structuredContent.outputs.find((o) => o.data && o.data['image/png']);
+  assert.ok(full.data['image/png'].length > img.data.length, 'the outputs keep the full image');
+});
+
 test('a traceback is a tool error (isError) with ANSI codes stripped, not a protocol error', async () => {
   const r = await client.callTool({ name: 'python', arguments: { code: 'def f():\n    return 1/0\nf()' } });
   assert.equal(r.isError, true);
