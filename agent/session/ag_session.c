@@ -617,6 +617,14 @@ s_gateway_env(void)
     return env;
 }
 
+/* kb_kernel_opts_t.on_restart: a fresh kernel gets the formatters too. */
+static int
+s_outputs_again(kb_kernel_t *k, void *arg, err_t *err)
+{
+    (void)arg;
+    return ag_outputs_install(k, 30000, err);
+}
+
 /* The chart and table formatters, when asked for: a session whose kernel
  * cannot take them still runs, with a warning. */
 static void
@@ -654,6 +662,8 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
                               .max_output_bytes = o->max_output_bytes,
                               .gateway = &gopts,
                               .private_dir = true};
+    if (o->outputs_data)
+        kopts.on_restart = s_outputs_again;
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     strv_free(env);
     secret_free(token);
@@ -809,6 +819,8 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     }
     if (o->packages_dir)
         kopts.extra_env = s_packages_env;
+    if (o->outputs_data)
+        kopts.on_restart = s_outputs_again;
     /* nbclient adds this for the kernels jupyter_client calls ipykernels:
      * those named python, python2 or python3. */
     static char hist_arg[] = "--HistoryManager.hist_file=:memory:";

@@ -66,5 +66,40 @@ assert t["tail"]["rows"][-1] == ["s", 19]
 PY
 ok $? "a DataFrame result carries its table data: shape, dtypes, first and last rows"
 
+# Warm kernels from 'serve', forked by the factory (matplotlib preloaded,
+# so the inline backend was set up before the formatters) or started
+# fresh, get the formatters too.
+cat >"$T/warm.py" <<'PY'
+import matplotlib.pyplot as plt
+plt.bar(["a", "b"], [3, 4])
+plt.show()
+PY
+for mode in --factory --no-factory; do
+    d=$(mktemp -d "$T/serve-XXXXXX")
+    chmod 700 "$d"
+    "$BIN" serve --pool 1 $mode --preload 'import matplotlib.pyplot' \
+        --socket "$d/s.sock" >"$d/out" 2>"$d/err" &
+    spid=$!
+    i=0
+    until "$BIN" serve --status --socket "$d/s.sock" 2>/dev/null |
+        "$PY" -c 'import json,sys; sys.exit(json.load(sys.stdin)["ready"] < 1)' \
+        2>/dev/null || [ $i -ge 300 ]; do
+        sleep 0.2
+        i=$((i + 1))
+    done
+    JUPYTER_AGENT_SERVE_SOCKET="$d/s.sock" run exec --warm pool --json "$T/warm.py"
+    "$PY" - "$T/out" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+d = [o["data"] for o in r["outputs"] if "image/png" in o.get("data", {})][0]
+c = d["application/vnd.jupyter-agent.chart+json"]["charts"][0]
+assert [(e["label"], e["value"]) for e in c["elements"]] == [("a", 3), ("b", 4)]
+PY
+    ok $? "a warm kernel from serve $mode has the chart formatter (exit $rc)"
+    [ "$rc" = 0 ] || diag "$T/err" "$d/err"
+    kill "$spid"
+    wait "$spid" 2>/dev/null
+done
+
 echo "# charts.sh: $(($(date +%s) - t0)) s"
 done_testing

@@ -248,11 +248,14 @@ test('export_notebook returns an nbformat 4.5 notebook that nbformat validates, 
   assert.ok(!fs.existsSync(path.join(DIR, 'escape.ipynb')));
 });
 
-test('reset starts a fresh kernel: variables are gone, files stay', async () => {
+test('reset starts a fresh kernel: variables are gone, files stay, chart data still comes', async () => {
   let r = await client.callTool({ name: 'reset', arguments: {} }, undefined, LONG);
   assert.equal(r.isError, false, text(r));
   r = await client.callTool({ name: 'python', arguments: { code: "'x' in dir(), open('/mnt/data/notes.txt').read()[:5]" } }, undefined, LONG);
   assert.match(text(r), /\(False, 'naïve'\)/);
+  // the fresh kernel got the chart formatter again (kb_kernel on_restart)
+  r = await client.callTool({ name: 'python', arguments: { code: "import matplotlib.pyplot as plt\nplt.bar(['a'], [5])\nplt.show()" } }, undefined, LONG);
+  assert.equal(r.structuredContent.charts[0].charts[0].elements[0].value, 5);
 });
 
 test('an unknown tool is a protocol error (-32602)', async () => {
