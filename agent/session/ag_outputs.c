@@ -1,7 +1,6 @@
 #include "agent/session/ag_outputs.h"
 
 #include "common/xalloc.h"
-#include "kernel-bridge/kb_msg.h"
 #include "kernel-bridge/kb_output.h"
 
 #include <string.h>
