@@ -51,3 +51,10 @@ ag_outputs_install(kb_kernel_t *k, int timeout_ms, err_t *err)
     kb_output_destroy(&out);
     return rc;
 }
+
+int
+ag_outputs_on_restart(kb_kernel_t *k, void *arg, err_t *err)
+{
+    (void)arg;
+    return ag_outputs_install(k, AG_OUTPUTS_TIMEOUT_MS, err);
+}

@@ -18,5 +18,10 @@
  * kernel of another language is left alone (0). Fails with err set when
  * the execution fails or raised. */
 int ag_outputs_install(kb_kernel_t *k, int timeout_ms, err_t *err);
+#define AG_OUTPUTS_TIMEOUT_MS 30000
+
+/* ag_outputs_install as a kb_kernel_opts_t.on_restart hook (arg unused):
+ * a restarted kernel gets the formatters again. */
+int ag_outputs_on_restart(kb_kernel_t *k, void *arg, err_t *err);
 
 #endif

@@ -617,21 +617,14 @@ s_gateway_env(void)
     return env;
 }
 
-/* kb_kernel_opts_t.on_restart: a fresh kernel gets the formatters too. */
-static int
-s_outputs_again(kb_kernel_t *k, void *arg, err_t *err)
-{
-    (void)arg;
-    return ag_outputs_install(k, 30000, err);
-}
-
 /* The chart and table formatters, when asked for: a session whose kernel
  * cannot take them still runs, with a warning. */
 static void
 s_outputs(ag_session_t *s, const ag_session_opts_t *o)
 {
     err_t e = {0};
-    if (!o->outputs_data || ag_outputs_install(s->kernel, 30000, &e) == 0)
+    if (!o->outputs_data ||
+        ag_outputs_install(s->kernel, AG_OUTPUTS_TIMEOUT_MS, &e) == 0)
         return;
     char *w = xasprintf("%swarning: no chart or table data in this "
                         "session: %s\n",
@@ -663,7 +656,7 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
                               .gateway = &gopts,
                               .private_dir = true};
     if (o->outputs_data)
-        kopts.on_restart = s_outputs_again;
+        kopts.on_restart = ag_outputs_on_restart;
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     strv_free(env);
     secret_free(token);
@@ -820,7 +813,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     if (o->packages_dir)
         kopts.extra_env = s_packages_env;
     if (o->outputs_data)
-        kopts.on_restart = s_outputs_again;
+        kopts.on_restart = ag_outputs_on_restart;
     /* nbclient adds this for the kernels jupyter_client calls ipykernels:
      * those named python, python2 or python3. */
     static char hist_arg[] = "--HistoryManager.hist_file=:memory:";
