@@ -11,7 +11,6 @@
 #include "common/xalloc.h"
 #include "sandbox/sb_sandbox.h"
 
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,16 +261,6 @@ s_b64_compact(const char *b64)
     return out;
 }
 
-/* Base64 of `len` bytes, no line breaks. New string. */
-static char *
-s_b64(const unsigned char *bin, size_t len)
-{
-    size_t cap = sodium_base64_encoded_len(len, sodium_base64_VARIANT_ORIGINAL);
-    char *out = xmalloc(cap);
-    sodium_bin2base64(out, cap, bin, len, sodium_base64_VARIANT_ORIGINAL);
-    return out;
-}
-
 /* An image output: attach it (within limits: per image, scaled down with
  * ag_image_fit when over the side or size limit; per result, a budget)
  * and say so in the text. The notebook keeps the image as it came. */
@@ -309,7 +298,7 @@ s_image(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
                          &sh, &e) == 0 &&
             small) {
             free(compact);
-            compact = s_b64(small, slen);
+            compact = ag_base64_encode(small, slen);
             snprintf(note, sizeof note,
                      " scaled down to %ux%u for you (the notebook keeps the "
                      "full image)",
