@@ -93,12 +93,9 @@ main(void)
     json_decref(e);
     /* a line chart's points as [x, y] pairs; several axes: a superchart */
     e = ag_chart_e2b(big);
-    ok(json_equal(
-           json_array_get(
-               json_object_get(
-                   json_array_get(json_object_get(e, "elements"), 0), "points"),
-               3),
-           s_j("[3, 1.5]")),
+    json_t *pts = json_object_get(
+        json_array_get(json_object_get(e, "elements"), 0), "points");
+    ok(s_eq(json_array_get(pts, 3), "[3, 1.5]"),
        "E2B line points are [x, y] pairs");
     json_decref(e);
     json_array_append(json_object_get(big, "charts"),
