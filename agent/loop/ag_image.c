@@ -53,14 +53,12 @@ s_encode(const unsigned char *rgba, unsigned w, unsigned h, unsigned char **out,
     img.format = PNG_FORMAT_RGBA;
     png_alloc_size_t size = 0;
     if (!png_image_write_to_memory(&img, NULL, &size, 0, rgba, 0, NULL))
-        return err_set(err, ERR_IO, "PNG encoding failed: %s",
-                       img.message);
+        return err_set(err, ERR_IO, "PNG encoding failed: %s", img.message);
     *out = xmalloc(size);
     if (!png_image_write_to_memory(&img, *out, &size, 0, rgba, 0, NULL)) {
         free(*out);
         *out = NULL;
-        return err_set(err, ERR_IO, "PNG encoding failed: %s",
-                       img.message);
+        return err_set(err, ERR_IO, "PNG encoding failed: %s", img.message);
     }
     *out_len = size;
     return 0;
