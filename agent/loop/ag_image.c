@@ -1,4 +1,5 @@
 #include "agent/loop/ag_image.h"
+#include "agent/loop/ag_render.h"
 
 #include "common/xalloc.h"
 
@@ -132,4 +133,61 @@ ag_image_fit(const unsigned char *png, size_t len, unsigned max_side,
         err_set(err, ERR_USAGE, "could not fit %ux%u within %zu bytes", sw, sh,
                 max_bytes);
     return rc;
+}
+
+/* One output's PNG fitted under max_b64, in place (o is our copy). */
+static void
+s_fit_output(json_t *o, size_t max_b64)
+{
+    json_t *data = json_object_get(o, "data");
+    json_t *png = json_object_get(data, "image/png");
+    if (!json_is_string(png) || json_string_length(png) <= max_b64)
+        return;
+    size_t len = 0;
+    unsigned char *bin = ag_base64_decode(json_string_value(png), &len);
+    unsigned char *out = NULL;
+    size_t olen = 0;
+    unsigned w = 0, h = 0, ow = 0, oh = 0;
+    err_t err = {0};
+    json_t *note;
+    if (bin && ag_png_size(bin, len, &ow, &oh) == 0 &&
+        ag_image_fit(bin, len, 0, max_b64 / 4 * 3, &out, &olen, &w, &h, &err) ==
+            0 &&
+        out) {
+        char *b64 = ag_base64_encode(out, olen);
+        json_object_set_new(data, "image/png", json_string(b64));
+        free(b64);
+        note = json_pack("{s:[ii]}", "scaled_from", (int)ow, (int)oh);
+    } else {
+        json_object_del(data, "image/png");
+        note = json_pack("{s:s}", "image_left_out",
+                         err.code ? err.text : "not a PNG that can be read");
+    }
+    free(bin);
+    free(out);
+    json_t *md = json_object_get(o, "metadata");
+    if (!json_is_object(md)) {
+        md = json_object();
+        json_object_set_new(o, "metadata", md);
+    }
+    json_object_set_new(md, "jupyter_agent", note);
+}
+
+json_t *
+ag_image_fit_outputs(const json_t *outputs, size_t max_b64)
+{
+    json_t *copy = json_array(), *o;
+    size_t i;
+    json_array_foreach(outputs, i, o)
+    {
+        json_t *png = json_object_get(json_object_get(o, "data"), "image/png");
+        if (json_is_string(png) && json_string_length(png) > max_b64) {
+            json_t *c = json_deep_copy(o);
+            s_fit_output(c, max_b64);
+            json_array_append_new(copy, c);
+        } else {
+            json_array_append(copy, o);
+        }
+    }
+    return copy;
 }

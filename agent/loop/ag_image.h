@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 
+#include <jansson.h>
 #include <stddef.h>
 
 /* Pixels we decode at most (w * h): a bigger PNG is not attached. */
@@ -21,5 +22,13 @@
 int ag_image_fit(const unsigned char *png, size_t len, unsigned max_side,
                  size_t max_bytes, unsigned char **out, size_t *out_len,
                  unsigned *w, unsigned *h, err_t *err);
+
+/* A copy of nbformat `outputs` whose PNGs over `max_b64` base64 bytes are
+ * fitted under it (side unbounded), for a reader that caps a response
+ * (MCP structuredContent); a PNG that cannot be fitted is replaced by
+ * nothing (its mime type dropped, text/plain kept). Each changed output's
+ * metadata gets "jupyter_agent": {"scaled_from": [w, h]} or {"image_left_out":
+ * reason}. New reference. */
+json_t *ag_image_fit_outputs(const json_t *outputs, size_t max_b64);
 
 #endif

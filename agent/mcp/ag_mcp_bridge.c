@@ -1,6 +1,7 @@
 /* python, list_files, install_packages: the loop's tools (agent/loop/
  * ag_tools.h) run against an MCP box's session (see ag_mcp_tools_impl.h). */
 #include "agent/loop/ag_chart.h"
+#include "agent/loop/ag_image.h"
 #include "agent/mcp/ag_mcp_tools_impl.h"
 
 #include "agent/loop/ag_packages_tool.h"
@@ -141,8 +142,12 @@ s_delegate(ag_mcp_box_t *b, const char *name, const json_t *args,
     json_t *r = json_pack("{s:o, s:b}", "content", content, "isError",
                           res.is_error || rc != 0 || failed);
     if (structured) {
+        /* The images within --max-image-bytes here too; the notebook
+         * keeps them whole (docs/outputs.md). */
         json_t *outputs =
-            res.cell_outputs ? json_incref(res.cell_outputs) : json_array();
+            res.cell_outputs
+                ? ag_image_fit_outputs(res.cell_outputs, b->env.max_image_bytes)
+                : json_array();
         json_t *count = res.execution_count >= 0
                             ? json_integer(res.execution_count)
                             : json_null();

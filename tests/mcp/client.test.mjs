@@ -123,7 +123,9 @@ test('a figure\'s chart data comes in structuredContent.charts and a DataFrame\'
   const code = "import matplotlib.pyplot as plt, pandas as pd\n" +
     "fig, ax = plt.subplots(figsize=(40, 30), dpi=100)\n" +
     "ax.bar(['north', 'south', 'east'], [17, 42, 23]); ax.set_title('Revenue by region')\n" +
-    "plt.show()\npd.DataFrame({'a': [1, 2, 3]})";
+    "plt.show()\nimport numpy as np\nplt.figure(figsize=(10, 10))\n" +
+    "plt.imshow(np.random.default_rng(1).random((1000, 1000)))\nplt.show()\n" +
+    "pd.DataFrame({'a': [1, 2, 3]})";
   const r = await client.callTool({ name: 'python', arguments: { code } }, undefined, LONG);
   assert.equal(r.isError, false, text(r));
   const c = r.structuredContent.charts[0].charts[0];
@@ -136,8 +138,21 @@ test('a figure\'s chart data comes in structuredContent.charts and a DataFrame\'
   assert.ok(img, 'an image item');
   assert.ok(img.data.length <= 256 * 1024, `image item ${img.data.length} bytes`);
   assert.match(text(r), /scaled down to \d+x\d+/);
-  const full = r.structuredContent.outputs.find((o) => o.data && o.data['image/png']);
-  assert.ok(full.data['image/png'].length > img.data.length, 'the outputs keep the full image');
+  // structuredContent's outputs are fitted too, and say from what
+  const outs = r.structuredContent.outputs.filter((o) => o.data && o.data['image/png']);
+  assert.equal(outs.length, 2);
+  for (const o of outs) assert.ok(o.data['image/png'].length <= 256 * 1024, `output image ${o.data['image/png'].length} bytes`);
+  const noise = outs[1];
+  assert.ok(noise.metadata.jupyter_agent.scaled_from[0] >= 700, JSON.stringify(noise.metadata));
+  const items = r.content.filter((i) => i.type === 'image');
+  assert.equal(items.length, 2);
+  for (const i of items) assert.ok(i.data.length <= 256 * 1024, `image item ${i.data.length} bytes`);
+  // the session's notebook keeps the full image
+  const nb = await client.callTool({ name: 'export_notebook', arguments: {} }, undefined, LONG);
+  const cells = JSON.parse(nb.content.find((c) => c.type === 'resource').resource.text).cells;
+  const pngs = cells.flatMap((c) => c.outputs || []).map((o) => (o.data || {})['image/png']).filter(Boolean)
+    .map((p) => (Array.isArray(p) ? p.join('') : p));
+  assert.ok(Math.max(...pngs.map((p) => p.length)) > 256 * 1024, 'the notebook keeps the full image');
 });
 
 test('a traceback is a tool error (isError) with ANSI codes stripped, not a protocol error', async () => {
