@@ -722,8 +722,22 @@ kb_kernel_no_restart(kb_kernel_t *k)
     k->no_restart = true;
 }
 
+static int s_restart(kb_kernel_t *k, err_t *err);
+
 int
 kb_kernel_restart(kb_kernel_t *k, err_t *err)
+{
+    if (s_restart(k, err))
+        return -1;
+    err_t herr = {0};
+    if (k->opts.on_restart &&
+        k->opts.on_restart(k, k->opts.on_restart_arg, &herr))
+        log_warn("after the kernel restart: %s", herr.text);
+    return 0;
+}
+
+static int
+s_restart(kb_kernel_t *k, err_t *err)
 {
     if (k->gw) {
         kb_client_destroy(&k->client);

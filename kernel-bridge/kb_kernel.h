@@ -51,6 +51,11 @@ typedef struct kb_kernel_opts {
      * directory is removed through the kernel before the kernel is
      * deleted (best effort: a kernel that no longer answers keeps it). */
     bool private_dir;
+    /* Called after each successful restart (ours after a timeout, or
+     * kb_kernel_restart), e.g. to set up again what the caller set up
+     * after the start; its failure is logged, the restart stands. */
+    int (*on_restart)(kb_kernel_t *k, void *arg, err_t *err);
+    void *on_restart_arg;
 } kb_kernel_opts_t;
 
 kb_kernel_t *kb_kernel_start(const kb_kernel_opts_t *opts, err_t *err);

@@ -813,6 +813,7 @@ ag_cmd_ask(int argc, char **argv)
 {
     ask_args_t a = {.max_steps = AG_LOOP_MAX_STEPS};
     ag_session_opts_init(&a.sopts);
+    a.sopts.outputs_data = true; /* docs/outputs.md */
     err_t err = {0};
     int status = 0;
     char *nb_path = NULL;

@@ -200,6 +200,7 @@ ag_cmd_exec(int argc, char **argv)
     sb_outdir_t *img_dir = NULL;
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
+    sopts.outputs_data = true; /* docs/outputs.md */
     exec_ui_t ui = {.render = {.out = stdout, .err = stderr}};
     err_t err = {0};
     int parsed =

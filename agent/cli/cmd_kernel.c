@@ -86,6 +86,7 @@ ag_cmd_kernel(int argc, char **argv)
                                        .on_opt = s_on_opt};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
+    sopts.outputs_data = true; /* docs/outputs.md */
     ag_kernel_opts_t kopts = {.inner = &sopts, .ask = ag_loop_kernel_ask};
     err_t err = {0};
     int status = 0;

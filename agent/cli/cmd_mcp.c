@@ -11,6 +11,7 @@
 #include "common/cliopt.h"
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/size.h"
 #include "common/xalloc.h"
 
 #include <getopt.h>
@@ -46,6 +47,9 @@ static const char s_usage[] =
     "127.0.0.1)\n"
     "      --max-sessions N   HTTP sessions at once (default 16); more are\n"
     "                         refused with 503\n"
+    "      --max-image-bytes SIZE  a PNG output over SIZE (its base64) is\n"
+    "                         scaled down in the result; other images over\n"
+    "                         it are described, not sent (default 256K)\n"
     "      --notebook PATH    stdio: write the session to PATH at the end;\n"
     "                         export_notebook(path) may write .ipynb files "
     "under\n"
@@ -79,6 +83,7 @@ s_on_signal(int sig)
 typedef struct mcp_args {
     ag_mcp_http_opts_t hopts;
     const char *http, *notebook;
+    size_t max_image_bytes;
 } mcp_args_t;
 
 static int
@@ -111,6 +116,15 @@ s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
     case 'n':
         a->notebook = o->value;
         return 0;
+    case 'I': {
+        uint64_t n;
+        if (size_parse(o->value, &n) || n < 1024 || n > ((uint64_t)1 << 30))
+            return err_set(err, ERR_USAGE,
+                           "--max-image-bytes %s: give a size from 1K to 1G",
+                           o->value);
+        a->max_image_bytes = (size_t)n;
+        return 0;
+    }
     default:
         return 1;
     }
@@ -124,6 +138,7 @@ ag_cmd_mcp(int argc, char **argv)
         {"token-file", required_argument, 0, 'T'},
         {"allow-origin", required_argument, 0, 'O'},
         {"max-sessions", required_argument, 0, 'S'},
+        {"max-image-bytes", required_argument, 0, 'I'},
         {"notebook", required_argument, 0, 'n'},
         {0, 0, 0, 0}};
     static const ag_cmd_spec_t spec = {.name = "mcp",
@@ -134,6 +149,7 @@ ag_cmd_mcp(int argc, char **argv)
                                        .on_opt = s_on_opt};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
+    sopts.outputs_data = true; /* docs/outputs.md */
     mcp_args_t a = {.hopts = {.max_sessions = 16}};
     err_t err = {0};
     int rc;
@@ -164,7 +180,9 @@ ag_cmd_mcp(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    ag_mcp_config_t cfg = {.session = &sopts, .notebook_path = a.notebook};
+    ag_mcp_config_t cfg = {.session = &sopts,
+                           .notebook_path = a.notebook,
+                           .max_image_bytes = a.max_image_bytes};
     if (a.http) {
         a.hopts.listen = a.http;
         rc = ag_mcp_http_run(&cfg, &a.hopts, &s_stop, &err);

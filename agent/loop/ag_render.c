@@ -23,6 +23,15 @@ ag_base64_decode(const char *b64, size_t *len)
     return bin;
 }
 
+char *
+ag_base64_encode(const unsigned char *bin, size_t len)
+{
+    size_t cap = sodium_base64_encoded_len(len, sodium_base64_VARIANT_ORIGINAL);
+    char *out = xmalloc(cap);
+    sodium_bin2base64(out, cap, bin, len, sodium_base64_VARIANT_ORIGINAL);
+    return out;
+}
+
 int
 ag_png_size(const unsigned char *png, size_t len, unsigned *w, unsigned *h)
 {

@@ -37,6 +37,8 @@ bool ag_image_type_ok(const char *mime, const unsigned char *data, size_t len);
 int ag_png_size(const unsigned char *png, size_t len, unsigned *w, unsigned *h);
 /* Decode base64 (newlines allowed) into a new buffer; NULL if invalid. */
 unsigned char *ag_base64_decode(const char *b64, size_t *len);
+/* Base64 of `len` bytes, without line breaks. New string. */
+char *ag_base64_encode(const unsigned char *bin, size_t len);
 /* Remove terminal control sequences from `s` in place (text for the model
  * or a plain terminal): CSI, OSC, DCS, SOS, PM, APC (7- and 8-bit forms),
  * other ESC sequences, and C0 controls but '\n', '\t', '\r', and DEL.

@@ -1,5 +1,8 @@
 #include "agent/loop/ag_tools.h"
+#include "agent/loop/ag_chart.h"
+#include "agent/loop/ag_image.h"
 #include "agent/loop/ag_pysrc.h"
+#include "agent/session/ag_outputs.h"
 
 #include "agent/loop/ag_render.h"
 #include "common/buf.h"
@@ -258,21 +261,52 @@ s_b64_compact(const char *b64)
     return out;
 }
 
-/* An image output: attach it (within limits) and say so in the text. */
+/* An image output: attach it (within limits: per image, scaled down with
+ * ag_image_fit when over the side or size limit; per result, a budget)
+ * and say so in the text. The notebook keeps the image as it came. */
 static void
 s_image(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
         const char *mime, const char *b64)
 {
     size_t max = env->max_images ? env->max_images : AG_TOOLS_MAX_IMAGES;
+    size_t max_b64 =
+        env->max_image_bytes ? env->max_image_bytes : AG_TOOLS_MAX_IMAGE_B64;
+    size_t budget =
+        env->image_budget ? env->image_budget : AG_TOOLS_IMAGE_BUDGET_B64;
+    unsigned side =
+        env->max_image_side ? env->max_image_side : AG_TOOLS_MAX_IMAGE_SIDE;
+    size_t used = 0;
+    for (size_t i = 0; i < res->nimages; i++)
+        used += strlen(res->images[i].data);
+    size_t left = budget > used ? budget - used : 0;
+    if (max_b64 > left)
+        max_b64 = left;
     char *compact = s_b64_compact(b64);
     size_t len = 0;
     unsigned char *bin = ag_base64_decode(compact, &len);
     unsigned w = 0, h = 0;
-    char dims[48] = "";
+    char dims[48] = "", note[160] = "";
     if (bin && ag_png_size(bin, len, &w, &h) == 0)
         snprintf(dims, sizeof dims, " %ux%u", w, h);
-    free(bin);
     const char *kind = strcmp(mime, "image/png") == 0 ? "PNG" : "JPEG";
+    err_t e = {0};
+    if (bin && res->nimages < max && max_b64 >= 1024 && *kind == 'P') {
+        unsigned char *small = NULL;
+        size_t slen = 0;
+        unsigned sw = 0, sh = 0;
+        if (ag_image_fit(bin, len, side, max_b64 / 4 * 3, &small, &slen, &sw,
+                         &sh, &e) == 0 &&
+            small) {
+            free(compact);
+            compact = ag_base64_encode(small, slen);
+            snprintf(note, sizeof note,
+                     " scaled down to %ux%u for you (the notebook keeps the "
+                     "full image)",
+                     sw, sh);
+            free(small);
+        }
+    }
+    free(bin);
     if (!bin) {
         buf_printf(b, "[%s image with invalid base64 data, not attached]\n",
                    kind);
@@ -280,21 +314,39 @@ s_image(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
         buf_printf(b,
                    "[%s image%s not attached: at most %zu images per call]\n",
                    kind, dims, max);
-    } else if (strlen(compact) > AG_TOOLS_MAX_IMAGE_B64) {
+    } else if (e.code) {
+        buf_printf(b, "[%s image%s not attached: %s]\n", kind, dims, e.text);
+    } else if (strlen(compact) > max_b64) {
         char sz[32];
-        buf_printf(b, "[%s image%s not attached: %s is too big]\n", kind, dims,
-                   ag_tools_human_size((long long)len, sz, sizeof sz));
+        buf_printf(b,
+                   "[%s image%s not attached: %s is over the %s left for "
+                   "images in this result]\n",
+                   kind, dims,
+                   ag_tools_human_size((long long)len, sz, sizeof sz),
+                   max_b64 == left ? "room" : "size limit");
     } else {
         res->images =
             xrealloc(res->images, (res->nimages + 1) * sizeof *res->images);
         res->images[res->nimages].mime = xstrdup(mime);
         res->images[res->nimages].data = compact;
         res->nimages++;
-        buf_printf(b, "[image %zu: %s%s, attached]\n", res->nimages, kind,
-                   dims);
+        buf_printf(b, "[image %zu: %s%s%s, attached]\n", res->nimages, kind,
+                   dims, note);
         return;
     }
     free(compact);
+}
+
+/* The chart data of a figure (docs/outputs.md) as text: true when there
+ * was some. */
+static bool
+s_chart_text(buf_t *b, const json_t *data)
+{
+    const json_t *chart = json_object_get(data, AG_OUTPUTS_CHART_MIME);
+    if (!json_is_object(chart))
+        return false;
+    ag_chart_text(b, chart, AG_CHART_TEXT_BUDGET);
+    return true;
 }
 
 static void
@@ -307,8 +359,15 @@ s_output_text(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
     if (strcmp(type, "stream") == 0) {
         const char *text = json_string_value(json_object_get(o, "text"));
         if (text) {
+            /* One long print takes at most half the result's text, as
+             * head and tail, so what follows it still reaches the model. */
+            size_t half =
+                (env->text_budget ? env->text_budget : AG_TOOLS_TEXT_BUDGET) /
+                2;
             char *s = ag_strip_ansi(xstrdup(text));
-            buf_puts(b, s);
+            char *cut = ag_tools_truncate(s, half);
+            buf_puts(b, cut);
+            free(cut);
             free(s);
         }
         return;
@@ -340,6 +399,7 @@ s_output_text(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
         const char *b64 = json_string_value(json_object_get(data, images[i]));
         if (b64) {
             s_image(res, env, b, images[i], b64);
+            s_chart_text(b, data);
             return;
         }
     }
@@ -349,6 +409,13 @@ s_output_text(ag_tool_result_t *res, const ag_tool_env_t *env, buf_t *b,
         buf_puts(b, "[an image/svg+xml figure: kept in the notebook, not "
                     "shown to you (images reach you as PNG or JPEG; for "
                     "matplotlib, set_matplotlib_formats('png'))]\n");
+    if (s_chart_text(b, data))
+        return;
+    const json_t *table = json_object_get(data, AG_OUTPUTS_TABLE_MIME);
+    if (json_is_object(table)) {
+        ag_table_text(b, table, AG_TABLE_TEXT_BUDGET);
+        return;
+    }
     s_data_text(b, data);
 }
 

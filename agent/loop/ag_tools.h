@@ -47,9 +47,14 @@
 /* Defaults for ag_tool_env_t fields left 0. */
 #define AG_TOOLS_TEXT_BUDGET ((size_t)16 * 1024)
 #define AG_TOOLS_MAX_IMAGES 4
-/* An image bigger than this (base64 bytes) is described, not attached:
- * providers refuse images over about 5 MB. */
+/* A PNG bigger than this (base64 bytes) or wider or taller than this
+ * (pixels) is scaled down for the model; other images are described, not
+ * attached. Providers refuse images over about 5 MB, and Anthropic scales
+ * anything over 1568 pixels a side down itself. Per result, images share
+ * a budget. */
 #define AG_TOOLS_MAX_IMAGE_B64 ((size_t)5 * 1000 * 1000)
+#define AG_TOOLS_MAX_IMAGE_SIDE 1568u
+#define AG_TOOLS_IMAGE_BUDGET_B64 ((size_t)16 * 1000 * 1000)
 
 typedef struct ag_tools ag_tools_t;
 
@@ -72,6 +77,10 @@ typedef struct ag_tool_env {
     size_t max_output_bytes; /* kb_output cap per execution; 0 = 64 MiB */
     size_t text_budget;      /* bytes of result text; 0 = 16 KiB */
     size_t max_images;       /* images per result; 0 = 4 */
+    size_t max_image_bytes;  /* base64 bytes per image; 0 = 5 MB (a bigger
+                                PNG is scaled down, docs/outputs.md) */
+    unsigned max_image_side; /* pixels per side; 0 = 1568 */
+    size_t image_budget;     /* base64 bytes of images per result; 0 = 16 MB */
 } ag_tool_env_t;
 
 /* What one tool call produced: the answer for the model and, when the

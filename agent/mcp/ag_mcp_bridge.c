@@ -1,5 +1,7 @@
 /* python, list_files, install_packages: the loop's tools (agent/loop/
  * ag_tools.h) run against an MCP box's session (see ag_mcp_tools_impl.h). */
+#include "agent/loop/ag_chart.h"
+#include "agent/loop/ag_image.h"
 #include "agent/mcp/ag_mcp_tools_impl.h"
 
 #include "agent/loop/ag_packages_tool.h"
@@ -140,15 +142,19 @@ s_delegate(ag_mcp_box_t *b, const char *name, const json_t *args,
     json_t *r = json_pack("{s:o, s:b}", "content", content, "isError",
                           res.is_error || rc != 0 || failed);
     if (structured) {
+        /* The images within --max-image-bytes here too; the notebook
+         * keeps them whole (docs/outputs.md). */
         json_t *outputs =
-            res.cell_outputs ? json_incref(res.cell_outputs) : json_array();
+            res.cell_outputs
+                ? ag_image_fit_outputs(res.cell_outputs, b->env.max_image_bytes)
+                : json_array();
         json_t *count = res.execution_count >= 0
                             ? json_integer(res.execution_count)
                             : json_null();
-        json_object_set_new(r, "structuredContent",
-                            json_pack("{s:s, s:o, s:o}", "status", b->status,
-                                      "execution_count", count, "outputs",
-                                      outputs));
+        json_t *sc = json_pack("{s:s, s:o, s:o}", "status", b->status,
+                               "execution_count", count, "outputs", outputs);
+        ag_chart_structured(sc, outputs); /* docs/outputs.md */
+        json_object_set_new(r, "structuredContent", sc);
     }
     ag_tool_result_release(&res);
     return r;
@@ -225,11 +231,13 @@ ag_mcp_bridge_init(ag_mcp_box_t *b)
             AG_PACKAGES_TOOL_PARAMETERS, ag_packages_tool_fn, NULL};
         ag_tools_add(b->tools, &install, NULL);
     }
-    b->env =
-        (ag_tool_env_t){.run_python = s_run_python,
-                        .restart = s_restart,
-                        .session = s_env_session,
-                        .arg = b,
-                        .displays = b->displays,
-                        .max_output_bytes = cfg->session->max_output_bytes};
+    b->env = (ag_tool_env_t){.run_python = s_run_python,
+                             .restart = s_restart,
+                             .session = s_env_session,
+                             .arg = b,
+                             .displays = b->displays,
+                             .max_output_bytes = cfg->session->max_output_bytes,
+                             .max_image_bytes = cfg->max_image_bytes
+                                                    ? cfg->max_image_bytes
+                                                    : AG_MCP_MAX_IMAGE_BYTES};
 }

@@ -63,7 +63,13 @@ typedef struct ag_mcp_config {
     const ag_session_opts_t *session; /* policy, files, packages, limits */
     const char *notebook_path;        /* --notebook PATH: export_notebook writes
                                          under its directory; NULL = resource only */
+    size_t max_image_bytes; /* --max-image-bytes: base64 bytes per image
+                               item; 0 = AG_MCP_MAX_IMAGE_BYTES */
 } ag_mcp_config_t;
+
+/* Image items above this are scaled down (PNG) or left out: MCP clients
+ * cap a tool result's size (datalayer/jupyter-mcp-server#200). */
+#define AG_MCP_MAX_IMAGE_BYTES ((size_t)256 << 10)
 
 /* How a running call reports back; every member may be NULL. */
 typedef struct ag_mcp_call {

@@ -1,4 +1,5 @@
 #include "agent/session/ag_session.h"
+#include "agent/session/ag_outputs.h"
 
 #include "common/buf.h"
 #include "common/log.h"
@@ -616,6 +617,22 @@ s_gateway_env(void)
     return env;
 }
 
+/* The chart and table formatters, when asked for: a session whose kernel
+ * cannot take them still runs, with a warning. */
+static void
+s_outputs(ag_session_t *s, const ag_session_opts_t *o)
+{
+    err_t e = {0};
+    if (!o->outputs_data ||
+        ag_outputs_install(s->kernel, AG_OUTPUTS_TIMEOUT_MS, &e) == 0)
+        return;
+    char *w = xasprintf("%swarning: no chart or table data in this "
+                        "session: %s\n",
+                        s->warnings ? s->warnings : "", e.text);
+    free(s->warnings);
+    s->warnings = w;
+}
+
 static ag_session_t *
 s_start_gateway(const ag_session_opts_t *o, err_t *err)
 {
@@ -638,6 +655,8 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
                               .max_output_bytes = o->max_output_bytes,
                               .gateway = &gopts,
                               .private_dir = true};
+    if (o->outputs_data)
+        kopts.on_restart = ag_outputs_on_restart;
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     strv_free(env);
     secret_free(token);
@@ -676,6 +695,7 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
                             "%s (kernel %s); its isolation is that "
                             "server's.\n",
                             kb_kernel_gateway_url(k), kb_kernel_remote_id(k));
+    s_outputs(s, o);
     return s;
 }
 
@@ -792,6 +812,8 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     }
     if (o->packages_dir)
         kopts.extra_env = s_packages_env;
+    if (o->outputs_data)
+        kopts.on_restart = ag_outputs_on_restart;
     /* nbclient adds this for the kernels jupyter_client calls ipykernels:
      * those named python, python2 or python3. */
     static char hist_arg[] = "--HistoryManager.hist_file=:memory:";
@@ -846,6 +868,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
         ag_session_destroy(&s);
         return NULL;
     }
+    s_outputs(s, o);
     return s;
 }
 

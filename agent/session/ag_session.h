@@ -50,6 +50,9 @@ typedef struct ag_session_opts {
     char *gateway_token_file; /* owned --gateway-token-file, or NULL:
                                  $JUPYTER_GATEWAY_AUTH_TOKEN */
     char *gateway_ca;         /* owned --gateway-ca PEM file, or NULL */
+    bool outputs_data;        /* a Python kernel gets the chart and table
+                                 formatters (ag_outputs.h); off for run and
+                                 archive, whose notebooks match nbclient's */
 } ag_session_opts_t;
 
 /* Where the kernel comes from (--warm). AUTO: a warm kernel from a running

@@ -37,7 +37,8 @@ def coalesce_streams(outputs):
 
 def normalise_outputs(outputs):
     """Drop what legitimately differs between two runs: execution counts,
-    memory addresses, ANSI colours, PNG bytes (compared by signature).
+    memory addresses, ANSI colours, PNG bytes (compared by signature),
+    and the chart and table data jupyter-agent adds (docs/outputs.md).
     Stream outputs stay as they are: one per message, as nbclient 0.7
     stores them (coalesce_streams() first to compare merged ones)."""
     result = []
@@ -52,6 +53,8 @@ def normalise_outputs(outputs):
         if "data" in o:
             data = {}
             for mime, v in o["data"].items():
+                if mime.startswith("application/vnd.jupyter-agent."):
+                    continue  # our chart/table data (docs/outputs.md)
                 if isinstance(v, list):
                     v = "".join(v)
                 if mime.startswith("image/"):

@@ -194,6 +194,12 @@ def test_notebook_in_chromium_plots_answers_and_runs_python():
         nbformat.validate(nb)
         outs = nb.cells[0].outputs
         assert any("image/png" in o.get("data", {}) for o in outs)
+        # ... the chart's data next to its PNG (docs/outputs.md), which the
+        # page rendered as the image above and nbformat accepts
+        charts = [o.data["application/vnd.jupyter-agent.chart+json"]
+                  for o in outs if "application/vnd.jupyter-agent.chart+json"
+                  in o.get("data", {})]
+        assert [c["charts"][0]["type"] for c in charts] == ["bar"], charts
         assert [o.data["text/markdown"] for o in outs
                 if o.output_type == "execute_result"] == [ANSWER]
         assert "".join(o.get("text", "") for o in nb.cells[1].outputs) \

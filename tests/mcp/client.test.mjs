@@ -119,6 +119,42 @@ test('a matplotlib plot comes back as an image content item', async () => {
   assert.equal(png.subarray(1, 4).toString(), 'PNG');
 });
 
+test('a figure\'s chart data comes in structuredContent.charts and a DataFrame\'s in .tables; a big figure\'s image item stays under --max-image-bytes (default 256 KiB)', async () => {
+  const code = "import matplotlib.pyplot as plt, pandas as pd\n" +
+    "fig, ax = plt.subplots(figsize=(40, 30), dpi=100)\n" +
+    "ax.bar(['north', 'south', 'east'], [17, 42, 23]); ax.set_title('Revenue by region')\n" +
+    "plt.show()\nimport numpy as np\nplt.figure(figsize=(10, 10))\n" +
+    "plt.imshow(np.random.default_rng(1).random((1000, 1000)))\nplt.show()\n" +
+    "pd.DataFrame({'a': [1, 2, 3]})";
+  const r = await client.callTool({ name: 'python', arguments: { code } }, undefined, LONG);
+  assert.equal(r.isError, false, text(r));
+  const c = r.structuredContent.charts[0].charts[0];
+  assert.equal(c.type, 'bar');
+  assert.equal(c.title, 'Revenue by region');
+  assert.deepEqual(c.elements.map((e) => [e.label, e.value]), [['north', 17], ['south', 42], ['east', 23]]);
+  assert.deepEqual(r.structuredContent.tables[0].shape, [3, 1]);
+  assert.match(text(r), /bar chart 'Revenue by region'; north 17, south 42, east 23/);
+  const img = r.content.find((i) => i.type === 'image');
+  assert.ok(img, 'an image item');
+  assert.ok(img.data.length <= 256 * 1024, `image item ${img.data.length} bytes`);
+  assert.match(text(r), /scaled down to \d+x\d+/);
+  // structuredContent's outputs are fitted too, and say from what
+  const outs = r.structuredContent.outputs.filter((o) => o.data && o.data['image/png']);
+  assert.equal(outs.length, 2);
+  for (const o of outs) assert.ok(o.data['image/png'].length <= 256 * 1024, `output image ${o.data['image/png'].length} bytes`);
+  const noise = outs[1];
+  assert.ok(noise.metadata.jupyter_agent.scaled_from[0] >= 700, JSON.stringify(noise.metadata));
+  const items = r.content.filter((i) => i.type === 'image');
+  assert.equal(items.length, 2);
+  for (const i of items) assert.ok(i.data.length <= 256 * 1024, `image item ${i.data.length} bytes`);
+  // the session's notebook keeps the full image
+  const nb = await client.callTool({ name: 'export_notebook', arguments: {} }, undefined, LONG);
+  const cells = JSON.parse(nb.content.find((c) => c.type === 'resource').resource.text).cells;
+  const pngs = cells.flatMap((c) => c.outputs || []).map((o) => (o.data || {})['image/png']).filter(Boolean)
+    .map((p) => (Array.isArray(p) ? p.join('') : p));
+  assert.ok(Math.max(...pngs.map((p) => p.length)) > 256 * 1024, 'the notebook keeps the full image');
+});
+
 test('a traceback is a tool error (isError) with ANSI codes stripped, not a protocol error', async () => {
   const r = await client.callTool({ name: 'python', arguments: { code: 'def f():\n    return 1/0\nf()' } });
   assert.equal(r.isError, true);
@@ -227,11 +263,14 @@ test('export_notebook returns an nbformat 4.5 notebook that nbformat validates, 
   assert.ok(!fs.existsSync(path.join(DIR, 'escape.ipynb')));
 });
 
-test('reset starts a fresh kernel: variables are gone, files stay', async () => {
+test('reset starts a fresh kernel: variables are gone, files stay, chart data still comes', async () => {
   let r = await client.callTool({ name: 'reset', arguments: {} }, undefined, LONG);
   assert.equal(r.isError, false, text(r));
   r = await client.callTool({ name: 'python', arguments: { code: "'x' in dir(), open('/mnt/data/notes.txt').read()[:5]" } }, undefined, LONG);
   assert.match(text(r), /\(False, 'naïve'\)/);
+  // the fresh kernel got the chart formatter again (kb_kernel on_restart)
+  r = await client.callTool({ name: 'python', arguments: { code: "import matplotlib.pyplot as plt\nplt.bar(['a'], [5])\nplt.show()" } }, undefined, LONG);
+  assert.equal(r.structuredContent.charts[0].charts[0].elements[0].value, 5);
 });
 
 test('an unknown tool is a protocol error (-32602)', async () => {

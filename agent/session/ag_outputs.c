@@ -1,0 +1,60 @@
+#include "agent/session/ag_outputs.h"
+
+#include "common/xalloc.h"
+#include "kernel-bridge/kb_output.h"
+
+#include <string.h>
+
+extern const char ag_outputs_py[]; /* ag_outputs.py */
+
+#define INSTALL_OUTPUT_MAX ((size_t)64 << 10)
+
+static bool
+s_is_python(kb_kernel_t *k)
+{
+    json_t *info = kb_kernel_info(k);
+    const char *lang = json_string_value(
+        json_object_get(json_object_get(info, "language_info"), "name"));
+    return lang && strcmp(lang, "python") == 0;
+}
+
+int
+ag_outputs_install(kb_kernel_t *k, int timeout_ms, err_t *err)
+{
+    if (!s_is_python(k))
+        return 0;
+    kb_exec_opts_t xo;
+    kb_exec_opts_init(&xo);
+    xo.silent = true;
+    xo.store_history = false;
+    kb_output_t *out = kb_output_new(NULL, INSTALL_OUTPUT_MAX);
+    int rc =
+        kb_kernel_execute(k, ag_outputs_py, &xo, timeout_ms, out, NULL, err);
+    if (rc == 0) {
+        size_t i;
+        json_t *o;
+        json_array_foreach(kb_output_outputs(out), i, o)
+        {
+            const char *type =
+                json_string_value(json_object_get(o, "output_type"));
+            if (type && strcmp(type, "error") == 0) {
+                err_set(err, ERR_KERNEL,
+                        "installing the chart and table formatters raised "
+                        "%s: %s",
+                        json_string_value(json_object_get(o, "ename")),
+                        json_string_value(json_object_get(o, "evalue")));
+                rc = -1;
+                break;
+            }
+        }
+    }
+    kb_output_destroy(&out);
+    return rc;
+}
+
+int
+ag_outputs_on_restart(kb_kernel_t *k, void *arg, err_t *err)
+{
+    (void)arg;
+    return ag_outputs_install(k, AG_OUTPUTS_TIMEOUT_MS, err);
+}
