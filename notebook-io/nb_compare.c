@@ -1,5 +1,6 @@
 #include "notebook-io/nb_compare.h"
 #include "common/buf.h"
+#include "common/jget.h"
 #include "common/xalloc.h"
 
 #include <ctype.h>
@@ -178,13 +179,6 @@ out:
 
 /* ---- outputs ------------------------------------------------------------ */
 
-static const char *
-s_str(const json_t *o, const char *key)
-{
-    const char *s = json_string_value(json_object_get(o, key));
-    return s ? s : "";
-}
-
 /* Consecutive same-name streams joined; other outputs as they are. New
  * array of new references. */
 static json_t *
@@ -196,10 +190,11 @@ s_coalesce(const json_t *outputs)
     json_array_foreach(outputs, i, o)
     {
         json_t *last = json_array_get(out, json_array_size(out) - 1);
-        if (last && strcmp(s_str(o, "output_type"), "stream") == 0 &&
-            strcmp(s_str(last, "output_type"), "stream") == 0 &&
-            strcmp(s_str(o, "name"), s_str(last, "name")) == 0) {
-            char *t = xasprintf("%s%s", s_str(last, "text"), s_str(o, "text"));
+        if (last && strcmp(jget_str(o, "output_type", ""), "stream") == 0 &&
+            strcmp(jget_str(last, "output_type", ""), "stream") == 0 &&
+            strcmp(jget_str(o, "name", ""), jget_str(last, "name", "")) == 0) {
+            char *t = xasprintf("%s%s", jget_str(last, "text", ""),
+                                jget_str(o, "text", ""));
             json_object_set_new(last, "text", json_string(t));
             free(t);
         } else {
@@ -267,21 +262,25 @@ s_cmp_data(size_t k, const json_t *da, const json_t *db, double tol)
 static char *
 s_cmp_output(size_t k, const json_t *a, const json_t *b, double tol)
 {
-    const char *ta = s_str(a, "output_type"), *tb = s_str(b, "output_type");
+    const char *ta = jget_str(a, "output_type", ""),
+               *tb = jget_str(b, "output_type", "");
     if (strcmp(ta, tb) != 0)
         return xasprintf("output %zu: %s, re-run %s", k, ta, tb);
     if (strcmp(ta, "stream") == 0) {
-        if (strcmp(s_str(a, "name"), s_str(b, "name")) != 0)
+        if (strcmp(jget_str(a, "name", ""), jget_str(b, "name", "")) != 0)
             return xasprintf("output %zu: stream %s, re-run %s", k,
-                             s_str(a, "name"), s_str(b, "name"));
-        char *what = xasprintf("output %zu (%s)", k, s_str(a, "name"));
-        char *d = s_cmp_text(what, s_str(a, "text"), s_str(b, "text"));
+                             jget_str(a, "name", ""), jget_str(b, "name", ""));
+        char *what = xasprintf("output %zu (%s)", k, jget_str(a, "name", ""));
+        char *d =
+            s_cmp_text(what, jget_str(a, "text", ""), jget_str(b, "text", ""));
         free(what);
         return d;
     }
     if (strcmp(ta, "error") == 0) {
-        char *ea = xasprintf("%s: %s", s_str(a, "ename"), s_str(a, "evalue"));
-        char *eb = xasprintf("%s: %s", s_str(b, "ename"), s_str(b, "evalue"));
+        char *ea = xasprintf("%s: %s", jget_str(a, "ename", ""),
+                             jget_str(a, "evalue", ""));
+        char *eb = xasprintf("%s: %s", jget_str(b, "ename", ""),
+                             jget_str(b, "evalue", ""));
         char *what = xasprintf("output %zu (error)", k);
         char *d = s_cmp_text(what, ea, eb);
         free(what);
@@ -320,13 +319,13 @@ nb_compare_notebooks(const nb_notebook_t *want, const nb_notebook_t *got,
     size_t n = nb_notebook_ncells(want);
     for (size_t i = 0; i < n; i++) {
         json_t *ca = nb_notebook_cell(want, i);
-        if (strcmp(s_str(ca, "cell_type"), "code") != 0 ||
+        if (strcmp(jget_str(ca, "cell_type", ""), "code") != 0 ||
             json_is_null(json_object_get(ca, "execution_count")))
             continue; /* never ran in the recorded session */
         res->compared++;
         json_t *cb = nb_notebook_cell(got, i);
         char *d = NULL;
-        if (!cb || strcmp(s_str(cb, "cell_type"), "code") != 0)
+        if (!cb || strcmp(jget_str(cb, "cell_type", ""), "code") != 0)
             d = xstrdup("the re-run has no such code cell");
         else if (json_is_null(json_object_get(cb, "execution_count")))
             d = xstrdup("the re-run did not reach this cell");

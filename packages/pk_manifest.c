@@ -8,6 +8,7 @@
 
 #include "common/buf.h"
 #include "common/fileio.h"
+#include "common/jget.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -302,19 +303,6 @@ s_is_hex64(const char *s)
     return 1;
 }
 
-/* Borrowed string member, or NULL if absent / not a string / has a NUL. */
-static const char *
-s_get_str(json_t *obj, const char *key)
-{
-    json_t *v = json_object_get(obj, key);
-    if (!json_is_string(v))
-        return NULL;
-    const char *s = json_string_value(v);
-    if (strlen(s) != json_string_length(v))
-        return NULL;
-    return s;
-}
-
 static int
 s_parse_entry(json_t *obj, size_t idx, pk_manifest_entry_t *e, err_t *err)
 {
@@ -333,7 +321,7 @@ s_parse_entry(json_t *obj, size_t idx, pk_manifest_entry_t *e, err_t *err)
             return err_set(err, ERR_VERIFY, "files[%zu] has unknown field '%s'",
                            idx, pk_manifest_quote(key, q, sizeof q));
     }
-    const char *filename = s_get_str(obj, "filename");
+    const char *filename = jget_strict(obj, "filename", NULL);
     if (!filename)
         return err_set(err, ERR_VERIFY,
                        "files[%zu] has no string field 'filename'", idx);
@@ -341,9 +329,9 @@ s_parse_entry(json_t *obj, size_t idx, pk_manifest_entry_t *e, err_t *err)
         err_prefix(err, "files[%zu]", idx);
         goto out;
     }
-    const char *jname = s_get_str(obj, "name");
-    const char *jver = s_get_str(obj, "version");
-    const char *sha = s_get_str(obj, "sha256");
+    const char *jname = jget_strict(obj, "name", NULL);
+    const char *jver = jget_strict(obj, "version", NULL);
+    const char *sha = jget_strict(obj, "sha256", NULL);
     json_t *size = json_object_get(obj, "size");
     if (!jname || strcmp(jname, name) != 0) {
         err_set(err, ERR_VERIFY,
@@ -465,15 +453,15 @@ pk_manifest_parse(const char *json, size_t len, err_t *err)
             goto fail;
         }
     }
-    const char *format = s_get_str(root, "format");
+    const char *format = jget_strict(root, "format", NULL);
     if (!format || strcmp(format, PK_MANIFEST_FORMAT) != 0) {
         err_set(err, ERR_VERIFY,
                 "manifest 'format' is '%s', expected '" PK_MANIFEST_FORMAT "'",
                 format ? pk_manifest_quote(format, q, sizeof q) : "(missing)");
         goto fail;
     }
-    const char *signer = s_get_str(root, "signer");
-    const char *created = s_get_str(root, "created");
+    const char *signer = jget_strict(root, "signer", NULL);
+    const char *created = jget_strict(root, "created", NULL);
     if (!signer || !s_printable(signer, 128)) {
         err_set(err, ERR_VERIFY,
                 "manifest 'signer' must be 1-128 printable ASCII bytes");

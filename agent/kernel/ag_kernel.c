@@ -5,6 +5,7 @@
 #include "agent/llm/ag_provider.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/jget.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_conn.h"
@@ -38,35 +39,6 @@ s_blank(const char *s)
     return true;
 }
 
-/* Length of the first line of `code` without trailing blanks, and where
- * the rest begins (after the newline; at the NUL when there is none). */
-static size_t
-s_first_line(const char *code, const char **rest)
-{
-    const char *nl = strchr(code, '\n');
-    size_t len = nl ? (size_t)(nl - code) : strlen(code);
-    *rest = nl ? nl + 1 : code + len;
-    while (len && (code[len - 1] == ' ' || code[len - 1] == '\t' ||
-                   code[len - 1] == '\r'))
-        len--;
-    return len;
-}
-
-/* Is `code` a %%python cell (after blank lines)? Then *body is the code
- * after the magic's line. */
-bool
-ag_kernel_python_cell(const char *code, const char **body)
-{
-    /* IPython drops leading blank lines before looking for a cell magic. */
-    for (const char *p = code;
-         *p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'; p++)
-        if (*p == '\n')
-            code = p + 1;
-    size_t n = s_first_line(code, body);
-    return n == strlen(AG_KERNEL_MAGIC_PYTHON) &&
-           strncmp(code, AG_KERNEL_MAGIC_PYTHON, n) == 0;
-}
-
 static bool
 s_reset_cell(const char *code)
 {
@@ -92,83 +64,6 @@ s_exit_cell(const char *code)
     return false;
 }
 
-const char *
-ag_kernel_str(json_t *obj, const char *key, const char *dflt)
-{
-    const char *v = json_string_value(json_object_get(obj, key));
-    return v ? v : dflt;
-}
-
-bool
-ag_kernel_bool(json_t *obj, const char *key, bool dflt)
-{
-    json_t *v = json_object_get(obj, key);
-    return json_is_boolean(v) ? json_is_true(v) : dflt;
-}
-
-/* ---- the inner session ---- */
-
-static void
-s_drop_session(ag_kernel_t *k)
-{
-    ag_session_destroy(&k->session);
-}
-
-/* Stop a session that was idle too long or lived too long (the policy's
- * --idle-timeout / --max-lifetime), freeing its sandbox; the next cell that
- * needs Python starts a fresh one and is told why its state is gone. */
-static void
-s_expire_session(ag_kernel_t *k)
-{
-    if (!k->session)
-        return;
-    int64_t now = clock_mono_ms();
-    int idle = k->inner->idle_timeout_ms, life = k->inner->max_lifetime_ms;
-    const char *why = NULL;
-    int limit = 0;
-    if (idle > 0 && now - k->session_used_ms >= idle)
-        why = "idle", limit = idle;
-    else if (life > 0 && now - k->session_started_ms >= life)
-        why = "running", limit = life;
-    if (!why)
-        return;
-    s_drop_session(k);
-    free(k->expired_note);
-    k->expired_note = xasprintf(
-        "jupyter-agent: the Python session was stopped after %g s %s "
-        "(--%s %g); a fresh one starts now: its variables and the files in "
-        "/mnt/data are gone\n",
-        limit / 1000.0, why,
-        strcmp(why, "idle") == 0 ? "idle-timeout" : "max-lifetime",
-        limit / 1000.0);
-}
-
-ag_session_t *
-ag_kernel_session(ag_kernel_t *k, err_t *err)
-{
-    s_expire_session(k);
-    if (k->session) {
-        k->session_used_ms = clock_mono_ms();
-        return k->session;
-    }
-    if (k->expired_note && k->cell) {
-        kb_server_stream(k->server, k->cell, "stderr", k->expired_note);
-        free(k->expired_note);
-        k->expired_note = NULL;
-    }
-    k->session = ag_session_start(k->inner, err);
-    if (!k->session) {
-        if (err && !err->text[0])
-            err_set(err, ERR_SANDBOX,
-                    "the sandboxed Python session could not be started");
-        return NULL;
-    }
-    k->session_started_ms = k->session_used_ms = clock_mono_ms();
-    ag_session_print_warnings(k->session, stderr);
-    ag_session_record_kernel(k->session, k->record);
-    return k->session;
-}
-
 nb_record_t *
 ag_kernel_record(ag_kernel_t *k)
 {
@@ -182,8 +77,8 @@ s_set_cell_error(ag_kernel_t *k, json_t *content)
 {
     json_decref(k->cell_error);
     k->cell_error = json_pack(
-        "{s:s, s:s, s:O}", "ename", ag_kernel_str(content, "ename", "Error"),
-        "evalue", ag_kernel_str(content, "evalue", ""), "traceback",
+        "{s:s, s:s, s:O}", "ename", jget_str(content, "ename", "Error"),
+        "evalue", jget_str(content, "evalue", ""), "traceback",
         json_is_array(json_object_get(content, "traceback"))
             ? json_object_get(content, "traceback")
             : json_array());
@@ -297,9 +192,8 @@ s_last_error(kb_output_t *out)
 {
     json_t *outputs = kb_output_outputs(out), *found = NULL, *o;
     size_t i;
-    json_array_foreach(outputs, i,
-                       o) if (strcmp(ag_kernel_str(o, "output_type", ""),
-                                     "error") == 0) found = o;
+    json_array_foreach(outputs, i, o) if (strcmp(jget_str(o, "output_type", ""),
+                                                 "error") == 0) found = o;
     return found;
 }
 
@@ -339,8 +233,8 @@ s_run_inner(ag_kernel_t *k, const char *code, fwd_mode_t mode, kb_output_t *out,
     kb_exec_opts_init(&xo);
     xo.allow_stdin = k->cell_allow_stdin;
     if (mode == FWD_CELL) {
-        xo.silent = ag_kernel_bool(req, "silent", false);
-        xo.store_history = ag_kernel_bool(req, "store_history", true);
+        xo.silent = jget_bool(req, "silent", false);
+        xo.store_history = jget_bool(req, "store_history", true);
         json_t *ue = json_object_get(req, "user_expressions");
         xo.user_expressions = json_is_object(ue) ? ue : NULL;
     }
@@ -362,7 +256,7 @@ s_run_inner(ag_kernel_t *k, const char *code, fwd_mode_t mode, kb_output_t *out,
         snprintf(err->text + used, sizeof err->text - used,
                  "; a fresh session starts with the next cell (its variables "
                  "are gone)");
-        s_drop_session(k);
+        ag_session_destroy(&k->session);
     }
     return rc;
 }
@@ -585,7 +479,7 @@ static void
 s_run_reset(ag_kernel_t *k)
 {
     err_t err = {0};
-    s_drop_session(k);
+    ag_session_destroy(&k->session);
     ag_kernel_set_ask_state(k, NULL, NULL);
     if (!ag_kernel_session(k, &err)) {
         ag_kernel_error(k, s_ename(err.code), err.text);
@@ -681,7 +575,7 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
 {
     ag_kernel_t *k = arg;
     json_t *content = kb_msg_content(req);
-    const char *code = ag_kernel_str(content, "code", NULL);
+    const char *code = jget_str(content, "code", NULL);
     if (!code)
         return kb_server_reply(
             s, ch, req, "execute_reply",
@@ -690,12 +584,11 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
                       "traceback", "execute_request without code",
                       "execution_count", k->execution_count),
             NULL);
-    bool silent = ag_kernel_bool(content, "silent", false);
-    bool store_history =
-        ag_kernel_bool(content, "store_history", true) && !silent;
+    bool silent = jget_bool(content, "silent", false);
+    bool store_history = jget_bool(content, "store_history", true) && !silent;
     k->cell = req;
     k->cell_silent = silent;
-    k->cell_allow_stdin = ag_kernel_bool(content, "allow_stdin", true);
+    k->cell_allow_stdin = jget_bool(content, "allow_stdin", true);
     k->cell_answered = false;
     json_decref(k->cell_error);
     json_decref(k->cell_result);
@@ -732,7 +625,7 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
 
     /* Abort what was queued behind a failed cell before the client can
      * see the failure, so nothing it sends afterwards is aborted. */
-    if (k->cell_error && ag_kernel_bool(content, "stop_on_error", true))
+    if (k->cell_error && jget_bool(content, "stop_on_error", true))
         kb_server_abort_queued(s);
     json_t *reply;
     if (k->cell_error) {
@@ -848,7 +741,7 @@ ag_kernel_run(ag_kernel_t *k)
     /* Frontends take "starting" as the first sign of life. */
     kb_server_status(k->server, NULL, "starting");
     while (!(kb_server_serve_once(k->server, 200) & KB_SERVER_SHUTDOWN)) {
-        s_expire_session(k); /* frees an idle sandbox between cells */
+        ag_kernel_expire(k); /* frees an idle sandbox between cells */
         /* Like ipykernel's ParentPoller: the manager died without shutting
          * us down (killed, crashed), so nobody can reach us any more. */
         if (parent && getppid() != parent) {
@@ -867,7 +760,7 @@ ag_kernel_destroy(ag_kernel_t **pk)
     if (!pk || !*pk)
         return;
     ag_kernel_t *k = *pk;
-    s_drop_session(k);
+    ag_session_destroy(&k->session);
     ag_kernel_set_ask_state(k, NULL, NULL);
     kb_server_destroy(&k->server);
     json_decref(k->info);

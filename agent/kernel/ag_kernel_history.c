@@ -1,6 +1,7 @@
 /* The agent kernel's history: kept across kernel restarts in a file
  * under the Jupyter data dir, and served to history_request. */
 #include "agent/kernel/ag_kernel_impl.h"
+#include "common/jget.h"
 #include "common/jpaths.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -133,8 +134,8 @@ ag_kernel_on_history(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
 {
     ag_kernel_t *k = arg;
     json_t *c = kb_msg_content(req);
-    const char *type = ag_kernel_str(c, "hist_access_type", "tail");
-    bool output = ag_kernel_bool(c, "output", false);
+    const char *type = jget_str(c, "hist_access_type", "tail");
+    bool output = jget_bool(c, "output", false);
     json_t *nv = json_object_get(c, "n");
     size_t total = json_array_size(k->history);
     size_t n = json_is_integer(nv) && json_integer_value(nv) >= 0
@@ -161,8 +162,8 @@ ag_kernel_on_history(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
                 json_array_append_new(hist, s_history_entry(e, output));
         }
     } else if (strcmp(type, "search") == 0) {
-        const char *pattern = ag_kernel_str(c, "pattern", "*");
-        bool unique = ag_kernel_bool(c, "unique", false);
+        const char *pattern = jget_str(c, "pattern", "*");
+        bool unique = jget_bool(c, "unique", false);
         /* Newest first, so `unique` keeps the latest and `n` the last n. */
         for (i = total; i-- > 0 && json_array_size(hist) < n;) {
             e = json_array_get(k->history, i);

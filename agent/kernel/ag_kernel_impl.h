@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #define INNER_REQUEST_MS 10000 /* complete / inspect / is_complete */
 #define HISTORY_MAX 10000      /* entries kept for history_request */
@@ -66,13 +67,39 @@ typedef struct fwd {
     kb_output_t *out; /* the execution's output model (its inner count) */
 } fwd_t;
 
-/* ag_kernel.c: content[key] as a string (or `dflt`), as a bool (or
- * `dflt`). Borrowed from `obj`. */
-const char *ag_kernel_str(json_t *obj, const char *key, const char *dflt);
-bool ag_kernel_bool(json_t *obj, const char *key, bool dflt);
+/* Length of the first line of `code` without trailing blanks, and where
+ * the rest begins (after the newline; at the NUL when there is none). */
+static inline size_t
+ag_kernel_first_line(const char *code, const char **rest)
+{
+    const char *nl = strchr(code, '\n');
+    size_t len = nl ? (size_t)(nl - code) : strlen(code);
+    *rest = nl ? nl + 1 : code + len;
+    while (len && (code[len - 1] == ' ' || code[len - 1] == '\t' ||
+                   code[len - 1] == '\r'))
+        len--;
+    return len;
+}
+
 /* Is `code` a %%python cell (after blank lines)? Then *body is the code
  * after the magic's line. */
-bool ag_kernel_python_cell(const char *code, const char **body);
+static inline bool
+ag_kernel_python_cell(const char *code, const char **body)
+{
+    /* IPython drops leading blank lines before looking for a cell magic. */
+    for (const char *p = code;
+         *p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'; p++)
+        if (*p == '\n')
+            code = p + 1;
+    size_t n = ag_kernel_first_line(code, body);
+    return n == strlen(AG_KERNEL_MAGIC_PYTHON) &&
+           strncmp(code, AG_KERNEL_MAGIC_PYTHON, n) == 0;
+}
+
+/* ag_kernel_session.c: stop the inner session when it passed
+ * --idle-timeout or --max-lifetime (the next cell that needs Python starts
+ * a fresh one and is told why). ag_kernel_session (ag_kernel.h) starts it. */
+void ag_kernel_expire(ag_kernel_t *k);
 
 /* ag_kernel_requests.c: register the handlers of every request but
  * execute_request on k->server. */

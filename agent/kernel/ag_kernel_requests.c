@@ -2,6 +2,7 @@
  * inspect and is_complete (forwarded to the inner Python kernel where they
  * concern %%python cells), kernel_info, and comms (forwarded both ways). */
 #include "agent/kernel/ag_kernel_impl.h"
+#include "common/jget.h"
 #include "common/jpaths.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -99,7 +100,7 @@ s_on_complete(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
 {
     ag_kernel_t *k = arg;
     json_t *content = kb_msg_content(req);
-    const char *code = ag_kernel_str(content, "code", "");
+    const char *code = jget_str(content, "code", "");
     long cursor = s_cursor(content, code);
     const char *body = NULL;
     long offset = ag_kernel_python_cell(code, &body)
@@ -110,7 +111,7 @@ s_on_complete(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
         reply = s_ask_inner(k, "complete_request",
                             json_pack("{s:s, s:I}", "code", body, "cursor_pos",
                                       (json_int_t)(cursor - offset)));
-        if (reply && strcmp(ag_kernel_str(reply, "status", ""), "ok") == 0) {
+        if (reply && strcmp(jget_str(reply, "status", ""), "ok") == 0) {
             for (int i = 0; i < 2; i++) {
                 const char *key = i ? "cursor_end" : "cursor_start";
                 json_t *v = json_object_get(reply, key);
@@ -149,7 +150,7 @@ s_on_inspect(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
 {
     ag_kernel_t *k = arg;
     json_t *content = kb_msg_content(req);
-    const char *code = ag_kernel_str(content, "code", "");
+    const char *code = jget_str(content, "code", "");
     long cursor = s_cursor(content, code);
     const char *body = NULL;
     json_t *reply = NULL;
@@ -181,7 +182,7 @@ s_on_is_complete(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req,
                  void *arg)
 {
     (void)arg; /* answered here: no session is started for it */
-    const char *code = ag_kernel_str(kb_msg_content(req), "code", "");
+    const char *code = jget_str(kb_msg_content(req), "code", "");
     const char *body = NULL;
     json_t *reply = NULL;
     if (ag_kernel_python_cell(code, &body)) {
@@ -278,7 +279,7 @@ s_on_comm(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     json_t *content = kb_msg_content(req);
     const char *type = kb_msg_type(req);
     if (!k->session) {
-        const char *id = ag_kernel_str(content, "comm_id", "");
+        const char *id = jget_str(content, "comm_id", "");
         if (!strcmp(type, "comm_open"))
             kb_server_publish(s, req, "comm_close",
                               json_pack("{s:s, s:{}}", "comm_id", id, "data"),

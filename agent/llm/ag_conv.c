@@ -1,5 +1,6 @@
 #include "agent/llm/ag_conv.h"
 
+#include "common/jget.h"
 #include "common/xalloc.h"
 
 #include <stdlib.h>
@@ -198,21 +199,11 @@ ag_conv_to_json(const ag_conv_t *c)
     return json_pack("{s:s, s:o}", "system", c->system, "messages", msgs);
 }
 
-/* String member `key` of `o`, or "" when absent; NULL when not a string. */
-static const char *
-s_str(const json_t *o, const char *key)
-{
-    const json_t *v = json_object_get(o, key);
-    if (!v)
-        return "";
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
 ag_conv_t *
 ag_conv_from_json(const json_t *j, err_t *err)
 {
     const json_t *msgs = json_object_get(j, "messages");
-    const char *system = s_str(j, "system");
+    const char *system = jget_strict(j, "system", "");
     if (!json_is_object(j) || !json_is_array(msgs) || !system) {
         err_set(err, ERR_USAGE,
                 "conversation: expected {\"system\": string, \"messages\": "
@@ -224,8 +215,8 @@ ag_conv_from_json(const json_t *j, err_t *err)
     const json_t *m;
     json_array_foreach(msgs, i, m)
     {
-        const char *role = s_str(m, "role");
-        const char *text = s_str(m, "text");
+        const char *role = jget_strict(m, "role", "");
+        const char *text = jget_strict(m, "text", "");
         if (!json_is_object(m) || !role || !text)
             goto bad;
         if (strcmp(role, "user") == 0) {
@@ -237,9 +228,9 @@ ag_conv_from_json(const json_t *j, err_t *err)
             int okay = 1;
             for (size_t k = 0; k < n; k++) {
                 const json_t *tc = json_array_get(calls, k);
-                v[k].id = s_str(tc, "id");
-                v[k].name = s_str(tc, "name");
-                v[k].arguments = s_str(tc, "arguments");
+                v[k].id = jget_strict(tc, "id", "");
+                v[k].name = jget_strict(tc, "name", "");
+                v[k].arguments = jget_strict(tc, "arguments", "");
                 if (!json_is_object(tc) || !v[k].id || !v[k].name ||
                     !v[k].arguments)
                     okay = 0;
@@ -256,13 +247,13 @@ ag_conv_from_json(const json_t *j, err_t *err)
             int okay = 1;
             for (size_t k = 0; k < n; k++) {
                 const json_t *im = json_array_get(imgs, k);
-                v[k].mime = s_str(im, "mime");
-                v[k].data = s_str(im, "data");
+                v[k].mime = jget_strict(im, "mime", "");
+                v[k].data = jget_strict(im, "data", "");
                 if (!json_is_object(im) || !v[k].mime || !v[k].data)
                     okay = 0;
             }
-            const char *id = s_str(m, "tool_call_id");
-            const char *name = s_str(m, "name");
+            const char *id = jget_strict(m, "tool_call_id", "");
+            const char *name = jget_strict(m, "name", "");
             if (okay && id && name)
                 ag_conv_add_tool_result(
                     c, id, name, text,

@@ -18,6 +18,7 @@
  */
 #include "agent/llm/ag_provider_impl.h"
 
+#include "common/jget.h"
 #include "common/xalloc.h"
 
 #include <stdlib.h>
@@ -34,7 +35,7 @@ s_push(json_t *msgs, const char *role, json_t *blocks)
     }
     size_t n = json_array_size(msgs);
     json_t *last = n ? json_array_get(msgs, n - 1) : NULL;
-    if (last && strcmp(ag_json_str(last, "role"), role) == 0) {
+    if (last && strcmp(jget_str(last, "role", NULL), role) == 0) {
         json_array_extend(json_object_get(last, "content"), blocks);
         json_decref(blocks);
         return;
@@ -184,8 +185,8 @@ static int
 s_error(ag_turn_state_t *st, const json_t *j, err_t *err)
 {
     const json_t *e = json_object_get(j, "error");
-    const char *msg = ag_json_str(e, "message");
-    return ag_ts_server_error(st, ag_json_str(e, "type"),
+    const char *msg = jget_str(e, "message", NULL);
+    return ag_ts_server_error(st, jget_str(e, "type", NULL),
                               msg ? msg : "(no message)", err);
 }
 
@@ -202,49 +203,49 @@ s_on_event(ag_turn_state_t *st, const char *event, const char *data, size_t len,
                         j ? "not an object" : je.text, err);
         goto out;
     }
-    const char *type = ag_json_str(j, "type");
+    const char *type = jget_str(j, "type", NULL);
     if (!type)
         type = event;
     if (strcmp(type, "message_start") == 0) {
         const json_t *u =
             json_object_get(json_object_get(j, "message"), "usage");
-        st->usage.input_tokens = ag_json_int(u, "input_tokens");
-        st->usage.output_tokens = ag_json_int(u, "output_tokens");
+        st->usage.input_tokens = jget_int(u, "input_tokens", 0);
+        st->usage.output_tokens = jget_int(u, "output_tokens", 0);
     } else if (strcmp(type, "content_block_start") == 0) {
         const json_t *b = json_object_get(j, "content_block");
-        const char *bt = ag_json_str(b, "type");
+        const char *bt = jget_str(b, "type", NULL);
         if (s_index(st, j, &index, err) < 0)
             goto out;
         if (bt && strcmp(bt, "tool_use") == 0) {
-            if (ag_ts_call(st, index, ag_json_str(b, "id"),
-                           ag_json_str(b, "name"), err) < 0)
+            if (ag_ts_call(st, index, jget_str(b, "id", NULL),
+                           jget_str(b, "name", NULL), err) < 0)
                 goto out;
-        } else if (bt && strcmp(bt, "text") == 0 && ag_json_str(b, "text")) {
-            const char *t = ag_json_str(b, "text");
+        } else if (bt && strcmp(bt, "text") == 0 && jget_str(b, "text", NULL)) {
+            const char *t = jget_str(b, "text", NULL);
             ag_ts_text(st, t, strlen(t));
         }
     } else if (strcmp(type, "content_block_delta") == 0) {
         const json_t *d = json_object_get(j, "delta");
-        const char *dt = ag_json_str(d, "type");
+        const char *dt = jget_str(d, "type", NULL);
         if (s_index(st, j, &index, err) < 0)
             goto out;
         if (dt && strcmp(dt, "text_delta") == 0) {
-            const char *t = ag_json_str(d, "text");
+            const char *t = jget_str(d, "text", NULL);
             if (t)
                 ag_ts_text(st, t, strlen(t));
         } else if (dt && strcmp(dt, "input_json_delta") == 0) {
-            const char *pj = ag_json_str(d, "partial_json");
+            const char *pj = jget_str(d, "partial_json", NULL);
             if (pj && ag_ts_call_args(st, index, pj, strlen(pj), err) < 0)
                 goto out;
         }
     } else if (strcmp(type, "message_delta") == 0) {
         const char *reason =
-            ag_json_str(json_object_get(j, "delta"), "stop_reason");
+            jget_str(json_object_get(j, "delta"), "stop_reason", NULL);
         const json_t *u = json_object_get(j, "usage");
         if (reason)
             ag_ts_stop(st, s_stop(reason));
         if (json_object_get(u, "output_tokens"))
-            st->usage.output_tokens = ag_json_int(u, "output_tokens");
+            st->usage.output_tokens = jget_int(u, "output_tokens", 0);
     } else if (strcmp(type, "message_stop") == 0) {
         st->done = 1;
     } else if (strcmp(type, "error") == 0) {
@@ -261,7 +262,7 @@ out:
 static int
 s_on_body(ag_turn_state_t *st, const json_t *body, err_t *err)
 {
-    const char *type = ag_json_str(body, "type");
+    const char *type = jget_str(body, "type", NULL);
     if (type && strcmp(type, "error") == 0)
         return s_error(st, body, err);
     const json_t *content = json_object_get(body, "content");
@@ -272,13 +273,13 @@ s_on_body(ag_turn_state_t *st, const json_t *body, err_t *err)
     const json_t *b;
     json_array_foreach(content, i, b)
     {
-        const char *bt = ag_json_str(b, "type");
-        if (bt && strcmp(bt, "text") == 0 && ag_json_str(b, "text")) {
-            const char *t = ag_json_str(b, "text");
+        const char *bt = jget_str(b, "type", NULL);
+        if (bt && strcmp(bt, "text") == 0 && jget_str(b, "text", NULL)) {
+            const char *t = jget_str(b, "text", NULL);
             ag_ts_text(st, t, strlen(t));
         } else if (bt && strcmp(bt, "tool_use") == 0) {
-            if (ag_ts_call(st, i, ag_json_str(b, "id"), ag_json_str(b, "name"),
-                           err) < 0)
+            if (ag_ts_call(st, i, jget_str(b, "id", NULL),
+                           jget_str(b, "name", NULL), err) < 0)
                 return -1;
             const json_t *in = json_object_get(b, "input");
             char *args = in ? json_dumps(in, JSON_COMPACT) : NULL;
@@ -287,12 +288,12 @@ s_on_body(ag_turn_state_t *st, const json_t *body, err_t *err)
             free(args);
         }
     }
-    const char *reason = ag_json_str(body, "stop_reason");
+    const char *reason = jget_str(body, "stop_reason", NULL);
     if (reason)
         ag_ts_stop(st, s_stop(reason));
     const json_t *u = json_object_get(body, "usage");
-    st->usage.input_tokens = ag_json_int(u, "input_tokens");
-    st->usage.output_tokens = ag_json_int(u, "output_tokens");
+    st->usage.input_tokens = jget_int(u, "input_tokens", 0);
+    st->usage.output_tokens = jget_int(u, "output_tokens", 0);
     st->done = 1;
     return 0;
 }

@@ -6,6 +6,7 @@
 #include "agent/llm/ag_provider_impl.h"
 
 #include "common/clock.h"
+#include "common/jget.h"
 #include "common/log.h"
 
 #include <sodium.h>
@@ -59,11 +60,11 @@ s_server_message(const ag_http_resp_t *r, char *out, size_t size)
     if (j) {
         const json_t *e = json_object_get(j, "error");
         m = json_is_string(e) ? json_string_value(e)
-                              : ag_json_str(e, "message");
+                              : jget_str(e, "message", NULL);
         if (!m)
-            m = ag_json_str(j, "message");
+            m = jget_str(j, "message", NULL);
         if (!m)
-            m = ag_json_str(j, "detail");
+            m = jget_str(j, "detail", NULL);
     }
     if (m)
         ag_snippet(m, strlen(m), 400, out, size);

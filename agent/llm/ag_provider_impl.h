@@ -1,9 +1,12 @@
 /*
- * ag_provider_impl: private to agent/llm/ag_provider*.c. The generic part
- * (ag_provider.c) owns the retry loop, the HTTP transfer, SSE parsing,
- * usage, recording and error wording; a wire format (openai, anthropic)
- * only builds the request and interprets events or a whole body, through
- * the ag_ts_* helpers that assemble a turn and call the user's callbacks.
+ * ag_provider_impl: private to agent/llm/ag_provider*.c and ag_turn.c.
+ * The generic part owns the retry loop and the HTTP transfer
+ * (ag_provider_http.c), construction, replay and recording
+ * (ag_provider.c); a wire format (openai, anthropic) only builds the
+ * request and interprets events or a whole body, through the ag_ts_*
+ * helpers (ag_turn.c) that assemble a turn and call the user's callbacks.
+ * Calls go provider -> provider_http -> turn; ag_turn.c calls none of
+ * the others.
  */
 #ifndef AGENT_LLM_AG_PROVIDER_IMPL_H
 #define AGENT_LLM_AG_PROVIDER_IMPL_H
@@ -13,6 +16,7 @@
 #include "agent/llm/ag_sse.h"
 #include "common/buf.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 
 /* The most tool calls (or content blocks) one turn may carry. */
@@ -115,17 +119,16 @@ int ag_ts_server_error(ag_turn_state_t *st, const char *type,
 int ag_ts_malformed(ag_turn_state_t *st, const char *where, const char *data,
                     size_t len, const char *why, err_t *err);
 
-/* Helpers for reading JSON. */
-const char *ag_json_str(const json_t *o, const char *key); /* NULL if absent */
+/* JSON members are read with common/jget.h. */
 /* One neutral tool {name, description, parameters} as a provider wants it:
  * {"name", "description", SCHEMA_KEY: the JSON Schema} (new reference), or
  * NULL + ERR_USAGE naming `who` and the tool's index when it has no name.
  * A missing schema becomes an empty object schema. */
 json_t *ag_provider_tool_spec(const json_t *tool, size_t index, const char *who,
                               const char *schema_key, err_t *err);
-int64_t ag_json_int(const json_t *o, const char *key); /* 0 if absent */
 
-/* Shared by ag_provider.c and ag_provider_http.c. */
+/* ag_turn.c: one turn's request and assembly, shared by ag_provider.c,
+ * ag_provider_http.c and the wire formats (above, the ag_ts_* they call). */
 void ag_ts_init(ag_turn_state_t *st, ag_provider_t *p,
                 const ag_stream_cb_t *cb);
 void ag_ts_release(ag_turn_state_t *st);
@@ -137,6 +140,8 @@ void ag_snippet(const char *s, size_t len, size_t max, char *out, size_t size);
 /* `url` without user, password and options, for messages (libcurl's
  * parse; "(a URL that does not parse)" otherwise). */
 void ag_safe_url(const char *url, char *out, size_t size);
+/* Is `url` an http or https URL that libcurl parses? */
+bool ag_url_is_http(const char *url);
 /* One turn over HTTP with p->max_tries tries (ag_provider_http.c). */
 int ag_provider_http_turn(ag_provider_t *p, const ag_conv_t *conv,
                           const json_t *tools, const ag_stream_cb_t *cb,

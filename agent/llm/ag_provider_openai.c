@@ -19,6 +19,7 @@
  */
 #include "agent/llm/ag_provider_impl.h"
 
+#include "common/jget.h"
 #include "common/xalloc.h"
 
 #include <stdlib.h>
@@ -163,8 +164,8 @@ s_usage(ag_turn_state_t *st, const json_t *j)
     const json_t *u = json_object_get(j, "usage");
     if (!json_is_object(u))
         return;
-    st->usage.input_tokens = ag_json_int(u, "prompt_tokens");
-    st->usage.output_tokens = ag_json_int(u, "completion_tokens");
+    st->usage.input_tokens = jget_int(u, "prompt_tokens", 0);
+    st->usage.output_tokens = jget_int(u, "completion_tokens", 0);
 }
 
 static int
@@ -173,10 +174,10 @@ s_error_object(ag_turn_state_t *st, const json_t *j, err_t *err)
     const json_t *e = json_object_get(j, "error");
     if (!e)
         return 0;
-    const char *type = ag_json_str(e, "type");
-    const char *code = ag_json_str(e, "code");
+    const char *type = jget_str(e, "type", NULL);
+    const char *code = jget_str(e, "code", NULL);
     const char *msg =
-        json_is_string(e) ? json_string_value(e) : ag_json_str(e, "message");
+        json_is_string(e) ? json_string_value(e) : jget_str(e, "message", NULL);
     return ag_ts_server_error(st,
                               type   ? type
                               : code ? code
@@ -194,15 +195,15 @@ s_tool_calls(ag_turn_state_t *st, const json_t *calls, err_t *err)
     {
         const json_t *ix = json_object_get(c, "index");
         const json_t *fn = json_object_get(c, "function");
-        const char *args = ag_json_str(fn, "arguments");
+        const char *args = jget_str(fn, "arguments", NULL);
         json_int_t index =
             json_is_integer(ix) ? json_integer_value(ix) : (json_int_t)i;
         if (index < 0)
             return err_set(err, ERR_PROVIDER,
                            "openai: the server sent a negative tool call "
                            "index");
-        if (ag_ts_call(st, (size_t)index, ag_json_str(c, "id"),
-                       ag_json_str(fn, "name"), err) < 0)
+        if (ag_ts_call(st, (size_t)index, jget_str(c, "id", NULL),
+                       jget_str(fn, "name", NULL), err) < 0)
             return -1;
         if (args &&
             ag_ts_call_args(st, (size_t)index, args, strlen(args), err) < 0)
@@ -216,8 +217,8 @@ s_choice(ag_turn_state_t *st, const json_t *choice, const char *part,
          err_t *err)
 {
     const json_t *d = json_object_get(choice, part);
-    const char *text = ag_json_str(d, "content");
-    const char *finish = ag_json_str(choice, "finish_reason");
+    const char *text = jget_str(d, "content", NULL);
+    const char *finish = jget_str(choice, "finish_reason", NULL);
     if (text)
         ag_ts_text(st, text, strlen(text));
     if (s_tool_calls(st, json_object_get(d, "tool_calls"), err) < 0)

@@ -7,6 +7,7 @@
 #include "agent/loop/ag_render.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/jget.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_sandbox.h"
@@ -578,13 +579,6 @@ ag_tools_python(const ag_tool_env_t *env, const json_t *args, void *tool_arg,
 
 /* ---- list_files ---------------------------------------------------------- */
 
-static const char *
-s_str(const json_t *o, const char *key, const char *dflt)
-{
-    const char *v = json_string_value(json_object_get(o, key));
-    return v ? v : dflt;
-}
-
 static json_t *
 s_list_in_kernel(ag_session_t *s, char **where)
 {
@@ -601,10 +595,10 @@ s_list_in_kernel(ag_session_t *s, char **where)
     free(code);
     if (rc == 0) {
         json_t *o = json_array_get(kb_output_outputs(out), 0);
-        json_t *j = json_loads(s_str(o, "text", ""), 0, NULL);
+        json_t *j = json_loads(jget_str(o, "text", ""), 0, NULL);
         if (json_is_array(json_object_get(j, "files"))) {
             files = json_incref(json_object_get(j, "files"));
-            *where = xstrdup(s_str(j, "cwd", "the working directory"));
+            *where = xstrdup(jget_str(j, "cwd", "the working directory"));
         }
         json_decref(j);
     }
@@ -641,7 +635,7 @@ s_list_files(const ag_tool_env_t *env, const json_t *args, void *tool_arg,
     json_t *f;
     json_array_foreach(files, i, f)
     {
-        size_t n = strlen(s_str(f, "path", ""));
+        size_t n = strlen(jget_str(f, "path", ""));
         if (n > width)
             width = n;
         total += json_integer_value(json_object_get(f, "size"));
@@ -653,7 +647,7 @@ s_list_files(const ag_tool_env_t *env, const json_t *args, void *tool_arg,
     json_array_foreach(files, i, f)
     {
         buf_printf(
-            &b, "  %-*s  %s\n", (int)width, s_str(f, "path", "?"),
+            &b, "  %-*s  %s\n", (int)width, jget_str(f, "path", "?"),
             ag_tools_human_size(json_integer_value(json_object_get(f, "size")),
                                 sz, sizeof sz));
     }

@@ -1,6 +1,7 @@
 #include "kb_msg.h"
 
 #include "common/clock.h"
+#include "common/jget.h"
 #include "common/xalloc.h"
 
 #include <assert.h>
@@ -219,19 +220,12 @@ kb_msg_set_parent(kb_msg_t *msg, const kb_msg_t *parent)
     msg->parent_header = json_deep_copy(kb_msg_header(parent));
 }
 
-static const char *
-s_str(json_t *obj, const char *key)
-{
-    const char *s = json_string_value(json_object_get(obj, key));
-    return s ? s : "";
-}
-
 const char *
 kb_msg_type(const kb_msg_t *msg)
 {
     if (msg->msg_type)
         return msg->msg_type;
-    return s_str(kb_msg_header(msg), "msg_type");
+    return jget_str(kb_msg_header(msg), "msg_type", "");
 }
 
 const char *
@@ -239,7 +233,7 @@ kb_msg_id(const kb_msg_t *msg)
 {
     if (msg->msg_id)
         return msg->msg_id;
-    return s_str(kb_msg_header(msg), "msg_id");
+    return jget_str(kb_msg_header(msg), "msg_id", "");
 }
 
 const char *
@@ -247,7 +241,7 @@ kb_msg_parent_id(const kb_msg_t *msg)
 {
     if (msg->parent_msg_id)
         return msg->parent_msg_id;
-    return s_str(kb_msg_parent_header(msg), "msg_id");
+    return jget_str(kb_msg_parent_header(msg), "msg_id", "");
 }
 
 static void
