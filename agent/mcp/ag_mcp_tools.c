@@ -4,6 +4,7 @@
 #include "agent/loop/ag_render.h"
 #include "agent/loop/ag_tools.h"
 #include "agent/mcp/ag_mcp_pysrc.h"
+#include "agent/mcp/ag_mcp_shell.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/escape.h"
@@ -308,6 +309,15 @@ static json_t *
 s_list_files(ag_mcp_box_t *b, const json_t *args)
 {
     return s_delegate(b, "list_files", args, false);
+}
+
+static json_t *
+s_shell(ag_mcp_box_t *b, const json_t *args)
+{
+    err_t err = {0};
+    ag_session_t *s = s_session(b, &err);
+    return ag_mcp_shell_call(s, err.text, b->cfg->session->timeout_ms, args,
+                             b->call, &b->stopped);
 }
 
 static json_t *
@@ -976,6 +986,8 @@ static const s_tool_t s_tools[] = {
      "false}",
      NULL, s_reset, NULL, NULL},
     {"install_packages", NULL, NULL, NULL, s_install, NULL, NULL},
+    {"shell", AG_MCP_SHELL_DESCRIPTION, AG_MCP_SHELL_INPUT,
+     AG_MCP_SHELL_OUTPUT_SCHEMA, s_shell, NULL, NULL},
 };
 
 static const s_tool_t *
@@ -983,6 +995,9 @@ s_find(ag_mcp_box_t *b, const char *name)
 {
     /* install_packages only where it can work: a signed manifest. */
     if (strcmp(name, "install_packages") == 0 && !b->cfg->session->packages_dir)
+        return NULL;
+    /* shell: commands in our own box (not a gateway's kernel). */
+    if (strcmp(name, "shell") == 0 && b->cfg->session->gateway_url)
         return NULL;
     for (size_t i = 0; i < sizeof s_tools / sizeof s_tools[0]; i++)
         if (strcmp(s_tools[i].name, name) == 0)
