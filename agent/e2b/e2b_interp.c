@@ -5,7 +5,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
-#include "kernel-bridge/kb_msg.h"
+#include "kernel-bridge/wire/kb_msg.h"
 #include "kernel-bridge/kb_output.h"
 
 #include <pthread.h>
