@@ -5,8 +5,8 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
-#include "kernel-bridge/wire/kb_msg.h"
 #include "kernel-bridge/kb_output.h"
+#include "kernel-bridge/wire/kb_msg.h"
 
 #include <pthread.h>
 #include <sodium.h>
