@@ -5,34 +5,14 @@
 // through e2b_sdk.sh); every guarantee is one top-level test.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import { Sandbox } from '@e2b/code-interpreter'
 import { CommandExitError } from 'e2b'
+import { startServer, stopServer, until } from './lib.mjs'
 
-const BIN = process.env.JUPYTER_AGENT_BIN
 const KEY = 'e2b_' + crypto.randomBytes(20).toString('hex')
 let server, sbx
-
-function startServer(args) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(BIN, ['e2b', '--listen', '127.0.0.1:0', ...args], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    })
-    let err = ''
-    const t = setTimeout(() => reject(new Error('no listening line: ' + err)), 60000)
-    p.stderr.on('data', (d) => {
-      err += d
-      const m = /listening on (http:\/\/[0-9.:]+)/.exec(err)
-      if (m) {
-        clearTimeout(t)
-        resolve({ p, url: m[1] })
-      }
-    })
-    p.on('exit', (code) => reject(new Error(`server exited ${code}: ${err}`)))
-  })
-}
 
 // Host processes whose command line is exactly `sleep ARG`.
 const sleepers = (arg) =>
@@ -43,15 +23,6 @@ const sleepers = (arg) =>
       return false
     }
   })
-
-async function until(fn, ms) {
-  const end = Date.now() + ms
-  for (;;) {
-    if (await fn()) return true
-    if (Date.now() > end) return false
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
 
 before(async () => {
   fs.writeFileSync(process.env.E2B_TEST_DIR + '/key', KEY + '\n', { mode: 0o600 })
@@ -68,11 +39,7 @@ before(async () => {
 
 after(async () => {
   if (sbx) await sbx.kill().catch(() => {})
-  await new Promise((resolve) => {
-    if (!server || server.p.exitCode !== null) return resolve()
-    server.p.on('exit', () => resolve())
-    server.p.kill('SIGTERM')
-  })
+  await stopServer(server)
 })
 
 test('commands.run answers stdout, stderr and exit code 0, as the box user in /home/user', async () => {
