@@ -39,9 +39,9 @@ s_error(const char *fmt, ...)
 
 /* Progress: whole lines of either stream, ANSI stripped, cut. */
 typedef struct s_progress {
-    const ag_mcp_call_t *call; /* borrowed */
-    buf_t pending[2];          /* a line not ended yet, per stream */
-    size_t sent;               /* lines sent */
+    const ag_mcp_shell_io_t *call; /* borrowed, or NULL */
+    buf_t pending[2];              /* a line not ended yet, per stream */
+    size_t sent;                   /* lines sent */
 } s_progress_t;
 
 static void
@@ -91,15 +91,16 @@ s_args(const json_t *args, int op_ms, int *timeout_ms, const char **cwd,
                        "command line as a string; nothing was run");
         return NULL;
     }
-    int bound = op_ms > 0 ? op_ms : AG_MCP_MAX_TIMEOUT_S * 1000;
+    int bound = op_ms > 0 ? op_ms : AG_MCP_SHELL_MAX_TIMEOUT_S * 1000;
     *timeout_ms = bound;
     json_t *t = json_object_get(args, "timeout");
     if (t) {
         double secs = json_number_value(t);
-        if (!json_is_number(t) || secs <= 0 || secs > AG_MCP_MAX_TIMEOUT_S) {
+        if (!json_is_number(t) || secs <= 0 ||
+            secs > AG_MCP_SHELL_MAX_TIMEOUT_S) {
             *bad = s_error("error: timeout must be a number of seconds above "
                            "0 and at most %d; nothing was run",
-                           AG_MCP_MAX_TIMEOUT_S);
+                           AG_MCP_SHELL_MAX_TIMEOUT_S);
             return NULL;
         }
         if (secs * 1000 < bound)
@@ -155,7 +156,8 @@ s_result(const buf_t *out, const buf_t *err, const sb_cmd_end_t *end,
 
 json_t *
 ag_mcp_shell_call(ag_session_t *s, const char *why, int op_timeout_ms,
-                  const json_t *args, const ag_mcp_call_t *call, bool *stopped)
+                  const json_t *args, const ag_mcp_shell_io_t *call,
+                  bool *stopped)
 {
     int timeout_ms;
     const char *cwd;

@@ -19,7 +19,6 @@
 #ifndef AGENT_MCP_AG_MCP_SHELL_H
 #define AGENT_MCP_AG_MCP_SHELL_H
 
-#include "agent/mcp/ag_mcp_tools.h"
 #include "agent/session/ag_session.h"
 
 #include <jansson.h>
@@ -28,6 +27,7 @@
 #define AG_MCP_SHELL_OUTPUT ((size_t)1 << 20)
 #define AG_MCP_SHELL_TEXT ((size_t)64 * 1024)
 #define AG_MCP_SHELL_PROGRESS 1000
+#define AG_MCP_SHELL_MAX_TIMEOUT_S 3600
 
 #define AG_MCP_SHELL_DESCRIPTION                                               \
     "Run a shell command (sh -c) in the same sandbox as the python kernel: "   \
@@ -56,12 +56,20 @@
     "[\"exit_code\", \"stdout\", \"stderr\", \"timed_out\", "                  \
     "\"output_capped\"]}"
 
+/* How a running call reports back (ag_mcp_call_t's members); each may be
+ * NULL. */
+typedef struct ag_mcp_shell_io {
+    void (*progress)(void *arg, const char *line); /* one output line */
+    bool (*should_stop)(void *arg);                /* true: cancel */
+    void *arg;
+} ag_mcp_shell_io_t;
+
 /* Run the call's command in `s`'s box (borrowed; NULL with `why` when
- * there is no session). `timeout_ms` is the operator's (0 = none);
- * `call` reports progress and may cancel (then *stopped is set).
- * Returns the CallToolResult (new reference). */
+ * there is no session). `timeout_ms` is the operator's (0 = none); `io`
+ * reports progress and may cancel (then *stopped is set). Returns the
+ * CallToolResult (new reference). */
 json_t *ag_mcp_shell_call(ag_session_t *s, const char *why, int timeout_ms,
-                          const json_t *args, const ag_mcp_call_t *call,
+                          const json_t *args, const ag_mcp_shell_io_t *io,
                           bool *stopped);
 
 #endif

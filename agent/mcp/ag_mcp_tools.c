@@ -316,8 +316,12 @@ s_shell(ag_mcp_box_t *b, const json_t *args)
 {
     err_t err = {0};
     ag_session_t *s = s_session(b, &err);
+    ag_mcp_shell_io_t io = {0};
+    if (b->call)
+        io = (ag_mcp_shell_io_t){b->call->progress, b->call->should_stop,
+                                 b->call->arg};
     return ag_mcp_shell_call(s, err.text, b->cfg->session->timeout_ms, args,
-                             b->call, &b->stopped);
+                             &io, &b->stopped);
 }
 
 static json_t *
