@@ -7,6 +7,7 @@
 #include "sandbox/sb_cmds.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"
+#include "tests/host_pids.h"
 #include "tests/tap.h"
 
 #include <dirent.h>
@@ -71,35 +72,6 @@ s_sh(sb_cmds_t *m, const char *script, struct out *r)
     const char *argv[] = {"/bin/sh", "-c", script, NULL};
     sb_cmd_opts_t o = {.argv = (char *const *)argv, .envp = s_env};
     s_run(m, &o, r);
-}
-
-/* Host pids whose cmdline is exactly argv (NUL-separated). */
-static int
-s_host_pids(const char *a0, const char *a1, int *pids, int max)
-{
-    DIR *d = opendir("/proc");
-    struct dirent *de;
-    int n = 0;
-    while (d && (de = readdir(d))) {
-        char path[64], buf[256];
-        int pid = atoi(de->d_name);
-        if (pid <= 0)
-            continue;
-        snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = '\0';
-        size_t l0 = strlen(a0);
-        if (len == l0 + strlen(a1) + 2 && strcmp(buf, a0) == 0 &&
-            strcmp(buf + l0 + 1, a1) == 0 && n < max)
-            pids[n++] = pid;
-    }
-    if (d)
-        closedir(d);
-    return n;
 }
 
 static int
@@ -300,7 +272,7 @@ main(void)
     unsigned id;
     ok(sb_cmds_start(m, &om, &id, NULL, NULL) == 0, "a long command");
     int pids[4];
-    int n = s_host_pids("/bin/sleep", "7777", pids, 4);
+    int n = host_pids("/bin/sleep", "7777", pids, 4);
     pid_t prog = sb_sandbox_program_pid(sb);
     ok(n == 1 && s_same_ns(pids[0], prog, "mnt") &&
            s_same_ns(pids[0], prog, "pid") && s_same_ns(pids[0], prog, "net") &&
@@ -329,7 +301,7 @@ main(void)
     sb_sandbox_destroy(&sb);
     int left = 0;
     for (int i = 0; i < 50; i++) {
-        left = s_host_pids("/bin/sleep", "7777", pids, 4);
+        left = host_pids("/bin/sleep", "7777", pids, 4);
         if (!left)
             break;
         usleep(100 * 1000);
