@@ -1,7 +1,8 @@
-/* ag_mcp_shell: see ag_mcp_shell.h. One command manager per call: calls
- * on a box come one at a time, and destroying the manager at the end
- * kills whatever the command left in its process group. */
-#include "agent/mcp/ag_mcp_shell.h"
+/* ag_mcp_shell: MCP's shell tool (see ag_mcp_tools_impl.h). One command
+ * manager per call: calls on a box come one at a time, and destroying the
+ * manager at the end kills whatever the command left in its process
+ * group. */
+#include "agent/mcp/ag_mcp_tools_impl.h"
 
 #include "agent/loop/ag_render.h"
 #include "agent/loop/ag_tools.h"
@@ -18,6 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#define SHELL_OUTPUT ((size_t)1 << 20) /* bytes of output, then killed */
+#define SHELL_TEXT ((size_t)64 * 1024) /* bytes of stdout in the text */
+#define SHELL_PROGRESS 1000            /* progress lines per call */
+#define SHELL_MAX_TIMEOUT_S 3600       /* with --timeout 0 */
 
 extern char **environ;
 
@@ -39,16 +45,15 @@ s_error(const char *fmt, ...)
 
 /* Progress: whole lines of either stream, ANSI stripped, cut. */
 typedef struct s_progress {
-    const ag_mcp_shell_io_t *call; /* borrowed, or NULL */
-    buf_t pending[2];              /* a line not ended yet, per stream */
-    size_t sent;                   /* lines sent */
+    const ag_mcp_call_t *call; /* borrowed, or NULL */
+    buf_t pending[2];          /* a line not ended yet, per stream */
+    size_t sent;               /* lines sent */
 } s_progress_t;
 
 static void
 s_line(s_progress_t *p, const char *s, size_t n)
 {
-    if (!p->call || !p->call->progress || p->sent >= AG_MCP_SHELL_PROGRESS ||
-        n == 0)
+    if (!p->call || !p->call->progress || p->sent >= SHELL_PROGRESS || n == 0)
         return;
     char *line = xstrndup(s, n < 1000 ? n : 1000);
     p->call->progress(p->call->arg, ag_strip_ansi(line));
@@ -91,16 +96,15 @@ s_args(const json_t *args, int op_ms, int *timeout_ms, const char **cwd,
                        "command line as a string; nothing was run");
         return NULL;
     }
-    int bound = op_ms > 0 ? op_ms : AG_MCP_SHELL_MAX_TIMEOUT_S * 1000;
+    int bound = op_ms > 0 ? op_ms : SHELL_MAX_TIMEOUT_S * 1000;
     *timeout_ms = bound;
     json_t *t = json_object_get(args, "timeout");
     if (t) {
         double secs = json_number_value(t);
-        if (!json_is_number(t) || secs <= 0 ||
-            secs > AG_MCP_SHELL_MAX_TIMEOUT_S) {
+        if (!json_is_number(t) || secs <= 0 || secs > SHELL_MAX_TIMEOUT_S) {
             *bad = s_error("error: timeout must be a number of seconds above "
                            "0 and at most %d; nothing was run",
-                           AG_MCP_SHELL_MAX_TIMEOUT_S);
+                           SHELL_MAX_TIMEOUT_S);
             return NULL;
         }
         if (secs * 1000 < bound)
@@ -127,8 +131,8 @@ static json_t *
 s_result(const buf_t *out, const buf_t *err, const sb_cmd_end_t *end,
          bool stopped)
 {
-    char *o = ag_tools_truncate(buf_cstr(out), AG_MCP_SHELL_TEXT);
-    char *e = ag_tools_truncate(buf_cstr(err), AG_MCP_SHELL_TEXT / 4);
+    char *o = ag_tools_truncate(buf_cstr(out), SHELL_TEXT);
+    char *e = ag_tools_truncate(buf_cstr(err), SHELL_TEXT / 4);
     buf_t text;
     buf_init(&text, 0);
     buf_puts(&text, o);
@@ -154,10 +158,11 @@ s_result(const buf_t *out, const buf_t *err, const sb_cmd_end_t *end,
     return r;
 }
 
-json_t *
-ag_mcp_shell_call(ag_session_t *s, const char *why, int op_timeout_ms,
-                  const json_t *args, const ag_mcp_shell_io_t *call,
-                  bool *stopped)
+/* Run the call's command in `s`'s box (NULL with `why` when there is no
+ * session); `op_timeout_ms` is the operator's (0 = none). */
+static json_t *
+s_shell(ag_session_t *s, const char *why, int op_timeout_ms, const json_t *args,
+        const ag_mcp_call_t *call, bool *stopped)
 {
     int timeout_ms;
     const char *cwd;
@@ -177,7 +182,7 @@ ag_mcp_shell_call(ag_session_t *s, const char *why, int op_timeout_ms,
                        "the server with the sandbox and --warm cold");
     err_t err = {0};
     sb_proc_engine_t *e = sb_sandbox_proc_engine(box, &err);
-    sb_cmds_limits_t lim = {.max_output = AG_MCP_SHELL_OUTPUT,
+    sb_cmds_limits_t lim = {.max_output = SHELL_OUTPUT,
                             .max_timeout_ms = timeout_ms};
     sb_cmds_t *m = e ? sb_cmds_new(&e, &lim, &err) : NULL;
     if (!m)
@@ -195,8 +200,8 @@ ag_mcp_shell_call(ag_session_t *s, const char *why, int op_timeout_ms,
         goto out;
     }
     buf_t outb, errb;
-    buf_init(&outb, AG_MCP_SHELL_OUTPUT);
-    buf_init(&errb, AG_MCP_SHELL_OUTPUT);
+    buf_init(&outb, SHELL_OUTPUT);
+    buf_init(&errb, SHELL_OUTPUT);
     s_progress_t pr = {.call = call};
     buf_init(&pr.pending[0], 0);
     buf_init(&pr.pending[1], 0);
@@ -236,4 +241,13 @@ out:
     sb_cmds_destroy(&m);
     strv_free(env);
     return r;
+}
+
+json_t *
+ag_mcp_tool_shell(ag_mcp_box_t *b, const json_t *args)
+{
+    err_t err = {0};
+    ag_session_t *s = ag_mcp_box_session(b, &err);
+    return s_shell(s, err.text, b->cfg->session->timeout_ms, args, b->call,
+                   &b->stopped);
 }
