@@ -228,20 +228,22 @@ s_request(const struct s_child *c)
 void
 sb_box_cmd_ready(const struct s_child *c, const struct pollfd *pf, int n)
 {
+    /* The pipes first: a start handled below may reuse a closed one's fd
+     * number, which a later entry of pf would then wrongly name. */
+    short cmd_revents = 0;
     for (int i = 0; i < n; i++) {
-        if (!pf[i].revents)
-            continue;
         if (pf[i].fd == c->cmd) {
-            if (pf[i].revents & POLLIN)
-                s_request(c);
-            else
-                s_closed = true; /* hung up: nobody to answer */
+            cmd_revents = pf[i].revents;
             continue;
         }
-        for (int j = 0; j < SB_CMD_MAX; j++)
+        for (int j = 0; pf[i].revents && j < SB_CMD_MAX; j++)
             if (s_cmds[j].state == STARTING && s_cmds[j].ep == pf[i].fd)
                 s_settle(c, &s_cmds[j]);
     }
+    if (cmd_revents & POLLIN)
+        s_request(c);
+    else if (cmd_revents)
+        s_closed = true; /* hung up: nobody to answer */
 }
 
 void
