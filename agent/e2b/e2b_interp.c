@@ -122,23 +122,14 @@ s_setup(e2b_sandbox_t *sb, s_interp_t *in, err_t *err)
 {
     if (in->ready)
         return 0;
-    char *src = s_pylit(e2b_interp_py);
     char *env = json_dumps(e2b_sandbox_env(sb), JSON_COMPACT);
     char *envlit = s_pylit(env);
-    char *code = xasprintf(
-        "import sys as __s, types as __t\n"
-        "__m = __t.ModuleType('_ja_e2b')\n"
-        "__m.__dict__['get_ipython'] = get_ipython\n"
-        "exec(compile(%s, '<jupyter-agent e2b>', 'exec'), __m.__dict__)\n"
-        "__s.modules['_ja_e2b'] = __m\n"
-        "del __s, __t, __m\n"
-        "__import__('_ja_e2b').setup(%s)\n",
-        src, envlit);
+    char *code = xasprintf("%s\n__import__('_ja_e2b').setup(%s)\n",
+                           e2b_interp_py, envlit);
     int rc = s_silent(e2b_sandbox_session(sb), code, err);
     free(code);
     free(envlit);
     free(env);
-    free(src);
     if (rc == 0)
         in->ready = true;
     return rc;

@@ -228,7 +228,8 @@ e2b_sandbox_create(const e2b_config_t *cfg, const e2b_create_t *c, err_t *err)
     sb->sopts.gateway_ca = NULL;
     sb->sopts.kernel_name = sb->kernel_name;
     sb->sopts.policy.home_is_workspace = true;
-    sb->sopts.history_in_memory = true;
+    /* As the pool warms them: the same command line (no history flag). */
+    sb->sopts.history_in_memory = false;
     sb->started_at = time(NULL);
     sb->started_ms = clock_mono_ms();
     int timeout_s = c->timeout_s > 0 ? c->timeout_s : cfg->default_timeout_s;
@@ -264,8 +265,9 @@ e2b_sandbox_create(const e2b_config_t *cfg, const e2b_create_t *c, err_t *err)
         ag_reg_unref(&e);
         return NULL;
     }
-    log_info("e2b: sandbox %.8s… running (%s, %s, timeout %d s)", ag_reg_id(e),
-             sb->template_id, sb->kernel_name, timeout_s);
+    log_info("e2b: sandbox %.8s… running (%s, %s, %s kernel, timeout %d s)",
+             ag_reg_id(e), sb->template_id, sb->kernel_name,
+             ag_session_is_warm(sb->session) ? "a warm" : "a cold", timeout_s);
     return e;
 }
 

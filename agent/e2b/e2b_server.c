@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -88,6 +89,11 @@ s_notify_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         k->fd = ci ? ci->connect_fd : -1;
+        /* Answers and stream lines go out at once (no Nagle wait on a
+         * small write behind an unacknowledged one). */
+        int one = 1;
+        if (k->fd >= 0)
+            setsockopt(k->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         k->since_ms = clock_mono_ms();
         k->in_headers = true;
         pthread_mutex_lock(&srv->lock);

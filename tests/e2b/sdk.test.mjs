@@ -18,7 +18,7 @@ before(async () => {
   server = await startServer([
     '--api-key-file', process.env.E2B_TEST_DIR + '/key',
     '--pool', '2', '--max-sandboxes', '8', '--timeout', '60',
-  ])
+  ], { JUPYTER_AGENT_LOG: 'info' })
   url = server.url
   process.env.E2B_API_URL = url
   process.env.E2B_SANDBOX_URL = url
@@ -231,6 +231,16 @@ test('what another issue brings answers 501 naming it, never a fake success', as
     assert.match((await res.json()).message, word)
   }
   await assert.rejects(Sandbox.create('my-custom-template'), /not found/)
+})
+
+test('with --pool, sandboxes start on warm kernels from the pool', async () => {
+  // The pool (a private serve with the sandboxes' policy) is warm by now.
+  const s = await Sandbox.create()
+  assert.equal((await s.runCode('1 + 1')).text, '2')
+  await s.kill()
+  assert.match(server.log(), /running \(code-interpreter-v1, python3, a warm kernel/,
+    'no sandbox got a warm kernel: ' + server.log().split('\n').filter((l) =>
+      /warm|running/.test(l)).join(' | '))
 })
 
 test('E2B_DEBUG=true clients reach the debug ports (--debug-ports)', async (t) => {
