@@ -212,6 +212,13 @@ int sb_exit_status(const sb_exit_t *e);
  * running. */
 struct sb_proc_engine;
 struct sb_proc_engine *sb_sandbox_proc_engine(sb_sandbox_t *sb, err_t *err);
+/* The command socket itself (borrowed; -1 when not running), for a
+ * process that hands the box's commands to another (serve passes a copy
+ * with each kernel it gives out); sb_proc_engine_on_fd() there. */
+int sb_sandbox_cmd_socket(const sb_sandbox_t *sb);
+/* The namespace engine on a command socket `fd` (stolen) from
+ * sb_sandbox_cmd_socket() of another process. */
+struct sb_proc_engine *sb_proc_engine_on_fd(int fd);
 
 /* Create the directory /mnt/data/NAME (a plain name, no '/') in a running
  * box, owned by the box's user. An existing one is fine. */

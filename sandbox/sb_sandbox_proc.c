@@ -164,6 +164,23 @@ static const sb_proc_ops_t s_ops = {
 };
 
 sb_proc_engine_t *
+sb_proc_engine_on_fd(int fd)
+{
+    struct s_eng *e = xcalloc(1, sizeof *e);
+    e->fd = fd;
+    sb_proc_engine_t *eng = xcalloc(1, sizeof *eng);
+    eng->ops = &s_ops;
+    eng->self = e;
+    return eng;
+}
+
+int
+sb_sandbox_cmd_socket(const sb_sandbox_t *sb)
+{
+    return sb->state == ST_RUNNING ? sb->cmd : -1;
+}
+
+sb_proc_engine_t *
 sb_sandbox_proc_engine(sb_sandbox_t *sb, err_t *err)
 {
     if (sb->state != ST_RUNNING || sb->cmd < 0) {
@@ -176,12 +193,7 @@ sb_sandbox_proc_engine(sb_sandbox_t *sb, err_t *err)
         err_errno(err, ERR_SANDBOX, "command: dup the command socket");
         return NULL;
     }
-    struct s_eng *e = xcalloc(1, sizeof *e);
-    e->fd = fd;
-    sb_proc_engine_t *eng = xcalloc(1, sizeof *eng);
-    eng->ops = &s_ops;
-    eng->self = e;
-    return eng;
+    return sb_proc_engine_on_fd(fd);
 }
 
 void

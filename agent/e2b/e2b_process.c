@@ -88,20 +88,14 @@ s_manager(e2b_sandbox_t *sb, err_t *err)
     if (s->m && !sb_cmds_alive(s->m))
         sb_cmds_destroy(&s->m); /* the kernel was restarted: a new box */
     if (!s->m) {
-        sb_sandbox_t *box = ag_session_sandbox(e2b_sandbox_session(sb));
-        sb_proc_engine_t *e = box ? sb_sandbox_proc_engine(box, err) : NULL;
+        sb_proc_engine_t *e =
+            ag_session_proc_engine(e2b_sandbox_session(sb), err);
         size_t cap = e2b_sandbox_max_output(sb);
         sb_cmds_limits_t lim = {.max_output =
                                     cap && cap < E2B_PROCESS_MAX_OUTPUT
                                         ? cap
                                         : E2B_PROCESS_MAX_OUTPUT};
-        if (!box)
-            err_set(err, ERR_SANDBOX,
-                    "commands run in the sandbox's own box, and this "
-                    "sandbox's kernel has none in this server (a warm "
-                    "kernel of a running 'serve' pool); start 'e2b' "
-                    "without a serve pool");
-        else if (e)
+        if (e)
             s->m = sb_cmds_new(&e, &lim, err);
     }
     sb_cmds_t *m = s->m;

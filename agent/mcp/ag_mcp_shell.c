@@ -161,8 +161,9 @@ s_result(const buf_t *out, const buf_t *err, const sb_cmd_end_t *end,
 /* Run the call's command in `s`'s box (NULL with `why` when there is no
  * session); `op_timeout_ms` is the operator's (0 = none). */
 static json_t *
-s_shell(ag_session_t *s, const char *why, int op_timeout_ms, const json_t *args,
-        const ag_mcp_call_t *call, bool *stopped)
+s_shell(ag_session_t *s, const char *why, const sb_policy_t *pol,
+        int op_timeout_ms, const json_t *args, const ag_mcp_call_t *call,
+        bool *stopped)
 {
     int timeout_ms;
     const char *cwd;
@@ -173,21 +174,14 @@ s_shell(ag_session_t *s, const char *why, int op_timeout_ms, const json_t *args,
     if (!s)
         return s_error("error: shell: no kernel session: %s",
                        why ? why : "it did not start");
-    sb_sandbox_t *box = ag_session_sandbox(s);
-    if (!box)
-        return s_error("error: shell runs commands in this server's own "
-                       "sandbox, and this session's kernel has none here "
-                       "(--no-sandbox, a --gateway kernel, or a warm kernel "
-                       "of a running 'serve' pool): nothing was run; start "
-                       "the server with the sandbox and --warm cold");
     err_t err = {0};
-    sb_proc_engine_t *e = sb_sandbox_proc_engine(box, &err);
+    sb_proc_engine_t *e = ag_session_proc_engine(s, &err);
     sb_cmds_limits_t lim = {.max_output = SHELL_OUTPUT,
                             .max_timeout_ms = timeout_ms};
     sb_cmds_t *m = e ? sb_cmds_new(&e, &lim, &err) : NULL;
     if (!m)
         return s_error("error: shell: %s", err.text);
-    char **env = sb_policy_build_env(sb_sandbox_policy(box), environ, NULL);
+    char **env = sb_policy_build_env(pol, environ, NULL);
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     sb_cmd_opts_t o = {.argv = (char *const *)argv,
                        .envp = env,
@@ -248,6 +242,6 @@ ag_mcp_tool_shell(ag_mcp_box_t *b, const json_t *args)
 {
     err_t err = {0};
     ag_session_t *s = ag_mcp_box_session(b, &err);
-    return s_shell(s, err.text, b->cfg->session->timeout_ms, args, b->call,
-                   &b->stopped);
+    return s_shell(s, err.text, &b->cfg->session->policy,
+                   b->cfg->session->timeout_ms, args, b->call, &b->stopped);
 }
