@@ -14,7 +14,6 @@
 #include "sandbox/sb_sandbox.h"
 
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,22 +25,6 @@
 #define SHELL_MAX_TIMEOUT_S 3600       /* with --timeout 0 */
 
 extern char **environ;
-
-static json_t *s_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static json_t *
-s_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *text = xvasprintf(fmt, ap);
-    va_end(ap);
-    json_t *r = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text",
-                          "text", text, "isError", true);
-    free(text);
-    return r;
-}
 
 /* Progress: whole lines of either stream, ANSI stripped, cut. */
 typedef struct s_progress {
@@ -92,8 +75,9 @@ s_args(const json_t *args, int op_ms, int *timeout_ms, const char **cwd,
 {
     const char *cmd = json_string_value(json_object_get(args, "command"));
     if (!cmd || !*cmd) {
-        *bad = s_error("error: shell needs {\"command\": \"...\"} with the "
-                       "command line as a string; nothing was run");
+        *bad = ag_mcp_text_result(
+            true, "error: shell needs {\"command\": \"...\"} with the "
+                  "command line as a string; nothing was run");
         return NULL;
     }
     int bound = op_ms > 0 ? op_ms : SHELL_MAX_TIMEOUT_S * 1000;
@@ -102,9 +86,11 @@ s_args(const json_t *args, int op_ms, int *timeout_ms, const char **cwd,
     if (t) {
         double secs = json_number_value(t);
         if (!json_is_number(t) || secs <= 0 || secs > SHELL_MAX_TIMEOUT_S) {
-            *bad = s_error("error: timeout must be a number of seconds above "
-                           "0 and at most %d; nothing was run",
-                           SHELL_MAX_TIMEOUT_S);
+            *bad = ag_mcp_text_result(
+                true,
+                "error: timeout must be a number of seconds above "
+                "0 and at most %d; nothing was run",
+                SHELL_MAX_TIMEOUT_S);
             return NULL;
         }
         if (secs * 1000 < bound)
@@ -113,8 +99,9 @@ s_args(const json_t *args, int op_ms, int *timeout_ms, const char **cwd,
     json_t *c = json_object_get(args, "cwd");
     *cwd = c ? json_string_value(c) : SB_WORKSPACE_PATH;
     if (!*cwd || (*cwd)[0] != '/') {
-        *bad = s_error("error: cwd must be an absolute path inside the "
-                       "sandbox, such as /mnt/data or /tmp; nothing was run");
+        *bad = ag_mcp_text_result(
+            true, "error: cwd must be an absolute path inside the "
+                  "sandbox, such as /mnt/data or /tmp; nothing was run");
         return NULL;
     }
     return cmd;
@@ -172,15 +159,15 @@ s_shell(ag_session_t *s, const char *why, const sb_policy_t *pol,
     if (!cmd)
         return bad;
     if (!s)
-        return s_error("error: shell: no kernel session: %s",
-                       why ? why : "it did not start");
+        return ag_mcp_text_result(true, "error: shell: no kernel session: %s",
+                                  why ? why : "it did not start");
     err_t err = {0};
     sb_proc_engine_t *e = ag_session_proc_engine(s, &err);
     sb_cmds_limits_t lim = {.max_output = SHELL_OUTPUT,
                             .max_timeout_ms = timeout_ms};
     sb_cmds_t *m = e ? sb_cmds_new(&e, &lim, &err) : NULL;
     if (!m)
-        return s_error("error: shell: %s", err.text);
+        return ag_mcp_text_result(true, "error: shell: %s", err.text);
     char **env = sb_policy_build_env(pol, environ, NULL);
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     sb_cmd_opts_t o = {.argv = (char *const *)argv,
@@ -190,7 +177,8 @@ s_shell(ag_session_t *s, const char *why, const sb_policy_t *pol,
     unsigned id;
     json_t *r = NULL;
     if (sb_cmds_start(m, &o, &id, NULL, &err) < 0) {
-        r = s_error("error: shell: %s; nothing was run", err.text);
+        r = ag_mcp_text_result(true, "error: shell: %s; nothing was run",
+                               err.text);
         goto out;
     }
     buf_t outb, errb;
