@@ -211,45 +211,33 @@ s_list(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
     e2b_reply_json(r, 200, out);
 }
 
+/* POST .../timeout {"timeout": S} (required) and the old keep-alive
+ * .../refreshes {"duration": S} (default: the create's default): the end
+ * becomes now + S. */
 static void
-s_set_timeout(e2b_req_t *r, const e2b_config_t *cfg, ag_reg_entry_t *e)
+s_new_end(e2b_req_t *r, const e2b_config_t *cfg, ag_reg_entry_t *e,
+          const char *field, bool required)
 {
     json_t *body = s_body(r);
     if (!body)
         return;
-    if (!json_object_get(body, "timeout")) {
-        e2b_reply_error(r, 400, "timeout (seconds) is required");
-        json_decref(body);
+    json_t *v = json_object_get(body, field);
+    json_int_t t = v ? (json_is_integer(v) ? json_integer_value(v) : -1)
+                     : (required ? -2 : cfg->default_timeout_s);
+    json_decref(body);
+    if (t == -2) {
+        e2b_reply_error(r, 400, "%s (seconds) is required", field);
         return;
     }
-    int t = s_timeout(r, body, cfg, 0);
-    json_decref(body);
-    if (t < 0)
+    if (t < 0 || t > cfg->max_timeout_s) {
+        e2b_reply_error(r, 400, "%s must be a number of seconds from 0 to %d",
+                        field, cfg->max_timeout_s);
         return;
+    }
     if (!ag_reg_set_deadline(e, clock_mono_ms() + (int64_t)t * 1000)) {
         e2b_reply_error(r, 404, "the sandbox ended meanwhile");
         return;
     }
-    e2b_reply_empty(r, 204);
-}
-
-/* The old keep-alive: {"duration": S} makes the end now + S. */
-static void
-s_refresh(e2b_req_t *r, const e2b_config_t *cfg, ag_reg_entry_t *e)
-{
-    json_t *body = s_body(r);
-    if (!body)
-        return;
-    json_t *d = json_object_get(body, "duration");
-    json_int_t v = d ? (json_is_integer(d) ? json_integer_value(d) : -1)
-                     : cfg->default_timeout_s;
-    json_decref(body);
-    if (v < 0 || v > cfg->max_timeout_s) {
-        e2b_reply_error(r, 400, "duration must be seconds from 0 to %d",
-                        cfg->max_timeout_s);
-        return;
-    }
-    ag_reg_set_deadline(e, clock_mono_ms() + (int64_t)v * 1000);
     e2b_reply_empty(r, 204);
 }
 
@@ -336,11 +324,11 @@ e2b_api_handle(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
             ag_reg_end(e, "killed");
             e2b_reply_empty(r, 204);
         } else if (strcmp(rest, "timeout") == 0 && post)
-            s_set_timeout(r, cfg, e);
+            s_new_end(r, cfg, e, "timeout", true);
         else if (strcmp(rest, "connect") == 0 && post)
             s_connect(r, cfg, e);
         else if (strcmp(rest, "refreshes") == 0 && post)
-            s_refresh(r, cfg, e);
+            s_new_end(r, cfg, e, "duration", false);
         else if (strcmp(rest, "pause") == 0 || strcmp(rest, "resume") == 0)
             s_not_yet(r, "pausing and resuming sandboxes",
                       "persistence, issue 31");

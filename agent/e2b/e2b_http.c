@@ -1,6 +1,7 @@
 #include "agent/e2b/e2b_http.h"
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -142,12 +143,7 @@ s_stream_read(void *cls, uint64_t pos, char *out, size_t max)
             break;
         }
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 250 * 1000 * 1000; /* look at the socket 4 x a second */
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        clock_realtime_after(&ts, 250); /* look at the socket 4 x a second */
         pthread_cond_timedwait(&st->cond, &st->lock, &ts);
     }
     ssize_t n;
@@ -235,12 +231,7 @@ e2b_stream_write(e2b_stream_t *st, const void *data, size_t len)
             break;
         }
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        clock_realtime_after(&ts, 100);
         pthread_cond_timedwait(&st->cond, &st->lock, &ts);
     }
     if (!st->gone)

@@ -268,12 +268,7 @@ ag_registry_destroy(ag_registry_t **p, int wait_ms)
     pthread_mutex_lock(&t->lock);
     while (t->count > 0 && clock_mono_ms() < until) {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        clock_realtime_after(&ts, 100);
         pthread_cond_timedwait(&t->changed, &t->lock, &ts);
     }
     bool empty = t->count == 0;

@@ -4,27 +4,18 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import crypto from 'node:crypto'
-import fs from 'node:fs'
 import net from 'node:net'
 import { Sandbox } from '@e2b/code-interpreter'
-import { startServer, stopServer, boxOf, boxLeft, until } from './lib.mjs'
+import { serveForSdk, stopServer, boxOf, boxLeft, until } from './lib.mjs'
 
 const KEY = 'e2b_' + crypto.randomBytes(20).toString('hex')
 const MAX = 4
 let server, url, host, port
 
 before(async () => {
-  fs.writeFileSync(process.env.E2B_TEST_DIR + '/key', KEY + '\n', { mode: 0o600 })
-  server = await startServer([
-    '--api-key-file', process.env.E2B_TEST_DIR + '/key',
-    '--max-sandboxes', String(MAX), '--disk', '4M', '--pool', '1',
-  ])
+  server = await serveForSdk(KEY, ['--max-sandboxes', String(MAX), '--disk', '4M', '--pool', '1'])
   url = server.url
   ;[host, port] = url.replace('http://', '').split(':')
-  process.env.E2B_API_URL = url
-  process.env.E2B_SANDBOX_URL = url
-  process.env.E2B_API_KEY = KEY
-  delete process.env.E2B_DEBUG
 })
 
 after(async () => {

@@ -69,3 +69,15 @@ export async function until(fn, ms) {
   }
 }
 
+
+// A server with a fresh API key in E2B_TEST_DIR/key, and the SDKs' three
+// variables pointing at it (what a program written for E2B sets).
+export async function serveForSdk(key, args, env = {}) {
+  fs.writeFileSync(process.env.E2B_TEST_DIR + '/key', key + '\n', { mode: 0o600 })
+  const s = await startServer(['--api-key-file', process.env.E2B_TEST_DIR + '/key', ...args], env)
+  process.env.E2B_API_URL = s.url
+  process.env.E2B_SANDBOX_URL = s.url
+  process.env.E2B_API_KEY = key
+  delete process.env.E2B_DEBUG
+  return s
+}

@@ -9,21 +9,14 @@ import { spawnSync } from 'node:child_process'
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import { Sandbox } from '@e2b/code-interpreter'
-import { startServer, stopServer, sha, boxOf, boxLeft, until } from './lib.mjs'
+import { serveForSdk, startServer, stopServer, sha, boxOf, boxLeft, until } from './lib.mjs'
 const KEY = 'e2b_' + crypto.randomBytes(20).toString('hex')
 let server, url
 
 before(async () => {
-  fs.writeFileSync(process.env.E2B_TEST_DIR + '/key', KEY + '\n', { mode: 0o600 })
-  server = await startServer([
-    '--api-key-file', process.env.E2B_TEST_DIR + '/key',
-    '--pool', '2', '--max-sandboxes', '8', '--timeout', '60',
-  ], { JUPYTER_AGENT_LOG: 'info' })
+  server = await serveForSdk(KEY, ['--pool', '2', '--max-sandboxes', '8', '--timeout', '60'],
+    { JUPYTER_AGENT_LOG: 'info' })
   url = server.url
-  process.env.E2B_API_URL = url
-  process.env.E2B_SANDBOX_URL = url
-  process.env.E2B_API_KEY = KEY
-  delete process.env.E2B_DEBUG
 })
 
 after(async () => {
