@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <linux/capability.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -12,6 +13,12 @@
 
 int
 sb_drop_caps(int keep)
+{
+    return sb_drop_caps_mask(keep ? 1ull << keep : 0);
+}
+
+int
+sb_drop_caps_mask(unsigned long long keep)
 {
     for (int cap = 0; cap <= 63; cap++)
         if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0 &&
@@ -23,8 +30,8 @@ sb_drop_caps(int keep)
     struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct data[2];
     memset(data, 0, sizeof data);
-    if (keep)
-        data[0].effective = data[0].permitted = 1u << keep;
+    data[0].effective = data[0].permitted = (uint32_t)keep;
+    data[1].effective = data[1].permitted = (uint32_t)(keep >> 32);
     return (int)syscall(SYS_capset, &hdr, data);
 }
 

@@ -20,6 +20,8 @@
  * or 0 for none): the bounding set, the ambient set, then the effective,
  * permitted and inheritable sets. Returns 0 or -1 with errno. */
 int sb_drop_caps(int keep);
+/* The same keeping every capability whose bit is set in `keep`. */
+int sb_drop_caps_mask(unsigned long long keep);
 
 /* Become uid/gid `id` with nothing left, in this order: the bounding set
  * (a capability that is there but cannot be dropped is a failure),

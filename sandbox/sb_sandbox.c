@@ -123,7 +123,7 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     sb_policy_copy(&sb->policy, p);
     buf_init(&sb->warnings, 8192);
     sb->pid = -1;
-    sb->pidfd = sb->ctl = sb->ws_fd = sb->stdin_fd = sb->lock_fd = -1;
+    sb->pidfd = sb->ctl = sb->cmd = sb->ws_fd = sb->stdin_fd = sb->lock_fd = -1;
     sb->sock_fd = -1;
     sb->root_mode = geteuid() == 0;
     sb->host_uid =
@@ -464,50 +464,6 @@ sb_sandbox_add_box_file(sb_sandbox_t *sb, const char *host_path,
     return 0;
 }
 
-/* What sb_detach_block() blocks. */
-static void
-s_detach_set(sigset_t *set)
-{
-    sigemptyset(set);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGQUIT);
-    sigaddset(set, SIGTSTP);
-    sigaddset(set, SIGHUP);
-}
-
-void
-sb_detach_block(sigset_t *old)
-{
-    sigset_t set;
-    s_detach_set(&set);
-    pthread_sigmask(SIG_BLOCK, &set, old);
-}
-
-void
-sb_detach_restore(const sigset_t *old)
-{
-    pthread_sigmask(SIG_SETMASK, old, NULL);
-}
-
-void
-sb_detach_child(const sigset_t *old)
-{
-    syscall(SYS_setsid);
-    /* Ignoring a pending signal discards it (POSIX); the child's handlers
-     * are copies of the caller's, so reset them to the default. */
-    struct sigaction ign, dfl;
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    static const int sigs[] = {SIGINT, SIGQUIT, SIGTSTP, SIGHUP};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        sigaction(sigs[i], &ign, NULL);
-        sigaction(sigs[i], &dfl, NULL);
-    }
-    sigprocmask(SIG_SETMASK, old, NULL);
-}
-
 int
 sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                  int stdout_fd, int stderr_fd, err_t *err)
@@ -520,7 +476,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                        "sandbox: the program must be an absolute path inside "
                        "the box (got '%s')",
                        argv && argv[0] ? argv[0] : "");
-    int rc = -1, sv[2] = {-1, -1};
+    int rc = -1, sv[2] = {-1, -1}, cv[2] = {-1, -1};
     struct s_plan plan = {0};
     sb_seccomp_prog_t prog, audit_prog = {0};
     if (sb_seccomp_build_allowing(&prog, sb->allow_setns ? "setns" : NULL,
@@ -537,9 +493,11 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     sb->ws_fd = -1;
     if (sb->ctl >= 0)
         close(sb->ctl);
+    if (sb->cmd >= 0)
+        close(sb->cmd);
     if (sb->pidfd >= 0)
         close(sb->pidfd);
-    sb->ctl = sb->pidfd = -1;
+    sb->ctl = sb->cmd = sb->pidfd = -1;
     sb->pid = -1;
     sb->killed = sb->finished = false;
     memset(&sb->exit, 0, sizeof sb->exit);
@@ -553,13 +511,15 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         landlock,
         sb_box_knobs()->no_landlock || sb->allow_setns ? 0 : sb_landlock_abi(),
         &sb->policy, sb->top_dir); /* run (read-only mount) and sock */
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, cv) < 0) {
         err_set(err, ERR_SANDBOX, "sandbox: socketpair: %s", strerror(errno));
         goto out;
     }
     const sb_policy_t *p = &sb->policy;
     struct s_child c = {
         .ctl = sv[1],
+        .cmd = cv[1],
         .stdio = {sb->stdin_fd, stdout_fd, stderr_fd},
         .ctty = sb->stdin_ctty && sb->stdin_fd >= 0,
         .root_mode = sb->root_mode && !nested,
@@ -619,11 +579,13 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         goto out;
     }
     close(sv[1]);
-    sv[1] = -1;
+    close(cv[1]);
+    sv[1] = cv[1] = -1;
     sb->pid = (pid_t)pid;
     sb->pidfd = pidfd;
     sb->ctl = sv[0];
-    sv[0] = -1;
+    sb->cmd = cv[0];
+    sv[0] = cv[0] = -1;
     sb->state = ST_RUNNING;
     if (sb_cgroup_enter(sb->cg, sb->pid, err) < 0 ||
         (!nested && s_write_maps(sb, err) < 0)) {
@@ -720,6 +682,9 @@ out:
         close(sv[0]);
     if (sv[1] >= 0)
         close(sv[1]);
+    for (int i = 0; i < 2; i++)
+        if (cv[i] >= 0)
+            close(cv[i]);
     sb_box_plan_release(&plan);
     free(landlock);
     sb_seccomp_prog_release(&prog);
@@ -810,6 +775,8 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
         close(sb->sock_fd);
     if (sb->ctl >= 0)
         close(sb->ctl);
+    if (sb->cmd >= 0)
+        close(sb->cmd);
     if (sb->pidfd >= 0)
         close(sb->pidfd);
     sb_seccomp_audit_destroy(&sb->audit);

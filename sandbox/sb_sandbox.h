@@ -202,6 +202,24 @@ const char *sb_exit_describe(const sb_exit_t *e, const sb_policy_t *p,
 /* Shell-style status: code when exited, 128 + signal otherwise. */
 int sb_exit_status(const sb_exit_t *e);
 
+/* Commands in the running box (sandbox/sb_proc.h, sandbox/sb_cmds.h):
+ * the box's pid 1 forks each as a child that takes the program's steps
+ * from setsid on (sb_box_exec: rlimits, uid 1000, no capability; it
+ * inherits pid 1's Landlock domain, seccomp filter and NO_NEW_PRIVS), in
+ * the box's namespaces and cgroup. A new engine on this box's current
+ * incarnation (it holds a copy of the command socket; a respawned box
+ * needs a new one), or NULL with ERR_SANDBOX when the box is not
+ * running. */
+struct sb_proc_engine;
+struct sb_proc_engine *sb_sandbox_proc_engine(sb_sandbox_t *sb, err_t *err);
+/* The command socket itself (borrowed; -1 when not running), for a
+ * process that hands the box's commands to another (serve passes a copy
+ * with each kernel it gives out); sb_proc_engine_on_fd() there. */
+int sb_sandbox_cmd_socket(const sb_sandbox_t *sb);
+/* The namespace engine on a command socket `fd` (stolen) from
+ * sb_sandbox_cmd_socket() of another process. */
+struct sb_proc_engine *sb_proc_engine_on_fd(int fd);
+
 /* Create the directory /mnt/data/NAME (a plain name, no '/') in a running
  * box, owned by the box's user. An existing one is fine. */
 int sb_sandbox_mkdir(sb_sandbox_t *sb, const char *name, err_t *err);

@@ -360,9 +360,51 @@ sb_box_close_others(const int *keep, int n)
     syscall(SYS_close_range, lo, ~0U, 0);
 }
 
-/* The program: never returns. Errors go to `ep` as an s_msg. */
-__attribute__((noreturn)) static void
-s_program(const struct s_child *c, int ep, int landlock)
+/* exec `file`, or each $PATH entry + "/" + file when `path` (as execvp,
+ * with a stack buffer). Returns only on failure, with errno. */
+static void
+s_execvp(const char *file, char *const argv[], char *const envp[], bool path)
+{
+    if (!path || strchr(file, '/')) {
+        execve(file, argv, envp);
+        return;
+    }
+    const char *dirs = "/usr/local/bin:/usr/bin:/bin";
+    for (char *const *e = envp; *e; e++)
+        if (strncmp(*e, "PATH=", 5) == 0)
+            dirs = *e + 5;
+    int first = ENOENT;
+    char buf[4096];
+    for (const char *d = dirs;; d++) {
+        const char *end = strchr(d, ':');
+        size_t dl = end ? (size_t)(end - d) : strlen(d);
+        size_t fl = strlen(file);
+        if (dl + fl + 2 < sizeof buf) {
+            memcpy(buf, d, dl);
+            size_t at = dl;
+            if (at == 0)
+                buf[at++] = '.';
+            buf[at++] = '/';
+            memcpy(buf + at, file, fl + 1);
+            execve(buf, argv, envp);
+            if (errno != ENOENT && errno != ENOTDIR)
+                first = errno;
+        }
+        if (!end)
+            break;
+        d = end;
+    }
+    errno = first;
+}
+
+/* The program or a command: never returns. Errors go to `ep` as an
+ * s_msg. A command (!x->program) is a child of pid 1 after pid 1
+ * restricted itself: it inherits the Landlock domain, the seccomp filter
+ * (the program's enforcing one), NO_NEW_PRIVS and an empty bounding set,
+ * and applies the same steps as the program for the rest. */
+__attribute__((noreturn)) void
+sb_box_exec(const struct s_child *c, const struct s_exec *x, int ep,
+            int landlock)
 {
     struct s_msg m;
     const char *step = NULL, *arg = NULL;
@@ -389,7 +431,7 @@ s_program(const struct s_child *c, int ep, int landlock)
     /* stdio: move to high fds first so 0/1/2 can be permuted safely. */
     int hi[3];
     for (int i = 0; i < 3; i++) {
-        int src = c->stdio[i];
+        int src = x->stdio[i];
         if (src < 0) {
             src = open("/dev/null", i == 0 ? O_RDONLY : O_WRONLY);
             if (src < 0) {
@@ -410,12 +452,8 @@ s_program(const struct s_child *c, int ep, int landlock)
         }
     /* The caller's own pty (sb_sandbox_set_stdin_ctty): the program, a
      * session leader with no terminal yet, takes it. */
-    if (c->ctty && ioctl(0, TIOCSCTTY, 0) < 0) {
+    if (x->ctty && ioctl(0, TIOCSCTTY, 0) < 0) {
         step = "take the terminal as controlling terminal";
-        goto fail;
-    }
-    if (chdir(SB_WORKSPACE_PATH) < 0) {
-        step = "chdir " SB_WORKSPACE_PATH;
         goto fail;
     }
     /* The program, not init, is the one to go when memory runs out. */
@@ -436,6 +474,13 @@ s_program(const struct s_child *c, int ep, int landlock)
     }
     if (sb_drop_to_user(SB_SANDBOX_UID, &step) < 0)
         goto fail;
+    /* As the user: a command's pid 1 lost CAP_DAC_OVERRIDE, and the
+     * user's own directories (/home/user) are 0700. */
+    if (chdir(x->cwd) < 0) {
+        step = "chdir";
+        arg = x->cwd;
+        goto fail;
+    }
     /* After the last credential change, which clears it. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
         step = "set the parent-death signal";
@@ -447,22 +492,23 @@ s_program(const struct s_child *c, int ep, int landlock)
         step = "mark fds close-on-exec";
         goto fail;
     }
-    if (landlock >= 0 && sb_landlock_enforce(landlock) < 0) {
+    if (x->program && landlock >= 0 && sb_landlock_enforce(landlock) < 0) {
         step = "enforce the Landlock ruleset";
         goto fail;
     }
-    int listener = c->seccomp ? sb_seccomp_install(c->seccomp) : 0;
+    const sb_seccomp_prog_t *filter = x->program ? c->seccomp : NULL;
+    int listener = filter ? sb_seccomp_install(filter) : 0;
     if (listener < 0) {
         step = "install the seccomp filter";
         goto fail;
     }
-    if (c->seccomp && c->seccomp->audit) { /* out before anything runs */
+    if (filter && filter->audit) { /* out before anything runs */
         sb_box_send(c->ctl, MSG_LISTENER, 0, 0, 0, NULL, NULL, listener);
         close(listener);
     }
-    execve(c->argv[0], c->argv, c->envp);
+    s_execvp(x->argv[0], x->argv, x->envp, x->path);
     step = "exec";
-    arg = c->argv[0];
+    arg = x->argv[0];
     code = ERR_USAGE;
 fail:
     memset(&m, 0, sizeof m);
@@ -583,8 +629,8 @@ sb_box_init(const struct s_child *c)
      * the caller, which interrupts the program itself (exactly once). */
     if (c->sigmask)
         sb_detach_child(c->sigmask);
-    int keep[4] = {c->ctl, c->stdio[0], c->stdio[1], c->stdio[2]};
-    sb_box_close_others(keep, 4);
+    int keep[5] = {c->ctl, c->stdio[0], c->stdio[1], c->stdio[2], c->cmd};
+    sb_box_close_others(keep, 5);
     if (sb_box_recv(c->ctl, &m, NULL) != MSG_GO)
         _exit(125);
     if (c->map_self && s_map_self() < 0)
@@ -660,7 +706,13 @@ sb_box_init(const struct s_child *c)
     if (kid == 0) {
         close(ep[0]);
         close(sfd);
-        s_program(c, ep[1], landlock);
+        struct s_exec x = {.argv = c->argv,
+                           .envp = c->envp,
+                           .cwd = SB_WORKSPACE_PATH,
+                           .stdio = c->stdio,
+                           .ctty = c->ctty,
+                           .program = true};
+        sb_box_exec(c, &x, ep[1], landlock);
     }
     close(ep[1]);
     /* Init keeps nothing of the program's stdio. */
@@ -674,8 +726,11 @@ sb_box_init(const struct s_child *c)
     if (devnull > 2)
         close(devnull);
     /* Init keeps CAP_KILL (in the box's user namespace only) so it can
-     * forward signals to the program, which runs as another uid. */
-    if (sb_drop_caps(CAP_KILL) < 0 ||
+     * forward signals to the program, which runs as another uid, and
+     * CAP_SETUID and CAP_SETGID so that the commands it starts can become
+     * uid 1000 (the namespace maps no other id but 0). */
+    if (sb_drop_caps_mask(1ull << CAP_KILL | 1ull << CAP_SETUID |
+                          1ull << CAP_SETGID) < 0 ||
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
         (landlock >= 0 && sb_landlock_enforce(landlock) < 0) ||
         (c->seccomp_init && sb_seccomp_install(c->seccomp_init) < 0))
@@ -695,6 +750,15 @@ sb_box_init(const struct s_child *c)
     sb_box_send(c->ctl, MSG_RUNNING, 0, 0, 0, NULL, NULL, -1);
 
     for (;;) {
+        struct pollfd fds[1 + SB_CMD_MAX + 1];
+        fds[0].fd = sfd;
+        fds[0].events = POLLIN;
+        int nf = 1 + sb_box_cmd_fds(c, fds + 1, SB_CMD_MAX + 1);
+        if (poll(fds, (nfds_t)nf, -1) <= 0)
+            continue;
+        sb_box_cmd_ready(c, fds + 1, nf - 1);
+        if (!(fds[0].revents & POLLIN))
+            continue;
         struct signalfd_siginfo si;
         n = read(sfd, &si, sizeof si);
         if (n != (ssize_t)sizeof si)
@@ -706,8 +770,10 @@ sb_box_init(const struct s_child *c)
         int st;
         pid_t p;
         while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
-            if (p != kid)
+            if (p != kid) {
+                sb_box_cmd_reaped(c, p, st);
                 continue;
+            }
             sb_box_send(c->ctl, MSG_STATUS, 0, 0, st, NULL, NULL, -1);
             _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
         }

@@ -17,6 +17,7 @@
 #include "sandbox/sb_sandbox.h"
 #include "sandbox/sb_seccomp.h"
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -80,6 +81,58 @@ struct s_msg {
     char text[512]; /* MSG_ERROR: the step, NUL-terminated */
 };
 
+/* ---- commands: the launcher's command socket and pid 1 ----
+ * (SOCK_SEQPACKET; sb_sandbox_cmd.c is pid 1's side, sb_sandbox_proc.c
+ * the launcher's). A start request is a header followed by `len` bytes
+ * of NUL-terminated strings: the cwd, argc argv entries, envc envp
+ * entries; the command's stdin, stdout and stderr come with it as three
+ * SCM_RIGHTS fds. Pid 1 answers each start with CMD_STARTED (the pid
+ * inside) or CMD_FAILED, later CMD_EXITED with the wait status. */
+
+#define SB_CMD_MAX 64        /* commands alive at once in one box */
+#define SB_CMD_REQ_MAX 65536 /* bytes of one start request */
+#define SB_CMD_STRS_MAX 4096 /* argv + envp entries of one request */
+#define SB_CMD_F_CTTY 1u     /* stdin is a terminal: make it the ctty */
+#define SB_CMD_F_PATH 2u     /* argv[0] is looked up in $PATH */
+
+enum s_cmd_type {
+    CMD_START = 1,   /* launcher: start a command */
+    CMD_SIGNAL = 2,  /* launcher: signal command `id`'s process group */
+    CMD_STARTED = 3, /* pid 1: command `id` runs as `pid` */
+    CMD_FAILED = 4,  /* pid 1: command `id` did not start (text, errnum) */
+    CMD_EXITED = 5   /* pid 1: command `id` ended with wait `status` */
+};
+
+struct s_cmd_req {
+    uint32_t type;       /* CMD_START or CMD_SIGNAL */
+    uint32_t id;         /* the launcher's name for the command */
+    int32_t sig;         /* CMD_SIGNAL: the signal */
+    uint32_t flags;      /* CMD_START: SB_CMD_F_* */
+    uint32_t argc, envc; /* CMD_START: string counts (argc >= 1) */
+    uint32_t len;        /* CMD_START: bytes of strings after the header */
+};
+
+struct s_cmd_ev {
+    uint32_t type;  /* CMD_STARTED, CMD_FAILED or CMD_EXITED */
+    uint32_t id;    /* the request's id */
+    int32_t pid;    /* CMD_STARTED: pid inside the box */
+    int32_t status; /* CMD_EXITED: wait status */
+    int32_t errnum; /* CMD_FAILED: errno of the failed step */
+    int32_t code;   /* CMD_FAILED: ERR_SANDBOX or ERR_USAGE */
+    char text[256]; /* CMD_FAILED: the step, NUL-terminated */
+};
+
+/* A process the box starts as its user: the program or a command. */
+struct s_exec {
+    char *const *argv; /* argv[0]: a path, or a name with `path` */
+    char *const *envp; /* its complete environment */
+    const char *cwd;   /* absolute, inside */
+    const int *stdio;  /* fds for 0, 1, 2 (or -1: /dev/null) */
+    bool ctty;         /* stdio[0] becomes its controlling terminal */
+    bool path;         /* look argv[0] up in envp's PATH */
+    bool program;      /* the program: set its own filter and Landlock */
+};
+
 /* ---- the mount plan ---- */
 
 enum s_op_kind {
@@ -120,6 +173,7 @@ struct s_plan {
 /* Everything pid 1 and the program need, prepared by the parent. */
 struct s_child {
     int ctl;                   /* our end of the control socket */
+    int cmd;                   /* our end of the command socket, or -1 */
     int stdio[3];              /* fds for the program's 0, 1, 2 (or -1) */
     bool ctty;                 /* stdio[0] becomes its controlling tty */
     bool root_mode;            /* launched by root: map 0 and 1000 */
@@ -170,6 +224,7 @@ struct sb_sandbox {
     pid_t pid;                  /* host pid of pid 1, or -1 */
     int pidfd;                  /* owned, or -1 */
     int ctl;                    /* owned control socket, or -1 */
+    int cmd;                    /* owned command socket, or -1 */
     int ws_fd;                  /* owned workspace dir fd, or -1 */
     char ws_path[40];           /* "/proc/self/fd/N" */
     bool killed;                /* sb_sandbox_kill was called */
@@ -203,6 +258,19 @@ __attribute__((noreturn)) void sb_box_nest_helper(const int nsfd[2],
                                                   const struct s_child *c,
                                                   int rep);
 void sb_box_close_others(const int *keep, int n);
+/* Become the box's user under the program's confinement and exec `x`;
+ * errors go to `ep` as an s_msg. Runs in a fresh child of pid 1. */
+__attribute__((noreturn)) void sb_box_exec(const struct s_child *c,
+                                           const struct s_exec *x, int ep,
+                                           int landlock);
+
+/* sb_sandbox_cmd.c: pid 1's side of the command socket. After the
+ * program runs, pid 1 polls the fds sb_box_cmd_fds() fills (the command
+ * socket, starts in flight) with its signalfd, passes what they report
+ * to sb_box_cmd_ready() and every child it reaps to sb_box_cmd_reaped(). */
+int sb_box_cmd_fds(const struct s_child *c, struct pollfd *pf, int max);
+void sb_box_cmd_ready(const struct s_child *c, const struct pollfd *pf, int n);
+void sb_box_cmd_reaped(const struct s_child *c, pid_t pid, int status);
 
 /* sb_sandbox_plan.c */
 void sb_box_plan_build(const sb_sandbox_t *sb, struct s_plan *pl);

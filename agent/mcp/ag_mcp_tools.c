@@ -54,6 +54,15 @@ static const s_tool_t s_tools[] = {
      "workspace stay.",
      ag_mcp_tool_reset_json, ag_mcp_tool_reset, NULL},
     {"install_packages", NULL, NULL, ag_mcp_tool_install, NULL},
+    {"shell",
+     "Run a shell command (sh -c) in the same sandbox as the python kernel: "
+     "the same files (/mnt/data, /home/user, /tmp), the same user, no "
+     "network. The working directory is /mnt/data unless cwd says "
+     "otherwise. Output lines stream as progress; the result has stdout, "
+     "stderr and the exit code. Bounded by the server's --timeout and 1 MiB "
+     "of output (the command is killed past either); anything it leaves "
+     "running is killed when the call returns.",
+     ag_mcp_tool_shell_json, ag_mcp_tool_shell, NULL},
 };
 
 static const s_tool_t *
@@ -61,6 +70,9 @@ s_find(ag_mcp_box_t *b, const char *name)
 {
     /* install_packages only where it can work: a signed manifest. */
     if (strcmp(name, "install_packages") == 0 && !b->cfg->session->packages_dir)
+        return NULL;
+    /* shell: commands in our own box (not a gateway's kernel). */
+    if (strcmp(name, "shell") == 0 && b->cfg->session->gateway_url)
         return NULL;
     for (size_t i = 0; i < sizeof s_tools / sizeof s_tools[0]; i++)
         if (strcmp(s_tools[i].name, name) == 0)

@@ -8,6 +8,7 @@
  *                    against this box's session
  *   ag_mcp_files.c   read_file, write_file
  *   ag_mcp_export.c  export_notebook, reset, the notebook's metadata
+ *   ag_mcp_shell.c   shell: a command in the session's own box
  *   ag_mcp_box.c     the session behind the tools: started at the first
  *                    call that needs it, expired, stopped; what the model
  *                    is told about it
@@ -83,6 +84,18 @@ json_t *ag_mcp_tool_write_file(ag_mcp_box_t *b, const json_t *args);
 json_t *ag_mcp_tool_export(ag_mcp_box_t *b, const json_t *args);
 json_t *ag_mcp_tool_reset(ag_mcp_box_t *b, const json_t *args);
 
+/* ag_mcp_shell.c: `sh -c COMMAND` in the session's box
+ * (sandbox/sb_cmds.h): the same files, user and confinement as the
+ * kernel. Output lines stream as progress (at most 1000); the result has
+ * stdout and stderr (head and tail kept past 64 KiB) and
+ * structuredContent {exit_code, stdout, stderr, timed_out,
+ * output_capped}; a non-zero exit, a timeout or a kill is isError. The
+ * operator's --timeout is the default and bound of `timeout` (--timeout
+ * 0: 3600 s); past 1 MiB of output the command is killed; whatever it
+ * left in its process group is killed when the call returns or is
+ * cancelled. */
+json_t *ag_mcp_tool_shell(ag_mcp_box_t *b, const json_t *args);
+
 /* The tools' JSON Schemas, agent/mcp/ag_mcp_tool_NAME.json built in by
  * tools/embed: {"input": ..., "output"?: ..., "remote_input"?: ...}
  * (remote_input: through a gateway). tests/unit/mcp_schemas.sh checks
@@ -92,5 +105,6 @@ extern const char ag_mcp_tool_read_file_json[];
 extern const char ag_mcp_tool_write_file_json[];
 extern const char ag_mcp_tool_export_notebook_json[];
 extern const char ag_mcp_tool_reset_json[];
+extern const char ag_mcp_tool_shell_json[];
 
 #endif

@@ -989,6 +989,21 @@ ag_session_sandbox(ag_session_t *s)
     return box ? box : kb_launcher_warm_box(l);
 }
 
+struct sb_proc_engine *
+ag_session_proc_engine(ag_session_t *s, err_t *err)
+{
+    sb_sandbox_t *box = ag_session_sandbox(s);
+    if (box)
+        return sb_sandbox_proc_engine(box, err);
+    kb_launcher_t *l = kb_kernel_launcher(s->kernel);
+    if (kb_serve_launcher_workspace(l))
+        return kb_serve_launcher_proc_engine(l, err);
+    err_set(err, ERR_SANDBOX,
+            "commands run in the kernel's own sandbox, and this kernel has "
+            "none here (--no-sandbox, a --gateway or an attached kernel)");
+    return NULL;
+}
+
 const char *
 ag_session_workspace(ag_session_t *s)
 {

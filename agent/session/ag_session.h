@@ -122,6 +122,11 @@ json_t *ag_session_policy_json(ag_session_t *s);
 bool ag_session_is_warm(ag_session_t *s);
 /* The sandbox, or NULL (--no-sandbox, attached). Borrowed. */
 sb_sandbox_t *ag_session_sandbox(ag_session_t *s);
+/* Commands in the kernel's box (sandbox/sb_cmds.h): a new engine on the
+ * box of this process or, for a warm kernel, the one serve passed with
+ * it; NULL + err (ERR_SANDBOX) for --no-sandbox, a gateway or an
+ * attached kernel. */
+struct sb_proc_engine *ag_session_proc_engine(ag_session_t *s, err_t *err);
 
 /* --packages DIR and the keys trusted for it (from --trust and the default
  * trusted-keys directories), or NULL when the session has none. Borrowed.

@@ -10,6 +10,7 @@
 #include "kernel-bridge/pool/kb_pool.h"
 #include "kernel-bridge/pool/kb_warm.h"
 #include "sandbox/sb_files.h"
+#include "sandbox/sb_proc.h"
 #include "sandbox/sb_sandbox.h"
 
 #include <errno.h>
@@ -279,8 +280,9 @@ s_hand_out(s_conn_t *c, kb_launcher_t *l)
                   (json_int_t)sb_sandbox_pid(box), "warnings", w ? w : "");
     /* The launcher's pidfd: the kernel's own for a forked kernel (its box
      * runs a holder), else the box's init. */
-    int fds[2] = {l->ops->pidfd(l->self), sb_sandbox_workspace_fd(box)};
-    s_reply_ok(c, r, fds, 2);
+    int fds[3] = {l->ops->pidfd(l->self), sb_sandbox_workspace_fd(box),
+                  sb_sandbox_cmd_socket(box)};
+    s_reply_ok(c, r, fds, fds[2] >= 0 ? 3 : 2);
 }
 
 static int
@@ -669,6 +671,7 @@ typedef struct s_remote {
     gid_t gid;          /* host gid of the box user */
     int pidfd;          /* owned pidfd of the box's init */
     int ws_fd;          /* owned dir fd of the box's /mnt/data */
+    int cmd_fd;         /* owned: the box's command socket, or -1 */
     char ws_path[40];   /* "/proc/self/fd/N" */
     char *warnings;     /* owned, "" when none */
     sb_policy_t policy; /* owned copy of the session's policy */
@@ -932,6 +935,8 @@ r_destroy(void *self)
         close(r->pidfd);
     if (r->ws_fd >= 0)
         close(r->ws_fd);
+    if (r->cmd_fd >= 0)
+        close(r->cmd_fd);
     free(r->run_dir);
     free(r->sock_dir);
     free(r->warnings);
@@ -990,7 +995,7 @@ kb_serve_take(const char *socket_path, const char *kernel_name,
     json_t *reply = s_call(sock, req, NULL, 0, TAKE_TIMEOUT_MS, fds, &n, err);
     kb_launcher_t *l = NULL;
     const char *run_dir = json_string_value(json_object_get(reply, "run_dir"));
-    if (!reply || !json_is_true(json_object_get(reply, "ok")) || n != 2 ||
+    if (!reply || !json_is_true(json_object_get(reply, "ok")) || n < 2 ||
         !run_dir) {
         if (reply && json_is_true(json_object_get(reply, "ok")))
             err_set(err, ERR_KERNEL, "serve: malformed take reply");
@@ -1007,6 +1012,8 @@ kb_serve_take(const char *socket_path, const char *kernel_name,
     r->gid = (gid_t)json_integer_value(json_object_get(reply, "gid"));
     r->pidfd = fds[0];
     r->ws_fd = fds[1];
+    r->cmd_fd = n > 2 ? fds[2] : -1;
+    s_close_fds(fds + 3, n > 3 ? n - 3 : 0);
     snprintf(r->ws_path, sizeof r->ws_path, "/proc/self/fd/%d", r->ws_fd);
     const char *w = json_string_value(json_object_get(reply, "warnings"));
     r->warnings = xstrdup(w ? w : "");
@@ -1031,6 +1038,20 @@ kb_serve_launcher_workspace(kb_launcher_t *l)
 {
     s_remote_t *r = s_remote(l);
     return r ? r->ws_path : NULL;
+}
+
+sb_proc_engine_t *
+kb_serve_launcher_proc_engine(kb_launcher_t *l, err_t *err)
+{
+    s_remote_t *r = s_remote(l);
+    int fd = r && r->cmd_fd >= 0 ? fcntl(r->cmd_fd, F_DUPFD_CLOEXEC, 3) : -1;
+    if (fd < 0) {
+        err_set(err, ERR_SANDBOX,
+                "command: the serve pool gave this kernel without its box's "
+                "command socket (an older serve?); restart serve");
+        return NULL;
+    }
+    return sb_proc_engine_on_fd(fd);
 }
 
 const char *

@@ -96,6 +96,11 @@ kb_launcher_t *kb_serve_take(const char *socket_path, const char *kernel_name,
  * about the box ("" if none). NULL / -1 for other launchers. */
 const char *kb_serve_launcher_workspace(kb_launcher_t *l);
 const char *kb_serve_launcher_warnings(kb_launcher_t *l);
+/* Commands in the box of a kernel taken from serve (sandbox/sb_proc.h):
+ * serve passes the box's command socket with the kernel. A new engine,
+ * or NULL + err. */
+struct sb_proc_engine *kb_serve_launcher_proc_engine(kb_launcher_t *l,
+                                                     err_t *err);
 /* Copy host file `host_path` to /mnt/data/`name` of the live box (created
  * fresh, owned by the box user, at most the policy's workspace size). */
 int kb_serve_launcher_add_file(kb_launcher_t *l, const char *host_path,

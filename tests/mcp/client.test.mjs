@@ -82,7 +82,7 @@ test('the SDK client initializes over stdio and gets revision 2025-11-25 with to
 test('tools/list offers the sandbox tools with valid JSON Schemas', async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  assert.deepEqual(names, ['export_notebook', 'list_files', 'python', 'read_file', 'reset', 'write_file']);
+  assert.deepEqual(names, ['export_notebook', 'list_files', 'python', 'read_file', 'reset', 'shell', 'write_file']);
   const ajv = new Ajv2020({ strict: false });
   for (const t of tools) {
     assert.equal(t.inputSchema.type, 'object', t.name);
@@ -194,6 +194,64 @@ test('cancelling a running call interrupts the kernel, streams progress first, a
   const r = await client.callTool({ name: 'python', arguments: { code: 'print(x, i < 599)' } }, undefined, LONG);
   assert.equal(r.isError, false, text(r));
   assert.match(text(r), /41 True/, 'same kernel, stopped early');
+});
+
+const sleepers = (arg) => fs.readdirSync('/proc').filter((pid) => {
+  try { return /^\d+$/.test(pid) && fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8') === `sleep\0${arg}\0`; } catch { return false; }
+});
+
+test('shell runs in the kernel\'s own box: each sees the files the other wrote, as the same user', async () => {
+  let r = await client.callTool({ name: 'python', arguments: { code: "open('/mnt/data/from_kernel.txt', 'w').write('kernel wrote this\\n'); import os; os.getuid()" } }, undefined, LONG);
+  assert.equal(r.isError, false, text(r));
+  assert.match(text(r), /1000/);
+  r = await client.callTool({ name: 'shell', arguments: { command: 'cat from_kernel.txt; id -u; pwd; echo "shell wrote this" > /tmp/from_shell.txt' } }, undefined, LONG);
+  assert.equal(r.isError, false, text(r));
+  assert.equal(r.structuredContent.stdout, 'kernel wrote this\n1000\n/mnt/data\n');
+  assert.equal(r.structuredContent.exit_code, 0);
+  r = await client.callTool({ name: 'python', arguments: { code: "print(open('/tmp/from_shell.txt').read())" } }, undefined, LONG);
+  assert.match(text(r), /shell wrote this/);
+});
+
+test('shell streams output lines as progress and a non-zero exit is a tool error with the code', async () => {
+  const progress = [];
+  // Paced: the SDK drops a progress notification that arrives in the same
+  // read as the call's result (its notification handlers run a tick later).
+  const r = await client.callTool({ name: 'shell', arguments: { command: 'for i in 1 2 3; do echo "step $i"; sleep 0.2; done; echo bad >&2; sleep 0.5; exit 7' } },
+    undefined, { ...LONG, onprogress: (p) => progress.push(p.message) });
+  assert.deepEqual(progress, ['step 1', 'step 2', 'step 3', 'bad']);
+  assert.equal(r.isError, true);
+  assert.equal(r.structuredContent.exit_code, 7);
+  assert.equal(r.structuredContent.stderr, 'bad\n');
+  assert.match(text(r), /exited with status 7/);
+});
+
+test('shell is bounded: a timeout and an output flood kill the command, and nothing it started outlives the call', async () => {
+  let r = await client.callTool({ name: 'shell', arguments: { command: 'sleep 6061 & sleep 100', timeout: 1 } }, undefined, LONG);
+  assert.equal(r.isError, true);
+  assert.equal(r.structuredContent.timed_out, true);
+  assert.match(text(r), /timed out/);
+  assert.deepEqual(await eventually(() => sleepers('6061')), [], 'the background sleep is gone too');
+  r = await client.callTool({ name: 'shell', arguments: { command: 'yes' } }, undefined, LONG);
+  assert.equal(r.isError, true);
+  assert.equal(r.structuredContent.output_capped, true);
+  assert.ok(r.structuredContent.stdout.length <= 70 * 1024, 'the text is cut');
+  r = await client.callTool({ name: 'shell', arguments: { command: 'cat /etc/shadow; ls /root' } }, undefined, LONG);
+  assert.equal(r.isError, true, 'the host\'s files are not there');
+  r = await client.callTool({ name: 'shell', arguments: { command: 'true', timeout: 99999 } }, undefined, LONG);
+  assert.equal(r.isError, true, 'a timeout past the bound is refused');
+  assert.match(text(r), /at most 3600/);
+});
+
+test('cancelling a shell call kills the command', async () => {
+  const ac = new AbortController();
+  const progress = [];
+  const call = client.callTool({ name: 'shell', arguments: { command: 'i=0; while :; do echo tick $i; i=$((i+1)); sleep 0.1; done' } }, undefined, {
+    ...LONG, signal: ac.signal, onprogress: (p) => { progress.push(p); if (progress.length === 2) ac.abort('enough'); },
+  });
+  await assert.rejects(call);
+  assert.equal(progress[0].message, 'tick 0');
+  const r = await client.callTool({ name: 'shell', arguments: { command: 'ps -e -o args | grep -c "^sh -c i=0" || true' } }, undefined, LONG);
+  assert.equal(r.structuredContent.stdout.trim(), '0', 'the loop is gone');
 });
 
 test('a kernel that dies is reported and a fresh one takes over', async () => {

@@ -1,0 +1,132 @@
+// sandbox.commands of the official E2B SDK (e2b, pinned by
+// package-lock.json) against `jupyter-agent e2b`: envd's process.Process
+// service on the box's command machinery (sandbox/sb_cmds.h). Run by
+// tests/integration/e2b_commands.sh (E2B_TEST_FILE=commands.test.mjs
+// through e2b_sdk.sh); every guarantee is one top-level test.
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import crypto from 'node:crypto'
+import fs from 'node:fs'
+import { Sandbox } from '@e2b/code-interpreter'
+import { CommandExitError } from 'e2b'
+import { startServer, stopServer, until } from './lib.mjs'
+
+const KEY = 'e2b_' + crypto.randomBytes(20).toString('hex')
+let server, sbx
+
+// Host processes whose command line is exactly `sleep ARG`.
+const sleepers = (arg) =>
+  fs.readdirSync('/proc').filter((pid) => {
+    try {
+      return /^\d+$/.test(pid) && fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1') === `sleep\0${arg}\0`
+    } catch {
+      return false
+    }
+  })
+
+before(async () => {
+  fs.writeFileSync(process.env.E2B_TEST_DIR + '/key', KEY + '\n', { mode: 0o600 })
+  server = await startServer([
+    '--api-key-file', process.env.E2B_TEST_DIR + '/key',
+    '--pool', '1', '--max-sandboxes', '4', '--timeout', '60',
+  ])
+  process.env.E2B_API_URL = server.url
+  process.env.E2B_SANDBOX_URL = server.url
+  process.env.E2B_API_KEY = KEY
+  delete process.env.E2B_DEBUG
+  sbx = await Sandbox.create({ envs: { FROM_CREATE: 'create-env' } })
+})
+
+after(async () => {
+  if (sbx) await sbx.kill().catch(() => {})
+  await stopServer(server)
+})
+
+test('commands.run answers stdout, stderr and exit code 0, as the box user in /home/user', async () => {
+  const r = await sbx.commands.run('echo hello; echo oops >&2; id -u; pwd')
+  assert.equal(r.exitCode, 0)
+  assert.equal(r.stdout, 'hello\n1000\n/home/user\n')
+  assert.equal(r.stderr, 'oops\n')
+})
+
+test('a command sees the files the kernel wrote, and the kernel sees its files', async () => {
+  await sbx.runCode("open('/home/user/from_kernel.txt', 'w').write('kernel data\\n')")
+  let r = await sbx.commands.run('cat from_kernel.txt; echo shell data > /tmp/from_cmd.txt')
+  assert.equal(r.stdout, 'kernel data\n')
+  const k = await sbx.runCode("print(open('/tmp/from_cmd.txt').read(), end='')")
+  assert.equal(k.logs.stdout.join(''), 'shell data\n')
+  r = await sbx.commands.run('echo "$FROM_CREATE $MINE"', { envs: { MINE: 'cmd-env' }, cwd: '/tmp' })
+  assert.equal(r.stdout, 'create-env cmd-env\n')
+})
+
+test('a non-zero exit raises CommandExitError with the code and the output', async () => {
+  await assert.rejects(sbx.commands.run('echo partial; exit 3'), (e) => {
+    assert.ok(e instanceof CommandExitError, String(e))
+    assert.equal(e.exitCode, 3)
+    assert.equal(e.stdout, 'partial\n')
+    return true
+  })
+})
+
+test('onStdout and onStderr stream the output as it comes', async () => {
+  const seen = []
+  await sbx.commands.run('for i in 1 2 3; do echo out $i; echo err $i >&2; sleep 0.1; done', {
+    onStdout: (d) => seen.push('o:' + d.trim()),
+    onStderr: (d) => seen.push('e:' + d.trim()),
+  })
+  assert.deepEqual(seen, ['o:out 1', 'e:err 1', 'o:out 2', 'e:err 2', 'o:out 3', 'e:err 3'])
+})
+
+test('a background command is listed, takes stdin, can be reconnected to, and is killed', async () => {
+  const h = await sbx.commands.run('cat; sleep 7001', { background: true, stdin: true })
+  assert.ok(h.pid > 1)
+  const list = await sbx.commands.list()
+  const mine = list.find((p) => p.pid === h.pid)
+  assert.ok(mine, JSON.stringify(list))
+  assert.equal(mine.cmd, '/bin/bash')
+  assert.deepEqual(mine.args, ['-l', '-c', 'cat; sleep 7001'])
+  const got = []
+  const again = await sbx.commands.connect(h.pid, { onStdout: (d) => got.push(d) })
+  await sbx.commands.sendStdin(h.pid, 'typed in\n')
+  await sbx.commands.closeStdin(h.pid)
+  assert.ok(await until(() => got.join('') === 'typed in\n', 10000), JSON.stringify(got))
+  assert.ok(await until(() => sleepers('7001').length === 1, 10000), 'it runs')
+  assert.equal(await sbx.commands.kill(h.pid), true)
+  await assert.rejects(again.wait(), (e) => e instanceof CommandExitError && e.exitCode === 137)
+  assert.ok(await until(() => sleepers('7001').length === 0, 10000), 'it is gone')
+  assert.ok(!(await sbx.commands.list()).some((p) => p.pid === h.pid), 'no longer listed')
+  assert.equal(await sbx.commands.kill(h.pid), false, 'killing it again finds nothing')
+})
+
+test('a command is bounded: its timeout kills it, and so does an output flood', async () => {
+  const t0 = Date.now()
+  await assert.rejects(sbx.commands.run('sleep 7002', { timeoutMs: 1000 }))
+  assert.ok(Date.now() - t0 < 30000)
+  assert.ok(await until(() => sleepers('7002').length === 0, 10000), 'the timed-out command is gone')
+  await assert.rejects(sbx.commands.run('cat /dev/zero | head -c 100000000'), (e) => {
+    assert.ok(e instanceof CommandExitError, String(e))
+    assert.match(e.error, /output limit/)
+    assert.ok(e.stdout.length <= 16 << 20, 'the output was cut')
+    return true
+  })
+})
+
+test('a command cannot leave the box: no host files, no network, no ptrace of the kernel', async () => {
+  const r = await sbx.commands.run(
+    'cat /etc/shadow 2>&1; ls /root 2>&1; python3 -c "import socket; socket.create_connection((\'1.1.1.1\', 53), 2)" 2>&1 | tail -1; ' +
+      'python3 -c "import ctypes, os; l = ctypes.CDLL(None, use_errno=True); ' +
+      "k = [p for p in os.listdir('/proc') if p.isdigit() and b'ipykernel' in open('/proc/%s/cmdline' % p, 'rb').read()]; " +
+      "print('kernels', len(k), 'ptrace', [l.ptrace(16, int(p), 0, 0) for p in k], ctypes.get_errno())\"; true",
+  )
+  assert.doesNotMatch(r.stdout, /root:/)
+  assert.match(r.stdout, /Error/)
+  assert.match(r.stdout, /kernels [1-9] ptrace \[-1.*\] 1$/m, r.stdout)
+})
+
+test('commands die with their sandbox', async () => {
+  const s = await Sandbox.create()
+  await s.commands.run('sleep 7003', { background: true, timeoutMs: 0 })
+  assert.ok(await until(() => sleepers('7003').length === 1, 10000), 'it runs')
+  await s.kill()
+  assert.ok(await until(() => sleepers('7003').length === 0, 15000), 'it died with the sandbox')
+})
