@@ -585,15 +585,37 @@ static void
 s_run_reset(ag_kernel_t *k)
 {
     err_t err = {0};
-    s_drop_session(k);
     ag_kernel_set_ask_state(k, NULL, NULL);
+    /* As MCP's reset: a new Python process in the same box, so files in
+     * /mnt/data (uploads, results) stay; only when that fails does a new
+     * session (and an empty /mnt/data) take its place. */
+    bool lost = false;
+    if (k->session && kb_kernel_restart(ag_session_kernel(k->session), &err)) {
+        log_warn("%%reset: restarting the Python session failed (%s); "
+                 "starting a new one",
+                 err.text);
+        s_drop_session(k);
+        lost = true;
+    }
+    err = (err_t){0};
     if (!ag_kernel_session(k, &err)) {
         ag_kernel_error(k, s_ename(err.code), err.text);
         return;
     }
-    kb_server_stream(k->server, k->cell, "stdout",
-                     "Started a fresh Python session; variables, files in "
-                     "/mnt/data and the agent's conversation were cleared.\n");
+    const char *where = k->inner->gateway_url && *k->inner->gateway_url
+                            ? "the kernel's directory"
+                            : "/mnt/data";
+    char *msg =
+        lost ? xasprintf("Started a new Python session (restarting the old "
+                         "one failed): variables, imports, the agent's "
+                         "conversation and files in %s are gone.\n",
+                         where)
+             : xasprintf("Started a fresh Python session: variables, "
+                         "imports and the agent's conversation are gone; "
+                         "files in %s were kept.\n",
+                         where);
+    kb_server_stream(k->server, k->cell, "stdout", msg);
+    free(msg);
 }
 
 /* A one-line magic cell "%name ARG": true, with the trimmed argument in
@@ -724,6 +746,10 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
         s_run_export(k, magic_arg);
     else if (s_line_magic(code, AG_KERNEL_MAGIC_MODEL, &magic_arg))
         s_run_model(k, magic_arg);
+    else if (s_line_magic(code, AG_KERNEL_MAGIC_UPLOAD, &magic_arg))
+        ag_kernel_upload(k, magic_arg);
+    else if (s_line_magic(code, AG_KERNEL_MAGIC_DOWNLOAD, &magic_arg))
+        ag_kernel_download(k, magic_arg);
     else if (s_exit_cell(code))
         exiting = true;
     else if (!s_blank(code))

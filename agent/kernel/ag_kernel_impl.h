@@ -74,6 +74,12 @@ bool ag_kernel_bool(json_t *obj, const char *key, bool dflt);
  * after the magic's line. */
 bool ag_kernel_python_cell(const char *code, const char **body);
 
+/* ag_kernel_files.c: %upload ARGS, %download ARGS (the magic's argument
+ * text): files from the kernel's directory into the session's workspace
+ * and back, reported on the cell; failures become its error. */
+void ag_kernel_upload(ag_kernel_t *k, const char *args);
+void ag_kernel_download(ag_kernel_t *k, const char *args);
+
 /* ag_kernel_requests.c: register the handlers of every request but
  * execute_request on k->server. */
 void ag_kernel_requests_register(ag_kernel_t *k);
