@@ -30,8 +30,8 @@
 #define OUT_CAP (256 << 10)
 #define MAX_MSG (1 << 16)
 #define FACTORY_PIDS 65536 /* RLIMIT_NPROC counts every kernel's processes */
-/* Warm-ups run at this nice value (each forked kernel sets it on itself);
- * a kernel handed to a session gets 0 back. */
+/* Warm-ups run at this nice value (the factory's, inherited by what it
+ * forks); a kernel handed to a session gets 0 back. */
 #define FACTORY_NICE 10
 #define CAP_SYS_NICE_BIT 23
 
@@ -42,7 +42,7 @@ struct kb_factory {
     int threads;       /* threads it reported when ready */
     json_t *host_pid;  /* owned: {"<pid in the box>": host pid} of kernels */
     json_t *exited;    /* owned: {"<host pid>": status} reported by it */
-    bool niced;        /* kernels run at FACTORY_NICE until handed over */
+    bool niced;        /* runs at FACTORY_NICE (we may undo it per kernel) */
     /* Fork requests are answered in the order they were sent: tickets
      * 1, 2, ... (kb_factory_fork_send). */
     unsigned long sent;     /* tickets handed out */
@@ -291,12 +291,13 @@ kb_factory_new(const kb_factory_opts_t *o, err_t *err)
         if (m && json_is_true(json_object_get(m, "ready"))) {
             f->threads = (int)json_integer_value(json_object_get(m, "threads"));
             json_decref(m);
-            /* Warm-ups yield the CPU to sessions in use: each forked
-             * kernel lowers its own priority first thing (the fork
-             * request says so), while the factory keeps its own, so that
-             * the server's loop, which waits for the answer, is not held
-             * up by a niced process on a busy machine. */
-            f->niced = s_can_renice();
+            /* Warm-ups yield the CPU to sessions in use (the factory has
+             * one thread: checked before every fork). Its answers come
+             * late on a busy machine, but nobody waits for them
+             * (kb_factory_fork_result). */
+            f->niced = s_can_renice() &&
+                       setpriority(PRIO_PROCESS, (id_t)kb_factory_pid(f),
+                                   FACTORY_NICE) == 0;
             break;
         }
         char tail[600];
@@ -462,11 +463,10 @@ kb_factory_fork_send(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
     free(top);
     json_t *landlock = sb_landlock_plan_json(ll);
     free(ll);
-    json_t *req =
-        json_pack("{s:s, s:s, s:o, s:o, s:i, s:o, s:o, s:i}", "op", "fork",
-                  "connection_file", conn_path, "env", s_env_json(envp),
-                  "rlimits", rl, "n_ns", (int)N_NS, "seccomp", filters,
-                  "landlock", landlock, "nice", f->niced ? FACTORY_NICE : 0);
+    json_t *req = json_pack("{s:s, s:s, s:o, s:o, s:i, s:o, s:o}", "op", "fork",
+                            "connection_file", conn_path, "env",
+                            s_env_json(envp), "rlimits", rl, "n_ns", (int)N_NS,
+                            "seccomp", filters, "landlock", landlock);
     filters = NULL; /* stolen by the request */
     text = json_dumps(req, JSON_COMPACT);
     json_decref(req);

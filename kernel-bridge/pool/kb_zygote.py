@@ -101,11 +101,6 @@ def _ja_zygote():
             os.write(wfd, ('pid %d\n' % pid).encode())
             os._exit(0)
         try:
-            # The warm-up yields the CPU to kernels in use (the host gives
-            # it full priority back at hand-over); the factory itself runs
-            # at full priority, so a fork is answered quickly.
-            if req.get('nice'):
-                os.nice(req['nice'])
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             os.chdir('/mnt/data')
@@ -223,10 +218,9 @@ def _ja_zygote():
                 elif line == 'ok':
                     err, started = '', True
             # Answer once the kernel's pid is known, without waiting for
-            # its set-up (niced, it is slow under load, and the host's loop
-            # waits for this answer): a set-up that fails later ends the
-            # kernel before any user code, which the host sees as a failed
-            # warm-up (the kernel never says "ready").
+            # its set-up (niced, it is slow under load): a set-up that fails
+            # later ends the kernel before any user code, which the host
+            # sees as a failed warm-up (the kernel never says "ready").
             if failed or kpid:
                 if not failed:
                     err = ''
