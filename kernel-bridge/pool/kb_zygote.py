@@ -209,14 +209,12 @@ def _ja_zygote():
                 break
             out += chunk
             lines = out.decode(errors='replace').splitlines()
-            failed = started = False
+            failed = False
             for line in lines:
                 if line.startswith('pid '):
                     kpid = int(line[4:])
                 elif line.startswith('err '):
                     err, failed = line[4:], True
-                elif line == 'ok':
-                    err, started = '', True
             # Answer once the kernel's pid is known, without waiting for
             # its set-up (niced, it is slow under load): a set-up that fails
             # later ends the kernel before any user code, which the host
