@@ -352,6 +352,7 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
     int64_t deadline = clock_mono_ms() + timeout_ms, next_send = 0;
     kb_msg_t *reply = NULL;
     bool iopub_seen = false;
+    int64_t start = clock_mono_ms(), reply_ms = 0, iopub_ms = 0;
 
     while (clock_mono_ms() < deadline) {
         int64_t now = clock_mono_ms();
@@ -389,8 +390,18 @@ kb_client_wait_ready(kb_client_t *c, int timeout_ms, err_t *err)
             } else
                 kb_msg_destroy(&m);
         }
-        if (reply && iopub_seen && c->tp->ops->ready(c->tp))
+        if (!reply_ms && reply)
+            reply_ms = clock_mono_ms();
+        if (!iopub_ms && iopub_seen)
+            iopub_ms = clock_mono_ms();
+        if (reply && iopub_seen && c->tp->ops->ready(c->tp)) {
+            int64_t end = clock_mono_ms();
+            log_debug("kernel ready after %lld ms: reply at %lld, iopub at "
+                      "%lld, %zu kernel_info requests",
+                      (long long)(end - start), (long long)(reply_ms - start),
+                      (long long)(iopub_ms - start), nids);
             return reply;
+        }
     }
     err_set(err, ERR_TIMEOUT,
             "the kernel did not answer kernel_info within %d ms (reply: %s, "

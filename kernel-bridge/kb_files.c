@@ -401,15 +401,29 @@ int
 kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
               uint64_t max_bytes, const kb_files_opts_t *o, err_t *err)
 {
-    err_t local; /* the cleanup looks at the error's code */
-    if (!err)
-        err = &local;
     if (sb_files_check_name(name, err) < 0)
         return -1;
     struct stat st;
     int fd = sb_files_open_input(host_path, max_bytes, &st, err);
     if (fd < 0)
         return -1;
+    int rc = kb_files_push_fd(k, fd, host_path, name, o, err);
+    close(fd);
+    return rc;
+}
+
+int
+kb_files_push_fd(kb_kernel_t *k, int fd, const char *host_path,
+                 const char *name, const kb_files_opts_t *o, err_t *err)
+{
+    err_t local; /* the cleanup looks at the error's code */
+    if (!err)
+        err = &local;
+    if (sb_files_check_name(name, err) < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return err_set(err, ERR_USAGE, "'%s' is not a regular file", host_path);
     struct s_ctx c;
     s_ctx_init(&c, k, o);
     int rc = -1;
@@ -515,7 +529,6 @@ out:
     free(chunk);
     free(token);
     free(dir);
-    close(fd);
     return rc;
 }
 

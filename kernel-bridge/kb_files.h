@@ -89,6 +89,11 @@ char *kb_files_kernel_dir(kb_kernel_t *k, const kb_files_opts_t *o, err_t *err);
 int kb_files_push(kb_kernel_t *k, const char *host_path, const char *name,
                   uint64_t max_bytes, const kb_files_opts_t *o, err_t *err);
 
+/* kb_files_push from `fd`, a regular file sb_files_open_input(_at)
+ * opened and size-checked (named `host_path` in messages; not closed). */
+int kb_files_push_fd(kb_kernel_t *k, int fd, const char *host_path,
+                     const char *name, const kb_files_opts_t *o, err_t *err);
+
 /* The regular files under `rel_dir` ("." for all) of the kernel's
  * directory, as the kernel claims them: a JSON array of {"path", "size"}
  * (new reference; paths relative to the kernel's directory, in the

@@ -229,6 +229,30 @@ sb_files_copy_fd(int in, int out, uint64_t max, uint64_t *copied,
     }
 }
 
+/* The checks every input file passes once open: a regular file (never
+ * blocking: the open was O_NONBLOCK) of at most max_bytes, then made
+ * blocking. `shown` names it. Returns fd, or -1 + err with fd closed. */
+static int
+s_input_checks(int fd, const char *shown, uint64_t max_bytes, struct stat *st,
+               err_t *err)
+{
+    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+        err_set(err, ERR_USAGE, "'%s' is a %s; only regular files can go in",
+                shown, s_kind(st->st_mode));
+    } else if ((uint64_t)st->st_size > max_bytes) {
+        err_set(err, ERR_USAGE,
+                "'%s' (%lld bytes) does not fit in the workspace (%llu bytes); "
+                "raise --disk",
+                shown, (long long)st->st_size, (unsigned long long)max_bytes);
+    } else if (fcntl(fd, F_SETFL, 0) < 0) {
+        err_set(err, ERR_IO, "cannot read '%s': %s", shown, strerror(errno));
+    } else {
+        return fd;
+    }
+    close(fd);
+    return -1;
+}
+
 int
 sb_files_open_input(const char *host_path, uint64_t max_bytes, struct stat *st,
                     err_t *err)
@@ -238,34 +262,60 @@ sb_files_open_input(const char *host_path, uint64_t max_bytes, struct stat *st,
     if (fd < 0)
         return err_set(err, ERR_USAGE, "cannot read '%s': %s", host_path,
                        strerror(errno));
-    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
-        err_set(err, ERR_USAGE, "'%s' is a %s; only regular files can go in",
-                host_path, sb_files_kind(st->st_mode));
-    } else if ((uint64_t)st->st_size > max_bytes) {
-        err_set(err, ERR_USAGE,
-                "'%s' (%lld bytes) does not fit in the workspace (%llu bytes); "
-                "raise --disk",
-                host_path, (long long)st->st_size,
-                (unsigned long long)max_bytes);
-    } else if (fcntl(fd, F_SETFL, 0) < 0) {
-        err_set(err, ERR_IO, "cannot read '%s': %s", host_path,
-                strerror(errno));
-    } else {
-        return fd;
-    }
-    close(fd);
-    return -1;
+    memset(st, 0, sizeof *st);
+    return s_input_checks(fd, host_path, max_bytes, st, err);
 }
 
 int
-sb_files_copy_in(int ws_fd, const char *host_path, const char *name,
-                 uint64_t max_bytes, uid_t owner, gid_t group, err_t *err)
+sb_files_open_input_at(int dir_fd, const char *relpath, const char *dir_shown,
+                       uint64_t max_bytes, struct stat *st, err_t *err)
+{
+    if (!relpath || !*relpath || relpath[0] == '/' || strstr(relpath, "//"))
+        return err_set(err, ERR_USAGE,
+                       "'%s' is not a path relative to %s; name a file in "
+                       "that directory",
+                       relpath ? relpath : "", dir_shown);
+    for (const char *c = relpath; *c;) {
+        size_t n = strcspn(c, "/");
+        if ((n == 2 && c[0] == '.' && c[1] == '.') || (n == 1 && c[0] == '.'))
+            return err_set(err, ERR_USAGE,
+                           "'%s' has a '.' or '..' component; name a file "
+                           "inside %s",
+                           relpath, dir_shown);
+        c += n + (c[n] == '/');
+    }
+    int fd = s_open_beneath(dir_fd, relpath, O_RDONLY | O_NONBLOCK);
+    if (fd >= 0) {
+        memset(st, 0, sizeof *st);
+        return s_input_checks(fd, relpath, max_bytes, st, err);
+    }
+    switch (-fd) {
+    case ELOOP:
+        return err_set(err, ERR_USAGE,
+                       "refused '%s': it is (or passes through) a symbolic "
+                       "link; copy the file itself into %s",
+                       relpath, dir_shown);
+    case EXDEV:
+        return err_set(err, ERR_USAGE, "refused '%s': it leads outside %s",
+                       relpath, dir_shown);
+    case ENXIO:
+        return err_set(err, ERR_USAGE,
+                       "'%s' is a socket; only regular files can go in",
+                       relpath);
+    case ENOENT:
+        return err_set(err, ERR_USAGE, "there is no '%s' in %s", relpath,
+                       dir_shown);
+    default:
+        return err_set(err, ERR_USAGE, "cannot read '%s' in %s: %s", relpath,
+                       dir_shown, strerror(-fd));
+    }
+}
+
+int
+sb_files_copy_in_fd(int ws_fd, int in, const char *shown, const char *name,
+                    uint64_t max_bytes, uid_t owner, gid_t group, err_t *err)
 {
     if (sb_files_check_name(name, err) < 0)
-        return -1;
-    struct stat st;
-    int in = sb_files_open_input(host_path, max_bytes, &st, err);
-    if (in < 0)
         return -1;
     int out = -1, rc = -1;
     int old_uid = -1, old_gid = -1;
@@ -287,13 +337,39 @@ sb_files_copy_in(int ws_fd, const char *host_path, const char *name,
     }
     uint64_t copied = 0;
     char what[600];
-    snprintf(what, sizeof what, "'%s'", host_path);
-    if (sb_files_copy_fd(in, out, max_bytes, &copied, what, err) < 0)
+    snprintf(what, sizeof what, "'%s'", shown);
+    if (sb_files_copy_fd(in, out, max_bytes, &copied, what, err) < 0) {
+        /* Never leave half a file under the name. */
+        if (owner != (uid_t)-1) {
+            old_gid = setfsgid(group);
+            old_uid = setfsuid(owner);
+        }
+        unlinkat(ws_fd, name, 0);
+        if (owner != (uid_t)-1) {
+            setfsuid((uid_t)old_uid);
+            setfsgid((gid_t)old_gid);
+        }
         goto out;
+    }
     rc = 0;
 out:
     if (out >= 0)
         close(out);
+    return rc;
+}
+
+int
+sb_files_copy_in(int ws_fd, const char *host_path, const char *name,
+                 uint64_t max_bytes, uid_t owner, gid_t group, err_t *err)
+{
+    if (sb_files_check_name(name, err) < 0)
+        return -1;
+    struct stat st;
+    int in = sb_files_open_input(host_path, max_bytes, &st, err);
+    if (in < 0)
+        return -1;
+    int rc = sb_files_copy_in_fd(ws_fd, in, host_path, name, max_bytes, owner,
+                                 group, err);
     close(in);
     return rc;
 }

@@ -49,6 +49,21 @@ int sb_files_open_input(const char *host_path, uint64_t max_bytes,
 int sb_files_copy_in(int ws_fd, const char *host_path, const char *name,
                      uint64_t max_bytes, uid_t owner, gid_t group, err_t *err);
 
+/* sb_files_open_input for `relpath` below directory fd `dir_fd` (shown
+ * as `dir_shown` in messages): relative, no "." or ".." component, opened
+ * with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | ...), so neither
+ * it nor a directory on the way may be a symbolic link. For files a user
+ * names from a directory the box does not see (the agent kernel's %upload). */
+int sb_files_open_input_at(int dir_fd, const char *relpath,
+                           const char *dir_shown, uint64_t max_bytes,
+                           struct stat *st, err_t *err);
+/* sb_files_copy_in from `in`, an fd sb_files_open_input(_at) returned
+ * (named `shown` in messages; not closed). A copy that fails midway
+ * removes what it created. */
+int sb_files_copy_in_fd(int ws_fd, int in, const char *shown, const char *name,
+                        uint64_t max_bytes, uid_t owner, gid_t group,
+                        err_t *err);
+
 /* Read workspace file `relpath` (regular, at most `max_bytes`). On success
  * *data is a new NUL-terminated buffer (caller frees), *len its size. */
 int sb_files_read(int ws_fd, const char *relpath, size_t max_bytes, char **data,

@@ -224,6 +224,12 @@ struct sb_proc_engine *sb_proc_engine_on_fd(int fd);
  * box, owned by the box's user. An existing one is fine. */
 int sb_sandbox_mkdir(sb_sandbox_t *sb, const char *name, err_t *err);
 
+/* Copy open input file `in` (sb_files_open_input_at; named `shown`) to
+ * /mnt/data/NAME in a running box, created fresh and owned by the box's
+ * user, at most the workspace's size (--disk). 0, or -1 + err. */
+int sb_sandbox_copy_in_fd(sb_sandbox_t *sb, int in, const char *shown,
+                          const char *name, err_t *err);
+
 /* Files out of /mnt/data (see sandbox/sb_files.h for the rules). */
 int sb_sandbox_read_file(sb_sandbox_t *sb, const char *relpath,
                          size_t max_bytes, char **data, size_t *len,

@@ -260,6 +260,18 @@ sb_sandbox_mkdir(sb_sandbox_t *sb, const char *name, err_t *err)
                           sb->host_gid, err);
 }
 
+int
+sb_sandbox_copy_in_fd(sb_sandbox_t *sb, int in, const char *shown,
+                      const char *name, err_t *err)
+{
+    if (sb->ws_fd < 0)
+        return err_set(err, ERR_SANDBOX,
+                       "sandbox: /mnt/data exists only while the box runs");
+    return sb_files_copy_in_fd(
+        sb->ws_fd, in, shown, name, sb->policy.workspace_bytes,
+        sb->root_mode ? sb->host_uid : (uid_t)-1, sb->host_gid, err);
+}
+
 json_t *
 sb_sandbox_list_files(sb_sandbox_t *sb, size_t max_entries)
 {

@@ -197,8 +197,8 @@ s_last_error(kb_output_t *out)
     return found;
 }
 
-static const char *
-s_ename(int code)
+const char *
+ag_kernel_ename(int code)
 {
     switch (code) {
     case ERR_INTERRUPTED:
@@ -430,7 +430,7 @@ s_run_ask(ag_kernel_t *k, const char *code)
     if (k->ask(k, code, &err) != 0 && !k->cell_error) {
         if (!err.text[0])
             err_set(&err, ERR_PROVIDER, "the agent could not answer");
-        ag_kernel_error(k, s_ename(err.code), err.text);
+        ag_kernel_error(k, ag_kernel_ename(err.code), err.text);
     }
 }
 
@@ -465,7 +465,7 @@ s_run_python_cell(ag_kernel_t *k, const char *body)
                                 "the Python session did not run this cell");
         }
     } else if (!k->cell_error) {
-        ag_kernel_error(k, s_ename(err.code), err.text);
+        ag_kernel_error(k, ag_kernel_ename(err.code), err.text);
     } else if (err.code != ERR_INTERRUPTED) {
         /* Its own error came through; say what else happened. */
         char *note = xasprintf("jupyter-agent: %s\n", err.text);
@@ -479,15 +479,37 @@ static void
 s_run_reset(ag_kernel_t *k)
 {
     err_t err = {0};
-    ag_session_destroy(&k->session);
     ag_kernel_set_ask_state(k, NULL, NULL);
+    /* As MCP's reset: a new Python process in the same box, so files in
+     * /mnt/data (uploads, results) stay; only when that fails does a new
+     * session (and an empty /mnt/data) take its place. */
+    bool lost = false;
+    if (k->session && kb_kernel_restart(ag_session_kernel(k->session), &err)) {
+        log_warn("%%reset: restarting the Python session failed (%s); "
+                 "starting a new one",
+                 err.text);
+        ag_session_destroy(&k->session);
+        lost = true;
+    }
+    err = (err_t){0};
     if (!ag_kernel_session(k, &err)) {
-        ag_kernel_error(k, s_ename(err.code), err.text);
+        ag_kernel_error(k, ag_kernel_ename(err.code), err.text);
         return;
     }
-    kb_server_stream(k->server, k->cell, "stdout",
-                     "Started a fresh Python session; variables, files in "
-                     "/mnt/data and the agent's conversation were cleared.\n");
+    const char *where = k->inner->gateway_url && *k->inner->gateway_url
+                            ? "the kernel's directory"
+                            : "/mnt/data";
+    char *msg =
+        lost ? xasprintf("Started a new Python session (restarting the old "
+                         "one failed): variables, imports, the agent's "
+                         "conversation and files in %s are gone.\n",
+                         where)
+             : xasprintf("Started a fresh Python session: variables, "
+                         "imports and the agent's conversation are gone; "
+                         "files in %s were kept.\n",
+                         where);
+    kb_server_stream(k->server, k->cell, "stdout", msg);
+    free(msg);
 }
 
 /* A one-line magic cell "%name ARG": true, with the trimmed argument in
@@ -512,62 +534,6 @@ s_line_magic(const char *code, const char *name, char **arg)
         len--;
     *arg = xstrndup(a, len);
     return true;
-}
-
-/* %export PATH.ipynb: the whole session so far as a notebook. */
-static void
-s_run_export(ag_kernel_t *k, const char *path)
-{
-    err_t err = {0};
-    if (!*path) {
-        ag_kernel_error(k, "UsageError",
-                        "%export needs a file name, e.g. %export "
-                        "report.ipynb");
-        return;
-    }
-    if (nb_record_save(k->record, path, &err) != 0) {
-        ag_kernel_error(k, s_ename(err.code), err.text);
-        return;
-    }
-    char *msg =
-        xasprintf("Wrote the session (%zu cells) to %s\n",
-                  nb_notebook_ncells(nb_record_notebook(k->record)), path);
-    kb_server_stream(k->server, k->cell, "stdout", msg);
-    free(msg);
-}
-
-/* %model [SPEC]: show, or switch, the model; the conversation carries on
- * (the loop picks the new model up at its next turn). */
-static void
-s_run_model(ag_kernel_t *k, const char *spec)
-{
-    if (!*spec) {
-        /* The model the next plain cell would use, resolved as the loop
-         * resolves it (--model, else the environment). */
-        err_t err = {0};
-        ag_provider_t *p = ag_provider_new(k->model, &err);
-        char *msg = p ? xasprintf("model: %s%s\n", ag_provider_model(p),
-                                  k->model ? "" : " (from the environment)")
-                      : xasprintf("model: none usable: %s\n", err.text);
-        ag_provider_destroy(&p);
-        kb_server_stream(k->server, k->cell, "stdout", msg);
-        free(msg);
-        return;
-    }
-    err_t err = {0};
-    ag_provider_t *p = ag_provider_new(spec, &err); /* checks it can work */
-    if (!p) {
-        ag_kernel_error(k, s_ename(err.code), err.text);
-        return;
-    }
-    ag_provider_destroy(&p);
-    free(k->model_owned);
-    k->model_owned = xstrdup(spec);
-    k->model = k->model_owned;
-    char *msg =
-        xasprintf("Model set to %s; the conversation continues.\n", spec);
-    kb_server_stream(k->server, k->cell, "stdout", msg);
-    free(msg);
 }
 
 static int
@@ -614,9 +580,13 @@ s_on_execute(kb_server_t *s, kb_channel_t ch, const kb_msg_t *req, void *arg)
     else if (s_reset_cell(code))
         s_run_reset(k);
     else if (s_line_magic(code, AG_KERNEL_MAGIC_EXPORT, &magic_arg))
-        s_run_export(k, magic_arg);
+        ag_kernel_export(k, magic_arg);
     else if (s_line_magic(code, AG_KERNEL_MAGIC_MODEL, &magic_arg))
-        s_run_model(k, magic_arg);
+        ag_kernel_model_magic(k, magic_arg);
+    else if (s_line_magic(code, AG_KERNEL_MAGIC_UPLOAD, &magic_arg))
+        ag_kernel_upload(k, magic_arg);
+    else if (s_line_magic(code, AG_KERNEL_MAGIC_DOWNLOAD, &magic_arg))
+        ag_kernel_download(k, magic_arg);
     else if (s_exit_cell(code))
         exiting = true;
     else if (!s_blank(code))

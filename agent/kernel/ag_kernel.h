@@ -35,6 +35,8 @@
 #define AG_KERNEL_MAGIC_RESET "%reset"
 #define AG_KERNEL_MAGIC_EXPORT "%export"
 #define AG_KERNEL_MAGIC_MODEL "%model"
+#define AG_KERNEL_MAGIC_UPLOAD "%upload"
+#define AG_KERNEL_MAGIC_DOWNLOAD "%download"
 
 typedef struct ag_kernel ag_kernel_t;
 

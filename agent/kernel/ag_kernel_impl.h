@@ -1,9 +1,10 @@
 /*
  * ag_kernel_impl: private to agent/kernel/. The agent kernel's state, shared
- * by its three files: ag_kernel.c (life cycle, execute_request, the inner
+ * by its files: ag_kernel.c (life cycle, execute_request, the inner
  * session), ag_kernel_requests.c (complete, inspect, is_complete,
- * kernel_info, comms) and ag_kernel_history.c (history kept across
- * restarts, history_request).
+ * kernel_info, comms), ag_kernel_history.c (history kept across
+ * restarts, history_request), ag_kernel_magics.c (%export, %model) and
+ * ag_kernel_files.c (%upload, %download).
  */
 #ifndef AGENT_KERNEL_AG_KERNEL_IMPL_H
 #define AGENT_KERNEL_AG_KERNEL_IMPL_H
@@ -100,6 +101,19 @@ ag_kernel_python_cell(const char *code, const char **body)
  * --idle-timeout or --max-lifetime (the next cell that needs Python starts
  * a fresh one and is told why). ag_kernel_session (ag_kernel.h) starts it. */
 void ag_kernel_expire(ag_kernel_t *k);
+
+/* ag_kernel.c: the error name a cell shows for an err_t code. */
+const char *ag_kernel_ename(int code);
+
+/* ag_kernel_magics.c: %export PATH, %model [SPEC] (the argument text). */
+void ag_kernel_export(ag_kernel_t *k, const char *path);
+void ag_kernel_model_magic(ag_kernel_t *k, const char *spec);
+
+/* ag_kernel_files.c: %upload ARGS, %download ARGS (the magic's argument
+ * text): files from the kernel's directory into the session's workspace
+ * and back, reported on the cell; failures become its error. */
+void ag_kernel_upload(ag_kernel_t *k, const char *args);
+void ag_kernel_download(ag_kernel_t *k, const char *args);
 
 /* ag_kernel_requests.c: register the handlers of every request but
  * execute_request on k->server. */

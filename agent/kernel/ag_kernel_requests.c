@@ -69,8 +69,9 @@ static json_t *
 s_complete_magic(const char *code, long cursor)
 {
     static const char *const magics[] = {
-        AG_KERNEL_MAGIC_PYTHON, AG_KERNEL_MAGIC_RESET, AG_KERNEL_MAGIC_EXPORT,
-        AG_KERNEL_MAGIC_MODEL};
+        AG_KERNEL_MAGIC_PYTHON, AG_KERNEL_MAGIC_RESET,
+        AG_KERNEL_MAGIC_EXPORT, AG_KERNEL_MAGIC_MODEL,
+        AG_KERNEL_MAGIC_UPLOAD, AG_KERNEL_MAGIC_DOWNLOAD};
     size_t end = s_byte_offset(code, cursor);
     json_t *matches = json_array();
     /* Only a first line that is a magic prefix up to the cursor. */
@@ -139,7 +140,11 @@ static const char s_magic_help[] =
     "  %%python                       the rest of the cell runs as Python in\n"
     "  <code>                         the session, exactly as written\n"
     "  %reset                         start a fresh Python session and\n"
-    "                                 conversation\n"
+    "                                 conversation; files in /mnt/data stay\n"
+    "  %upload FILE...                copy files from the notebook's\n"
+    "                                 directory into /mnt/data\n"
+    "  %download PATH...              copy files or directories of\n"
+    "                                 /mnt/data next to the notebook\n"
     "  %export PATH.ipynb             write the whole session so far as a\n"
     "                                 notebook\n"
     "  %model [PROVIDER:MODEL]        show or switch the model; the\n"

@@ -28,7 +28,6 @@
 #include <unistd.h>
 
 #define OUT_CAP (256 << 10)
-#define FORK_TIMEOUT_MS 20000
 #define MAX_MSG (1 << 16)
 #define FACTORY_PIDS 65536 /* RLIMIT_NPROC counts every kernel's processes */
 /* Warm-ups run at this nice value (the factory's, inherited by what it
@@ -44,6 +43,13 @@ struct kb_factory {
     json_t *host_pid;  /* owned: {"<pid in the box>": host pid} of kernels */
     json_t *exited;    /* owned: {"<host pid>": status} reported by it */
     bool niced;        /* runs at FACTORY_NICE (we may undo it per kernel) */
+    /* Fork requests are answered in the order they were sent: tickets
+     * 1, 2, ... (kb_factory_fork_send). */
+    unsigned long sent;     /* tickets handed out */
+    unsigned long answered; /* answers received */
+    json_t *answers;        /* owned: {"<ticket>": host pid or error text}
+                               not yet collected */
+    json_t *forgotten;      /* owned: {"<ticket>": true} nobody will collect */
 };
 
 /* May this process lower a nice value again (CAP_SYS_NICE)? Only then are
@@ -224,6 +230,8 @@ kb_factory_new(const kb_factory_opts_t *o, err_t *err)
     f->ctl = f->out_fd = -1;
     f->exited = json_object();
     f->host_pid = json_object();
+    f->answers = json_object();
+    f->forgotten = json_object();
     int sv[2] = {-1, -1};
     char *argv[6] = {0}, *env[16] = {0};
     sb_policy_t pol;
@@ -284,7 +292,9 @@ kb_factory_new(const kb_factory_opts_t *o, err_t *err)
             f->threads = (int)json_integer_value(json_object_get(m, "threads"));
             json_decref(m);
             /* Warm-ups yield the CPU to sessions in use (the factory has
-             * one thread: checked before every fork). */
+             * one thread: checked before every fork). Its answers come
+             * late on a busy machine, but nobody waits for them
+             * (kb_factory_fork_result). */
             f->niced = s_can_renice() &&
                        setpriority(PRIO_PROCESS, (id_t)kb_factory_pid(f),
                                    FACTORY_NICE) == 0;
@@ -332,6 +342,8 @@ kb_factory_destroy(kb_factory_t **pf)
         close(f->out_fd);
     json_decref(f->exited);
     json_decref(f->host_pid);
+    json_decref(f->answers);
+    json_decref(f->forgotten);
     free(f);
     *pf = NULL;
 }
@@ -370,9 +382,9 @@ s_env_json(char *const envp[])
 }
 
 int
-kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
-                const char *conn_path, char *const envp[], pid_t *pid,
-                err_t *err)
+kb_factory_fork_send(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
+                     const char *conn_path, char *const envp[],
+                     unsigned long *ticket, err_t *err)
 {
     /* Passed: ctl_fd, out_fd, the box's namespaces, its cgroups. */
     static const char *const ns[] = {"user", "mnt", "net",   "ipc",
@@ -478,41 +490,8 @@ kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
                 strerror(errno));
         goto out;
     }
-    int64_t deadline = clock_mono_ms() + FORK_TIMEOUT_MS;
-    for (;;) {
-        int left = (int)(deadline - clock_mono_ms()), kfd = -1;
-        json_t *m = left > 0 ? s_recv(f, left, &kfd) : NULL;
-        if (!m) {
-            err_set(err, ERR_SANDBOX,
-                    "factory: no answer to a fork request (is it alive?)");
-            goto out;
-        }
-        if (s_note_exit(f, m)) {
-            json_decref(m);
-            if (kfd >= 0)
-                close(kfd);
-            continue;
-        }
-        /* The kernel's pid as the factory's box sees it, and a pidfd of
-         * it that tells us its host pid. */
-        pid_t host = kfd >= 0 ? sb_pidfd_pid(kfd) : -1;
-        json_int_t inbox = json_integer_value(json_object_get(m, "pid"));
-        if (kfd >= 0)
-            close(kfd);
-        if (json_is_true(json_object_get(m, "ok")) && host > 0) {
-            char key[24];
-            snprintf(key, sizeof key, "%lld", (long long)inbox);
-            json_object_set_new(f->host_pid, key, json_integer(host));
-            *pid = host;
-            rc = 0;
-        } else {
-            const char *why = json_string_value(json_object_get(m, "error"));
-            err_set(err, ERR_SANDBOX, "factory: forked kernel: %s",
-                    why ? why : "failed (no pid)");
-        }
-        json_decref(m);
-        goto out;
-    }
+    *ticket = ++f->sent;
+    rc = 0;
 out:
     for (size_t i = 2; i < nfds; i++)
         close(fds[i]);
@@ -521,14 +500,96 @@ out:
     return rc;
 }
 
+/* A fork answer `m` (with the pidfd `kfd` it carried, or -1): the next
+ * ticket's, kept until collected (dropped when forgotten). */
+static void
+s_note_answer(kb_factory_t *f, json_t *m, int kfd)
+{
+    char key[24];
+    snprintf(key, sizeof key, "%lu", ++f->answered);
+    /* The kernel's pid as the factory's box sees it, and a pidfd of it
+     * that tells us its host pid. */
+    pid_t host = kfd >= 0 ? sb_pidfd_pid(kfd) : -1;
+    json_int_t inbox = json_integer_value(json_object_get(m, "pid"));
+    json_t *v;
+    if (json_is_true(json_object_get(m, "ok")) && host > 0) {
+        char in[24];
+        snprintf(in, sizeof in, "%lld", (long long)inbox);
+        json_object_set_new(f->host_pid, in, json_integer(host));
+        v = json_integer(host);
+    } else {
+        const char *why = json_string_value(json_object_get(m, "error"));
+        v = json_string(why ? why : "failed (no pid)");
+    }
+    if (json_object_get(f->forgotten, key)) {
+        json_object_del(f->forgotten, key);
+        json_decref(v); /* its box is gone, and the kernel with it */
+    } else {
+        json_object_set_new(f->answers, key, v);
+    }
+}
+
+/* Take in whatever the factory said, waiting up to timeout_ms for the
+ * first message. */
+static void
+s_drain(kb_factory_t *f, int timeout_ms)
+{
+    json_t *m;
+    int kfd = -1;
+    while ((m = s_recv(f, timeout_ms, &kfd))) {
+        if (!s_note_exit(f, m))
+            s_note_answer(f, m, kfd);
+        if (kfd >= 0)
+            close(kfd);
+        json_decref(m);
+        timeout_ms = 0;
+    }
+}
+
+int
+kb_factory_fork_result(kb_factory_t *f, unsigned long ticket, pid_t *pid,
+                       err_t *err)
+{
+    char key[24];
+    snprintf(key, sizeof key, "%lu", ticket);
+    if (!json_object_get(f->answers, key))
+        s_drain(f, 0);
+    json_t *v = json_object_get(f->answers, key);
+    if (!v)
+        return 0;
+    int rc = 1;
+    if (json_is_integer(v))
+        *pid = (pid_t)json_integer_value(v);
+    else
+        rc = err_set(err, ERR_SANDBOX, "factory: forked kernel: %s",
+                     json_string_value(v));
+    json_object_del(f->answers, key);
+    return rc;
+}
+
+void
+kb_factory_fork_forget(kb_factory_t *f, unsigned long ticket)
+{
+    if (!f || !ticket)
+        return;
+    char key[24];
+    snprintf(key, sizeof key, "%lu", ticket);
+    if (json_object_get(f->answers, key))
+        json_object_del(f->answers, key);
+    else if (ticket > f->answered)
+        json_object_set_new(f->forgotten, key, json_true());
+}
+
+int
+kb_factory_ctl_fd(const kb_factory_t *f)
+{
+    return f->ctl;
+}
+
 int
 kb_factory_exit_status(kb_factory_t *f, pid_t pid, int *status)
 {
-    json_t *m;
-    while ((m = s_recv(f, 0, NULL))) {
-        s_note_exit(f, m);
-        json_decref(m);
-    }
+    s_drain(f, 0);
     char key[24];
     snprintf(key, sizeof key, "%d", (int)pid);
     json_t *st = json_object_get(f->exited, key);

@@ -79,12 +79,23 @@ int kb_factory_threads(const kb_factory_t *f);
 /* Fork a kernel into `box` (running its holder program). ctl_fd becomes
  * the kernel's fd 0 (the kb_warm control socket), out_fd its stdout and
  * stderr (both borrowed, passed on); conn_path is the connection file it
- * starts with; envp its complete environment. Returns 0 with the kernel's
- * host pid in *pid once the child applied the seccomp filter, or -1 with
- * ERR_SANDBOX naming the step that failed. */
-int kb_factory_fork(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
-                    const char *conn_path, char *const envp[], pid_t *pid,
-                    err_t *err);
+ * starts with; envp its complete environment. Does not wait: returns 0
+ * once the request is sent, with *ticket naming it for
+ * kb_factory_fork_result (the factory answers as soon as it knows the
+ * kernel's pid; the kernel then sets itself up, and one whose set-up
+ * fails exits before running anything), or -1 with ERR_SANDBOX. */
+int kb_factory_fork_send(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd,
+                         int out_fd, const char *conn_path, char *const envp[],
+                         unsigned long *ticket, err_t *err);
+/* The answer to fork request `ticket`, without waiting: 1 with the
+ * kernel's host pid in *pid, 0 while it has not come, -1 + ERR_SANDBOX
+ * when the fork failed. Each answer is collected once. */
+int kb_factory_fork_result(kb_factory_t *f, unsigned long ticket, pid_t *pid,
+                           err_t *err);
+/* Nobody will collect `ticket`'s answer (its warm-up was dropped). */
+void kb_factory_fork_forget(kb_factory_t *f, unsigned long ticket);
+/* Readable when the factory said something (an answer, an exit). */
+int kb_factory_ctl_fd(const kb_factory_t *f);
 
 /* Give forked kernel `pid` (host pid) and its threads nice 0 again: warm
  * kernels inherit the factory's nice value (FACTORY_NICE, set only when

@@ -283,8 +283,12 @@ s_refill(kb_pool_t *p)
                              .policy = &p->policy,
                              .preload = p->preload};
         err_t err;
+        int64_t t0 = clock_mono_us();
         kb_warm_t *w = p->factory ? kb_warm_fork(p->factory, &wo, &err)
                                   : kb_warm_start(&wo, &err);
+        log_debug("pool: starting a warm-up took %lld us (the loop waits "
+                  "for it)",
+                  (long long)(clock_mono_us() - t0));
         p->st.started++;
         if (!w) {
             s_note_failure(p, err.text);
@@ -329,6 +333,8 @@ kb_pool_fds(const kb_pool_t *p, int *fds, size_t max)
             fds[k++] = kb_warm_ctl_fd(p->warm[i]);
         if (kb_warm_pidfd(p->warm[i]) >= 0)
             fds[k++] = kb_warm_pidfd(p->warm[i]);
+        if (kb_warm_factory_fd(p->warm[i]) >= 0 && k < max)
+            fds[k++] = kb_warm_factory_fd(p->warm[i]);
     }
     return k;
 }

@@ -49,6 +49,8 @@ struct kb_warm {
     kb_factory_t *factory; /* borrowed; set while the kernel is a forked one */
     pid_t kpid;            /* forked kernel's host pid, or -1 */
     int kpidfd;            /* owned pidfd of the forked kernel, or -1 */
+    unsigned long ticket;  /* the factory's answer (kpid) not yet in, or 0 */
+    bool said_ready;       /* the kernel said "ready" before that answer */
     int64_t started_ms;    /* CLOCK_MONOTONIC ms when the warm-up began */
     int64_t warmup_ms;     /* start to ready, or -1 while not ready */
     char error[512];       /* why it failed */
@@ -112,7 +114,7 @@ s_fail(kb_warm_t *w, const char *why)
     if (w->state == KB_WARM_FAILED)
         return;
     w->state = KB_WARM_FAILED;
-    snprintf(w->error, sizeof w->error, "%s", why);
+    snprintf(w->error, sizeof w->error, "%.*s", (int)sizeof w->error - 1, why);
 }
 
 static kb_warm_t *
@@ -187,17 +189,13 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
             sb_policy_build_env(sb_sandbox_policy(w->box), NULL, NULL);
         spawned = sb_sandbox_spawn(w->box, holder, henv, -1, -1, err);
         strv_free(henv);
+        /* The factory's answer (the kernel's pid) is collected by
+         * kb_warm_poll: the caller's loop does not wait for it. */
         if (!spawned)
-            spawned = kb_factory_fork(factory, w->box, sv[1], w->out_fd,
-                                      w->box_conn, env, &w->kpid, err);
-        if (!spawned) {
+            spawned = kb_factory_fork_send(factory, w->box, sv[1], w->out_fd,
+                                           w->box_conn, env, &w->ticket, err);
+        if (!spawned)
             w->factory = factory;
-            w->kpidfd = (int)syscall(SYS_pidfd_open, w->kpid, 0);
-            if (w->kpidfd < 0)
-                spawned =
-                    err_set(err, ERR_SANDBOX, "forked kernel gone at once: %s",
-                            strerror(errno));
-        }
     } else {
         sb_sandbox_set_stdin(w->box, sv[1]);
         spawned =
@@ -245,6 +243,7 @@ kb_warm_destroy(kb_warm_t **pw)
     if (!pw || !*pw)
         return;
     kb_warm_t *w = *pw;
+    kb_factory_fork_forget(w->factory, w->ticket);
     if (w->ctl >= 0)
         close(w->ctl);
     if (w->kpidfd >= 0) {
@@ -333,7 +332,7 @@ s_note_death(kb_warm_t *w)
 {
     sb_exit_t e;
     char how[128] = "ended", tail[400];
-    if (w->factory)
+    if (w->factory && !w->ticket)
         s_forked_exit(w, 1000, how, sizeof how);
     else if (sb_sandbox_wait(w->box, 0, &e) == 0)
         sb_exit_describe(&e, sb_sandbox_policy(w->box), how, sizeof how);
@@ -342,6 +341,48 @@ s_note_death(kb_warm_t *w)
         xasprintf("the warm kernel %s%s%s", how, tail[0] ? ": " : "", tail);
     s_fail(w, msg);
     free(msg);
+}
+
+static void
+s_set_ready(kb_warm_t *w)
+{
+    w->state = KB_WARM_READY;
+    w->warmup_ms = clock_mono_ms() - w->started_ms;
+}
+
+/* The factory's answer for a forked kernel, if it came: its pid and a
+ * pidfd. True when the warm-up failed or became ready meanwhile. */
+static bool
+s_collect_pid(kb_warm_t *w)
+{
+    err_t err;
+    pid_t pid = -1;
+    int r = kb_factory_fork_result(w->factory, w->ticket, &pid, &err);
+    if (r == 0)
+        return false;
+    w->ticket = 0;
+    if (r < 0) {
+        s_fail(w, err.text);
+        return true;
+    }
+    w->kpid = pid;
+    w->kpidfd = (int)syscall(SYS_pidfd_open, w->kpid, 0);
+    if (w->kpidfd < 0) {
+        char *msg =
+            xasprintf("forked kernel gone at once: %s", strerror(errno));
+        s_fail(w, msg);
+        free(msg);
+        return true;
+    }
+    if (w->said_ready)
+        s_set_ready(w);
+    return w->state != KB_WARM_STARTING;
+}
+
+int
+kb_warm_factory_fd(const kb_warm_t *w)
+{
+    return w->ticket ? kb_factory_ctl_fd(w->factory) : -1;
 }
 
 kb_warm_state_t
@@ -355,12 +396,17 @@ kb_warm_poll(kb_warm_t *w, int timeout_ms)
         }
         return w->state;
     }
-    struct pollfd pf[2] = {{.fd = w->ctl, .events = POLLIN},
-                           {.fd = kb_warm_pidfd(w), .events = POLLIN}};
+    struct pollfd pf[3] = {{.fd = w->ctl, .events = POLLIN},
+                           {.fd = kb_warm_pidfd(w), .events = POLLIN},
+                           {.fd = kb_warm_factory_fd(w), .events = POLLIN}};
     int64_t deadline = clock_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
+        if (w->ticket && s_collect_pid(w))
+            return w->state;
+        pf[1].fd = kb_warm_pidfd(w);
+        pf[2].fd = kb_warm_factory_fd(w);
         int left = (int)(deadline - clock_mono_ms());
-        int pr = poll(pf, 2, left > 0 ? left : 0);
+        int pr = poll(pf, 3, left > 0 ? left : 0);
         if (pr < 0 && errno == EINTR)
             continue;
         if (pr <= 0)
@@ -368,8 +414,10 @@ kb_warm_poll(kb_warm_t *w, int timeout_ms)
         if (pf[0].revents) {
             json_t *m = s_read_msg(w);
             if (m && json_is_true(json_object_get(m, "ready"))) {
-                w->state = KB_WARM_READY;
-                w->warmup_ms = clock_mono_ms() - w->started_ms;
+                /* Ready only once the factory's answer is in too. */
+                w->said_ready = true;
+                if (!w->ticket)
+                    s_set_ready(w);
             } else if (m && json_is_string(json_object_get(m, "error"))) {
                 s_fail(w, json_string_value(json_object_get(m, "error")));
             } else if (!m && !(pf[0].revents & POLLIN)) {

@@ -79,6 +79,9 @@ kb_warm_state_t kb_warm_poll(kb_warm_t *w, int timeout_ms);
 kb_warm_state_t kb_warm_state(const kb_warm_t *w);
 /* Why it failed ("" otherwise); borrowed. */
 const char *kb_warm_error(const kb_warm_t *w);
+/* While a forked kernel's pid is not known yet: the factory's socket,
+ * readable when its answer may have come (poll it too); else -1. */
+int kb_warm_factory_fd(const kb_warm_t *w);
 /* fds that become readable when kb_warm_poll() has news: the control
  * socket and the box's pidfd (either may be -1). */
 int kb_warm_ctl_fd(const kb_warm_t *w);

@@ -136,10 +136,19 @@ def _ja_zygote():
                 fp = FProg(len(prog) // 8, ctypes.addressof(buf))
                 if libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:  # PR_SET_SECCOMP
                     raise OSError(ctypes.get_errno(), 'seccomp')
-            os.write(wfd, b'ok\n')
+            try:
+                os.write(wfd, b'ok\n')  # the factory may be gone from it
+            except OSError:
+                pass
             os.close(wfd)
         except BaseException as e:
-            os.write(wfd, ('err %s\n' % e).encode())
+            # The factory may have answered already (it does not wait for
+            # this): the kernel's output is where the host looks then.
+            for fd in (wfd, outfd):
+                try:
+                    os.write(fd, ('err %s\n' % e).encode())
+                except OSError:
+                    pass
             os._exit(1)
         sys.argv = ['-c', req['connection_file'], '']
         g = {'__name__': '__main__'}
@@ -200,16 +209,19 @@ def _ja_zygote():
                 break
             out += chunk
             lines = out.decode(errors='replace').splitlines()
-            failed = started = False
+            failed = False
             for line in lines:
                 if line.startswith('pid '):
                     kpid = int(line[4:])
                 elif line.startswith('err '):
                     err, failed = line[4:], True
-                elif line == 'ok':
-                    err, started = '', True
-            # The kernel's "ok" may overtake the intermediate's "pid N".
-            if failed or (started and kpid):
+            # Answer once the kernel's pid is known, without waiting for
+            # its set-up (niced, it is slow under load): a set-up that fails
+            # later ends the kernel before any user code, which the host
+            # sees as a failed warm-up (the kernel never says "ready").
+            if failed or kpid:
+                if not failed:
+                    err = ''
                 break
         os.close(rfd)
         try:
