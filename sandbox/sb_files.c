@@ -238,7 +238,7 @@ s_input_checks(int fd, const char *shown, uint64_t max_bytes, struct stat *st,
 {
     if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
         err_set(err, ERR_USAGE, "'%s' is a %s; only regular files can go in",
-                shown, s_kind(st->st_mode));
+                shown, sb_files_kind(st->st_mode));
     } else if ((uint64_t)st->st_size > max_bytes) {
         err_set(err, ERR_USAGE,
                 "'%s' (%lld bytes) does not fit in the workspace (%llu bytes); "
@@ -284,7 +284,7 @@ sb_files_open_input_at(int dir_fd, const char *relpath, const char *dir_shown,
                            relpath, dir_shown);
         c += n + (c[n] == '/');
     }
-    int fd = s_open_beneath(dir_fd, relpath, O_RDONLY | O_NONBLOCK);
+    int fd = sb_files_open_beneath(dir_fd, relpath, O_RDONLY | O_NONBLOCK);
     if (fd >= 0) {
         memset(st, 0, sizeof *st);
         return s_input_checks(fd, relpath, max_bytes, st, err);
