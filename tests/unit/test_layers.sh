@@ -22,7 +22,7 @@ rank() { # path -> layer rank
     kernel-bridge/*) echo 2 ;;
     packages/*) echo 3 ;;
     notebook-io/*) echo 4 ;;
-    agent/llm/* | agent/session/*) echo 5 ;;
+    agent/llm/* | agent/session/* | agent/http/*) echo 5 ;;
     agent/loop/*) echo 6 ;;
     agent/kernel/*) echo 7 ;;
     agent/mcp/*) echo 8 ;;
