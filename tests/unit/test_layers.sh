@@ -4,7 +4,7 @@
 #   1. No upward include: a file includes only headers of its own layer or
 #      of layers below it, in this order (lowest first):
 #          common sandbox kernel-bridge packages notebook-io agent
-#      and inside agent/: llm and session, then loop, then kernel, then mcp,
+#      and inside agent/: llm, session and http, then loop, then kernel, then mcp,
 #      then cli.
 #   2. No include circle between modules. A module is NAME.c with NAME.h
 #      (NAME_impl.h, a private header shared by a family of files, counts
