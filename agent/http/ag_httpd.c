@@ -595,7 +595,8 @@ s_worker(void *arg)
     ag_httpd_t *d = arg;
     pthread_mutex_lock(&d->lock);
     for (;;) {
-        while (!d->qhead && !d->stopping)
+        /* d->queued counts requests about to be pushed as well. */
+        while (!d->qhead && !(d->stopping && d->queued == 0))
             pthread_cond_wait(&d->work, &d->lock);
         if (!d->qhead)
             break;
@@ -638,6 +639,17 @@ s_enqueue(ag_httpd_t *d, struct MHD_Connection *c, ag_httpd_req_t *req)
     pthread_mutex_lock(&d->lock);
     bool room =
         !d->stopping && d->running + d->queued < l->workers + l->queue_max;
+    if (room) {
+        /* Its place, counted now: no worker exits while it is taken. */
+        d->queued++;
+        if (d->idle_workers < d->queued && d->ntids < l->workers) {
+            pthread_t tid;
+            if (pthread_create(&tid, NULL, s_worker, d) == 0) {
+                d->tids[d->ntids++] = tid;
+                d->idle_workers++;
+            }
+        }
+    }
     pthread_mutex_unlock(&d->lock);
     if (!room)
         return false;
@@ -653,14 +665,6 @@ s_enqueue(ag_httpd_t *d, struct MHD_Connection *c, ag_httpd_req_t *req)
     else
         d->qhead = req;
     d->qtail = req;
-    d->queued++;
-    if (d->idle_workers < d->queued && d->ntids < l->workers) {
-        pthread_t tid;
-        if (pthread_create(&tid, NULL, s_worker, d) == 0) {
-            d->tids[d->ntids++] = tid;
-            d->idle_workers++;
-        }
-    }
     pthread_cond_signal(&d->work);
     pthread_mutex_unlock(&d->lock);
     return true;
@@ -992,6 +996,7 @@ ag_httpd_stop(ag_httpd_t **pd)
      * stays suspended, as MHD_stop_daemon requires. */
     while (d->running || d->queued || d->writers)
         pthread_cond_wait(&d->idle, &d->lock);
+    pthread_cond_broadcast(&d->work); /* idle workers exit */
     d->sweep_stop = true;
     pthread_cond_signal(&d->sweep_cond);
     pthread_mutex_unlock(&d->lock);
