@@ -1,4 +1,4 @@
-#include "agent/http/ag_httpd.h"
+#include "agent/http/ag_httpd_impl.h"
 
 #include "common/buf.h"
 #include "common/clock.h"
@@ -41,88 +41,6 @@ typedef struct s_conn {
     bool cut;         /* shut down by us: MHD closes it next */
 } s_conn_t;
 
-typedef struct s_kv {
-    char *name, *value;
-} s_kv_t;
-
-typedef struct s_kvs {
-    s_kv_t *v;
-    size_t n, cap;
-} s_kvs_t;
-
-/* Where a request is (see ag_httpd.h for who owns it in each). */
-typedef enum s_state {
-    S_RECEIVING, /* the event loop's */
-    S_WORKING,   /* queued or handled: a worker's */
-    S_BACK       /* answered by the worker: the event loop's again */
-} s_state_t;
-
-/* On a worker's stack while it handles a request. */
-typedef struct s_job {
-    bool answered;
-} s_job_t;
-
-struct ag_httpd_req {
-    ag_httpd_t *d;
-    struct MHD_Connection *c;
-    ag_httpd_req_t *qnext; /* in d->queue */
-    s_state_t state;
-    s_job_t *job; /* while a worker has it */
-    char *method, *path;
-    char peer[INET6_ADDRSTRLEN];
-    s_kvs_t headers, args;
-    buf_t body;
-    size_t seen;     /* body bytes offered, kept or not */
-    size_t reserved; /* of d->in_flight */
-    bool too_big, busy;
-    /* the answer */
-    bool answered;
-    unsigned status;
-    char *type;
-    char *rbody;
-    size_t rlen;
-    s_kvs_t rheaders;
-    ag_httpd_stream_t *stream; /* a reference, given to the response */
-};
-
-struct ag_httpd_stream {
-    ag_httpd_stream_t *prev, *next; /* in d->streams */
-    ag_httpd_t *d;
-    pthread_mutex_t lock; /* guards everything below */
-    pthread_cond_t room;  /* bytes were taken, or the client went */
-    buf_t pending;
-    size_t off; /* of pending, already sent */
-    char *keepalive;
-    bool closed;              /* the writer is done */
-    bool gone;                /* the client or the server went */
-    bool suspended;           /* the connection waits for bytes */
-    struct MHD_Connection *c; /* while the response lives */
-    int refs;                 /* writer + answer */
-    int64_t sent_ms;          /* when bytes last went out */
-};
-
-struct ag_httpd {
-    ag_httpd_opts_t o;
-    struct MHD_Daemon *mhd;
-    unsigned port;
-    pthread_mutex_t lock; /* guards the fields below */
-    pthread_cond_t work;  /* a request was queued, or stopping */
-    pthread_cond_t idle;  /* running, queued or writers went down */
-    s_conn_t *conns;
-    unsigned nconns;
-    uint64_t seq; /* connections accepted */
-    ag_httpd_req_t *qhead, *qtail;
-    unsigned queued, running, idle_workers, writers;
-    pthread_t *tids;
-    unsigned ntids;
-    ag_httpd_stream_t *streams;
-    size_t in_flight;
-    bool stopping;
-    bool sweep_stop;
-    pthread_t sweeper;
-    pthread_cond_t sweep_cond;
-};
-
 void
 ag_httpd_limits_default(ag_httpd_limits_t *l)
 {
@@ -142,35 +60,14 @@ ag_httpd_limits_default(ag_httpd_limits_t *l)
     };
 }
 
-/* ---- key/value lists --------------------------------------------------- */
-
-static void
-s_kvs_add(s_kvs_t *l, const char *name, const char *value)
-{
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 16;
-        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
-    }
-    l->v[l->n++] = (s_kv_t){xstrdup(name), xstrdup(value ? value : "")};
-}
-
-static void
-s_kvs_free(s_kvs_t *l)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i].name);
-        free(l->v[i].value);
-    }
-    free(l->v);
-    *l = (s_kvs_t){0};
-}
+/* ---- key/value lists ---------------------------------------------------- */
 
 static enum MHD_Result
 s_kvs_copy(void *cls, enum MHD_ValueKind kind, const char *key,
            const char *value)
 {
     (void)kind;
-    s_kvs_add(cls, key, value);
+    ag_httpd_kvs_add(cls, key, value);
     return MHD_YES;
 }
 
@@ -321,211 +218,6 @@ s_sweep_conns(ag_httpd_t *d, int64_t now)
     free(stale);
 }
 
-/* ---- streams ------------------------------------------------------------ */
-
-/* st->lock held. */
-static void
-s_stream_wake(ag_httpd_stream_t *st)
-{
-    if (!st->suspended || !st->c)
-        return;
-    st->suspended = false;
-    MHD_resume_connection(st->c);
-}
-
-static void
-s_stream_unref(ag_httpd_stream_t *st)
-{
-    pthread_mutex_lock(&st->lock);
-    bool last = --st->refs == 0;
-    pthread_mutex_unlock(&st->lock);
-    if (!last)
-        return;
-    ag_httpd_t *d = st->d;
-    pthread_mutex_lock(&d->lock);
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        d->streams = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
-    pthread_mutex_unlock(&d->lock);
-    buf_release(&st->pending);
-    free(st->keepalive);
-    pthread_cond_destroy(&st->room);
-    pthread_mutex_destroy(&st->lock);
-    free(st);
-}
-
-static void
-s_sweep_streams(ag_httpd_t *d, int64_t now)
-{
-    for (ag_httpd_stream_t *st = d->streams; st; st = st->next) {
-        pthread_mutex_lock(&st->lock);
-        if (st->keepalive && st->suspended && !st->closed &&
-            now - st->sent_ms >= d->o.limits.keepalive_ms) {
-            buf_puts(&st->pending, st->keepalive);
-            st->sent_ms = now;
-            s_stream_wake(st);
-        }
-        pthread_mutex_unlock(&st->lock);
-    }
-}
-
-/* MHD's content reader, on the event loop: never waits. */
-static ssize_t
-s_stream_read(void *cls, uint64_t pos, char *out, size_t max)
-{
-    (void)pos;
-    ag_httpd_stream_t *st = cls;
-    pthread_mutex_lock(&st->lock);
-    ssize_t n;
-    size_t have = st->pending.len - st->off;
-    if (have == 0) {
-        if (st->closed) {
-            n = MHD_CONTENT_READER_END_OF_STREAM;
-        } else {
-            st->suspended = true;
-            MHD_suspend_connection(st->c);
-            n = 0;
-        }
-    } else {
-        size_t k = have < max ? have : max;
-        memcpy(out, st->pending.data + st->off, k);
-        st->off += k;
-        if (st->off == st->pending.len) {
-            buf_reset(&st->pending);
-            st->off = 0;
-        }
-        st->sent_ms = clock_mono_ms();
-        pthread_cond_broadcast(&st->room);
-        n = (ssize_t)k;
-    }
-    pthread_mutex_unlock(&st->lock);
-    return n;
-}
-
-/* The response is gone: sent, or its connection closed. */
-static void
-s_stream_free(void *cls)
-{
-    ag_httpd_stream_t *st = cls;
-    pthread_mutex_lock(&st->lock);
-    st->gone = true;
-    st->c = NULL;
-    st->suspended = false;
-    pthread_cond_broadcast(&st->room);
-    pthread_mutex_unlock(&st->lock);
-    s_stream_unref(st);
-}
-
-ag_httpd_stream_t *
-ag_httpd_stream(ag_httpd_req_t *req, unsigned status, const char *type,
-                const char *keepalive)
-{
-    ag_httpd_t *d = req->d;
-    ag_httpd_stream_t *st = xcalloc(1, sizeof *st);
-    st->d = d;
-    pthread_mutex_init(&st->lock, NULL);
-    pthread_cond_init(&st->room, NULL);
-    buf_init(&st->pending, 0);
-    st->keepalive = keepalive ? xstrdup(keepalive) : NULL;
-    st->refs = 2; /* the writer, and the answer */
-    st->sent_ms = clock_mono_ms();
-    pthread_mutex_lock(&d->lock);
-    st->next = d->streams;
-    if (d->streams)
-        d->streams->prev = st;
-    d->streams = st;
-    d->writers++;
-    st->gone = d->stopping;
-    pthread_mutex_unlock(&d->lock);
-    req->stream = st;
-    ag_httpd_reply(req, status, type, NULL, 0);
-    return st;
-}
-
-int
-ag_httpd_stream_write(ag_httpd_stream_t *st, const void *data, size_t len)
-{
-    size_t cap = st->d->o.limits.stream_buffer;
-    pthread_mutex_lock(&st->lock);
-    while (!st->gone && st->pending.len - st->off >= cap)
-        pthread_cond_wait(&st->room, &st->lock);
-    int rc = -1;
-    if (!st->gone && !st->closed) {
-        buf_append(&st->pending, data, len);
-        s_stream_wake(st);
-        rc = 0;
-    }
-    pthread_mutex_unlock(&st->lock);
-    return rc;
-}
-
-bool
-ag_httpd_stream_gone(ag_httpd_stream_t *st)
-{
-    pthread_mutex_lock(&st->lock);
-    bool gone = st->gone;
-    pthread_mutex_unlock(&st->lock);
-    return gone;
-}
-
-void
-ag_httpd_stream_close(ag_httpd_stream_t **pst)
-{
-    ag_httpd_stream_t *st = *pst;
-    if (!st)
-        return;
-    *pst = NULL;
-    ag_httpd_t *d = st->d;
-    pthread_mutex_lock(&st->lock);
-    st->closed = true;
-    s_stream_wake(st);
-    pthread_mutex_unlock(&st->lock);
-    s_stream_unref(st);
-    pthread_mutex_lock(&d->lock);
-    d->writers--;
-    pthread_cond_broadcast(&d->idle);
-    pthread_mutex_unlock(&d->lock);
-}
-
-/* ---- answers ------------------------------------------------------------- */
-
-void
-ag_httpd_add_header(ag_httpd_req_t *req, const char *name, const char *value)
-{
-    s_kvs_add(&req->rheaders, name, value);
-}
-
-void
-ag_httpd_reply(ag_httpd_req_t *req, unsigned status, const char *type,
-               const char *body, size_t len)
-{
-    if (req->answered) {
-        log_warn("http: a second answer to %s %s ignored", req->method,
-                 req->path);
-        return;
-    }
-    req->answered = true;
-    req->status = status;
-    req->type = type ? xstrdup(type) : NULL;
-    req->rbody = xmalloc(len + 1);
-    if (len)
-        memcpy(req->rbody, body, len);
-    req->rbody[len] = '\0';
-    req->rlen = len;
-    if (req->state != S_WORKING)
-        return; /* on the event loop: queued when the handler returns */
-    /* Hand back: the connection's resumption is our last touch of req. */
-    struct MHD_Connection *c = req->c;
-    if (req->job)
-        req->job->answered = true;
-    req->job = NULL;
-    req->state = S_BACK;
-    MHD_resume_connection(c);
-}
-
 static void s_refuse(ag_httpd_req_t *req, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -540,7 +232,7 @@ s_refuse(ag_httpd_req_t *req, unsigned status, const char *fmt, ...)
     log_info("%s: HTTP %u: %s", d->o.name, status, text);
     /* On a worker the answer hands req back: after it, only job says
      * whether it was answered. */
-    s_job_t *job = req->state == S_WORKING ? req->job : NULL;
+    ag_httpd_job_t *job = req->state == S_WORKING ? req->job : NULL;
     if (d->o.refuse)
         d->o.refuse(d->o.arg, req, status, text);
     if (!(job ? job->answered : req->answered)) {
@@ -564,9 +256,10 @@ s_queue(ag_httpd_t *d, struct MHD_Connection *c, ag_httpd_req_t *req)
         st->c = c;
         pthread_mutex_unlock(&st->lock);
         r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
-                                              s_stream_read, st, s_stream_free);
+                                              ag_httpd_stream_reader, st,
+                                              ag_httpd_stream_release);
         if (!r) {
-            s_stream_free(st);
+            ag_httpd_stream_release(st);
             return MHD_NO;
         }
     } else {
@@ -610,7 +303,7 @@ s_worker(void *arg)
         bool stopping = d->stopping;
         pthread_mutex_unlock(&d->lock);
 
-        s_job_t job = {0};
+        ag_httpd_job_t job = {0};
         req->job = &job;
         if (stopping)
             s_refuse(req, 503, "Service Unavailable: the server is stopping");
@@ -797,63 +490,17 @@ s_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         return;
     *con_cls = NULL;
     if (req->stream) /* answered, never queued */
-        s_stream_free(req->stream);
+        ag_httpd_stream_release(req->stream);
     s_unreserve(d, req);
     buf_release(&req->body);
-    s_kvs_free(&req->headers);
-    s_kvs_free(&req->args);
-    s_kvs_free(&req->rheaders);
+    ag_httpd_kvs_free(&req->headers);
+    ag_httpd_kvs_free(&req->args);
+    ag_httpd_kvs_free(&req->rheaders);
     free(req->method);
     free(req->path);
     free(req->type);
     free(req->rbody);
     free(req);
-}
-
-/* ---- the request's accessors ------------------------------------------- */
-
-const char *
-ag_httpd_method(const ag_httpd_req_t *req)
-{
-    return req->method;
-}
-
-const char *
-ag_httpd_path(const ag_httpd_req_t *req)
-{
-    return req->path;
-}
-
-const char *
-ag_httpd_header(const ag_httpd_req_t *req, const char *name)
-{
-    for (size_t i = 0; i < req->headers.n; i++)
-        if (strcasecmp(req->headers.v[i].name, name) == 0)
-            return req->headers.v[i].value;
-    return NULL;
-}
-
-const char *
-ag_httpd_query(const ag_httpd_req_t *req, const char *name)
-{
-    for (size_t i = 0; i < req->args.n; i++)
-        if (strcmp(req->args.v[i].name, name) == 0)
-            return req->args.v[i].value;
-    return NULL;
-}
-
-const char *
-ag_httpd_body(const ag_httpd_req_t *req, size_t *len)
-{
-    if (len)
-        *len = req->body.len;
-    return req->body.data ? req->body.data : "";
-}
-
-const char *
-ag_httpd_peer(const ag_httpd_req_t *req)
-{
-    return req->peer;
 }
 
 /* ---- the daemon ------------------------------------------------------------
@@ -875,7 +522,7 @@ s_sweeper(void *arg)
             break;
         int64_t now = clock_mono_ms();
         s_sweep_conns(d, now);
-        s_sweep_streams(d, now);
+        ag_httpd_streams_sweep(d, now);
     }
     pthread_mutex_unlock(&d->lock);
     return NULL;
