@@ -549,6 +549,17 @@ s_fd_room(unsigned want)
     return room < want ? (unsigned)room : want;
 }
 
+static void
+s_free(ag_httpd_t *d)
+{
+    pthread_cond_destroy(&d->sweep_cond);
+    pthread_cond_destroy(&d->idle);
+    pthread_cond_destroy(&d->work);
+    pthread_mutex_destroy(&d->lock);
+    free(d->tids);
+    free(d);
+}
+
 ag_httpd_t *
 ag_httpd_start(const ag_httpd_opts_t *o, err_t *err)
 {
@@ -599,12 +610,7 @@ ag_httpd_start(const ag_httpd_opts_t *o, err_t *err)
     }
     return d;
 fail:
-    pthread_cond_destroy(&d->sweep_cond);
-    pthread_cond_destroy(&d->idle);
-    pthread_cond_destroy(&d->work);
-    pthread_mutex_destroy(&d->lock);
-    free(d->tids);
-    free(d);
+    s_free(d);
     return NULL;
 }
 
@@ -651,10 +657,5 @@ ag_httpd_stop(ag_httpd_t **pd)
     MHD_stop_daemon(d->mhd);
     for (unsigned i = 0; i < d->ntids; i++)
         pthread_join(d->tids[i], NULL);
-    pthread_cond_destroy(&d->sweep_cond);
-    pthread_cond_destroy(&d->idle);
-    pthread_cond_destroy(&d->work);
-    pthread_mutex_destroy(&d->lock);
-    free(d->tids);
-    free(d);
+    s_free(d);
 }
