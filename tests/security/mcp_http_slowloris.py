@@ -151,6 +151,15 @@ clock = threading.Lock()
 
 
 def one_client(i):
+    try:
+        r = one_session()
+    except (OSError, http.client.HTTPException) as e:
+        r = ("error", repr(e)[:80])
+    with clock:
+        crowd.append(r)
+
+
+def one_session():
     st, h, _ = post(port, INIT, timeout=120)
     sid = {"MCP-Session-Id": h.get("mcp-session-id", "")}
     st2, _, _ = post(port, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, sid,
@@ -159,8 +168,7 @@ def one_client(i):
     c.request("DELETE", "/mcp", headers=sid)
     st3 = c.getresponse().status
     c.close()
-    with clock:
-        crowd.append((st, st2, st3))
+    return (st, st2, st3)
 
 
 cs = [threading.Thread(target=one_client, args=(i,)) for i in range(100)]
