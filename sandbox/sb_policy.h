@@ -65,6 +65,10 @@ typedef struct sb_policy {
                                  exec bit */
     bool seccomp_audit;       /* let through and report what the seccomp allow
                                  list lacks (--seccomp-audit) */
+    bool home_is_workspace;   /* $HOME (/home/user) is the workspace itself,
+                                 bound there, not a tmpfs of its own: what
+                                 code written for E2B's template expects
+                                 (agent/e2b); no flag sets it */
 } sb_policy_t;
 
 void sb_policy_init_default(sb_policy_t *p);
