@@ -1,6 +1,8 @@
 /*
- * ag_mcp_http: the MCP Streamable HTTP transport, on libmicrohttpd (a
- * thread per connection). One endpoint, /mcp:
+ * ag_mcp_http: the MCP Streamable HTTP transport, on agent/http's
+ * ag_httpd (one event loop; requests on up to 128 workers, 128 more
+ * queued, 503 beyond; at most 8 in progress for one session, a
+ * cancellation excepted). One endpoint, /mcp:
  *
  *   POST    one JSON-RPC message (or a batch in 2025-03-26), at most
  *           AG_MCP_MAX_MESSAGE bytes (413 beyond). Requests are answered
@@ -19,9 +21,11 @@
  * must be a revision we speak (400).
  *
  * Defence: binds 127.0.0.1 unless told otherwise; any non-loopback
- * address needs a bearer token (token_file), compared in constant time
- * (401 without it); a browser Origin must be localhost/127.0.0.1 or one
- * of `origins` (403); idle connections are closed after 60 s.
+ * address needs a bearer token (token_file), kept and compared as its
+ * SHA-256 digest (401 without it); a browser Origin must be
+ * localhost/127.0.0.1 or one of `origins` (403). The connection bounds
+ * (header and request deadlines, incomplete connections per address,
+ * the connection cap) are ag_httpd's.
  */
 #ifndef AGENT_MCP_AG_MCP_HTTP_H
 #define AGENT_MCP_AG_MCP_HTTP_H
@@ -41,6 +45,18 @@ typedef struct ag_mcp_http_opts {
     int norigins;                                 /* entries in origins */
     int max_sessions;                             /* live sessions at once */
 } ag_mcp_http_opts_t;
+
+/* The bearer token as the server keeps it: its SHA-256 digest and
+ * nothing else, so no check can compare lengths (or bytes) first. */
+typedef struct ag_mcp_token {
+    unsigned char sha256[32];
+} ag_mcp_token_t;
+
+void ag_mcp_token_set(ag_mcp_token_t *t, const char *token);
+/* Does the Authorization header value `auth` (may be NULL) carry the
+ * token as "Bearer TOKEN"? Whatever arrives is hashed and the two
+ * digests compared in constant time. */
+bool ag_mcp_token_ok(const ag_mcp_token_t *t, const char *auth);
 
 /* Serve until *stop becomes non-zero. Logs "mcp: listening on
  * http://ADDR:PORT/mcp" (at level info, and always on stderr) once bound.

@@ -66,8 +66,12 @@ def post(port, body, headers=None, timeout=180):
         r = c.getresponse()
         raw = r.read()
     except (OSError, http.client.HTTPException) as e:
-        return None, {}, ("no answer: %r; server's log ends: %s" % (
-            e, b"".join(SERVER_LOG)[-2000:].decode(errors="replace"))).encode()
+        log = b"".join(SERVER_LOG)
+        # A sanitizer's report from its first line; otherwise the log's end.
+        at = log.find(b"ERROR: AddressSanitizer")
+        shown = log[at:at + 2500] if at >= 0 else log[-2000:]
+        return None, {}, ("no answer: %r; server's log: %s" % (
+            e, shown.decode(errors="replace"))).encode()
     finally:
         c.close()
     return r.status, {k.lower(): v for k, v in r.getheaders()}, raw
@@ -197,7 +201,7 @@ try:
     ok(st == 503 and b"max-sessions" in raw,
        "boxes still being removed count against --max-sessions (a new "
        "session is refused while %d closed ones cannot die)" % N_SESSIONS,
-       (st, raw[:300]))
+       (st, raw[:2900]))
     freezer("THAWED")
 
     def leftovers():

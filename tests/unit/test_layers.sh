@@ -4,8 +4,8 @@
 #   1. No upward include: a file includes only headers of its own layer or
 #      of layers below it, in this order (lowest first):
 #          common sandbox kernel-bridge packages notebook-io agent
-#      and inside agent/: llm and session, then loop, then kernel, then mcp,
-#      then e2b, then cli.
+#      and inside agent/: llm, session and http, then loop, then kernel,
+#      then mcp, then e2b, then cli.
 #   2. No include circle between modules. A module is NAME.c with NAME.h
 #      (NAME_impl.h, a private header shared by a family of files, counts
 #      as NAME); module A depends on B when A.c or A.h includes B.h. The
@@ -26,7 +26,7 @@ rank() { # path -> layer rank
     kernel-bridge/*) echo 2 ;;
     packages/*) echo 3 ;;
     notebook-io/*) echo 4 ;;
-    agent/llm/* | agent/session/*) echo 5 ;;
+    agent/llm/* | agent/session/* | agent/http/*) echo 5 ;;
     agent/loop/*) echo 6 ;;
     agent/kernel/*) echo 7 ;;
     agent/mcp/*) echo 8 ;;
