@@ -2,7 +2,8 @@
  * sb_policy: the limits and mounts of one sandbox, shared by every
  * subcommand through the same flags (sb_policy_flags(): --memory, --cpus,
  * --pids, --disk, --tmp, --shm, --nofile, --fsize, --env, --bind,
- * --keep-workspace, --seccomp-audit, and --network, which is refused).
+ * --keep-workspace, --seccomp-audit, --engine, and --network, which is
+ * refused).
  *
  * Callers embed an sb_policy_t, pair sb_policy_init_default() with
  * sb_policy_release(), and may change fields directly; every string and
@@ -17,6 +18,7 @@
 #include "common/cliopt.h"
 #include "common/err.h"
 #include "common/strv.h"
+#include "sandbox/sb_engine.h"
 #include "sandbox/sb_files.h"
 
 #include <jansson.h>
@@ -65,6 +67,8 @@ typedef struct sb_policy {
                                  exec bit */
     bool seccomp_audit;       /* let through and report what the seccomp allow
                                  list lacks (--seccomp-audit) */
+    sb_engine_t engine;       /* what runs the box (--engine; default
+                                 sb_engine_default()) */
 } sb_policy_t;
 
 void sb_policy_init_default(sb_policy_t *p);

@@ -184,6 +184,9 @@ struct sb_sandbox {
     sb_seccomp_audit_t *audit;
     /* killed and given to a reaper (sb_sandbox_hand_off) */
     bool handed_off;
+    /* owned: the gVisor engine's state (sb_gvisor.c), or NULL for the
+     * namespaces engine */
+    struct sb_gv *gv;
 };
 
 /* Test-only weakenings (sb_sandbox.h): referenced weakly, so only a
@@ -203,6 +206,10 @@ __attribute__((noreturn)) void sb_box_nest_helper(const int nsfd[2],
                                                   const struct s_child *c,
                                                   int rep);
 void sb_box_close_others(const int *keep, int n);
+
+/* sb_sandbox.c: the workspace fd `passed` from a new box: carry `old_ws`
+ * over (if >= 0) and copy the queued files in. 0 or -1. */
+int sb_box_take_workspace(sb_sandbox_t *sb, int passed, int old_ws, err_t *err);
 
 /* sb_sandbox_plan.c */
 void sb_box_plan_build(const sb_sandbox_t *sb, struct s_plan *pl);
