@@ -73,6 +73,9 @@ sb_gvisor_find_runsc(err_t *err)
 const char *
 sb_gvisor_platform(void)
 {
+    const char *force = getenv("JUPYTER_AGENT_GVISOR_PLATFORM");
+    if (force && (strcmp(force, "kvm") == 0 || strcmp(force, "ptrace") == 0))
+        return force;
     int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
     if (fd >= 0) {
         close(fd);

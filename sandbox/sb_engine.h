@@ -40,7 +40,8 @@ json_t *sb_gvisor_info(void);
 /* The runsc to run (new string) or NULL with ERR_SANDBOX (exit 4)
  * naming `apt-get install runsc`. */
 char *sb_gvisor_find_runsc(err_t *err);
-/* "kvm" or "ptrace": the platform this machine can use. */
+/* "kvm" or "ptrace": the platform this machine can use, or the one
+ * $JUPYTER_AGENT_GVISOR_PLATFORM (kvm, ptrace) forces. */
 const char *sb_gvisor_platform(void);
 
 #endif

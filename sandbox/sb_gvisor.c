@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -200,7 +201,11 @@ s_runsc_reason(const struct sb_gv *g)
             continue;
         buf_reset(&b);
         line[strcspn(line, "\n")] = '\0';
-        esc_append(&b, line, strlen(line), ESC_NAME);
+        /* runsc logs JSON lines: {"msg": ..., "level": ...} */
+        json_t *j = line[0] == '{' ? json_loads(line, 0, NULL) : NULL;
+        const char *msg = json_string_value(json_object_get(j, "msg"));
+        esc_append(&b, msg ? msg : line, strlen(msg ? msg : line), ESC_NAME);
+        json_decref(j);
     }
     if (f)
         fclose(f);

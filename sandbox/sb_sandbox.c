@@ -316,6 +316,13 @@ s_reap(sb_sandbox_t *sb, bool block)
     if (sb->exit.kind == SB_SIGNALED && sb->exit.signal == SIGKILL &&
         sb_cgroup_oom_kills(sb->cg) > sb->oom_base)
         sb->exit.kind = SB_OOM_KILLED;
+    /* Under gVisor the host's OOM killer may take the Sentry or a ptrace
+     * stub rather than the program: runsc then exits 137, or the relay
+     * reports whatever the Sentry saw. The cgroup's count decides. */
+    if (sb->gv && sb_cgroup_oom_kills(sb->cg) > sb->oom_base) {
+        sb->exit.kind = SB_OOM_KILLED;
+        sb->exit.signal = SIGKILL;
+    }
     return 1;
 }
 
