@@ -48,6 +48,19 @@ sb_engine_default(void)
     return e;
 }
 
+const char *
+sb_engine_nesting_gap(sb_engine_t e)
+{
+    if (e != SB_ENGINE_GVISOR)
+        return NULL;
+    return "--factory cannot run with --engine gvisor: the factory forks "
+           "each kernel into a box nested in its own and enters it with "
+           "setns(), and a gVisor sandbox is one user-space kernel that no "
+           "host process can enter or fork into; use --no-factory (each "
+           "warm kernel gets a runsc sandbox of its own), or --engine "
+           "namespaces";
+}
+
 /* An executable runsc: $JUPYTER_AGENT_RUNSC, else on a fixed list (never
  * $PATH: the launcher may be root and PATH the caller's). */
 char *

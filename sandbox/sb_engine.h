@@ -32,6 +32,10 @@ int sb_engine_parse(const char *name, sb_engine_t *out, err_t *err);
  * no engine; sb_sandbox_new then refuses), else namespaces. */
 sb_engine_t sb_engine_default(void);
 
+/* Why engine `e` cannot nest boxes (the kernel factory forks kernels
+ * into boxes nested in its own: sb_sandbox_nest_in), or NULL if it can. */
+const char *sb_engine_nesting_gap(sb_engine_t e);
+
 /* What the gVisor engine would use here, for `sandbox --info`: runsc's
  * path and version, the platform (kvm when /dev/kvm is usable, else
  * ptrace: runsc 20221219 has no systrap), and what is in force. New

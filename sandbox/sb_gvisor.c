@@ -243,14 +243,8 @@ sb_gv_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
 {
     struct sb_gv *g = sb->gv;
     if (sb->nest || sb->allow_setns)
-        return err_set(err, ERR_USAGE,
-                       "--factory cannot run with --engine gvisor: the "
-                       "factory forks each kernel into a box nested in its "
-                       "own and enters it with setns(), and a gVisor sandbox "
-                       "is one user-space kernel no host process can enter "
-                       "or fork into; use the warm pool without --factory "
-                       "(each warm kernel gets a runsc sandbox of its own), "
-                       "or --engine namespaces");
+        return err_set(err, ERR_USAGE, "%s",
+                       sb_engine_nesting_gap(SB_ENGINE_GVISOR));
     int rc = -1, sv[2] = {-1, -1};
     struct s_plan plan = {0};
     char **rargv = NULL;

@@ -214,6 +214,7 @@ typedef struct s_server {
     kb_factory_t *factory;     /* owned, or NULL; outlives the pool */
     char *kernel_name;         /* owned */
     json_t *policy_json;       /* owned: what a take must match */
+    const sb_policy_t *policy; /* borrowed (the options'), NULL = default */
     s_conn_t conns[MAX_CONNS]; /* fd -1 = free */
     size_t nconns;             /* slots in use at the front */
     unsigned long mismatches;  /* takes for another kernel or policy */
@@ -304,7 +305,8 @@ s_handle_take(s_server_t *sv, s_conn_t *c, json_t *req)
                            NULL, false);
     err_t err;
     int wait_ms = 0;
-    kb_launcher_t *l = kb_pool_take_wait(sv->pool, NULL, NULL, &wait_ms, &err);
+    kb_launcher_t *l =
+        kb_pool_take_wait(sv->pool, NULL, sv->policy, &wait_ms, &err);
     if (!l && wait_ms > 0) { /* answered by s_retry_takes */
         c->wait_until = clock_mono_ms() + wait_ms;
         return 0;
@@ -562,6 +564,7 @@ kb_serve_run(const kb_serve_opts_t *o, err_t *err)
     sb_policy_t defaults;
     sb_policy_init_default(&defaults);
     sv->policy_json = sb_policy_to_json(o->policy ? o->policy : &defaults);
+    sv->policy = o->policy;
     sb_policy_release(&defaults);
     if (o->factory) {
         kb_factory_opts_t fo = {.preload = o->preload};
