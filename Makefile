@@ -53,8 +53,12 @@ lib_srcs  = $(filter-out $(MAIN_SRC),$(wildcard $(1)/*.c $(1)/*/*.c))
 # Python that runs in kernels lives in *.py files next to the C that owns
 # it; each is built into its layer as `const char NAME_py[]` (tools/embed).
 py_srcs   = $(wildcard $(1)/*.py $(1)/*/*.py)
+# Data the C reads at run time (the MCP tools' JSON Schemas) likewise: each
+# *.json file in a layer is `const char NAME_json[]`.
+json_srcs = $(wildcard $(1)/*.json $(1)/*/*.json)
 lib_objs  = $(patsubst %.c,$(BUILD)/%.o,$(call lib_srcs,$(1))) \
             $(patsubst %.py,$(BUILD)/%.py.o,$(call py_srcs,$(1))) \
+            $(patsubst %.json,$(BUILD)/%.json.o,$(call json_srcs,$(1))) \
             $(if $(filter sandbox,$(1)),$(BUILD)/sandbox/sb_drop.so.o)
 LIBS     := $(foreach l,$(LAYERS),$(BUILD)/lib$(l).a)
 
@@ -88,6 +92,13 @@ $(BUILD)/%.py.c: %.py tools/embed
 	sh tools/embed $(notdir $(basename $<))_py $< >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/%.py.o: $(BUILD)/%.py.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.json.c: %.json tools/embed
+	@mkdir -p $(dir $@)
+	sh tools/embed $(notdir $(basename $<))_json $< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/%.json.o: $(BUILD)/%.json.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 # The privilege drop as a shared object the kernel factory loads with

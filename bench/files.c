@@ -16,7 +16,7 @@
 #include "common/clock.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_files.h"
-#include "kernel-bridge/kb_launch_sandbox.h"
+#include "kernel-bridge/launch/kb_launch_sandbox.h"
 
 #include <fcntl.h>
 #include <sodium.h>

@@ -28,7 +28,7 @@
 #include "bench/bench.h"
 #include "common/clock.h"
 #include "kernel-bridge/kb_kernel.h"
-#include "kernel-bridge/kb_launch_sandbox.h"
+#include "kernel-bridge/launch/kb_launch_sandbox.h"
 #include "sandbox/sb_sandbox.h"
 
 #include <string.h>

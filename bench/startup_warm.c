@@ -26,7 +26,7 @@
 #include "bench/bench.h"
 #include "common/clock.h"
 #include "kernel-bridge/kb_kernel.h"
-#include "kernel-bridge/kb_launch_sandbox.h"
+#include "kernel-bridge/launch/kb_launch_sandbox.h"
 #include "kernel-bridge/pool/kb_factory.h"
 #include "kernel-bridge/pool/kb_pool.h"
 #include "kernel-bridge/pool/kb_serve.h"

@@ -1,7 +1,7 @@
 #include "kb_client.h"
 
-#include "kernel-bridge/kb_transport.h"
-#include "kernel-bridge/kb_zmq.h"
+#include "kernel-bridge/transport/kb_transport.h"
+#include "kernel-bridge/wire/kb_frames.h"
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -55,7 +55,7 @@ struct kb_client {
     char session[37];            /* our session id (also routing id) */
     char *username;              /* owned */
     kb_wire_stats_t stats;       /* what was accepted and dropped */
-    kb_zmq_limits_t limits;      /* frames and total bytes of a message */
+    kb_frames_limits_t limits;   /* frames and total bytes of a message */
     size_t max_output;           /* per-execution output cap */
     int watch_fd;                /* readable when the kernel died; -1 */
     bool use_hb;                 /* ping the heartbeat while waiting */
@@ -187,7 +187,7 @@ s_round(void)
  * (counted in c->stats); NULL when none is waiting or the round's budget
  * is spent. `lim` NULL = the client's limits. */
 static kb_msg_t *
-s_next(kb_client_t *c, kb_channel_t ch, const kb_zmq_limits_t *lim,
+s_next(kb_client_t *c, kb_channel_t ch, const kb_frames_limits_t *lim,
        s_round_t *r)
 {
     while (r->n < DRAIN_MAX && clock_mono_ms() < r->until) {
@@ -303,7 +303,7 @@ kb_client_send_pump(kb_client_t *c, const char *msg_type, json_t *content,
         }
         kb_msg_t *m;
         bool idle = false;
-        kb_zmq_limits_t lim = c->limits;
+        kb_frames_limits_t lim = c->limits;
         lim.parent_id = kb_msg_id(req);
         s_round_t r = s_round();
         while (!idle && (ready & (1u << KB_IOPUB)) &&
@@ -523,7 +523,7 @@ kb_client_execute_wait(kb_client_t *c, kb_exec_t *x, kb_output_t *out,
          * once the cap is reached everything but status, are dropped
          * before they are hashed or parsed. */
         int drained = 0;
-        kb_zmq_limits_t lim = c->limits;
+        kb_frames_limits_t lim = c->limits;
         lim.parent_id = x->msg_id;
         if (c->max_output < SIZE_MAX - IOPUB_SLACK_BYTES &&
             c->max_output + IOPUB_SLACK_BYTES < lim.max_bytes)

@@ -8,7 +8,7 @@
  * frame (ZMQ_MAXMSGSIZE = max_msg_bytes) and lingers 0 ms on close.
  *
  * A kernel is hostile (code in it can sign anything). Before a message is
- * hashed or copied it is dropped when it has more than KB_ZMQ_MAX_FRAMES
+ * hashed or copied it is dropped when it has more than KB_FRAMES_MAX
  * frames or more than max_msg_bytes in all; while an execution waits, iopub
  * messages of other parents (and, once its output cap is reached, all but
  * status) are dropped unhashed. Messages failing the signature check are
@@ -24,10 +24,10 @@
 
 #include "common/err.h"
 #include "kernel-bridge/kb_conn.h"
-#include "kernel-bridge/kb_msg.h"
 #include "kernel-bridge/kb_output.h"
-#include "kernel-bridge/kb_transport.h"
-#include "kernel-bridge/kb_wire.h"
+#include "kernel-bridge/transport/kb_transport.h"
+#include "kernel-bridge/wire/kb_msg.h"
+#include "kernel-bridge/wire/kb_wire.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -12,10 +12,10 @@
 
 #include "common/err.h"
 #include "kernel-bridge/kb_client.h"
-#include "kernel-bridge/kb_gateway.h"
 #include "kernel-bridge/kb_kernelspec.h"
-#include "kernel-bridge/kb_launcher.h"
 #include "kernel-bridge/kb_output.h"
+#include "kernel-bridge/launch/kb_launcher.h"
+#include "kernel-bridge/transport/kb_gateway.h"
 
 #include <stdbool.h>
 

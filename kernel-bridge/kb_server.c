@@ -1,6 +1,6 @@
 #include "kb_server.h"
 
-#include "kernel-bridge/kb_zmq.h"
+#include "kernel-bridge/transport/kb_zmq.h"
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -45,7 +45,7 @@ struct kb_server {
     char session[37];           /* header.session of what we send */
     char *username;             /* owned header.username */
     kb_wire_stats_t stats;      /* accepted / dropped, all channels */
-    kb_zmq_limits_t limits;     /* frames and bytes one message may have */
+    kb_frames_limits_t limits;  /* frames and bytes one message may have */
     kb_wire_stats_t snapshot;   /* what kb_server_stats last returned */
     table_t shell;              /* shell handlers (shell thread) */
     table_t ctl;                /* control handlers (control thread) */

@@ -41,8 +41,8 @@
 
 #include "common/err.h"
 #include "kernel-bridge/kb_conn.h"
-#include "kernel-bridge/kb_msg.h"
-#include "kernel-bridge/kb_wire.h"
+#include "kernel-bridge/wire/kb_msg.h"
+#include "kernel-bridge/wire/kb_wire.h"
 
 #include <jansson.h>
 #include <stdatomic.h>

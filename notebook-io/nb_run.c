@@ -5,8 +5,8 @@
 #include "common/escape.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
-#include "kernel-bridge/kb_msg.h"
 #include "kernel-bridge/kb_output.h"
+#include "kernel-bridge/wire/kb_msg.h"
 #include "notebook-io/nb_json.h"
 
 #include <ctype.h>

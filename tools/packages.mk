@@ -17,7 +17,8 @@ DEB_BUILD := build-essential pkg-config clang clang-format libclang-rt-14-dev \
 # `make asan` runs) and the demo: sandboxed ipykernels with the data stack,
 # the wheels tests (wheel, setuptools, pip, cryptography), the deploy/k8s
 # checker (yaml, jinja2: tests/unit/deploy_manifests.sh), pyflakes
-# (tests/unit/python_sources.sh), a real jupyter-server and tornado
+# (tests/unit/python_sources.sh), jsonschema (tests/unit/mcp_schemas.sh;
+# nbformat pulls it in too), a real jupyter-server and tornado
 # (tests/security/hostile_gateway.sh), node (tests/integration/mcp_sdk.sh),
 # runsc (gVisor: --engine gvisor and tests/security/gvisor_*).
 DEB_C_SUITES := iproute2 procps util-linux runsc \
@@ -25,6 +26,7 @@ DEB_C_SUITES := iproute2 procps util-linux runsc \
     python3-nbclient python3-pandas python3-matplotlib \
     python3-wheel python3-setuptools python3-pip python3-pyflakes \
     python3-cryptography python3-yaml python3-jinja2 python3-tornado \
+    python3-jsonschema \
     jupyter-core jupyter-client python3-jupyter-server nodejs
 
 # The box Python stack: what a data analyst reaches for, importable inside

@@ -7,7 +7,7 @@
 #include "common/strv.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_files.h"
-#include "kernel-bridge/kb_launch_sandbox.h"
+#include "kernel-bridge/launch/kb_launch_sandbox.h"
 #include "kernel-bridge/pool/kb_serve.h"
 #include "kernel-bridge/pool/kb_warm.h"
 #include "notebook-io/nb_archive.h"

@@ -47,7 +47,7 @@
 #define KERNEL_BRIDGE_POOL_KB_SERVE_H
 
 #include "common/err.h"
-#include "kernel-bridge/kb_launcher.h"
+#include "kernel-bridge/launch/kb_launcher.h"
 #include "sandbox/sb_policy.h"
 
 #include <jansson.h>

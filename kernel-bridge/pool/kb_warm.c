@@ -2,7 +2,7 @@
 #include "kernel-bridge/pool/kb_warm.h"
 
 #include "common/strv.h"
-#include "kernel-bridge/kb_launch_sandbox.h"
+#include "kernel-bridge/launch/kb_launch_sandbox.h"
 
 #include "common/clock.h"
 #include "common/log.h"

@@ -35,7 +35,7 @@
 #define KERNEL_BRIDGE_POOL_KB_WARM_H
 
 #include "common/err.h"
-#include "kernel-bridge/kb_launcher.h"
+#include "kernel-bridge/launch/kb_launcher.h"
 #include "kernel-bridge/pool/kb_factory.h"
 #include "sandbox/sb_policy.h"
 #include "sandbox/sb_sandbox.h"

@@ -24,7 +24,7 @@
  */
 #include "kernel-bridge/kb_client.h"
 #include "common/clock.h"
-#include "kernel-bridge/kb_zmq.h"
+#include "kernel-bridge/transport/kb_zmq.h"
 
 #include <stdint.h>
 #include <stdio.h>

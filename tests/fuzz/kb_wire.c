@@ -4,7 +4,7 @@
  * followed by that many bytes (a short tail is one last frame). Parsed twice:
  * with a key (exercises signature rejection) and unsigned (exercises JSON).
  */
-#include "kernel-bridge/kb_wire.h"
+#include "kernel-bridge/wire/kb_wire.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * message on a real channel, which re-encodes and decodes to the same
  * header, or refused with a reason; nothing may crash, leak or read past
  * the frame (ASan). */
-#include "kernel-bridge/kb_wsmsg.h"
+#include "kernel-bridge/wire/kb_wsmsg.h"
 
 #include <stdint.h>
 #include <stdlib.h>

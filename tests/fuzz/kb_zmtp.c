@@ -5,7 +5,7 @@
  * messages with the same frames, the same drops, the same error. Every
  * frame lies inside the bytes handed over, no message passes the caps,
  * and nothing may crash, leak or read past the input (ASan). */
-#include "kernel-bridge/kb_zmtp.h"
+#include "kernel-bridge/wire/kb_zmtp.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
 #include "../tap.h"
 
 #include "common/clock.h"
-#include "kernel-bridge/kb_zmq.h"
-#include "kernel-bridge/kb_zmtp_sub.h"
+#include "kernel-bridge/transport/kb_zmtp_sub.h"
+#include "kernel-bridge/wire/kb_frames.h"
 
 #include <netinet/in.h>
 #include <poll.h>
@@ -42,7 +42,7 @@ s_wait(kb_zmtp_sub_t *s, kb_frame_t *f, size_t *n, int ms)
 static bool
 s_joined(void *pub, kb_zmtp_sub_t *s)
 {
-    kb_frame_t f[KB_ZMQ_MAX_FRAMES];
+    kb_frame_t f[KB_FRAMES_MAX];
     size_t n;
     for (int i = 0; i < 300; i++) {
         zmq_send(pub, "probe", 5, ZMQ_DONTWAIT);
@@ -113,7 +113,7 @@ s_stream(void *ctx, const char *endpoint, int type, int count, const char *what)
     ok(s != NULL, "%s: the reader takes %s", what, endpoint);
     if (!s)
         return;
-    kb_frame_t f[KB_ZMQ_MAX_FRAMES];
+    kb_frame_t f[KB_FRAMES_MAX];
     size_t n;
     ok(s_wait(s, f, &n, 100) == KB_ZMTP_SUB_NONE && !kb_zmtp_sub_open(s),
        "%s: nothing is there before the publisher binds", what);
@@ -164,7 +164,7 @@ test_cap_and_reconnect(void *ctx)
     zmq_send(pub, big, sizeof big, ZMQ_SNDMORE);
     zmq_send(pub, "tail", 4, 0);
     zmq_send(pub, "after", 5, 0);
-    kb_frame_t f[KB_ZMQ_MAX_FRAMES];
+    kb_frame_t f[KB_FRAMES_MAX];
     size_t n;
     ok(s_next_real(s, f, &n) == KB_ZMTP_SUB_DROPPED,
        "a message over the reader's byte cap is dropped");

@@ -7,7 +7,7 @@
 
 #include "common/clock.h"
 #include "kernel-bridge/kb_kernel.h"
-#include "kernel-bridge/kb_launch_sandbox.h"
+#include "kernel-bridge/launch/kb_launch_sandbox.h"
 #include "sandbox/sb_policy.h"
 
 #include <stdlib.h>

@@ -19,7 +19,7 @@
 #include "common/clock.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
-#include "kernel-bridge/kb_launch_sandbox.h"
+#include "kernel-bridge/launch/kb_launch_sandbox.h"
 #include "notebook-io/nb_notebook.h"
 #include "notebook-io/nb_run.h"
 

@@ -11,7 +11,7 @@
 
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
-#include "kernel-bridge/kb_launch_sandbox.h"
+#include "kernel-bridge/launch/kb_launch_sandbox.h"
 
 #include <stdlib.h>
 

@@ -54,9 +54,9 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "kernel-bridge/kb_zmq.h"
-#include "kernel-bridge/kb_zmtp.h"
-#include "kernel-bridge/kb_zmtp_sub.h"
+#include "kernel-bridge/transport/kb_zmtp_sub.h"
+#include "kernel-bridge/wire/kb_frames.h"
+#include "kernel-bridge/wire/kb_zmtp.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -85,7 +85,7 @@
 typedef struct event {
     kb_zmtp_next_t kind;
     size_t n;
-    size_t len[KB_ZMQ_MAX_FRAMES];
+    size_t len[KB_FRAMES_MAX];
     uint8_t *bytes; /* the frames, concatenated (owned) */
 } event_t;
 
@@ -264,7 +264,7 @@ s_pump(peer_t *p, int ms)
 {
     s_accept(p);
     for (;;) {
-        kb_frame_t f[KB_ZMQ_MAX_FRAMES];
+        kb_frame_t f[KB_FRAMES_MAX];
         size_t n = 0;
         int64_t t0 = clock_mono_us();
         kb_zmtp_next_t r = kb_zmtp_sub_next(p->s, f, &n);
@@ -392,7 +392,7 @@ s_open(peer_t *p, const char *tag, size_t max_bytes, int reconnect_ms)
     }
     char ep[sizeof p->path + 8];
     snprintf(ep, sizeof ep, "ipc://%s", p->path);
-    p->s = kb_zmtp_sub_new(ep, max_bytes, KB_ZMQ_MAX_FRAMES, reconnect_ms);
+    p->s = kb_zmtp_sub_new(ep, max_bytes, KB_FRAMES_MAX, reconnect_ms);
     return p->s != NULL;
 }
 

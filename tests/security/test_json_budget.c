@@ -22,8 +22,8 @@
 #include "agent/mcp/ag_mcp_rpc.h"
 #include "common/jsonlim.h"
 #include "common/xalloc.h"
-#include "kernel-bridge/kb_wire.h"
-#include "kernel-bridge/kb_wsmsg.h"
+#include "kernel-bridge/wire/kb_wire.h"
+#include "kernel-bridge/wire/kb_wsmsg.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,7 +223,7 @@ t_gateway_legacy(void)
         "{\"channel\":\"iopub\",\"header\":{\"msg_id\":\"m\",\"msg_type\":"
         "\"stream\"},\"parent_header\":{\"msg_id\":\"someone-else\"},"
         "\"metadata\":{},\"content\":{\"name\":\"stdout\",\"text\":\"x\"}}";
-    kb_zmq_limits_t lim = {.parent_id = "mine-0123"};
+    kb_frames_limits_t lim = {.parent_id = "mine-0123"};
     m = kb_ws_decode(other, sizeof other - 1, false, KB_WS_LEGACY, &lim, &st,
                      &ch, &err);
     ok(!m && st.foreign == 1 && st.accepted == 0,

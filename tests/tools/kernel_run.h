@@ -8,7 +8,7 @@
 #include "../tap.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
-#include "kernel-bridge/kb_launch_sandbox.h"
+#include "kernel-bridge/launch/kb_launch_sandbox.h"
 
 #include <sys/resource.h>
 

@@ -5,7 +5,7 @@
  */
 #include "../tap.h"
 
-#include "kernel-bridge/kb_ipc.h"
+#include "kernel-bridge/transport/kb_ipc.h"
 
 #include <errno.h>
 #include <fcntl.h>

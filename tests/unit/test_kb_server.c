@@ -3,9 +3,9 @@
 #include "../tap.h"
 
 #include "kernel-bridge/kb_conn.h"
-#include "kernel-bridge/kb_msg.h"
 #include "kernel-bridge/kb_server.h"
-#include "kernel-bridge/kb_wire.h"
+#include "kernel-bridge/wire/kb_msg.h"
+#include "kernel-bridge/wire/kb_wire.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,8 +1,8 @@
 /* Unit tests for kb_msg and kb_wire: frames, signatures, hostile input. */
 #include "../tap.h"
 
-#include "kernel-bridge/kb_msg.h"
-#include "kernel-bridge/kb_wire.h"
+#include "kernel-bridge/wire/kb_msg.h"
+#include "kernel-bridge/wire/kb_wire.h"
 
 #include <sodium.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * framings, and what a hostile server cannot make it do. */
 #include "../tap.h"
 
-#include "kernel-bridge/kb_wsmsg.h"
+#include "kernel-bridge/wire/kb_wsmsg.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,7 +46,7 @@ static const char *const s_parts[] = {s_hdr, s_parent, "{}", s_content, "BUF"};
 
 static kb_msg_t *
 s_decode(const buf_t *b, bool binary, kb_ws_proto_t p,
-         const kb_zmq_limits_t *lim, kb_wire_stats_t *st, kb_channel_t *ch)
+         const kb_frames_limits_t *lim, kb_wire_stats_t *st, kb_channel_t *ch)
 {
     err_t err;
     return kb_ws_decode(b->data, b->len, binary, p, lim, st, ch, &err);
@@ -148,11 +148,11 @@ main(void)
 
     buf_reset(&b);
     s_v1(&b, "iopub", s_parts, 4);
-    kb_zmq_limits_t lim = {.parent_id = "someone-else"};
+    kb_frames_limits_t lim = {.parent_id = "someone-else"};
     m = s_decode(&b, true, KB_WS_V1, &lim, &st, &ch);
     ok(!m && st.foreign == 1,
        "a message for another parent is dropped before its JSON is parsed");
-    lim = (kb_zmq_limits_t){.max_bytes = 64};
+    lim = (kb_frames_limits_t){.max_bytes = 64};
     m = s_decode(&b, true, KB_WS_V1, &lim, &st, &ch);
     ok(!m && st.oversized == 1 && st.malformed == 6,
        "a frame over the size cap is refused, counted as oversized");

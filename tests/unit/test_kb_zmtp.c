@@ -6,7 +6,7 @@
 
 #include "../tools/zmtp_wire.h"
 #include "common/buf.h"
-#include "kernel-bridge/kb_zmtp.h"
+#include "kernel-bridge/wire/kb_zmtp.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -10,6 +10,10 @@
 #      (NAME_impl.h, a private header shared by a family of files, counts
 #      as NAME); module A depends on B when A.c or A.h includes B.h. The
 #      circles are found by tsort(1) over those edges.
+#   3. kernel-bridge/wire/ is a codec without I/O: no file there includes,
+#      itself or through the project headers it includes, zmq.h,
+#      sys/socket.h, libwebsockets.h or a curl header, and none includes a
+#      header of transport/, launch/ or pool/ (the layers that do).
 cd "$(dirname "$0")/../.." || exit 2
 . tests/tap.sh
 T=$(mktemp -d /tmp/ja-layers-XXXXXX)
@@ -84,6 +88,47 @@ awk '/input contains a loop/ { if (c) print c; c = ""; next }
 ok $? "no include circle between modules ($(wc -l <"$T/loops" | tr -d ' ') found)"
 diag "$T/loops"
 
+# 3. The wire layer does no I/O. io_includes FILE...: every forbidden
+# system header reached from FILEs through quoted project includes, as
+# "FILE reaches HEADER (through CHAIN)".
+io_includes() {
+    for start in "$@"; do
+        seen=" $start "
+        todo="$start"
+        while [ -n "$todo" ]; do
+            set -- $todo
+            cur=$1
+            shift
+            todo="$*"
+            sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*<\([^>]*\)>.*/\1/p' "$cur" |
+                grep -E '^(zmq\.h|sys/socket\.h|libwebsockets\.h|curl/)' |
+                sed "s|^|$start reaches <|; s|\$|> (in $cur)|"
+            for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$cur"); do
+                case $inc in
+                */*) ;;
+                *) inc="$(dirname "$cur")/$inc" ;;
+                esac
+                [ -e "$inc" ] || continue
+                case $seen in *" $inc "*) continue ;; esac
+                seen="$seen$inc "
+                todo="$todo $inc"
+            done
+        done
+    done
+}
+wire=$(ls kernel-bridge/wire/*.[ch] 2>/dev/null)
+[ -n "$wire" ]
+ok $? "kernel-bridge/wire/ exists ($(echo "$wire" | wc -w | tr -d ' ') files)"
+io_includes $wire >"$T/wire_io"
+[ ! -s "$T/wire_io" ]
+ok $? "nothing in kernel-bridge/wire/ includes zmq.h, sys/socket.h, libwebsockets.h or curl ($(wc -l <"$T/wire_io" | tr -d ' ') found)"
+diag "$T/wire_io"
+grep -E '^kernel-bridge/wire/[^ ]+ kernel-bridge/(transport|launch|pool)/' \
+    "$T/includes" >"$T/wire_up"
+[ ! -s "$T/wire_up" ]
+ok $? "nothing in kernel-bridge/wire/ includes transport/, launch/ or pool/ ($(wc -l <"$T/wire_up" | tr -d ' ') found)"
+diag "$T/wire_up"
+
 # The checker itself: the layer order it enforces, and a planted circle is
 # caught (so a green result means something).
 [ "$(rank agent/cli/x.c)" -gt "$(rank agent/mcp/x.h)" ] &&
@@ -95,6 +140,11 @@ diag "$T/loops"
     [ "$(rank kernel-bridge/pool/x.c)" -gt "$(rank sandbox/x.h)" ] &&
     [ "$(rank sandbox/x.c)" -gt "$(rank common/x.h)" ]
 ok $? "the check ranks the layers common < sandbox < kernel-bridge < packages < notebook-io < agent"
+mkdir -p "$T/probe"
+printf '#include <stdio.h>\n#include <sys/socket.h>\n' >"$T/probe/io.h"
+printf '#include "io.h"\n' >"$T/probe/codec.c"
+io_includes "$T/probe/codec.c" | grep -q 'sys/socket.h'
+ok $? "the check sees a socket header two includes away"
 printf 'a b\nb c\nc a\n' | tsort >/dev/null 2>"$T/probe.err"
 grep -q "loop" "$T/probe.err"
 ok $? "the check sees a circle of three modules"

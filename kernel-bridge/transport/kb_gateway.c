@@ -2,7 +2,7 @@
  * kb_gateway_ws.c. */
 #include "kb_gateway.h"
 
-#include "kb_gateway_int.h"
+#include "kb_gateway_impl.h"
 
 #include "common/buf.h"
 #include "common/escape.h"

@@ -1,7 +1,7 @@
 /* iopub over a plain socket on the caller's thread (see kb_zmtp_sub.h). */
 #include "kb_zmtp_sub.h"
 
-#include "kernel-bridge/kb_zmtp.h"
+#include "kernel-bridge/wire/kb_zmtp.h"
 
 #include "common/clock.h"
 #include "common/log.h"

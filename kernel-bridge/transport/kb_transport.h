@@ -18,9 +18,9 @@
 
 #include "common/err.h"
 #include "kernel-bridge/kb_conn.h"
-#include "kernel-bridge/kb_msg.h"
-#include "kernel-bridge/kb_wire.h"
-#include "kernel-bridge/kb_zmq.h"
+#include "kernel-bridge/wire/kb_frames.h"
+#include "kernel-bridge/wire/kb_msg.h"
+#include "kernel-bridge/wire/kb_wire.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,7 +39,7 @@ typedef struct kb_transport_ops {
      * NULL: nothing waiting (err->code stays ERR_OK), or a message was
      * dropped under `lim` (counted in *stats; err says why). */
     kb_msg_t *(*recv)(kb_transport_t *t, kb_channel_t ch,
-                      const kb_zmq_limits_t *lim, kb_wire_stats_t *stats,
+                      const kb_frames_limits_t *lim, kb_wire_stats_t *stats,
                       err_t *err);
     /* Wait up to `ms` for a message on any channel in `mask` (bit per
      * channel) or for `watch_fd` (-1: none) to become readable. Returns

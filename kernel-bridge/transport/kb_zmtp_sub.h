@@ -24,7 +24,7 @@
 #ifndef KERNEL_BRIDGE_KB_ZMTP_SUB_H
 #define KERNEL_BRIDGE_KB_ZMTP_SUB_H
 
-#include "kernel-bridge/kb_wire.h"
+#include "kernel-bridge/wire/kb_wire.h"
 
 #include <stdbool.h>
 #include <stddef.h>

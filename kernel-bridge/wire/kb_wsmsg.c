@@ -164,7 +164,7 @@ kb_ws_channel(const void *data, size_t len, bool binary, kb_ws_proto_t proto,
  * JSON is parsed: `parent` holds the parent_header (or, for legacy
  * frames, the whole JSON object), `header` the header (or the same). */
 static bool
-s_foreign(const kb_zmq_limits_t *lim, const kb_frame_t *header,
+s_foreign(const kb_frames_limits_t *lim, const kb_frame_t *header,
           const kb_frame_t *parent)
 {
     return lim && ((lim->status_only &&
@@ -175,7 +175,7 @@ s_foreign(const kb_zmq_limits_t *lim, const kb_frame_t *header,
 }
 
 static kb_msg_t *
-s_decode_v1(const uint8_t *d, size_t len, const kb_zmq_limits_t *lim,
+s_decode_v1(const uint8_t *d, size_t len, const kb_frames_limits_t *lim,
             kb_wire_stats_t *stats, kb_channel_t *ch, err_t *err)
 {
     uint64_t *malformed = stats ? &stats->malformed : NULL;
@@ -211,7 +211,7 @@ s_decode_v1(const uint8_t *d, size_t len, const kb_zmq_limits_t *lim,
 
 /* One legacy JSON message (text, or the first part of a binary frame). */
 static kb_msg_t *
-s_decode_json(const void *d, size_t len, const kb_zmq_limits_t *lim,
+s_decode_json(const void *d, size_t len, const kb_frames_limits_t *lim,
               kb_wire_stats_t *stats, kb_channel_t *ch, err_t *err)
 {
     uint64_t *malformed = stats ? &stats->malformed : NULL;
@@ -266,8 +266,9 @@ out:
 }
 
 static kb_msg_t *
-s_decode_legacy_binary(const uint8_t *d, size_t len, const kb_zmq_limits_t *lim,
-                       kb_wire_stats_t *stats, kb_channel_t *ch, err_t *err)
+s_decode_legacy_binary(const uint8_t *d, size_t len,
+                       const kb_frames_limits_t *lim, kb_wire_stats_t *stats,
+                       kb_channel_t *ch, err_t *err)
 {
     uint64_t *malformed = stats ? &stats->malformed : NULL;
     if (len < 4)
@@ -295,7 +296,7 @@ s_decode_legacy_binary(const uint8_t *d, size_t len, const kb_zmq_limits_t *lim,
 
 kb_msg_t *
 kb_ws_decode(const void *data, size_t len, bool binary, kb_ws_proto_t proto,
-             const kb_zmq_limits_t *lim, kb_wire_stats_t *stats,
+             const kb_frames_limits_t *lim, kb_wire_stats_t *stats,
              kb_channel_t *ch, err_t *err)
 {
     err_clear(err);

@@ -1,8 +1,9 @@
 /* The ZeroMQ transport: sockets to a local kernel (see kb_transport.h). */
 #include "kb_transport.h"
 
-#include "kernel-bridge/kb_ipc.h"
-#include "kernel-bridge/kb_zmtp_sub.h"
+#include "kernel-bridge/transport/kb_ipc.h"
+#include "kernel-bridge/transport/kb_zmq.h"
+#include "kernel-bridge/transport/kb_zmtp_sub.h"
 
 #include "common/clock.h"
 #include "common/xalloc.h"
@@ -164,13 +165,13 @@ s_send(kb_transport_t *t, kb_channel_t ch, const kb_msg_t *msg, err_t *err)
 }
 
 static kb_msg_t *
-s_recv(kb_transport_t *t, kb_channel_t ch, const kb_zmq_limits_t *lim,
+s_recv(kb_transport_t *t, kb_channel_t ch, const kb_frames_limits_t *lim,
        kb_wire_stats_t *stats, err_t *err)
 {
     s_zmq_t *c = (s_zmq_t *)t;
     if (ch != KB_IOPUB || !c->iopub)
         return kb_zmq_recv(c->sock[ch], c->key, lim, stats, err);
-    kb_frame_t frames[KB_ZMQ_MAX_FRAMES];
+    kb_frame_t frames[KB_FRAMES_MAX];
     size_t n = 0;
     err_clear(err);
     /* The receiver's cap (lower while an execution's output budget is
@@ -182,8 +183,8 @@ s_recv(kb_transport_t *t, kb_channel_t ch, const kb_zmq_limits_t *lim,
     kb_zmtp_next_t r = kb_zmtp_sub_next(c->iopub, frames, &n);
     if (r == KB_ZMTP_SUB_NONE)
         return NULL;
-    return kb_zmq_parse_frames(frames, n, r == KB_ZMTP_SUB_DROPPED, c->key, lim,
-                               stats, err);
+    return kb_frames_parse(frames, n, r == KB_ZMTP_SUB_DROPPED, c->key, lim,
+                           stats, err);
 }
 
 /* Look at the channels' socket files again (kb_ipc_refresh): only those
@@ -361,7 +362,7 @@ kb_transport_zmq_new(const kb_conn_t *conn, const char *session,
     }
     c->max_msg = (size_t)max_msg;
     c->iopub = kb_zmtp_sub_new(endpoint[KB_IOPUB], (size_t)max_msg,
-                               KB_ZMQ_MAX_FRAMES, RECONNECT_IVL_MS);
+                               KB_FRAMES_MAX, RECONNECT_IVL_MS);
     for (int ch = 0; ch < KB_NCHANNELS; ch++) {
         if (ch == KB_IOPUB && c->iopub)
             continue;

@@ -13,7 +13,7 @@
 #ifndef KERNEL_BRIDGE_KB_ZMTP_H
 #define KERNEL_BRIDGE_KB_ZMTP_H
 
-#include "kernel-bridge/kb_wire.h"
+#include "kernel-bridge/wire/kb_wire.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -51,7 +51,7 @@ typedef enum kb_zmtp_result {
 } kb_zmtp_result_t;
 
 /* A decoder at the start of a connection. `max_frames` is at most
- * KB_ZMQ_MAX_FRAMES (the views array every caller passes). */
+ * KB_FRAMES_MAX (the views array every caller passes). */
 void kb_zmtp_init(kb_zmtp_t *z, size_t max_bytes, size_t max_frames);
 
 /* The KB_ZMTP_HELLO_LEN bytes to write right after connecting. */

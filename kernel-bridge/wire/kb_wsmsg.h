@@ -27,9 +27,9 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "kernel-bridge/kb_conn.h"
-#include "kernel-bridge/kb_msg.h"
-#include "kernel-bridge/kb_wire.h"
-#include "kernel-bridge/kb_zmq.h"
+#include "kernel-bridge/wire/kb_frames.h"
+#include "kernel-bridge/wire/kb_msg.h"
+#include "kernel-bridge/wire/kb_wire.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -40,7 +40,7 @@ typedef enum { KB_WS_LEGACY, KB_WS_V1 } kb_ws_proto_t;
 
 /* Parts of one v1 frame (header ... buffers) after the channel; at most
  * this many are accepted, as for a ZeroMQ message. */
-#define KB_WS_MAX_PARTS KB_ZMQ_MAX_FRAMES
+#define KB_WS_MAX_PARTS KB_FRAMES_MAX
 
 /* The channel a frame is for, without parsing its JSON: 0 and *ch set, or
  * -1 (ERR_KERNEL: unknown channel name, bad offsets), counted in `stats`
@@ -61,7 +61,7 @@ int kb_ws_channel(const void *data, size_t len, bool binary,
  * object). JSON passes the depth and parse-cost bound of common/jsonlim
  * (lim->json_allowance). `lim` and `stats` may be NULL. */
 kb_msg_t *kb_ws_decode(const void *data, size_t len, bool binary,
-                       kb_ws_proto_t proto, const kb_zmq_limits_t *lim,
+                       kb_ws_proto_t proto, const kb_frames_limits_t *lim,
                        kb_wire_stats_t *stats, kb_channel_t *ch, err_t *err);
 
 /* Encode `msg` for channel `ch` into `out` (appended; out->max caps it).

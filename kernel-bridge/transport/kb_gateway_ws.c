@@ -4,7 +4,7 @@
  * caller's back. Frames are queued per channel as they arrive (bounded),
  * and decoded with the receiver's limits when taken. */
 #include "kb_gateway.h"
-#include "kb_gateway_int.h"
+#include "kb_gateway_impl.h"
 
 #include "common/buf.h"
 #include "common/clock.h"
@@ -519,7 +519,7 @@ s_collect(kb_transport_t *tp, kb_wire_stats_t *stats)
 }
 
 static kb_msg_t *
-s_recv(kb_transport_t *tp, kb_channel_t ch, const kb_zmq_limits_t *lim,
+s_recv(kb_transport_t *tp, kb_channel_t ch, const kb_frames_limits_t *lim,
        kb_wire_stats_t *stats, err_t *err)
 {
     s_ws_t *t = (s_ws_t *)tp;

@@ -8,7 +8,7 @@
 #define KERNEL_BRIDGE_KB_LAUNCH_SANDBOX_H
 
 #include "common/err.h"
-#include "kernel-bridge/kb_launcher.h"
+#include "kernel-bridge/launch/kb_launcher.h"
 #include "sandbox/sb_sandbox.h"
 
 /* A launcher for a new sandbox under `policy` (borrowed, copied; NULL =

@@ -28,8 +28,8 @@
 #define KERNEL_BRIDGE_KB_GATEWAY_H
 
 #include "common/err.h"
-#include "kernel-bridge/kb_transport.h"
-#include "kernel-bridge/kb_wsmsg.h"
+#include "kernel-bridge/transport/kb_transport.h"
+#include "kernel-bridge/wire/kb_wsmsg.h"
 
 #include <jansson.h>
 #include <stdbool.h>

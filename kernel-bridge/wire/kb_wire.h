@@ -16,7 +16,7 @@
 #define KERNEL_BRIDGE_KB_WIRE_H
 
 #include "common/err.h"
-#include "kernel-bridge/kb_msg.h"
+#include "kernel-bridge/wire/kb_msg.h"
 
 #include <stdbool.h>
 #include <stddef.h>
