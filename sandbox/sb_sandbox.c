@@ -304,7 +304,13 @@ s_reap(sb_sandbox_t *sb, bool block)
             sb->exit.kind = SB_SIGNALED;
             sb->exit.signal = WTERMSIG(m.status);
         }
-    } else if (si.si_code == CLD_EXITED) {
+    } else if (si.si_code == CLD_EXITED && sb->gv) {
+        /* runsc ended without the relay's report: the Sentry itself died
+         * (a limit of the host cgroup hit it): the whole box was killed */
+        sb->exit.kind = SB_SIGNALED;
+        sb->exit.signal = SIGKILL;
+        sb->exit.box_killed = true;
+} else if (si.si_code == CLD_EXITED) {
         sb->exit.kind = SB_EXITED; /* init exited without a report */
         sb->exit.code = si.si_status;
         sb->exit.box_killed = true;
