@@ -463,6 +463,15 @@ static const cliopt_t s_flags[] = {
      s_set_network, NULL, "", S_NEEDS_BOX},
 };
 
+bool
+sb_policy_flag_given(const sb_policy_t *p, const char *name)
+{
+    for (size_t i = 0; i < sizeof s_flags / sizeof s_flags[0]; i++)
+        if (strcmp(s_flags[i].name, name) == 0)
+            return (p->given >> i) & 1;
+    return false;
+}
+
 void
 sb_policy_out_opts(const sb_policy_t *p, sb_files_out_opts_t *o)
 {

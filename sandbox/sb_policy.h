@@ -82,6 +82,9 @@ void sb_policy_copy(sb_policy_t *dst, const sb_policy_t *src);
  * Sizes go through common/size.h; each size flag refuses 0. */
 cliopt_group_t sb_policy_flags(sb_policy_t *p);
 
+/* Was policy flag `name` ("engine", "memory"; no "--") given? */
+bool sb_policy_flag_given(const sb_policy_t *p, const char *name);
+
 /* Parse one policy flag outside getopt. `flag` may carry its value inline
  * ("--memory=2G"), else the value is `value` (the next argv entry, or NULL
  * at the end). Returns the number of argv entries consumed (1 or 2), 0

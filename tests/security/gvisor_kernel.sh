@@ -86,5 +86,23 @@ rc=$?
 grep -q "KeyboardInterrupt" "$T/out" "$T/err" && grep -q "interrupted; kernel state kept" "$T/err"
 ok $? "--timeout interrupts a gVisor kernel through the relay (SIGINT), keeping its state (exit $rc)"
 
+# archive rerun replays the recorded engine: a cell that is True only
+# under gVisor reproduces (without the engine it would run under
+# namespaces, print False and differ).
+$PY - "$T/one.ipynb" <<'EOF'
+import json, sys
+nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+      "cells": [{"cell_type": "code", "id": "a", "metadata": {}, "source": "import platform\nprint(platform.release() == '4.4.0')", "outputs": [], "execution_count": None}]}
+json.dump(nb, open(sys.argv[1], "w"))
+EOF
+"$BIN" run --engine gvisor "$T/one.ipynb" -o "$T/one.out.ipynb" >"$T/out" 2>"$T/err" &&
+    "$BIN" archive pack "$T/one.out.ipynb" -o "$T/one.zip" --no-probe >"$T/out" 2>"$T/err" &&
+    "$BIN" archive rerun "$T/one.zip" --allow-unsigned -o "$T/re.ipynb" >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" = 0 ] && grep -q "1 of 1 cells reproduced" "$T/out" "$T/err" &&
+    grep -q '"engine": "gvisor"' "$T/re.ipynb"
+ok $? "archive rerun uses the recorded engine (gvisor): the gVisor-only cell reproduces (exit $rc)"
+[ "$rc" = 0 ] || diag "$T/out" "$T/err"
+
 echo "# gvisor_kernel.sh: $(($(date +%s) - start)) s"
 done_testing
