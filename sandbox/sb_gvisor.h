@@ -57,13 +57,4 @@ typedef struct sb_oci_args {
 int sb_oci_write_bundle(const struct sb_sandbox *sb, const struct s_plan *pl,
                         const sb_oci_args_t *a, err_t *err);
 
-/* ---- the engine (sb_gvisor.c), called by sb_sandbox.c ---- */
-int sb_gv_prepare(struct sb_sandbox *sb, err_t *err); /* at new() */
-int sb_gv_spawn(struct sb_sandbox *sb, char *const argv[], char *const envp[],
-                int stdout_fd, int stderr_fd, err_t *err);
-int sb_gv_signal(struct sb_sandbox *sb, int sig);
-/* The wait status the relay reported, or -1 (then runsc's own). */
-int sb_gv_status(const struct sb_sandbox *sb);
-void sb_gv_release(struct sb_sandbox *sb); /* at destroy */
-
 #endif

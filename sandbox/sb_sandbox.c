@@ -35,7 +35,6 @@
 #include "sandbox/sb_cgroup.h"
 #include "sandbox/sb_drop.h"
 #include "sandbox/sb_files.h"
-#include "sandbox/sb_gvisor.h"
 #include "sandbox/sb_landlock.h"
 #include "sandbox/sb_seccomp.h"
 
@@ -310,7 +309,7 @@ s_reap(sb_sandbox_t *sb, bool block)
         sb->exit.kind = SB_SIGNALED;
         sb->exit.signal = SIGKILL;
         sb->exit.box_killed = true;
-} else if (si.si_code == CLD_EXITED) {
+    } else if (si.si_code == CLD_EXITED) {
         sb->exit.kind = SB_EXITED; /* init exited without a report */
         sb->exit.code = si.si_status;
         sb->exit.box_killed = true;

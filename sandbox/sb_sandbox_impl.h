@@ -211,6 +211,15 @@ void sb_box_close_others(const int *keep, int n);
  * over (if >= 0) and copy the queued files in. 0 or -1. */
 int sb_box_take_workspace(sb_sandbox_t *sb, int passed, int old_ws, err_t *err);
 
+/* ---- the engine (sb_gvisor.c), called by sb_sandbox.c ---- */
+int sb_gv_prepare(sb_sandbox_t *sb, err_t *err); /* at new() */
+int sb_gv_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
+                int stdout_fd, int stderr_fd, err_t *err);
+int sb_gv_signal(sb_sandbox_t *sb, int sig);
+/* The wait status the relay reported, or -1 (then runsc's own). */
+int sb_gv_status(const sb_sandbox_t *sb);
+void sb_gv_release(sb_sandbox_t *sb); /* at destroy */
+
 /* sb_sandbox_plan.c */
 void sb_box_plan_build(const sb_sandbox_t *sb, struct s_plan *pl);
 void sb_box_plan_release(struct s_plan *pl);
