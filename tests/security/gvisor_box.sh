@@ -97,8 +97,8 @@ for p in ("/usr/x", "/etc/passwd", "/x", "/opt/jupyter-agent/bin/pip", "/proc/sy
         print("wrote", p)
     except OSError as e:
         print("refused", p, e.errno)
-# gVisor lets uid 1000 make a node in its own tmpfs, but a node is
-# gVisor's: it never opens a host device.
+# gVisor lets uid 1000 make a node in its own tmpfs, but the node is
+# a gVisor one: it never opens a host device.
 try:
     os.mknod("/tmp/sda", 0o600 | 0o60000, os.makedev(8, 0))
     open("/tmp/sda", "rb").read(1)
