@@ -248,17 +248,7 @@ sb_gv_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     int rc = -1, sv[2] = {-1, -1};
     struct s_plan plan = {0};
     char **rargv = NULL;
-    int old_ws = sb->ws_fd;
-    sb->ws_fd = -1;
-    if (sb->ctl >= 0)
-        close(sb->ctl);
-    if (sb->pidfd >= 0)
-        close(sb->pidfd);
-    sb->ctl = sb->pidfd = -1;
-    sb->pid = -1;
-    sb->killed = sb->finished = false;
-    memset(&sb->exit, 0, sizeof sb->exit);
-    sb->oom_base = sb_cgroup_oom_kills(sb->cg);
+    int old_ws = sb_box_spawn_begin(sb);
     sb_gv_relay_destroy(&g->relay);
 
     char *ws_host = xasprintf("%s/ws", g->dir);
@@ -428,17 +418,7 @@ sb_gv_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         }
     }
 out:
-    if (old_ws >= 0 && sb->ws_fd >= 0)
-        close(old_ws);
-    else if (old_ws >= 0)
-        sb->ws_fd = old_ws;
-    if (rc == 0) {
-        for (size_t i = 0; i < sb->n_files; i++) {
-            free(sb->files[i].host);
-            free(sb->files[i].name);
-        }
-        sb->n_files = 0;
-    }
+    sb_box_spawn_end(sb, rc, old_ws);
     if (sv[0] >= 0)
         close(sv[0]);
     if (sv[1] >= 0)

@@ -254,6 +254,39 @@ s_copy_files_in(sb_sandbox_t *sb, err_t *err)
 }
 
 int
+sb_box_spawn_begin(sb_sandbox_t *sb)
+{
+    int old_ws = sb->ws_fd; /* carried over into the new box */
+    sb->ws_fd = -1;
+    if (sb->ctl >= 0)
+        close(sb->ctl);
+    if (sb->pidfd >= 0)
+        close(sb->pidfd);
+    sb->ctl = sb->pidfd = -1;
+    sb->pid = -1;
+    sb->killed = sb->finished = false;
+    memset(&sb->exit, 0, sizeof sb->exit);
+    sb->oom_base = sb_cgroup_oom_kills(sb->cg);
+    return old_ws;
+}
+
+void
+sb_box_spawn_end(sb_sandbox_t *sb, int rc, int old_ws)
+{
+    if (old_ws >= 0 && sb->ws_fd >= 0)
+        close(old_ws);
+    else if (old_ws >= 0)
+        sb->ws_fd = old_ws; /* failed early: keep the old workspace */
+    if (rc == 0) {          /* staged files are in now */
+        for (size_t i = 0; i < sb->n_files; i++) {
+            free(sb->files[i].host);
+            free(sb->files[i].name);
+        }
+        sb->n_files = 0;
+    }
+}
+
+int
 sb_box_take_workspace(sb_sandbox_t *sb, int passed, int old_ws, err_t *err)
 {
     sb->ws_fd = passed;
@@ -581,17 +614,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     }
     bool nested = sb->nest != NULL;
     /* A new box after the last one ended: carry its workspace over. */
-    int old_ws = sb->ws_fd;
-    sb->ws_fd = -1;
-    if (sb->ctl >= 0)
-        close(sb->ctl);
-    if (sb->pidfd >= 0)
-        close(sb->pidfd);
-    sb->ctl = sb->pidfd = -1;
-    sb->pid = -1;
-    sb->killed = sb->finished = false;
-    memset(&sb->exit, 0, sizeof sb->exit);
-    sb->oom_base = sb_cgroup_oom_kills(sb->cg);
+    int old_ws = sb_box_spawn_begin(sb);
     sb_box_plan_build(sb, &plan);
     sb_landlock_plan_t *landlock = xmalloc(sizeof *landlock);
     /* Not for the kernel factory's box (allow_setns): its program enters
@@ -742,17 +765,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         }
     }
 out:
-    if (old_ws >= 0 && sb->ws_fd >= 0)
-        close(old_ws);
-    else if (old_ws >= 0)
-        sb->ws_fd = old_ws; /* failed early: keep the old workspace */
-    if (rc == 0) {          /* staged files are in now */
-        for (size_t i = 0; i < sb->n_files; i++) {
-            free(sb->files[i].host);
-            free(sb->files[i].name);
-        }
-        sb->n_files = 0;
-    }
+    sb_box_spawn_end(sb, rc, old_ws);
     if (sv[0] >= 0)
         close(sv[0]);
     if (sv[1] >= 0)

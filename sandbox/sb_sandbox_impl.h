@@ -207,6 +207,12 @@ __attribute__((noreturn)) void sb_box_nest_helper(const int nsfd[2],
                                                   int rep);
 void sb_box_close_others(const int *keep, int n);
 
+/* sb_sandbox.c: a spawn starts by forgetting the last box (its fds, exit,
+ * OOM count) and returns the old workspace fd (or -1) to carry over;
+ * it ends, whatever rc, by closing or keeping that old workspace and
+ * dropping the staged files once they are in (rc 0). */
+int sb_box_spawn_begin(sb_sandbox_t *sb);
+void sb_box_spawn_end(sb_sandbox_t *sb, int rc, int old_ws);
 /* sb_sandbox.c: the workspace fd `passed` from a new box: carry `old_ws`
  * over (if >= 0) and copy the queued files in. 0 or -1. */
 int sb_box_take_workspace(sb_sandbox_t *sb, int passed, int old_ws, err_t *err);
