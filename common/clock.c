@@ -18,6 +18,18 @@ clock_mono_ms(void)
 }
 
 void
+clock_realtime_after(struct timespec *ts, int ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+void
 clock_iso8601_now(char *out, size_t size)
 {
     struct timespec ts;

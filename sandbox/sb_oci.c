@@ -154,6 +154,11 @@ sb_oci_write_bundle(const struct sb_sandbox *sb, const struct s_plan *pl,
             break;
         case OP_BIND: {
             const char *src = op->src + strlen("/oldroot");
+            /* a bind of a path inside the box: only the workspace has one
+             * on the host (home_is_workspace) */
+            if (strncmp(op->src, "/newroot", 8) == 0)
+                src = strcmp(op->src + 8, SB_WORKSPACE_PATH) == 0 ? a->ws_host
+                                                                  : "";
             struct stat st;
             if (stat(src, &st) < 0) {
                 if (op->optional)

@@ -653,8 +653,11 @@ sb_policy_to_json(const sb_policy_t *p)
         "nofile", (json_int_t)p->nofile, "fsize_bytes",
         (json_int_t)sb_policy_fsize(p), "network", p->network ? 1 : 0,
         "env_allow", env, "binds", binds, "workspace", SB_WORKSPACE_PATH,
-        "home", SB_HOME_PATH, "namespaces", "user", "pid", "net", "mount",
-        "ipc", "uts", "cgroup", "seccomp",
+        "home",
+        p->home_is_workspace ? SB_HOME_PATH " (= " SB_WORKSPACE_PATH ")"
+                             : SB_HOME_PATH,
+        "namespaces", "user", "pid", "net", "mount", "ipc", "uts", "cgroup",
+        "seccomp",
         p->seccomp_audit
             ? "audit: the allow list of sandbox/sb_seccomp.c, with calls "
               "outside it let through and counted (deny rows still fail)"

@@ -67,6 +67,10 @@ typedef struct sb_policy {
                                  exec bit */
     bool seccomp_audit;       /* let through and report what the seccomp allow
                                  list lacks (--seccomp-audit) */
+    bool home_is_workspace;   /* $HOME (/home/user) is the workspace itself,
+                                 bound there, not a tmpfs of its own: what
+                                 code written for E2B's template expects
+                                 (agent/e2b); no flag sets it */
     sb_engine_t engine;       /* what runs the box (--engine; default
                                  sb_engine_default()) */
 } sb_policy_t;

@@ -291,10 +291,19 @@ sb_box_plan_build(const sb_sandbox_t *sb, struct s_plan *pl)
 
     s_plan_tmpfs(pl, OP_TMPFS, "/tmp", p->tmp_bytes, "mode=1777",
                  MS_NOSUID | MS_NODEV);
-    s_plan_tmpfs(pl, OP_TMPFS, SB_HOME_PATH, p->tmp_bytes,
-                 "mode=0700,uid=1000,gid=1000", MS_NOSUID | MS_NODEV);
+    if (!p->home_is_workspace)
+        s_plan_tmpfs(pl, OP_TMPFS, SB_HOME_PATH, p->tmp_bytes,
+                     "mode=0700,uid=1000,gid=1000", MS_NOSUID | MS_NODEV);
     s_plan_tmpfs(pl, OP_WORKSPACE, SB_WORKSPACE_PATH, p->workspace_bytes,
                  "mode=0755,uid=1000,gid=1000", MS_NOSUID | MS_NODEV);
+    if (p->home_is_workspace) { /* one tmpfs at both paths */
+        struct s_op *op = s_plan_add(pl, OP_BIND, SB_HOME_PATH,
+                                     "bind " SB_WORKSPACE_PATH
+                                     " to " SB_HOME_PATH " read-write");
+        op->src = xstrdup("/newroot" SB_WORKSPACE_PATH);
+        op->src_is_dir = true;
+        op->rw = true;
+    }
     /* The run dir is host storage: read-only inside. What the box must
      * write there (the kernel's sockets) goes to the socket dir, a small
      * tmpfs (SB_SOCK_DIR_BYTES, SB_SOCK_DIR_INODES) the host reaches

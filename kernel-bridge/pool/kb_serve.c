@@ -214,7 +214,8 @@ typedef struct s_server {
     kb_factory_t *factory;     /* owned, or NULL; outlives the pool */
     char *kernel_name;         /* owned */
     json_t *policy_json;       /* owned: what a take must match */
-    const sb_policy_t *policy; /* borrowed (the options'), NULL = default */
+    const sb_policy_t *policy; /* borrowed (the options'): the pool's, NULL
+                                  for the default */
     s_conn_t conns[MAX_CONNS]; /* fd -1 = free */
     size_t nconns;             /* slots in use at the front */
     unsigned long mismatches;  /* takes for another kernel or policy */
@@ -305,8 +306,10 @@ s_handle_take(s_server_t *sv, s_conn_t *c, json_t *req)
                            NULL, false);
     err_t err;
     int wait_ms = 0;
-    kb_launcher_t *l =
-        kb_pool_take_wait(sv->pool, NULL, sv->policy, &wait_ms, &err);
+    /* The pool checks again against its own policy: pass that one (NULL
+     * would mean the default policy, a miss for any other). */
+    kb_launcher_t *l = kb_pool_take_wait(sv->pool, sv->kernel_name, sv->policy,
+                                         &wait_ms, &err);
     if (!l && wait_ms > 0) { /* answered by s_retry_takes */
         c->wait_until = clock_mono_ms() + wait_ms;
         return 0;
@@ -561,6 +564,7 @@ kb_serve_run(const kb_serve_opts_t *o, err_t *err)
         return -1;
     s_server_t *sv = xcalloc(1, sizeof *sv);
     sv->kernel_name = xstrdup(o->kernel_name ? o->kernel_name : "python3");
+    sv->policy = o->policy;
     sb_policy_t defaults;
     sb_policy_init_default(&defaults);
     sv->policy_json = sb_policy_to_json(o->policy ? o->policy : &defaults);

@@ -5,7 +5,7 @@
 #      of layers below it, in this order (lowest first):
 #          common sandbox kernel-bridge packages notebook-io agent
 #      and inside agent/: llm and session, then loop, then kernel, then mcp,
-#      then cli.
+#      then e2b, then cli.
 #   2. No include circle between modules. A module is NAME.c with NAME.h
 #      (NAME_impl.h, a private header shared by a family of files, counts
 #      as NAME); module A depends on B when A.c or A.h includes B.h. The
@@ -30,7 +30,8 @@ rank() { # path -> layer rank
     agent/loop/*) echo 6 ;;
     agent/kernel/*) echo 7 ;;
     agent/mcp/*) echo 8 ;;
-    agent/*) echo 9 ;;
+    agent/e2b/*) echo 9 ;;
+    agent/*) echo 10 ;;
     *) echo 99 ;;
     esac
 }
@@ -132,6 +133,8 @@ diag "$T/wire_up"
 # The checker itself: the layer order it enforces, and a planted circle is
 # caught (so a green result means something).
 [ "$(rank agent/cli/x.c)" -gt "$(rank agent/mcp/x.h)" ] &&
+    [ "$(rank agent/cli/x.c)" -gt "$(rank agent/e2b/x.h)" ] &&
+    [ "$(rank agent/e2b/x.c)" -gt "$(rank agent/mcp/x.h)" ] &&
     [ "$(rank agent/mcp/x.c)" -gt "$(rank agent/kernel/x.h)" ] &&
     [ "$(rank agent/mcp/x.c)" -gt "$(rank agent/loop/x.h)" ] &&
     [ "$(rank agent/llm/x.c)" -gt "$(rank notebook-io/x.h)" ] &&

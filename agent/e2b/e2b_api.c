@@ -1,0 +1,369 @@
+#include "agent/e2b/e2b_api.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *
+e2b_api_kernel_for(const char *template_id)
+{
+    static const char *const python[] = {"code-interpreter-v1",
+                                         "code-interpreter", "base"};
+    for (size_t i = 0; template_id && i < sizeof python / sizeof python[0]; i++)
+        if (strcmp(template_id, python[i]) == 0)
+            return "python3";
+    return NULL;
+}
+
+/* The parsed JSON body of a request, or NULL after answering 400. An
+ * empty body is {}. */
+static json_t *
+s_body(e2b_req_t *r)
+{
+    if (r->body_len == 0)
+        return json_object();
+    json_error_t je;
+    json_t *j = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!j || !json_is_object(j)) {
+        e2b_reply_error(r, 400, "the request body is not a JSON object%s%s",
+                        j ? "" : ": ", j ? "" : je.text);
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* An object whose values are all strings (metadata, envVars), or NULL. */
+static bool
+s_string_map(const json_t *j)
+{
+    if (!j || json_is_null(j))
+        return true;
+    if (!json_is_object(j))
+        return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)j, k, v) if (!json_is_string(v)) return false;
+    return true;
+}
+
+/* Fields of a create that another issue brings: 501 naming them. */
+static bool
+s_refuse_unsupported(e2b_req_t *r, const json_t *body)
+{
+    json_t *net = json_object_get(body, "allow_internet_access");
+    if (json_is_true(net)) {
+        e2b_reply_error(r, 501,
+                        "allow_internet_access: sandboxes here have no "
+                        "network (egress rules come with the egress "
+                        "gate, issue 27); create without it");
+        return true;
+    }
+    json_t *rules = json_object_get(body, "network");
+    if (rules && !json_is_null(rules) &&
+        !(json_is_object(rules) && json_object_size(rules) == 0)) {
+        e2b_reply_error(r, 501,
+                        "network rules are not supported yet (the egress "
+                        "gate, issue 27): sandboxes have no network");
+        return true;
+    }
+    if (json_is_true(json_object_get(body, "autoPause")) ||
+        json_object_get(body, "autoResume")) {
+        e2b_reply_error(r, 501,
+                        "autoPause/autoResume: pausing sandboxes is not "
+                        "supported yet (persistence, issue 31); a "
+                        "sandbox is killed at its timeout");
+        return true;
+    }
+    json_t *mcp = json_object_get(body, "mcp");
+    if (mcp && !json_is_null(mcp)) {
+        e2b_reply_error(r, 501,
+                        "mcp: the MCP gateway inside sandboxes is "
+                        "not supported; run 'jupyter-agent mcp' "
+                        "instead");
+        return true;
+    }
+    json_t *vol = json_object_get(body, "volumeMounts");
+    if (json_array_size(vol) > 0) {
+        e2b_reply_error(r, 501,
+                        "volumeMounts: volumes are not supported; "
+                        "the operator shares host directories "
+                        "read-only with --bind");
+        return true;
+    }
+    return false;
+}
+
+/* timeout (seconds) from `body`, or -1 after answering 400; `dflt` when
+ * absent. */
+static int
+s_timeout(e2b_req_t *r, const json_t *body, const e2b_config_t *cfg, int dflt)
+{
+    json_t *t = json_object_get(body, "timeout");
+    if (!t || json_is_null(t))
+        return dflt;
+    json_int_t v = json_is_integer(t) ? json_integer_value(t) : -1;
+    if (v < 0 || v > cfg->max_timeout_s) {
+        e2b_reply_error(r, 400,
+                        "timeout must be a number of seconds from 0 to %d "
+                        "(the server's longest)",
+                        cfg->max_timeout_s);
+        return -1;
+    }
+    return (int)v;
+}
+
+static void
+s_create(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
+{
+    json_t *body = s_body(r);
+    if (!body)
+        return;
+    const char *tpl = json_string_value(json_object_get(body, "templateID"));
+    if (!tpl) {
+        e2b_reply_error(r, 400,
+                        "templateID is required (e.g. "
+                        "\"code-interpreter-v1\" or \"base\")");
+        goto out;
+    }
+    const char *kernel = e2b_api_kernel_for(tpl);
+    if (!kernel) {
+        e2b_reply_error(r, 404,
+                        "template '%.100s' not found: this server has "
+                        "\"code-interpreter-v1\" and \"base\" (a sandboxed "
+                        "python3 kernel); custom templates are not "
+                        "supported",
+                        tpl);
+        goto out;
+    }
+    json_t *meta = json_object_get(body, "metadata");
+    json_t *env = json_object_get(body, "envVars");
+    if (!s_string_map(meta) || !s_string_map(env)) {
+        e2b_reply_error(r, 400,
+                        "metadata and envVars must be objects of "
+                        "strings");
+        goto out;
+    }
+    if (s_refuse_unsupported(r, body))
+        goto out;
+    int timeout = s_timeout(r, body, cfg, cfg->default_timeout_s);
+    if (timeout < 0)
+        goto out;
+    e2b_create_t c = {.template_id = tpl,
+                      .kernel_name = kernel,
+                      .timeout_s = timeout ? timeout : 1,
+                      .metadata = json_is_object(meta) ? meta : NULL,
+                      .env_vars = json_is_object(env) ? env : NULL,
+                      .owner = owner};
+    err_t err = {0};
+    ag_reg_entry_t *e = e2b_sandbox_create(cfg, &c, &err);
+    if (!e) {
+        if (err.code == ERR_USAGE)
+            e2b_reply_error(r, 429,
+                            "too many sandboxes: %s (--max-sandboxes %d)",
+                            err.text, ag_registry_max(cfg->registry));
+        else
+            e2b_reply_error(r, 500, "the sandbox could not start: %s",
+                            err.text);
+        goto out;
+    }
+    e2b_reply_json(r, 201, e2b_sandbox_info(e2b_sandbox_of(e), true));
+    ag_reg_unref(&e);
+out:
+    json_decref(body);
+}
+
+/* The caller's live sandbox `id`, or NULL after answering 404. */
+static ag_reg_entry_t *
+s_find(e2b_req_t *r, const e2b_config_t *cfg, const char *owner, const char *id)
+{
+    ag_reg_entry_t *e = ag_registry_get(cfg->registry, id);
+    if (e && strcmp(ag_reg_owner(e), owner) != 0)
+        ag_reg_unref(&e); /* another key's: as if it did not exist */
+    if (!e)
+        e2b_reply_error(r, 404,
+                        "sandbox '%.64s' not found (it was killed, timed out "
+                        "or never existed)",
+                        id);
+    return e;
+}
+
+static void
+s_list(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
+{
+    const char *state = e2b_req_arg(r, "state");
+    json_t *out = json_array();
+    /* Paused sandboxes do not exist here: a list of only those is empty. */
+    bool want_running = !state || strstr(state, "running");
+    size_t n;
+    ag_reg_entry_t **v = ag_registry_list(cfg->registry, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (want_running && ag_reg_state(v[i]) == AG_REG_RUNNING &&
+            strcmp(ag_reg_owner(v[i]), owner) == 0)
+            json_array_append_new(
+                out, e2b_sandbox_info(e2b_sandbox_of(v[i]), false));
+        ag_reg_unref(&v[i]);
+    }
+    free(v);
+    e2b_reply_json(r, 200, out);
+}
+
+/* POST .../timeout {"timeout": S} (required) and the old keep-alive
+ * .../refreshes {"duration": S} (default: the create's default): the end
+ * becomes now + S. */
+static void
+s_new_end(e2b_req_t *r, const e2b_config_t *cfg, ag_reg_entry_t *e,
+          const char *field, bool required)
+{
+    json_t *body = s_body(r);
+    if (!body)
+        return;
+    json_t *v = json_object_get(body, field);
+    json_int_t t = v ? (json_is_integer(v) ? json_integer_value(v) : -1)
+                     : (required ? -2 : cfg->default_timeout_s);
+    json_decref(body);
+    if (t == -2) {
+        e2b_reply_error(r, 400, "%s (seconds) is required", field);
+        return;
+    }
+    if (t < 0 || t > cfg->max_timeout_s) {
+        e2b_reply_error(r, 400, "%s must be a number of seconds from 0 to %d",
+                        field, cfg->max_timeout_s);
+        return;
+    }
+    if (!ag_reg_set_deadline(e, clock_mono_ms() + (int64_t)t * 1000)) {
+        e2b_reply_error(r, 404, "the sandbox ended meanwhile");
+        return;
+    }
+    e2b_reply_empty(r, 204);
+}
+
+static void
+s_connect(e2b_req_t *r, const e2b_config_t *cfg, ag_reg_entry_t *e)
+{
+    json_t *body = s_body(r);
+    if (!body)
+        return;
+    int t = s_timeout(r, body, cfg, -2);
+    json_decref(body);
+    if (t == -1)
+        return;
+    int64_t want = clock_mono_ms() + (int64_t)t * 1000;
+    /* Connecting extends a running sandbox's life, never shortens it. */
+    if (t >= 0 && want > ag_reg_deadline(e))
+        ag_reg_set_deadline(e, want);
+    e2b_reply_json(r, 200, e2b_sandbox_info(e2b_sandbox_of(e), true));
+}
+
+/* "/sandboxes/ID/REST" -> ID (copied into id) and REST ("" or "timeout"). */
+static bool
+s_split(const char *path, char *id, size_t size, const char **rest)
+{
+    const char *p = path;
+    const char *slash = strchr(p, '/');
+    size_t n = slash ? (size_t)(slash - p) : strlen(p);
+    if (n == 0 || n >= size)
+        return false;
+    memcpy(id, p, n);
+    id[n] = '\0';
+    *rest = slash ? slash + 1 : "";
+    return true;
+}
+
+static void
+s_not_yet(e2b_req_t *r, const char *what, const char *issue)
+{
+    e2b_reply_error(r, 501, "%s is not supported yet (%s); nothing was done",
+                    what, issue);
+}
+
+void
+e2b_api_handle(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
+{
+    const char *p = r->path;
+    bool v2 = strncmp(p, "/v2/", 4) == 0;
+    if (v2)
+        p += 3;
+    bool get = strcmp(r->method, "GET") == 0;
+    bool post = strcmp(r->method, "POST") == 0;
+    bool del = strcmp(r->method, "DELETE") == 0;
+    if (strcmp(p, "/sandboxes") == 0) {
+        if (post) {
+            s_create(r, cfg, owner);
+            return;
+        }
+        if (get) {
+            s_list(r, cfg, owner);
+            return;
+        }
+        {
+            e2b_reply_error(r, 405, "use GET or POST on /sandboxes");
+            return;
+        }
+    }
+    if (strcmp(p, "/sandboxes/metrics") == 0) {
+        s_not_yet(r, "sandbox metrics", "no metrics endpoint here");
+        return;
+    }
+    if (strncmp(p, "/sandboxes/", 11) == 0) {
+        char id[128];
+        const char *rest;
+        if (!s_split(p + 11, id, sizeof id, &rest)) {
+            e2b_reply_error(r, 404, "no such sandbox path");
+            return;
+        }
+        ag_reg_entry_t *e = s_find(r, cfg, owner, id);
+        if (!e)
+            return;
+        if (!*rest && get)
+            e2b_reply_json(r, 200, e2b_sandbox_info(e2b_sandbox_of(e), false));
+        else if (!*rest && del) {
+            ag_reg_end(e, "killed");
+            e2b_reply_empty(r, 204);
+        } else if (strcmp(rest, "timeout") == 0 && post)
+            s_new_end(r, cfg, e, "timeout", true);
+        else if (strcmp(rest, "connect") == 0 && post)
+            s_connect(r, cfg, e);
+        else if (strcmp(rest, "refreshes") == 0 && post)
+            s_new_end(r, cfg, e, "duration", false);
+        else if (strcmp(rest, "pause") == 0 || strcmp(rest, "resume") == 0)
+            s_not_yet(r, "pausing and resuming sandboxes",
+                      "persistence, issue 31");
+        else if (strcmp(rest, "fork") == 0)
+            s_not_yet(r, "forking sandboxes", "persistence, issue 31");
+        else if (strncmp(rest, "snapshots", 9) == 0)
+            s_not_yet(r, "snapshots", "persistence, issue 31");
+        else if (strncmp(rest, "network", 7) == 0)
+            s_not_yet(r, "network rules", "the egress gate, issue 27");
+        else if (strncmp(rest, "metrics", 7) == 0 ||
+                 strncmp(rest, "logs", 4) == 0)
+            s_not_yet(r, "sandbox metrics and logs", "not provided here");
+        else
+            e2b_reply_error(r, 404, "no such sandbox endpoint: %s %.100s",
+                            r->method, r->path);
+        ag_reg_unref(&e);
+        return;
+    }
+    if (strncmp(p, "/snapshots", 10) == 0) {
+        s_not_yet(r, "snapshots", "persistence, issue 31");
+        return;
+    }
+    if (strncmp(p, "/templates", 10) == 0) {
+        s_not_yet(r, "building templates",
+                  "the templates here are code-interpreter-v1 and "
+                  "base");
+        return;
+    }
+    if (strncmp(p, "/volumes", 8) == 0) {
+        s_not_yet(r, "volumes", "use the operator's --bind");
+        return;
+    }
+    if (strcmp(p, "/health") == 0 && get) {
+        e2b_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
+        return;
+    }
+    e2b_reply_error(r, 404, "no such endpoint: %s %.100s", r->method, r->path);
+}

@@ -1,0 +1,503 @@
+#include "agent/e2b/e2b_sandbox.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/strv.h"
+#include "common/xalloc.h"
+#include "kernel-bridge/kb_kernel.h"
+#include "sandbox/sb_sandbox.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A call waiting for the sandbox's thread. */
+typedef struct s_job {
+    void (*fn)(e2b_sandbox_t *, void *);
+    void *arg;
+    bool done;    /* ran, or was refused */
+    bool refused; /* the sandbox ended first */
+    bool posted;  /* e2b_sandbox_post: on the heap, runs even when refused */
+    struct s_job *next;
+} s_job_t;
+
+struct e2b_sandbox {
+    const e2b_config_t *cfg; /* borrowed */
+    ag_reg_entry_t *entry;   /* the table's entry; the thread holds a ref */
+    char envd_token[E2B_TOKEN_LEN + 1];
+    char traffic_token[E2B_TOKEN_LEN + 1];
+    char *template_id;       /* owned */
+    char *kernel_name;       /* owned */
+    json_t *metadata;        /* owned object */
+    json_t *env_vars;        /* owned object */
+    ag_session_opts_t sopts; /* owned: the operator's, with this box's
+                                kernel and home_is_workspace */
+    time_t started_at;       /* wall clock, for startedAt */
+    int64_t started_ms;      /* clock_mono_ms */
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;   /* jobs, users, ending, started changed */
+    ag_session_t *session; /* owned by the thread */
+    int workspace_fd;      /* the session's, or -1 */
+    int users;             /* e2b_sandbox_enter holders */
+    bool ending;           /* asked to end */
+    bool started;          /* the start finished (ok or not) */
+    bool start_failed;
+    err_t start_err;
+    s_job_t *jobs, *jobs_tail; /* waiting calls */
+    struct {
+        void *state;
+        void (*end)(e2b_sandbox_t *, void *);
+        void (*free)(void *);
+    } slots[E2B_NSLOTS]; /* e2b_sandbox_slot */
+};
+
+/* ---- the table's ops --------------------------------------------------- */
+
+static void
+s_end(void *payload, const char *why)
+{
+    e2b_sandbox_t *sb = payload;
+    log_info("e2b: sandbox %.8s… ends (%s)", ag_reg_id(sb->entry), why);
+    pthread_mutex_lock(&sb->lock);
+    sb->ending = true;
+    pthread_cond_broadcast(&sb->cond);
+    pthread_mutex_unlock(&sb->lock);
+}
+
+static void
+s_free(void *payload)
+{
+    e2b_sandbox_t *sb = payload;
+    for (int i = 0; i < E2B_NSLOTS; i++)
+        if (sb->slots[i].state && sb->slots[i].free)
+            sb->slots[i].free(sb->slots[i].state);
+    sodium_memzero(sb->envd_token, sizeof sb->envd_token);
+    sodium_memzero(sb->traffic_token, sizeof sb->traffic_token);
+    free(sb->template_id);
+    free(sb->kernel_name);
+    json_decref(sb->metadata);
+    json_decref(sb->env_vars);
+    sb->sopts.kernel_name = NULL; /* borrowed from kernel_name */
+    ag_session_opts_release(&sb->sopts);
+    pthread_cond_destroy(&sb->cond);
+    pthread_mutex_destroy(&sb->lock);
+    free(sb);
+}
+
+static const ag_reg_ops_t s_ops = {.end = s_end, .free = s_free};
+
+/* ---- the thread -------------------------------------------------------- */
+
+static void
+s_run_jobs(e2b_sandbox_t *sb)
+{
+    /* With the lock held on entry and exit. */
+    while (sb->jobs && !sb->ending) {
+        s_job_t *j = sb->jobs;
+        sb->jobs = j->next;
+        if (!sb->jobs)
+            sb->jobs_tail = NULL;
+        pthread_mutex_unlock(&sb->lock);
+        j->fn(sb, j->arg);
+        pthread_mutex_lock(&sb->lock);
+        if (j->posted) {
+            free(j);
+            continue;
+        }
+        j->done = true;
+        pthread_cond_broadcast(&sb->cond);
+    }
+}
+
+static void *
+s_main(void *arg)
+{
+    e2b_sandbox_t *sb = arg;
+    err_t err = {0};
+    ag_session_t *s = ag_session_start(&sb->sopts, &err);
+    pthread_mutex_lock(&sb->lock);
+    sb->session = s;
+    sb->started = true;
+    if (!s) {
+        sb->start_failed = true;
+        sb->start_err = err;
+    } else {
+        const char *ws = ag_session_workspace(s);
+        sb->workspace_fd =
+            ws ? open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    }
+    pthread_cond_broadcast(&sb->cond);
+    while (s && !sb->ending) {
+        s_run_jobs(sb);
+        if (!sb->ending)
+            pthread_cond_wait(&sb->cond, &sb->lock);
+    }
+    /* Ending: refuse the calls still waiting (posted ones run, to clean
+     * up), wait for users to leave. */
+    s_job_t *left = sb->jobs;
+    sb->jobs = sb->jobs_tail = NULL;
+    while (left) {
+        s_job_t *j = left;
+        left = j->next;
+        if (j->posted) {
+            pthread_mutex_unlock(&sb->lock);
+            j->fn(sb, j->arg);
+            free(j);
+            pthread_mutex_lock(&sb->lock);
+        } else {
+            j->done = j->refused = true;
+        }
+    }
+    pthread_cond_broadcast(&sb->cond);
+    while (sb->users > 0)
+        pthread_cond_wait(&sb->cond, &sb->lock);
+    pthread_mutex_unlock(&sb->lock);
+    for (int i = 0; i < E2B_NSLOTS; i++) /* set once: no lock needed now */
+        if (sb->slots[i].state && sb->slots[i].end)
+            sb->slots[i].end(sb, sb->slots[i].state);
+    pthread_mutex_lock(&sb->lock);
+    sb->session = NULL;
+    int fd = sb->workspace_fd;
+    sb->workspace_fd = -1;
+    pthread_mutex_unlock(&sb->lock);
+    if (fd >= 0)
+        close(fd);
+    if (s)
+        ag_session_destroy(&s); /* kernel killed; box, cgroup, run dir gone */
+    log_info("e2b: sandbox %.8s… removed", ag_reg_id(sb->entry));
+    ag_reg_entry_t *e = sb->entry;
+    ag_reg_gone(e);
+    ag_reg_unref(&e);
+    return NULL;
+}
+
+/* ---- creating ---------------------------------------------------------- */
+
+static char **
+s_strv_copy(char *const *v)
+{
+    if (!v)
+        return NULL;
+    size_t n = strv_len(v);
+    char **c = xcalloc(n + 1, sizeof *c);
+    for (size_t i = 0; i < n; i++)
+        c[i] = xstrdup(v[i]);
+    return c;
+}
+
+static void
+s_token(char out[E2B_TOKEN_LEN + 1])
+{
+    unsigned char raw[E2B_TOKEN_LEN / 2];
+    randombytes_buf(raw, sizeof raw);
+    sodium_bin2hex(out, E2B_TOKEN_LEN + 1, raw, sizeof raw);
+    sodium_memzero(raw, sizeof raw);
+}
+
+ag_reg_entry_t *
+e2b_sandbox_create(const e2b_config_t *cfg, const e2b_create_t *c, err_t *err)
+{
+    e2b_sandbox_t *sb = xcalloc(1, sizeof *sb);
+    sb->cfg = cfg;
+    s_token(sb->envd_token);
+    s_token(sb->traffic_token);
+    sb->template_id = xstrdup(c->template_id);
+    sb->kernel_name = xstrdup(c->kernel_name ? c->kernel_name : "python3");
+    sb->metadata = c->metadata ? json_deep_copy(c->metadata) : json_object();
+    sb->env_vars = c->env_vars ? json_deep_copy(c->env_vars) : json_object();
+    sb->workspace_fd = -1;
+    pthread_mutex_init(&sb->lock, NULL);
+    pthread_cond_init(&sb->cond, NULL);
+    /* The operator's session flags, with this box's kernel and the home
+     * directory E2B code expects. */
+    const ag_session_opts_t *o = cfg->session;
+    sb->sopts = *o;
+    sb_policy_copy(&sb->sopts.policy, &o->policy);
+    sb->sopts.files = s_strv_copy(o->files);
+    sb->sopts.installs = s_strv_copy(o->installs);
+    sb->sopts.trusts = s_strv_copy(o->trusts);
+    sb->sopts.packages_dir = o->packages_dir ? xstrdup(o->packages_dir) : NULL;
+    sb->sopts.gateway_url = NULL; /* refused by the command */
+    sb->sopts.gateway_token_file = NULL;
+    sb->sopts.gateway_ca = NULL;
+    sb->sopts.kernel_name = sb->kernel_name;
+    sb->sopts.policy.home_is_workspace = true;
+    /* As the pool warms them: the same command line (no history flag). */
+    sb->sopts.history_in_memory = false;
+    sb->started_at = time(NULL);
+    sb->started_ms = clock_mono_ms();
+    int timeout_s = c->timeout_s > 0 ? c->timeout_s : cfg->default_timeout_s;
+    ag_reg_entry_t *e = ag_registry_add(
+        cfg->registry, c->owner, sb->started_ms + (int64_t)timeout_s * 1000, sb,
+        &s_ops, err);
+    if (!e) {
+        s_free(sb);
+        return NULL;
+    }
+    sb->entry = e;
+    ag_reg_ref(e); /* the thread's */
+    if (pthread_create(&sb->thread, NULL, s_main, sb) != 0) {
+        err_set(err, ERR_IO, "cannot start a thread for the sandbox");
+        ag_reg_end(e, "failed");
+        ag_reg_gone(e);
+        ag_reg_unref(&e); /* the thread's */
+        ag_reg_unref(&e);
+        return NULL;
+    }
+    pthread_detach(sb->thread);
+    pthread_mutex_lock(&sb->lock);
+    while (!sb->started)
+        pthread_cond_wait(&sb->cond, &sb->lock);
+    bool failed = sb->start_failed;
+    if (failed && err)
+        *err = sb->start_err;
+    pthread_mutex_unlock(&sb->lock);
+    if (failed || !ag_reg_set_running(e)) {
+        if (!failed)
+            err_set(err, ERR_KERNEL, "the sandbox ended while it started");
+        ag_reg_end(e, "failed");
+        ag_reg_unref(&e);
+        return NULL;
+    }
+    log_info("e2b: sandbox %.8s… running (%s, %s, %s kernel, timeout %d s)",
+             ag_reg_id(e), sb->template_id, sb->kernel_name,
+             ag_session_is_warm(sb->session) ? "a warm" : "a cold", timeout_s);
+    return e;
+}
+
+/* ---- accessors --------------------------------------------------------- */
+
+e2b_sandbox_t *
+e2b_sandbox_of(ag_reg_entry_t *e)
+{
+    return ag_reg_payload(e);
+}
+
+ag_reg_entry_t *
+e2b_sandbox_entry(e2b_sandbox_t *sb)
+{
+    return sb->entry;
+}
+
+const char *
+e2b_sandbox_id(const e2b_sandbox_t *sb)
+{
+    return ag_reg_id(sb->entry);
+}
+
+const char *
+e2b_sandbox_template(const e2b_sandbox_t *sb)
+{
+    return sb->template_id;
+}
+
+const char *
+e2b_sandbox_envd_token(const e2b_sandbox_t *sb)
+{
+    return sb->envd_token;
+}
+
+const char *
+e2b_sandbox_traffic_token(const e2b_sandbox_t *sb)
+{
+    return sb->traffic_token;
+}
+
+/* Compared as SHA-256 digests: neither the bytes nor the length of what
+ * the client sent shape the time. */
+static bool
+s_same(const char *want, const char *got)
+{
+    if (!got)
+        return false;
+    unsigned char a[crypto_hash_sha256_BYTES], b[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(a, (const unsigned char *)want, strlen(want));
+    crypto_hash_sha256(b, (const unsigned char *)got, strlen(got));
+    return sodium_memcmp(a, b, sizeof a) == 0;
+}
+
+bool
+e2b_sandbox_token_ok(const e2b_sandbox_t *sb, const char *envd_token,
+                     const char *traffic_token)
+{
+    bool a = s_same(sb->envd_token, envd_token);
+    bool b = s_same(sb->traffic_token, traffic_token);
+    return a || b;
+}
+
+static void
+s_iso_time(time_t t, char *buf, size_t size)
+{
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+json_t *
+e2b_sandbox_info(e2b_sandbox_t *sb, bool with_tokens)
+{
+    char started[32], end[32];
+    s_iso_time(sb->started_at, started, sizeof started);
+    int64_t deadline = ag_reg_deadline(sb->entry);
+    time_t end_at =
+        deadline ? sb->started_at + (time_t)((deadline - sb->started_ms) / 1000)
+                 : sb->started_at + 365 * 86400;
+    s_iso_time(end_at, end, sizeof end);
+    const sb_policy_t *p = &sb->sopts.policy;
+    int cpus = (int)(p->cpus + 0.999);
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:O, s:s, s:s, s:s, s:i, s:i, s:I, s:s, s:b, s:[]}",
+        "sandboxID", ag_reg_id(sb->entry), "templateID", sb->template_id,
+        "clientID", "jupyter-agent", "metadata", sb->metadata, "startedAt",
+        started, "endAt", end, "state", "running", "cpuCount",
+        cpus > 0 ? cpus : 1, "memoryMB", (int)(p->memory_bytes >> 20),
+        "diskSizeMB", (json_int_t)(p->workspace_bytes >> 20), "envdVersion",
+        E2B_ENVD_VERSION, "allowInternetAccess", 0, "volumeMounts");
+    json_object_set_new(j, "alias", json_string(sb->template_id));
+    if (with_tokens) {
+        json_object_set_new(j, "envdAccessToken", json_string(sb->envd_token));
+        json_object_set_new(j, "trafficAccessToken",
+                            json_string(sb->traffic_token));
+    }
+    return j;
+}
+
+const json_t *
+e2b_sandbox_env(const e2b_sandbox_t *sb)
+{
+    return sb->env_vars;
+}
+
+const sb_policy_t *
+e2b_sandbox_policy(const e2b_sandbox_t *sb)
+{
+    return &sb->sopts.policy;
+}
+
+int
+e2b_sandbox_exec_timeout_ms(const e2b_sandbox_t *sb)
+{
+    return sb->sopts.timeout_ms;
+}
+
+size_t
+e2b_sandbox_max_output(const e2b_sandbox_t *sb)
+{
+    return sb->sopts.max_output_bytes ? sb->sopts.max_output_bytes
+                                      : (size_t)64 << 20;
+}
+
+bool
+e2b_sandbox_ending(e2b_sandbox_t *sb)
+{
+    pthread_mutex_lock(&sb->lock);
+    bool e = sb->ending;
+    pthread_mutex_unlock(&sb->lock);
+    return e;
+}
+
+bool
+e2b_sandbox_enter(e2b_sandbox_t *sb)
+{
+    pthread_mutex_lock(&sb->lock);
+    bool ok = !sb->ending && sb->session;
+    if (ok)
+        sb->users++;
+    pthread_mutex_unlock(&sb->lock);
+    return ok;
+}
+
+void
+e2b_sandbox_leave(e2b_sandbox_t *sb)
+{
+    pthread_mutex_lock(&sb->lock);
+    sb->users--;
+    pthread_cond_broadcast(&sb->cond);
+    pthread_mutex_unlock(&sb->lock);
+}
+
+ag_session_t *
+e2b_sandbox_session(e2b_sandbox_t *sb)
+{
+    return sb->session;
+}
+
+int
+e2b_sandbox_workspace_fd(e2b_sandbox_t *sb)
+{
+    return sb->workspace_fd;
+}
+
+int
+e2b_sandbox_call(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
+                 void *arg)
+{
+    s_job_t j = {.fn = fn, .arg = arg};
+    pthread_mutex_lock(&sb->lock);
+    if (sb->ending || !sb->session) {
+        pthread_mutex_unlock(&sb->lock);
+        return -1;
+    }
+    if (pthread_equal(pthread_self(), sb->thread)) { /* already there */
+        pthread_mutex_unlock(&sb->lock);
+        fn(sb, arg);
+        return 0;
+    }
+    if (sb->jobs_tail)
+        sb->jobs_tail->next = &j;
+    else
+        sb->jobs = &j;
+    sb->jobs_tail = &j;
+    pthread_cond_broadcast(&sb->cond);
+    while (!j.done)
+        pthread_cond_wait(&sb->cond, &sb->lock);
+    pthread_mutex_unlock(&sb->lock);
+    return j.refused ? -1 : 0;
+}
+
+void
+e2b_sandbox_post(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
+                 void *arg)
+{
+    s_job_t *j = xcalloc(1, sizeof *j);
+    j->fn = fn;
+    j->arg = arg;
+    j->posted = true;
+    pthread_mutex_lock(&sb->lock);
+    if (sb->ending || (sb->started && !sb->session)) { /* ends: clean up */
+        pthread_mutex_unlock(&sb->lock);
+        fn(sb, arg);
+        free(j);
+        return;
+    }
+    if (sb->jobs_tail)
+        sb->jobs_tail->next = j;
+    else
+        sb->jobs = j;
+    sb->jobs_tail = j;
+    pthread_cond_broadcast(&sb->cond);
+    pthread_mutex_unlock(&sb->lock);
+}
+
+void *
+e2b_sandbox_slot(e2b_sandbox_t *sb, e2b_slot_t slot,
+                 void *(*make)(e2b_sandbox_t *sb),
+                 void (*end)(e2b_sandbox_t *sb, void *state),
+                 void (*free_fn)(void *state))
+{
+    pthread_mutex_lock(&sb->lock);
+    if (!sb->slots[slot].state && make) {
+        sb->slots[slot].state = make(sb);
+        sb->slots[slot].end = end;
+        sb->slots[slot].free = free_fn;
+    }
+    void *state = sb->slots[slot].state;
+    pthread_mutex_unlock(&sb->lock);
+    return state;
+}

@@ -1,0 +1,143 @@
+"""`jupyter-agent e2b`: what E2B SDK programs get, side by side with MCP.
+
+    python3 bench/e2b.py            (BUILD, QUICK=1 as for bench/run)
+
+Measures, with the official JS SDK (tests/e2b's pinned install) against a
+server with a warm pool of its own (--pool 4):
+  - create + first result: Sandbox.create() then runCode('1+1') answered,
+    p50/p99 over 50 (a pause between them lets the pool refill, as an idle
+    service's would);
+  - runCode('pass') round trip on one sandbox, p50/p99;
+and the same `pass` as an MCP tools/call python over stdio on a sandboxed
+kernel of the same kind. Prints ratios; never fails on a slow number.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import median, percentile  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("BUILD", "build")
+BIN = os.path.join(BUILD, "jupyter-agent")
+QUICK = bool(os.environ.get("QUICK"))
+N_CREATE = 10 if QUICK else 50
+N_PASS = 50 if QUICK else 300
+TMP = tempfile.mkdtemp(prefix="ja-bench-e2b-")
+os.chmod(TMP, 0o755)
+ENV = dict(os.environ, XDG_RUNTIME_DIR=os.path.join(TMP, "run"),
+           HOME=os.path.join(TMP, "home"), PYDEVD_DISABLE_FILE_VALIDATION="1")
+os.makedirs(ENV["XDG_RUNTIME_DIR"])
+os.makedirs(ENV["HOME"])
+
+
+def stats(name, ms):
+    return {"name": name, "n": len(ms), "p50_ms": median(ms),
+            "p99_ms": percentile(ms, 99)}
+
+
+def npm_ready():
+    d = os.path.join(ROOT, "tests", "e2b")
+    if os.path.isdir(os.path.join(d, "node_modules", "@e2b")):
+        return True
+    if not shutil.which("npm"):
+        return False
+    return subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit",
+                           "--no-fund"], cwd=d).returncode == 0
+
+
+def bench_sdk():
+    p = subprocess.Popen([BIN, "e2b", "--listen", "127.0.0.1:0", "--pool", "4",
+                          "--max-sandboxes", "8"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         env=ENV)
+    url = None
+    while not url:
+        line = p.stderr.readline()
+        if not line:
+            raise RuntimeError("e2b did not start")
+        m = re.search(rb"listening on (http://[0-9.:]+)", line)
+        if m:
+            url = m.group(1).decode()
+    threading.Thread(target=p.stderr.read, daemon=True).start()
+    env = dict(ENV, E2B_API_URL=url, E2B_SANDBOX_URL=url,
+               E2B_API_KEY="e2b_" + "ab" * 20, N_CREATE=str(N_CREATE),
+               N_PASS=str(N_PASS))
+    try:
+        out = subprocess.run(["node", os.path.join(ROOT, "bench",
+                                                   "e2b_sdk.cjs")],
+                             env=env, capture_output=True, text=True,
+                             timeout=1800)
+    finally:
+        p.terminate()
+        p.wait(timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError("bench/e2b_sdk.cjs: " + out.stderr[-2000:])
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return (stats("e2b: Sandbox.create() + runCode('1+1')", r["create"]),
+            stats("e2b: runCode('pass')", r["pass"]))
+
+
+def bench_mcp_pass():
+    p = subprocess.Popen([BIN, "mcp"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         env=ENV, bufsize=0)
+
+    def rpc(msg):
+        p.stdin.write((json.dumps(msg) + "\n").encode())
+        for line in p.stdout:  # skip notifications until the answer
+            r = json.loads(line)
+            if r.get("id") == msg["id"]:
+                assert "result" in r, r
+                return r
+        raise RuntimeError("mcp closed stdout")
+
+    rpc({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "0"}}})
+    samples = []
+    for i in range(1, 30 + N_PASS + 1):
+        t0 = time.perf_counter_ns()
+        rpc({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+             "params": {"name": "python", "arguments": {"code": "pass"}}})
+        if i > 30:
+            samples.append((time.perf_counter_ns() - t0) / 1e6)
+    p.stdin.close()
+    p.wait(timeout=60)
+    return stats("mcp stdio: python 'pass' (sandboxed)", samples)
+
+
+def main():
+    print("== e2b: the E2B JS SDK against `jupyter-agent e2b` (load %s)"
+          % open("/proc/loadavg").read().split()[0])
+    if not shutil.which("node") or not npm_ready():
+        print("  skipped: node or the SDK install (tests/e2b) is missing")
+        return 0
+    create, pas = bench_sdk()
+    mcp = bench_mcp_pass()
+    for r in (create, pas, mcp):
+        print("  %-44s p50 %8.2f ms  p99 %8.2f ms" % (r["name"], r["p50_ms"],
+                                                     r["p99_ms"]))
+    print("  create to first result: p50 %.1f ms (target 50 ms; published "
+          "create-to-first-command medians: Daytona 110 ms, E2B 440 ms)"
+          % create["p50_ms"])
+    print("  runCode('pass') over MCP's pass: x%.2f p50 (+%.2f ms)"
+          % (pas["p50_ms"] / mcp["p50_ms"], pas["p50_ms"] - mcp["p50_ms"]))
+    out = os.environ.get("BENCH_RESULTS")
+    if out:
+        with open(out, "a") as f:
+            f.write(json.dumps({"bench": "e2b",
+                                "rows": [create, pas, mcp]}) + "\n")
+    shutil.rmtree(TMP, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
