@@ -33,6 +33,7 @@ sb_policy_init_default(sb_policy_t *p)
     p->nofile = 4096;
     p->fsize_bytes = 0;
     p->network = false;
+    p->engine = sb_engine_default();
     p->env_allow = xcalloc(1, sizeof(char *));
 }
 
@@ -379,6 +380,12 @@ s_set_seccomp_audit(void *p, const char *v, err_t *err)
 }
 
 static int
+s_set_engine(void *p, const char *v, err_t *err)
+{
+    return sb_engine_parse(v, &((sb_policy_t *)p)->engine, err);
+}
+
+static int
 s_set_network(void *p, const char *v, err_t *err)
 {
     (void)p;
@@ -445,11 +452,25 @@ static const cliopt_t s_flags[] = {
      "calls the seccomp allow list lacks (for new\n"
      "kernels and runtimes; a box of its own)",
      s_set_seccomp_audit, NULL, NULL, S_NEEDS_BOX},
+    {"engine", "NAME",
+     "what runs the box: namespaces (the host kernel,\n"
+     "default) or gvisor (runsc's user-space kernel);\n"
+     "default $JUPYTER_AGENT_ENGINE",
+     s_set_engine, "gvisor", "vm", S_NEEDS_BOX},
     {"network", NULL,
      "refused: a sandbox has loopback only; bring data\n"
      "in with --file",
      s_set_network, NULL, "", S_NEEDS_BOX},
 };
+
+bool
+sb_policy_flag_given(const sb_policy_t *p, const char *name)
+{
+    for (size_t i = 0; i < sizeof s_flags / sizeof s_flags[0]; i++)
+        if (strcmp(s_flags[i].name, name) == 0)
+            return (p->given >> i) & 1;
+    return false;
+}
 
 void
 sb_policy_out_opts(const sb_policy_t *p, sb_files_out_opts_t *o)
@@ -621,7 +642,8 @@ sb_policy_to_json(const sb_policy_t *p)
         json_array_append_new(
             binds, json_pack("{s:s, s:s, s:b}", "host", p->binds[i].host,
                              "inside", p->binds[i].inside, "read_only", 1));
-    return json_pack(
+    bool gv = p->engine == SB_ENGINE_GVISOR;
+    json_t *j = json_pack(
         "{s:I, s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I, s:b, s:o, s:o, s:s, "
         "s:s, s:[sssssss], s:s}",
         "memory_bytes", (json_int_t)p->memory_bytes, "swap_bytes",
@@ -642,4 +664,14 @@ sb_policy_to_json(const sb_policy_t *p)
             : "allow list: system calls outside the table in "
               "sandbox/sb_seccomp.c fail with EPERM (see 'jupyter-agent "
               "sandbox --seccomp-table')");
+    json_object_set_new(j, "engine", json_string(sb_engine_name(p->engine)));
+    if (gv) {
+        json_object_set_new(j, "namespaces", json_string("gVisor sandbox"));
+        json_object_set_new(j, "seccomp",
+                            json_string("gVisor: every system call is "
+                                        "answered by runsc's user-space "
+                                        "kernel; the host sees only its own "
+                                        "filtered calls"));
+    }
+    return j;
 }

@@ -2,7 +2,8 @@
  * sb_policy: the limits and mounts of one sandbox, shared by every
  * subcommand through the same flags (sb_policy_flags(): --memory, --cpus,
  * --pids, --disk, --tmp, --shm, --nofile, --fsize, --env, --bind,
- * --keep-workspace, --seccomp-audit, and --network, which is refused).
+ * --keep-workspace, --seccomp-audit, --engine, and --network, which is
+ * refused).
  *
  * Callers embed an sb_policy_t, pair sb_policy_init_default() with
  * sb_policy_release(), and may change fields directly; every string and
@@ -17,6 +18,7 @@
 #include "common/cliopt.h"
 #include "common/err.h"
 #include "common/strv.h"
+#include "sandbox/sb_engine.h"
 #include "sandbox/sb_files.h"
 
 #include <jansson.h>
@@ -69,6 +71,8 @@ typedef struct sb_policy {
                                  bound there, not a tmpfs of its own: what
                                  code written for E2B's template expects
                                  (agent/e2b); no flag sets it */
+    sb_engine_t engine;       /* what runs the box (--engine; default
+                                 sb_engine_default()) */
 } sb_policy_t;
 
 void sb_policy_init_default(sb_policy_t *p);
@@ -81,6 +85,9 @@ void sb_policy_copy(sb_policy_t *dst, const sb_policy_t *src);
  * to getopt_long through common/cliopt.h, and --help prints its rows.
  * Sizes go through common/size.h; each size flag refuses 0. */
 cliopt_group_t sb_policy_flags(sb_policy_t *p);
+
+/* Was policy flag `name` ("engine", "memory"; no "--") given? */
+bool sb_policy_flag_given(const sb_policy_t *p, const char *name);
 
 /* Parse one policy flag outside getopt. `flag` may carry its value inline
  * ("--memory=2G"), else the value is `value` (the next argv entry, or NULL

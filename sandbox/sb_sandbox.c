@@ -130,6 +130,19 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
         sb->root_mode ? SB_ROOT_HOST_BASE + SB_SANDBOX_UID : geteuid();
     sb->host_gid =
         sb->root_mode ? SB_ROOT_HOST_BASE + SB_SANDBOX_UID : getegid();
+    bool gvisor = p->engine == SB_ENGINE_GVISOR;
+    if (p->engine == SB_ENGINE_BAD) {
+        err_set(err, ERR_USAGE,
+                "JUPYTER_AGENT_ENGINE='%s' is not an engine; set it to "
+                "namespaces or gvisor, or unset it",
+                getenv("JUPYTER_AGENT_ENGINE") ? getenv("JUPYTER_AGENT_ENGINE")
+                                               : "");
+        goto fail;
+    }
+    /* gVisor's gofer writes the box's files as the box's own uid 1000;
+     * the top dir stays root's (0700), so no host user 1000 gets in. */
+    if (gvisor)
+        sb->host_uid = sb->host_gid = SB_SANDBOX_UID;
     for (size_t i = 0; i < p->n_binds; i++) {
         if (access(p->binds[i].host, F_OK) < 0) {
             err_set(err, ERR_USAGE, "--bind: '%s': %s", p->binds[i].host,
@@ -155,7 +168,7 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     sb->sock_dir = xasprintf("%s/sock", sb->top_dir);
     if (mkdir(sb->run_dir, 0700) < 0 ||
         (sb->root_mode &&
-         (chown(sb->top_dir, sb->host_uid, sb->host_gid) < 0 ||
+         ((!gvisor && chown(sb->top_dir, sb->host_uid, sb->host_gid) < 0) ||
           chown(sb->run_dir, sb->host_uid, sb->host_gid) < 0))) {
         err_set(err, ERR_SANDBOX, "sandbox: preparing run dir %s: %s",
                 sb->run_dir, strerror(errno));
@@ -166,6 +179,9 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     sb->cg = sb_cgroup_new(&sb->policy, sb->id);
     if (sb_cgroup_warning(sb->cg))
         buf_puts(&sb->warnings, sb_cgroup_warning(sb->cg));
+    if (gvisor)
+        return sb_gv_prepare(sb, err) < 0 ? (sb_sandbox_destroy(&sb), NULL)
+                                          : sb;
     const char *gap = sb_landlock_gap(sb_landlock_abi());
     if (gap)
         buf_printf(&sb->warnings, "%s%s", sb->warnings.len ? "; " : "", gap);
@@ -237,6 +253,54 @@ s_copy_files_in(sb_sandbox_t *sb, err_t *err)
     return 0;
 }
 
+int
+sb_box_spawn_begin(sb_sandbox_t *sb)
+{
+    int old_ws = sb->ws_fd; /* carried over into the new box */
+    sb->ws_fd = -1;
+    if (sb->ctl >= 0)
+        close(sb->ctl);
+    if (sb->cmd >= 0)
+        close(sb->cmd);
+    if (sb->pidfd >= 0)
+        close(sb->pidfd);
+    sb->ctl = sb->cmd = sb->pidfd = -1;
+    sb->pid = -1;
+    sb->killed = sb->finished = false;
+    memset(&sb->exit, 0, sizeof sb->exit);
+    sb->oom_base = sb_cgroup_oom_kills(sb->cg);
+    return old_ws;
+}
+
+void
+sb_box_spawn_end(sb_sandbox_t *sb, int rc, int old_ws)
+{
+    if (old_ws >= 0 && sb->ws_fd >= 0)
+        close(old_ws);
+    else if (old_ws >= 0)
+        sb->ws_fd = old_ws; /* failed early: keep the old workspace */
+    if (rc == 0) {          /* staged files are in now */
+        for (size_t i = 0; i < sb->n_files; i++) {
+            free(sb->files[i].host);
+            free(sb->files[i].name);
+        }
+        sb->n_files = 0;
+    }
+}
+
+int
+sb_box_take_workspace(sb_sandbox_t *sb, int passed, int old_ws, err_t *err)
+{
+    sb->ws_fd = passed;
+    snprintf(sb->ws_path, sizeof sb->ws_path, "/proc/self/fd/%d", passed);
+    if (old_ws >= 0 &&
+        sb_files_copy_tree(old_ws, passed, sb->policy.workspace_bytes,
+                           sb->root_mode ? sb->host_uid : (uid_t)-1,
+                           sb->host_gid, err) < 0)
+        return err_prefix(err, "sandbox: carrying /mnt/data over");
+    return s_copy_files_in(sb, err);
+}
+
 /* Reap pid 1 without waiting; fills sb->exit. Returns 1 if reaped. */
 static int
 s_reap(sb_sandbox_t *sb, bool block)
@@ -262,6 +326,10 @@ s_reap(sb_sandbox_t *sb, bool block)
         if (t == MSG_STATUS)
             got_status = 1;
     }
+    if (sb->gv) {
+        m.status = sb_gv_status(sb);
+        got_status = m.status >= 0;
+    }
     if (got_status) {
         if (WIFEXITED(m.status)) {
             sb->exit.kind = SB_EXITED;
@@ -270,6 +338,12 @@ s_reap(sb_sandbox_t *sb, bool block)
             sb->exit.kind = SB_SIGNALED;
             sb->exit.signal = WTERMSIG(m.status);
         }
+    } else if (si.si_code == CLD_EXITED && sb->gv) {
+        /* runsc ended without the relay's report: the Sentry itself died
+         * (a limit of the host cgroup hit it): the whole box was killed */
+        sb->exit.kind = SB_SIGNALED;
+        sb->exit.signal = SIGKILL;
+        sb->exit.box_killed = true;
     } else if (si.si_code == CLD_EXITED) {
         sb->exit.kind = SB_EXITED; /* init exited without a report */
         sb->exit.code = si.si_status;
@@ -282,13 +356,20 @@ s_reap(sb_sandbox_t *sb, bool block)
     if (sb->exit.kind == SB_SIGNALED && sb->exit.signal == SIGKILL &&
         sb_cgroup_oom_kills(sb->cg) > sb->oom_base)
         sb->exit.kind = SB_OOM_KILLED;
+    /* Under gVisor the host's OOM killer may take the Sentry or a ptrace
+     * stub rather than the program: runsc then exits 137, or the relay
+     * reports whatever the Sentry saw. The cgroup's count decides. */
+    if (sb->gv && sb_cgroup_oom_kills(sb->cg) > sb->oom_base) {
+        sb->exit.kind = SB_OOM_KILLED;
+        sb->exit.signal = SIGKILL;
+    }
     return 1;
 }
 
 pid_t
 sb_sandbox_program_pid(const sb_sandbox_t *sb)
 {
-    if (sb->state != ST_RUNNING || sb->pid <= 0)
+    if (sb->state != ST_RUNNING || sb->pid <= 0 || sb->gv)
         return -1;
     char path[64], text[64];
     snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)sb->pid,
@@ -476,6 +557,8 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                        "sandbox: the program must be an absolute path inside "
                        "the box (got '%s')",
                        argv && argv[0] ? argv[0] : "");
+    if (sb->gv)
+        return sb_gv_spawn(sb, argv, envp, stdout_fd, stderr_fd, err);
     int rc = -1, sv[2] = {-1, -1}, cv[2] = {-1, -1};
     struct s_plan plan = {0};
     sb_seccomp_prog_t prog, audit_prog = {0};
@@ -489,19 +572,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
     }
     bool nested = sb->nest != NULL;
     /* A new box after the last one ended: carry its workspace over. */
-    int old_ws = sb->ws_fd;
-    sb->ws_fd = -1;
-    if (sb->ctl >= 0)
-        close(sb->ctl);
-    if (sb->cmd >= 0)
-        close(sb->cmd);
-    if (sb->pidfd >= 0)
-        close(sb->pidfd);
-    sb->ctl = sb->cmd = sb->pidfd = -1;
-    sb->pid = -1;
-    sb->killed = sb->finished = false;
-    memset(&sb->exit, 0, sizeof sb->exit);
-    sb->oom_base = sb_cgroup_oom_kills(sb->cg);
+    int old_ws = sb_box_spawn_begin(sb);
     sb_box_plan_build(sb, &plan);
     sb_landlock_plan_t *landlock = xmalloc(sizeof *landlock);
     /* Not for the kernel factory's box (allow_setns): its program enters
@@ -619,18 +690,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                 goto out;
             }
         } else if (t == MSG_WORKSPACE && passed >= 0) {
-            sb->ws_fd = passed;
-            snprintf(sb->ws_path, sizeof sb->ws_path, "/proc/self/fd/%d",
-                     passed);
-            if (old_ws >= 0 &&
-                sb_files_copy_tree(old_ws, passed, sb->policy.workspace_bytes,
-                                   sb->root_mode ? sb->host_uid : (uid_t)-1,
-                                   sb->host_gid, err) < 0) {
-                err_prefix(err, "sandbox: carrying /mnt/data over");
-                s_abort_spawn(sb);
-                goto out;
-            }
-            if (s_copy_files_in(sb, err) < 0) {
+            if (sb_box_take_workspace(sb, passed, old_ws, err) < 0) {
                 s_abort_spawn(sb);
                 goto out;
             }
@@ -667,17 +727,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         }
     }
 out:
-    if (old_ws >= 0 && sb->ws_fd >= 0)
-        close(old_ws);
-    else if (old_ws >= 0)
-        sb->ws_fd = old_ws; /* failed early: keep the old workspace */
-    if (rc == 0) {          /* staged files are in now */
-        for (size_t i = 0; i < sb->n_files; i++) {
-            free(sb->files[i].host);
-            free(sb->files[i].name);
-        }
-        sb->n_files = 0;
-    }
+    sb_box_spawn_end(sb, rc, old_ws);
     if (sv[0] >= 0)
         close(sv[0]);
     if (sv[1] >= 0)
@@ -699,6 +749,8 @@ sb_sandbox_signal(sb_sandbox_t *sb, int sig)
         errno = ESRCH;
         return -1;
     }
+    if (sb->gv)
+        return sb_gv_signal(sb, sig);
     return (int)syscall(SYS_pidfd_send_signal, sb->pidfd, sig, NULL, 0);
 }
 
@@ -780,6 +832,7 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
     if (sb->pidfd >= 0)
         close(sb->pidfd);
     sb_seccomp_audit_destroy(&sb->audit);
+    sb_gv_release(sb);
     if (sb->handed_off) {
         sb_cgroup_forget(&sb->cg); /* the reaper removes it */
     } else {
@@ -805,68 +858,4 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
     buf_release(&sb->warnings);
     sb_policy_release(&sb->policy);
     free(sb);
-}
-
-/* The reaper, a grandchild of the launcher (so nobody's zombie) in a
- * session of its own, with nothing of the caller's open but the box's
- * pidfd and the run dir's lock: waits until the killed box has died
- * (killing again every 100 ms, for at most ~10 s), then removes its
- * cgroup and run dir. Holding the flock until then keeps the stale-run-dir
- * collector (s_gc_run_dirs) away; if the reaper itself is killed, that
- * collector and the cgroup collector (named after our pid) clean up. */
-static _Noreturn void
-s_reaper(sb_sandbox_t *sb)
-{
-    setsid();
-    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    for (int fd = 0; null >= 0 && fd < 3; fd++)
-        dup2(null, fd);
-    int keep[2] = {sb->pidfd, sb->lock_fd};
-    sb_box_close_others(keep, 2);
-    prctl(PR_SET_NAME, "ja-reaper", 0, 0, 0);
-    struct pollfd pf = {.fd = sb->pidfd, .events = POLLIN};
-    for (int round = 0; round < 100; round++) {
-        int pr = poll(&pf, 1, 100);
-        if (pr > 0 || (pr < 0 && errno != EINTR))
-            break;
-        syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
-        sb_cgroup_kill(sb->cg);
-    }
-    sb_cgroup_destroy(&sb->cg);
-    sb_files_remove_tree(sb->top_dir);
-    _exit(0);
-}
-
-void
-sb_sandbox_hand_off(sb_sandbox_t **pp)
-{
-    if (!pp || !*pp)
-        return;
-    sb_sandbox_t *sb = *pp;
-    if (sb->state != ST_RUNNING || sb->policy.keep_workspace_dir) {
-        sb_sandbox_destroy(pp);
-        return;
-    }
-    /* pid 1's death takes the whole pid namespace with it; the reaper
-     * also kills what the cgroup lists. */
-    syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
-    sb->killed = true;
-    /* The reaper must outlive a Ctrl-C to our process group. */
-    sigset_t mask;
-    sb_detach_block(&mask);
-    pid_t mid = fork();
-    if (mid == 0) {
-        sb_detach_child(&mask);
-        pid_t reaper = fork();
-        if (reaper == 0)
-            s_reaper(sb);
-        _exit(reaper < 0 ? 1 : 0);
-    }
-    sb_detach_restore(&mask);
-    int status = 1;
-    while (mid > 0 && waitpid(mid, &status, 0) < 0 && errno == EINTR)
-        ;
-    /* Without a reaper, clean up here: slower, never leaky. */
-    sb->handed_off = mid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    sb_sandbox_destroy(pp);
 }

@@ -274,6 +274,11 @@ typedef struct sb_unsafe_test_knobs {
 } sb_unsafe_test_knobs_t;
 extern sb_unsafe_test_knobs_t sb_unsafe_test_knobs;
 
+/* The engine the policy names (sb_engine.h) and what it enforces on this
+ * machine: for gvisor, runsc's path, version and platform (or why it is
+ * missing). New reference. */
+json_t *sb_sandbox_engine_info(const sb_policy_t *p);
+
 /* What is not enforced ("cgroups unavailable: ..."), or NULL. Borrowed. */
 const char *sb_sandbox_warnings(const sb_sandbox_t *sb);
 /* The box's CPU weight against other boxes (sb_cgroup_set_cpu_weight; cgroup v2

@@ -239,6 +239,9 @@ struct sb_sandbox {
     sb_seccomp_audit_t *audit;
     /* killed and given to a reaper (sb_sandbox_hand_off) */
     bool handed_off;
+    /* owned: the gVisor engine's state (sb_gvisor.c), or NULL for the
+     * namespaces engine */
+    struct sb_gv *gv;
 };
 
 /* Test-only weakenings (sb_sandbox.h): referenced weakly, so only a
@@ -271,6 +274,25 @@ __attribute__((noreturn)) void sb_box_exec(const struct s_child *c,
 int sb_box_cmd_fds(const struct s_child *c, struct pollfd *pf, int max);
 void sb_box_cmd_ready(const struct s_child *c, const struct pollfd *pf, int n);
 void sb_box_cmd_reaped(const struct s_child *c, pid_t pid, int status);
+
+/* sb_sandbox.c: a spawn starts by forgetting the last box (its fds, exit,
+ * OOM count) and returns the old workspace fd (or -1) to carry over;
+ * it ends, whatever rc, by closing or keeping that old workspace and
+ * dropping the staged files once they are in (rc 0). */
+int sb_box_spawn_begin(sb_sandbox_t *sb);
+void sb_box_spawn_end(sb_sandbox_t *sb, int rc, int old_ws);
+/* sb_sandbox.c: the workspace fd `passed` from a new box: carry `old_ws`
+ * over (if >= 0) and copy the queued files in. 0 or -1. */
+int sb_box_take_workspace(sb_sandbox_t *sb, int passed, int old_ws, err_t *err);
+
+/* ---- the engine (sb_gvisor.c), called by sb_sandbox.c ---- */
+int sb_gv_prepare(sb_sandbox_t *sb, err_t *err); /* at new() */
+int sb_gv_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
+                int stdout_fd, int stderr_fd, err_t *err);
+int sb_gv_signal(sb_sandbox_t *sb, int sig);
+/* The wait status the relay reported, or -1 (then runsc's own). */
+int sb_gv_status(const sb_sandbox_t *sb);
+void sb_gv_release(sb_sandbox_t *sb); /* at destroy */
 
 /* sb_sandbox_plan.c */
 void sb_box_plan_build(const sb_sandbox_t *sb, struct s_plan *pl);

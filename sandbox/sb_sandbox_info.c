@@ -7,6 +7,7 @@
 #include "common/xalloc.h"
 #include "sandbox/sb_cgroup.h"
 #include "sandbox/sb_drop.h"
+#include "sandbox/sb_engine.h"
 #include "sandbox/sb_files.h"
 #include "sandbox/sb_landlock.h"
 #include "sandbox/sb_seccomp.h"
@@ -308,4 +309,25 @@ int
 sb_sandbox_add_bind(sb_sandbox_t *sb, const char *host, err_t *err)
 {
     return sb_policy_add_bind(&sb->policy, host, NULL, err);
+}
+
+json_t *
+sb_sandbox_engine_info(const sb_policy_t *p)
+{
+    if (p->engine == SB_ENGINE_GVISOR)
+        return sb_gvisor_info();
+    json_t *j = json_pack(
+        "{s:s, s:[ssss]}", "engine", sb_engine_name(p->engine), "in_force",
+        "user, pid, network (loopback only), mount, IPC, UTS and cgroup "
+        "namespaces",
+        "seccomp allow list (sandbox --seccomp-table)",
+        "Landlock (sandbox --landlock-rules)",
+        "cgroup (memory, cpu, pids), rlimits, uid 1000, no capabilities, "
+        "no_new_privs");
+    if (p->engine == SB_ENGINE_BAD)
+        json_object_set_new(
+            j, "error",
+            json_string("JUPYTER_AGENT_ENGINE names no engine (namespaces, "
+                        "gvisor)"));
+    return j;
 }

@@ -19,8 +19,9 @@ DEB_BUILD := build-essential pkg-config clang clang-format libclang-rt-14-dev \
 # checker (yaml, jinja2: tests/unit/deploy_manifests.sh), pyflakes
 # (tests/unit/python_sources.sh), jsonschema (tests/unit/mcp_schemas.sh;
 # nbformat pulls it in too), a real jupyter-server and tornado
-# (tests/security/hostile_gateway.sh), node (tests/integration/mcp_sdk.sh).
-DEB_C_SUITES := iproute2 procps util-linux \
+# (tests/security/hostile_gateway.sh), node (tests/integration/mcp_sdk.sh),
+# runsc (gVisor: --engine gvisor and tests/security/gvisor_*).
+DEB_C_SUITES := iproute2 procps util-linux runsc \
     python3 python3-ipykernel python3-jupyter-client python3-nbformat \
     python3-nbclient python3-pandas python3-matplotlib \
     python3-wheel python3-setuptools python3-pip python3-pyflakes \

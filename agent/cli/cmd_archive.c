@@ -725,6 +725,18 @@ s_apply_policy(sb_policy_t *p, const json_t *j, buf_t *notes, err_t *err)
             s_limit_copy(p, &rec, l);
         sb_policy_release(&rec);
     }
+    /* The engine the archive ran under, unless rerun's own --engine says
+     * otherwise: a gVisor session is re-run under gVisor. */
+    json_t *eng = json_object_get(j, "engine");
+    if (!rc && eng && !sb_policy_flag_given(p, "engine")) {
+        const char *name = json_string_value(eng);
+        if (!name || sb_engine_parse(name, &p->engine, NULL) < 0)
+            rc = err_set(err, ERR_VERIFY,
+                         "the archive records sandbox engine '%.40s', which "
+                         "this build does not know; refused (nothing was "
+                         "run); give --engine to choose one",
+                         name ? name : "(not a string)");
+    }
     return rc;
 }
 

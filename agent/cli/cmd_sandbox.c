@@ -80,6 +80,10 @@ s_help(FILE *out, const cliopt_group_t *policy)
           "  --landlock-rules     print the Landlock rules this kernel "
           "enforces (ABI,\n"
           "                       rules, what is missing) as JSON and exit\n"
+          "  --info               print the engine (--engine) and what it "
+          "enforces here\n"
+          "                       (gvisor: runsc's version and platform) "
+          "as JSON and exit\n"
           "  -h, --help           this text\n",
           out);
     cliopt_help(out, policy, 1);
@@ -152,6 +156,7 @@ ag_cmd_sandbox(int argc, char **argv)
                                         {"print-policy", no_argument, 0, 'P'},
                                         {"seccomp-table", no_argument, 0, 'S'},
                                         {"landlock-rules", no_argument, 0, 'L'},
+                                        {"info", no_argument, 0, 'I'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
     cliopt_group_t policy = sb_policy_flags(&pol);
@@ -180,6 +185,9 @@ ag_cmd_sandbox(int argc, char **argv)
             goto out;
         case 'L':
             rc = s_print_json(s_landlock_json(&pol));
+            goto out;
+        case 'I':
+            rc = s_print_json(sb_sandbox_engine_info(&pol));
             goto out;
         case 'q':
             quiet = true;

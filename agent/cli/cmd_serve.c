@@ -167,12 +167,17 @@ ag_cmd_serve(int argc, char **argv)
     }
     if (a.factory < 0) /* the default: forked kernels, where they work */
         o->factory = !policy.seccomp_audit &&
+                     !sb_engine_nesting_gap(policy.engine) &&
                      (!o->kernel_name || !strcmp(o->kernel_name, "python3"));
     else
         o->factory = a.factory == 1;
     if (o->pool_max && o->pool_max < (o->pool_size ? o->pool_size : 4)) {
         err_set(&err, ERR_USAGE, "--pool-max %u is below --pool %u; raise it",
                 o->pool_max, o->pool_size ? o->pool_size : 4);
+        goto usage_error;
+    }
+    if (o->factory && sb_engine_nesting_gap(policy.engine)) {
+        err_set(&err, ERR_USAGE, "%s", sb_engine_nesting_gap(policy.engine));
         goto usage_error;
     }
     if (policy.seccomp_audit && o->factory) {

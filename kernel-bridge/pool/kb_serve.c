@@ -570,6 +570,7 @@ kb_serve_run(const kb_serve_opts_t *o, err_t *err)
     sb_policy_t defaults;
     sb_policy_init_default(&defaults);
     sv->policy_json = sb_policy_to_json(o->policy ? o->policy : &defaults);
+    sv->policy = o->policy;
     sb_policy_release(&defaults);
     if (o->factory) {
         kb_factory_opts_t fo = {.preload = o->preload};

@@ -1,0 +1,198 @@
+#!/bin/sh
+# TAP: the box attacks under --engine gvisor (runsc, sandbox/sb_gvisor.c),
+# plus what only gVisor gives: the kernel seen inside is gVisor's, host
+# /proc, /sys and dmesg are not visible, calls the host implements but
+# gVisor does not fail with ENOSYS, nothing the box does creates a host
+# file outside its bind mounts, and teardown leaves nothing behind.
+# The same attacks under the namespaces engine: sandbox_cli.sh and
+# test_sb_attacks.c. Needs root (runsc does); make test installs runsc.
+BIN=${JUPYTER_AGENT_BIN:-build/jupyter-agent}
+PY=/usr/bin/python3
+. "$(dirname "$0")/../tap.sh"
+if [ "$(id -u)" != 0 ]; then
+    echo "ok 1 # skip --engine gvisor needs root (runsc does)"
+    echo "1..1"
+    exit 0
+fi
+T=$(mktemp -d /tmp/ja-gv-test-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+chmod 755 "$T"
+start=$(date +%s)
+run() { # the sandbox under gVisor: stdout $T/out, stderr $T/err, $rc
+    "$BIN" sandbox --quiet --engine gvisor "$@" >"$T/out" 2>"$T/err" </dev/null
+    rc=$?
+}
+py() { # python CODE in the box, after the other flags
+    code=$1
+    shift
+    printf '%s\n' "$code" >"$T/p.py"
+    chmod 644 "$T/p.py"
+    run "$@" --file "$T/p.py" -- $PY /mnt/data/p.py
+}
+
+command -v runsc >/dev/null
+ok $? "runsc is installed (tools/packages.mk: make test installs it)"
+
+"$BIN" sandbox --engine gvisor --info >"$T/out" 2>&1
+grep -q '"version": "runsc version' "$T/out" &&
+    grep -qE '"platform": "(kvm|ptrace)"' "$T/out" &&
+    grep -q "network=none" "$T/out"
+ok $? "sandbox --engine gvisor --info names runsc's version, the platform and what is in force"
+
+JUPYTER_AGENT_RUNSC=/nonexistent/runsc run -- /bin/true
+[ "$rc" = 4 ] && grep -q "apt-get install runsc" "$T/err"
+ok $? "runsc missing: exit 4 naming apt-get install runsc (got $rc)"
+
+if [ ! -e /dev/kvm ]; then
+    JUPYTER_AGENT_GVISOR_PLATFORM=kvm run -- /bin/true
+    [ "$rc" = 4 ] && grep -q "platform kvm): .*/dev/kvm" "$T/err"
+    ok $? "a platform that cannot start is named with runsc's own reason (got $rc: $(tail -1 "$T/err"))"
+fi
+
+run -- /bin/sh -c 'exit 3'
+[ "$rc" = 3 ]
+ok $? "the command's exit status passes through (got $rc)"
+
+run -- /bin/sh -c 'uname -r; dmesg'
+grep -q "^4.4.0" "$T/out" && grep -q "Starting gVisor" "$T/out" &&
+    ! grep -q "$(uname -r)" "$T/out"
+ok $? "the kernel seen inside is gVisor's (uname -r 4.4.0, dmesg 'Starting gVisor'), not the host's $(uname -r)"
+
+py 'import os
+procs = [p for p in os.listdir("/proc") if p.isdigit()]
+print("procs", len(procs))
+print("version", open("/proc/version").read().strip())
+print("sys", sorted(os.listdir("/sys/devices")))
+print("ifaces", __import__("socket").if_nameindex())'
+grep -qE "^procs [1-4]$" "$T/out" && ! grep -q "$(uname -v | cut -c1-20)" "$T/out" &&
+    grep -q "^sys \['system'\]$" "$T/out" && grep -q "^ifaces \[(1, 'lo')\]$" "$T/out"
+ok $? "host /proc, /sys and network devices are not visible: $(tr '\n' ' ' <"$T/out")"
+
+# userfaultfd and pkey_alloc: the host implements both (EINVAL or success
+# for these arguments); gVisor 20221219 implements neither.
+py 'import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+for name, nr in (("userfaultfd", 323), ("pkey_alloc", 330)):
+    r = libc.syscall(nr, 0, 0, 0, 0, 0)
+    print(name, r, errno.errorcode.get(ctypes.get_errno()))'
+grep -q "^userfaultfd -1 ENOSYS$" "$T/out" && grep -q "^pkey_alloc -1 ENOSYS$" "$T/out"
+ok $? "calls the host implements but gVisor does not (userfaultfd, pkey_alloc) fail with ENOSYS: $(tr '\n' ' ' <"$T/out")"
+
+py 'import socket
+for fam, addr in ((socket.AF_INET, ("1.1.1.1", 53)), (socket.AF_INET6, ("2606:4700::1111", 53))):
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.settimeout(3)
+    try:
+        s.connect(addr)
+        print("connected", addr)
+    except OSError as e:
+        print("refused", e.errno)'
+! grep -q connected "$T/out" && [ "$(grep -c refused "$T/out")" = 2 ]
+ok $? "network: connections to the outside fail (--network=none): $(tr '\n' ' ' <"$T/out")"
+
+py 'import os
+for p in ("/usr/x", "/etc/passwd", "/x", "/opt/jupyter-agent/bin/pip", "/proc/sys/kernel/hostname"):
+    try:
+        open(p, "w").write("x")
+        print("wrote", p)
+    except OSError as e:
+        print("refused", p, e.errno)
+# gVisor lets uid 1000 make a node in its own tmpfs, but the node is
+# a gVisor one: it never opens a host device.
+try:
+    os.mknod("/tmp/sda", 0o600 | 0o60000, os.makedev(8, 0))
+    open("/tmp/sda", "rb").read(1)
+    print("mknod ok")
+except OSError as e:
+    print("mknod refused", e.errno)
+print("dev", sorted(os.listdir("/dev")))
+r = os.system("mount -t tmpfs none /tmp 2>/dev/null")
+print("mount", "ok" if r == 0 else "refused")'
+! grep -qE "^wrote|^mknod ok|^mount ok" "$T/out" && ! grep -qE "sd[a-z]|nvme|kmsg|mem'" "$T/out"
+ok $? "files, devices, mounts: read-only /usr, /etc, /, no host device through mknod, gVisor's /dev only, no mount: $(grep -c refused "$T/out") refusals"
+
+run --memory 128M -- $PY -c 'x = []
+while True: x.append(bytearray(1 << 20))'
+[ "$rc" = 137 ] && grep -q "out of memory (limit 128 MiB)" "$T/err"
+ok $? "a memory bomb under --memory 128M ends in a named OOM (exit $rc: $(cat "$T/err"))"
+
+py 'import os
+def fill(path):
+    n = 0
+    try:
+        with open(path, "wb") as f:
+            while n < 64:
+                f.write(b"\0" * (1 << 20))
+                f.flush()
+                n += 1
+    except OSError as e:
+        return n, e.errno
+    return n, 0
+print("data", *fill("/mnt/data/big"))
+print("tmp", *fill("/tmp/big"))' --disk 8M --tmp 8M --memory 512M
+grep -qE "^data [0-9] 28$" "$T/out" && grep -qE "^tmp [0-9] 28$" "$T/out"
+ok $? "disk: /mnt/data and /tmp stop at --disk 8M / --tmp 8M with ENOSPC: $(tr '\n' ' ' <"$T/out")"
+
+run --timeout 2 -- $PY -c 'import signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+while True: pass'
+[ "$rc" = 6 ] && grep -q "timed out after 2 s" "$T/err"
+ok $? "timeouts: a loop ignoring SIGINT and SIGTERM is killed by --timeout 2 (exit $rc)"
+
+# Fork bomb: runsc 20221219 does not enforce RLIMIT_NPROC inside; under
+# ptrace each new address space is a host stub process, so the host pids
+# cgroup (--pids + 192) stops it: the Sentry cannot make the next one and
+# the whole box dies (exit 137, killed), or memory or --timeout end it.
+before=$(ps -e --no-headers | wc -l)
+run --timeout 8 --memory 256M -- $PY -c 'import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass'
+after=$(ps -e --no-headers | wc -l)
+[ "$rc" = 6 ] || [ "$rc" = 137 ]
+ok $? "a fork bomb is contained and ended by --timeout or the memory cap (exit $rc; host processes $before before, $after after)"
+
+# Nothing the box writes lands on the host outside its bind mounts: files
+# with a unique name everywhere it may write, looked for on the host
+# while the box still runs.
+tag=ja-gv-probe-$$-$(date +%s)
+printf 'import os, time\nfor d in ("/tmp", "/home/user", "/dev/shm", "/mnt/data", os.path.dirname(os.environ.get("SOCK", "/tmp/x"))):\n    open(os.path.join(d, "%s"), "w").write("x")\nprint("written", flush=True)\ntime.sleep(6)\n' "$tag" >"$T/w.py"
+chmod 644 "$T/w.py"
+"$BIN" sandbox --quiet --engine gvisor --file "$T/w.py" -- $PY /mnt/data/w.py >"$T/out" 2>"$T/err" </dev/null &
+bg=$!
+i=0
+while [ $i -lt 60 ] && ! grep -q written "$T/out" 2>/dev/null; do
+    sleep 0.5
+    i=$((i + 1))
+done
+found=$(find /tmp /var/tmp /dev/shm /run /root /home -xdev -name "$tag" 2>/dev/null | grep -v "/gv/ws/" | head -3)
+wait $bg
+grep -q written "$T/out" && [ -z "$found" ]
+ok $? "nothing the box writes (/tmp, home, /dev/shm) appears on the host; only /mnt/data's own tmpfs holds its file (found: ${found:-none})"
+
+# Teardown: N sessions, then no runsc process, run dir, cgroup or mount
+# of any of them is left. Each box names its run dir (visible inside).
+N=${GVISOR_SESSIONS:-25}
+: >"$T/ids"
+i=0
+while [ $i -lt $N ]; do
+    "$BIN" sandbox --quiet --engine gvisor -- /bin/sh -c 'cd /tmp && echo ja-sb-*' >>"$T/ids" 2>/dev/null </dev/null
+    i=$((i + 1))
+done
+left=0
+got=$(grep -c "^ja-sb-" "$T/ids")
+for id in $(cat "$T/ids"); do
+    suffix=${id#ja-sb-}
+    [ -e "/tmp/$id" ] && left=$((left + 1))
+    pgrep -f "ja-[0-9]*-$suffix" >/dev/null && left=$((left + 1))
+    grep -q "$suffix" /proc/self/mountinfo && left=$((left + 1))
+    [ -n "$(find /sys/fs/cgroup -maxdepth 5 -type d -name "*-$suffix" 2>/dev/null | head -1)" ] && left=$((left + 1))
+done
+[ "$got" = "$N" ] && [ "$left" = 0 ]
+ok $? "teardown after $N sessions: no runsc process, run dir, mount or cgroup left ($got boxes ran, $left leftovers)"
+
+echo "# gvisor_box.sh: $(($(date +%s) - start)) s"
+done_testing
