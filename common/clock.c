@@ -17,16 +17,28 @@ clock_mono_ms(void)
     return clock_mono_us() / 1000;
 }
 
-void
-clock_realtime_after(struct timespec *ts, int ms)
+static void
+s_after(clockid_t clock, struct timespec *ts, int ms)
 {
-    clock_gettime(CLOCK_REALTIME, ts);
+    clock_gettime(clock, ts);
     ts->tv_sec += ms / 1000;
     ts->tv_nsec += (long)(ms % 1000) * 1000000L;
     if (ts->tv_nsec >= 1000000000L) {
         ts->tv_sec++;
         ts->tv_nsec -= 1000000000L;
     }
+}
+
+void
+clock_realtime_after(struct timespec *ts, int ms)
+{
+    s_after(CLOCK_REALTIME, ts, ms);
+}
+
+void
+clock_mono_after(struct timespec *ts, int ms)
+{
+    s_after(CLOCK_MONOTONIC, ts, ms);
 }
 
 void

@@ -15,6 +15,10 @@ int64_t clock_mono_us(void);
  * (whose default clock that is). */
 struct timespec;
 void clock_realtime_after(struct timespec *ts, int ms);
+
+/* The same on CLOCK_MONOTONIC, for a condition variable whose clock is
+ * set to it (pthread_condattr_setclock). */
+void clock_mono_after(struct timespec *ts, int ms);
 /* UTC now as ISO 8601 with microseconds and "Z", as Jupyter writes dates:
  * "2026-11-29T17:47:02.123456Z". `out` must hold at least 32 bytes. */
 void clock_iso8601_now(char *out, size_t size);

@@ -513,10 +513,7 @@ s_sweeper(void *arg)
     pthread_mutex_lock(&d->lock);
     while (!d->sweep_stop) {
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += SWEEP_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        clock_mono_after(&ts, SWEEP_MS);
         pthread_cond_timedwait(&d->sweep_cond, &d->lock, &ts);
         if (d->sweep_stop)
             break;

@@ -1,6 +1,7 @@
 #include "agent/loop/ag_chart.h"
 #include "agent/session/ag_outputs.h"
 
+#include "common/jget.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
 
@@ -11,12 +12,6 @@
 
 /* Values shown per series before "… N more". */
 #define SERIES_VALUES 24
-
-static const char *
-s_str(const json_t *o, const char *key)
-{
-    return json_string_value(json_object_get(o, key));
-}
 
 /* A JSON value as short text: numbers with 4 significant digits. */
 static void
@@ -37,8 +32,8 @@ s_val(buf_t *b, const json_t *v)
 static void
 s_axis(buf_t *b, const char *name, const json_t *axis)
 {
-    const char *label = s_str(axis, "label");
-    const char *scale = s_str(axis, "scale");
+    const char *label = jget_str(axis, "label", NULL);
+    const char *scale = jget_str(axis, "scale", NULL);
     bool odd = scale && strcmp(scale, "linear") && strcmp(scale, "categorical");
     if (!label && !odd)
         return;
@@ -75,7 +70,7 @@ s_points(buf_t *b, const json_t *el)
     const json_t *sampled = json_object_get(el, "sampled");
     size_t n = json_array_size(y);
     long long of = json_integer_value(json_object_get(sampled, "of"));
-    const char *label = s_str(el, "label");
+    const char *label = jget_str(el, "label", NULL);
     buf_printf(b, "%s%s%s%zu points", label ? "'" : "", label ? label : "",
                label ? "' " : "", of ? (size_t)of : n);
     if (of)
@@ -101,10 +96,9 @@ s_bars(buf_t *b, const json_t *els)
     json_t *el;
     json_array_foreach(els, i, el)
     {
-        const char *group = s_str(el, "group");
+        const char *group = jget_str(el, "group", NULL);
         buf_printf(b, "%s%s%s%s ", i ? ", " : "", group ? group : "",
-                   group ? "/" : "",
-                   s_str(el, "label") ? s_str(el, "label") : "?");
+                   group ? "/" : "", jget_str(el, "label", "?"));
         s_val(b, json_object_get(el, "value"));
     }
 }
@@ -125,7 +119,7 @@ s_elements(buf_t *b, const char *type, const json_t *els)
         if (!strcmp(type, "line") || !strcmp(type, "scatter")) {
             s_points(b, el);
         } else if (!strcmp(type, "pie")) {
-            const char *l = s_str(el, "label");
+            const char *l = jget_str(el, "label", NULL);
             buf_printf(b, "%s %.1f%%", l ? l : "?",
                        100 *
                            json_number_value(json_object_get(el, "fraction")));
@@ -133,7 +127,7 @@ s_elements(buf_t *b, const char *type, const json_t *els)
             static const char *const k[] = {"min", "first_quartile", "median",
                                             "third_quartile", "max"};
             static const char *const n[] = {"min", "q1", "median", "q3", "max"};
-            const char *l = s_str(el, "label");
+            const char *l = jget_str(el, "label", NULL);
             buf_printf(b, "%s:", l ? l : "?");
             for (size_t q = 0; q < 5; q++) {
                 buf_printf(b, " %s ", n[q]);
@@ -161,10 +155,11 @@ s_elements(buf_t *b, const char *type, const json_t *els)
 static void
 s_one(buf_t *b, const json_t *c)
 {
-    const char *type = s_str(c, "type") ? s_str(c, "type") : "unknown";
-    const char *title = s_str(c, "title");
-    const char *orient = s_str(c, "orientation");
-    const char *layout = s_str(c, "layout");
+    const char *type =
+        jget_str(c, "type", NULL) ? jget_str(c, "type", NULL) : "unknown";
+    const char *title = jget_str(c, "title", NULL);
+    const char *orient = jget_str(c, "orientation", NULL);
+    const char *layout = jget_str(c, "layout", NULL);
     if (!strcmp(type, "bar") && orient && !strcmp(orient, "horizontal"))
         buf_puts(b, "horizontal ");
     if (layout && strcmp(layout, "single"))
@@ -175,7 +170,7 @@ s_one(buf_t *b, const json_t *c)
     s_axis(b, "x", json_object_get(c, "x"));
     s_axis(b, "y", json_object_get(c, "y"));
     if (!strcmp(type, "unknown")) {
-        const char *why = s_str(c, "reason");
+        const char *why = jget_str(c, "reason", NULL);
         buf_printf(b, " (%s)", why ? why : "not read");
         return;
     }
@@ -185,8 +180,10 @@ s_one(buf_t *b, const json_t *c)
     json_t *o;
     json_array_foreach(json_object_get(c, "overlays"), i, o)
     {
-        buf_printf(b, "; with %s: ", s_str(o, "type") ? s_str(o, "type") : "?");
-        s_elements(b, s_str(o, "type") ? s_str(o, "type") : "",
+        buf_printf(b, "; with %s: ",
+                   jget_str(o, "type", NULL) ? jget_str(o, "type", NULL) : "?");
+        s_elements(b,
+                   jget_str(o, "type", NULL) ? jget_str(o, "type", NULL) : "",
                    json_object_get(o, "elements"));
     }
 }
@@ -259,7 +256,7 @@ ag_table_text(buf_t *b, const json_t *table, size_t budget)
     buf_t t;
     buf_init(&t, 0);
     const json_t *shape = json_object_get(table, "shape");
-    const char *kind = s_str(table, "kind");
+    const char *kind = jget_str(table, "kind", NULL);
     if (!json_is_array(shape) || !kind) {
         buf_puts(&t, "[table data in an unknown form]\n");
         goto out;
@@ -268,14 +265,15 @@ ag_table_text(buf_t *b, const json_t *table, size_t budget)
     long long ncols = json_integer_value(json_array_get(shape, 1));
     buf_printf(&t, "%s: %lld rows × %lld columns\n",
                !strcmp(kind, "series") ? "Series" : "DataFrame", nrows, ncols);
-    const char *iname = s_str(json_object_get(table, "index"), "name");
+    const char *iname = jget_str(json_object_get(table, "index"), "name", NULL);
     buf_printf(&t, "%s", iname ? iname : "index");
     size_t j;
     json_t *c;
     const json_t *cols = json_object_get(table, "columns");
     json_array_foreach(cols, j, c)
     {
-        const char *name = s_str(c, "name"), *dt = s_str(c, "dtype");
+        const char *name = jget_str(c, "name", NULL),
+                   *dt = jget_str(c, "dtype", NULL);
         buf_printf(&t, " | %s (%s)", name ? name : "", dt ? dt : "?");
     }
     if ((long long)json_array_size(cols) < ncols)
@@ -320,17 +318,19 @@ s_e2b_axes(json_t *out, const json_t *c)
         const json_t *axis = json_object_get(c, names[k]);
         char key[32];
         snprintf(key, sizeof key, "%s_label", names[k]);
-        json_object_set_new(out, key,
-                            json_string_nocheck(s_str(axis, "label")
-                                                    ? s_str(axis, "label")
-                                                    : ""));
+        json_object_set_new(
+            out, key,
+            json_string_nocheck(jget_str(axis, "label", NULL)
+                                    ? jget_str(axis, "label", NULL)
+                                    : ""));
         snprintf(key, sizeof key, "%s_unit", names[k]);
         json_object_set(out, key,
-                        s_str(axis, "unit") ? json_object_get(axis, "unit")
-                                            : json_null());
+                        jget_str(axis, "unit", NULL)
+                            ? json_object_get(axis, "unit")
+                            : json_null());
         snprintf(key, sizeof key, "%s_scale", names[k]);
-        json_object_set_new(out, key,
-                            json_string(s_e2b_scale(s_str(axis, "scale"))));
+        json_object_set_new(
+            out, key, json_string(s_e2b_scale(jget_str(axis, "scale", NULL))));
         snprintf(key, sizeof key, "%s_ticks", names[k]);
         json_t *ticks = json_object_get(axis, "ticks");
         json_object_set_new(out, key, ticks ? json_copy(ticks) : json_array());
@@ -399,15 +399,17 @@ s_e2b_elements(const char *type, const json_t *els)
 static json_t *
 s_e2b_one(const json_t *c)
 {
-    const char *type = s_str(c, "type") ? s_str(c, "type") : "unknown";
+    const char *type =
+        jget_str(c, "type", NULL) ? jget_str(c, "type", NULL) : "unknown";
     const char *etype = !strcmp(type, "box")         ? "box_and_whisker"
                         : !strcmp(type, "histogram") ? "bar"
                         : (!strcmp(type, "line") || !strcmp(type, "scatter") ||
                            !strcmp(type, "bar") || !strcmp(type, "pie"))
                             ? type
                             : "unknown";
-    json_t *out = json_pack("{s:s, s:s}", "type", etype, "title",
-                            s_str(c, "title") ? s_str(c, "title") : "");
+    json_t *out =
+        json_pack("{s:s, s:s}", "type", etype, "title",
+                  jget_str(c, "title", NULL) ? jget_str(c, "title", NULL) : "");
     if (strcmp(type, "pie") && strcmp(type, "unknown"))
         s_e2b_axes(out, c);
     json_object_set_new(out, "elements",
@@ -427,7 +429,7 @@ ag_chart_e2b(const json_t *chart)
     json_t *els = json_array(), *c;
     size_t i;
     json_array_foreach(charts, i, c) json_array_append_new(els, s_e2b_one(c));
-    const char *title = s_str(chart, "title");
+    const char *title = jget_str(chart, "title", NULL);
     return json_pack("{s:s, s:s, s:o}", "type", "superchart", "title",
                      title ? title : "", "elements", els);
 }
@@ -453,7 +455,7 @@ ag_table_e2b(const json_t *table)
                 vals,
                 json_array_get(r, j) ? json_array_get(r, j) : json_null());
         }
-        const char *name = s_str(c, "name");
+        const char *name = jget_str(c, "name", NULL);
         json_object_set_new(out, name ? name : "", vals);
     }
     return out;

@@ -62,7 +62,7 @@ main(void)
     static const char *const names[] = {"python",          "list_files",
                                         "read_file",       "write_file",
                                         "export_notebook", "reset"};
-    is_int(json_array_size(list), 6, "six tools without --packages");
+    is_int(json_array_size(list), 7, "seven tools without --packages");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         json_t *t = s_tool(list, names[i]);
         json_t *in = json_object_get(t, "inputSchema");
