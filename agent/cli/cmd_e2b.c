@@ -136,6 +136,7 @@ ag_cmd_e2b(int argc, char **argv)
                                        .on_opt = s_on_opt};
     ag_session_opts_t sopts;
     ag_session_opts_init(&sopts);
+    sopts.outputs_data = true; /* a result's chart and data: docs/outputs.md */
     e2b_server_opts_t a = {.session = &sopts, .max_sandboxes = 16};
     a.on_listening = s_listening;
     a.arg = &a;

@@ -1,6 +1,8 @@
 #include "agent/e2b/e2b_interp.h"
 
 #include "agent/e2b/e2b_pysrc.h"
+#include "agent/loop/ag_chart.h"
+#include "agent/session/ag_outputs.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -219,6 +221,20 @@ s_result(const json_t *data, bool is_main)
     json_t *v;
     json_object_foreach((json_t *)data, k, v)
     {
+        /* Our chart and table data become the SDK's `chart` and `data`
+         * (docs/outputs.md); E2B's results do not list those mime types. */
+        if (strcmp(k, AG_OUTPUTS_CHART_MIME) == 0) {
+            json_t *chart = ag_chart_e2b(v);
+            if (chart)
+                json_object_set_new(r, "chart", chart);
+            continue;
+        }
+        if (strcmp(k, AG_OUTPUTS_TABLE_MIME) == 0) {
+            json_t *table = ag_table_e2b(v);
+            if (table)
+                json_object_set_new(r, "data", table);
+            continue;
+        }
         const char *field = NULL;
         for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
             if (strcmp(k, map[i].mime) == 0)

@@ -83,6 +83,25 @@ test('a DataFrame comes back with its HTML table and its text', async () => {
   assert.match(main.text, /a\s+b/)
 })
 
+test('a figure carries its chart data and a DataFrame its data (docs/outputs.md)', async () => {
+  const r = await sbx.runCode(
+    'import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\n' +
+      'ax.bar(["north", "south", "east"], [17, 42, 23])\nax.set_title("Revenue by region")\nplt.show()'
+  )
+  const fig = r.results.find((x) => x.png)
+  assert.ok(fig, 'the figure has its PNG')
+  assert.ok(fig.chart, 'the figure has its chart')
+  assert.equal(fig.chart.type, 'bar')
+  assert.equal(fig.chart.title, 'Revenue by region')
+  const values = JSON.stringify(fig.chart.elements)
+  for (const v of ['north', 'south', 'east', '17', '42', '23']) assert.ok(values.includes(v), `${v} in ${values}`)
+  assert.ok(!fig.extra || !Object.keys(fig.extra).some((k) => k.includes('jupyter-agent')), 'our mime types are not listed')
+  const t = await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2], "b": ["x", "y"]})')
+  const main = t.results.find((x) => x.isMainResult)
+  assert.deepEqual(main.data.a, [1, 2])
+  assert.deepEqual(main.data.b, ['x', 'y'])
+})
+
 test('an error comes back with its name, value and traceback; the kernel still works', async () => {
   const errs = []
   const r = await sbx.runCode('def f():\n    return 1 / 0\nf()', { onError: (e) => errs.push(e) })
