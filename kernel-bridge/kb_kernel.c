@@ -36,11 +36,15 @@ struct kb_kernel {
     int out_fd;              /* owned memfd holding the kernel's stderr */
     bool dead;               /* the process is known to be gone */
     bool no_restart;         /* kb_kernel_no_restart: the caller exits after */
-    kb_gateway_t *gw;        /* owned; the server running it, or NULL */
-    char *remote_id;         /* owned kernel id on gw, or NULL */
-    bool deleted;            /* remote_id was deleted on gw by us */
-    char *workdir;           /* owned private directory in a gw kernel
-                                (opts.private_dir), or NULL */
+    /* on_restart is running: a restart inside it (its own cell timed out)
+     * does not call it again, or a kernel that never answers would be
+     * restarted forever. */
+    bool in_restart_hook;
+    kb_gateway_t *gw; /* owned; the server running it, or NULL */
+    char *remote_id;  /* owned kernel id on gw, or NULL */
+    bool deleted;     /* remote_id was deleted on gw by us */
+    char *workdir;    /* owned private directory in a gw kernel
+                         (opts.private_dir), or NULL */
 };
 
 /* The kernel's environment: the launcher's rules plus what the kernelspec
@@ -722,6 +726,15 @@ kb_kernel_no_restart(kb_kernel_t *k)
     k->no_restart = true;
 }
 
+void
+kb_kernel_on_restart(kb_kernel_t *k,
+                     int (*fn)(kb_kernel_t *k, void *arg, err_t *err),
+                     void *arg)
+{
+    k->opts.on_restart = fn;
+    k->opts.on_restart_arg = arg;
+}
+
 static int s_restart(kb_kernel_t *k, err_t *err);
 
 int
@@ -730,9 +743,12 @@ kb_kernel_restart(kb_kernel_t *k, err_t *err)
     if (s_restart(k, err))
         return -1;
     err_t herr = {0};
-    if (k->opts.on_restart &&
-        k->opts.on_restart(k, k->opts.on_restart_arg, &herr))
+    if (!k->opts.on_restart || k->in_restart_hook)
+        return 0;
+    k->in_restart_hook = true;
+    if (k->opts.on_restart(k, k->opts.on_restart_arg, &herr))
         log_warn("after the kernel restart: %s", herr.text);
+    k->in_restart_hook = false;
     return 0;
 }
 

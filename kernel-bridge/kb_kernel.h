@@ -117,6 +117,12 @@ int kb_kernel_execute(kb_kernel_t *k, const char *code,
  * error says so), so the exit is not delayed by a start nobody uses. */
 void kb_kernel_no_restart(kb_kernel_t *k);
 
+/* Set (or, with fn NULL, clear) kb_kernel_opts_t.on_restart after the
+ * start: e.g. only once what it sets up again was set up the first time. */
+void kb_kernel_on_restart(kb_kernel_t *k,
+                          int (*fn)(kb_kernel_t *k, void *arg, err_t *err),
+                          void *arg);
+
 int kb_kernel_interrupt(kb_kernel_t *k, err_t *err);
 int kb_kernel_restart(kb_kernel_t *k, err_t *err);
 bool kb_kernel_alive(kb_kernel_t *k);

@@ -3,6 +3,7 @@
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_output.h"
 
+#include <stdint.h>
 #include <string.h>
 
 extern const char ag_outputs_py[]; /* ag_outputs.py */
@@ -53,8 +54,16 @@ ag_outputs_install(kb_kernel_t *k, int timeout_ms, err_t *err)
 }
 
 int
+ag_outputs_timeout(int cell_ms)
+{
+    return cell_ms > 0 && cell_ms < AG_OUTPUTS_TIMEOUT_MS
+               ? cell_ms
+               : AG_OUTPUTS_TIMEOUT_MS;
+}
+
+int
 ag_outputs_on_restart(kb_kernel_t *k, void *arg, err_t *err)
 {
-    (void)arg;
-    return ag_outputs_install(k, AG_OUTPUTS_TIMEOUT_MS, err);
+    int ms = arg ? (int)(intptr_t)arg : AG_OUTPUTS_TIMEOUT_MS;
+    return ag_outputs_install(k, ms, err);
 }

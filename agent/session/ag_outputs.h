@@ -20,8 +20,15 @@
 int ag_outputs_install(kb_kernel_t *k, int timeout_ms, err_t *err);
 #define AG_OUTPUTS_TIMEOUT_MS 30000
 
-/* ag_outputs_install as a kb_kernel_opts_t.on_restart hook (arg unused):
- * a restarted kernel gets the formatters again. */
+/* The install's time limit for a session whose cells have `cell_ms`
+ * (0: none): never longer than a cell may take, so a kernel or server
+ * that does not answer costs no more than the user's own --timeout. */
+int ag_outputs_timeout(int cell_ms);
+
+/* ag_outputs_install as a kb_kernel_opts_t.on_restart hook: a restarted
+ * kernel gets the formatters again. arg is the install's time limit in
+ * ms as (void *)(intptr_t)ms, from ag_outputs_timeout_arg; NULL means
+ * AG_OUTPUTS_TIMEOUT_MS. */
 int ag_outputs_on_restart(kb_kernel_t *k, void *arg, err_t *err);
 
 #endif

@@ -618,14 +618,22 @@ s_gateway_env(void)
 }
 
 /* The chart and table formatters, when asked for: a session whose kernel
- * cannot take them still runs, with a warning. */
+ * cannot take them still runs, with a warning. Only after they went in
+ * does a restart put them in again: a kernel or server that did not take
+ * them within a cell's time will not after a restart either, and each try
+ * would cost the user another --timeout. */
 static void
 s_outputs(ag_session_t *s, const ag_session_opts_t *o)
 {
     err_t e = {0};
-    if (!o->outputs_data ||
-        ag_outputs_install(s->kernel, AG_OUTPUTS_TIMEOUT_MS, &e) == 0)
+    int ms = ag_outputs_timeout(o->timeout_ms);
+    if (!o->outputs_data)
         return;
+    if (ag_outputs_install(s->kernel, ms, &e) == 0) {
+        kb_kernel_on_restart(s->kernel, ag_outputs_on_restart,
+                             (void *)(intptr_t)ms);
+        return;
+    }
     char *w = xasprintf("%swarning: no chart or table data in this "
                         "session: %s\n",
                         s->warnings ? s->warnings : "", e.text);
@@ -655,8 +663,6 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
                               .max_output_bytes = o->max_output_bytes,
                               .gateway = &gopts,
                               .private_dir = true};
-    if (o->outputs_data)
-        kopts.on_restart = ag_outputs_on_restart;
     kb_kernel_t *k = kb_kernel_start(&kopts, err);
     strv_free(env);
     secret_free(token);
@@ -812,8 +818,6 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     }
     if (o->packages_dir)
         kopts.extra_env = s_packages_env;
-    if (o->outputs_data)
-        kopts.on_restart = ag_outputs_on_restart;
     /* nbclient adds this for the kernels jupyter_client calls ipykernels:
      * those named python, python2 or python3. */
     static char hist_arg[] = "--HistoryManager.hist_file=:memory:";
