@@ -170,8 +170,12 @@ demo-notebook: deps
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) DEMO_REPLAY=1 \
 	    DEMO_OUT=examples/notebooks/quarterly-variance.ipynb sh examples/demo.sh
 
+# Left out of make asan for CI's time (make test runs them): the gVisor
+# suites' minutes are runsc's (ptrace). The C they reach (sandbox/sb_gvisor*,
+# the relay's host end) is then not run under ASan in CI: a known gap.
+ASAN_SKIP ?= gvisor_*
 asan: deps-c
-	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
+	@SKIP="$(ASAN_SKIP)" $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	    test-c
 
