@@ -26,6 +26,11 @@
 #define QUEUE_MAX_MSGS 100000
 #define RETRY_FIRST_MS 250
 #define RETRY_MAX_MS 2000
+/* How long one handshake may wait for its answer before it is dropped and
+ * tried again. Jupyter Server holds the handshake until the kernel answers
+ * kernel_info (up to its kernel_info_timeout, 60 s); a kernel that missed
+ * the first nudges usually answers on a fresh connection at once. */
+#define HANDSHAKE_TRY_MS 20000
 /* Connections in a row that close before anything arrives on them. */
 #define MAX_FLAPS 5
 /* How often a wait asks the REST API whether the kernel still exists. */
@@ -665,8 +670,21 @@ s_open_until(s_ws_t *t, int64_t deadline)
     int retry_ms = RETRY_FIRST_MS;
     for (int attempt = 1;; attempt++) {
         s_open(t);
-        while (t->state == S_CONNECTING && clock_mono_ms() < deadline)
-            s_service(t, (int)(deadline - clock_mono_ms()));
+        int64_t give_up = clock_mono_ms() + HANDSHAKE_TRY_MS;
+        if (give_up > deadline)
+            give_up = deadline;
+        while (t->state == S_CONNECTING && clock_mono_ms() < give_up)
+            s_service(t, (int)(give_up - clock_mono_ms()));
+        if (t->state == S_CONNECTING && t->wsi && give_up < deadline) {
+            /* Closes it now; the destroy callback marks it closed. */
+            lws_set_timeout(t->wsi, PENDING_TIMEOUT_AWAITING_SERVER_RESPONSE,
+                            LWS_TO_KILL_SYNC);
+            t->state = S_CLOSED;
+            t->wsi = NULL;
+            snprintf(t->conn_error, sizeof t->conn_error,
+                     "no answer to the handshake in %d s",
+                     HANDSHAKE_TRY_MS / 1000);
+        }
         if (t->state != S_CLOSED || s_refused(t))
             return;
         int64_t left = deadline - clock_mono_ms();

@@ -65,6 +65,7 @@ MODES = {
     "workdir-nul": "the session's working directory answered with a NUL inside",
     "workdir-not-hex": "the session's working directory answered as raw text, not hex",
     "ws-hang": "the WebSocket handshake never answered",
+    "ws-hang-once": "the first WebSocket handshake never answered, later ones at once (a kernel that missed its kernel_info nudges)",
     "ws-drop": "the first two WebSocket handshakes hung up unanswered (a busy server)",
     "ws-drop-dead": "every WebSocket handshake hung up, the kernel's model reports it dead",
     "ws-redirect": "the WebSocket handshake answered 302 to a second listener that logs what reaches it",
@@ -277,6 +278,11 @@ class ChannelsHandler(tornado.websocket.WebSocketHandler):
             log("ws-400: refusing handshake %d" % self.settings["ws_dropped"])
             self.set_status(400)
             self.finish()
+            return
+        if mode == "ws-hang-once" and self.settings["ws_dropped"] < 1:
+            self.settings["ws_dropped"] += 1
+            log("ws-hang-once: not answering the first WebSocket handshake")
+            await asyncio.sleep(self.settings["lifetime"])
             return
         if mode == "ws-hang":
             log("ws-hang: not answering the WebSocket handshake")

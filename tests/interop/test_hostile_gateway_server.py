@@ -209,6 +209,18 @@ async def hung_up(g, kid, times):
             await asyncio.wait_for(connect(g, kid), 10)
 
 
+def test_ws_hang_once_holds_the_first_handshake_then_answers(gateway):
+    g = gateway("ws-hang-once")
+
+    async def go():
+        kid = await start_kernel(g)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(connect(g, kid), 3)
+        ws = await asyncio.wait_for(connect(g, kid), 10)
+        ws.close()
+    run(go())
+
+
 def test_ws_drop_hangs_up_twice_then_answers(gateway):
     g = gateway("ws-drop")
 

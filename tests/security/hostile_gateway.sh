@@ -31,7 +31,8 @@ unset JUPYTER_GATEWAY_URL JUPYTER_GATEWAY_AUTH_TOKEN
 mkdir -p "$HOME" "$T/run"
 chmod 700 "$T/run"
 TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-printf '%s\n' "$TOKEN" >"$T/token"
+TOKEN_FILE=$T/token # shared by the jobs, whose $T is their own
+printf '%s\n' "$TOKEN" >"$TOKEN_FILE"
 # Peak RSS allowed to the client, KiB: the 256 MiB cap on one message plus
 # 64 MiB; the server sends 300 MiB to 600 MiB and more.
 RSS_CAP_KB=${RSS_CAP_KB:-327680}
@@ -72,12 +73,60 @@ run() { # bound: stdout $T/out, stderr $T/err, $rc, $secs, $rss (KiB)
     shift
     start=$(date +%s)
     /usr/bin/time -f %M -o "$T/rss" timeout -k 5 "$bound" "$BIN" exec \
-        --gateway "http://127.0.0.1:$port" --gateway-token-file "$T/token" \
+        --gateway "http://127.0.0.1:$port" --gateway-token-file "$TOKEN_FILE" \
         --timeout $EXEC_TIMEOUT "$@" >"$T/out" 2>"$T/err" </dev/null
     rc=$?
     secs=$(($(date +%s) - start))
     rss=$(tail -n 1 "$T/rss" 2>/dev/null)
     case "$rss" in '' | *[!0-9]*) rss=0 ;; esac
+}
+
+# The modes are independent (each has its own server, on its own port) and
+# their time is spent waiting for a timeout, so they run as background jobs,
+# HOSTILE_JOBS at once, each in its own directory; `collect` prints their
+# TAP lines in the order they were started, numbered as usual.
+HOSTILE_JOBS=${HOSTILE_JOBS:-4}
+njobs=0
+running=""
+spawn() { # function args...
+    while :; do
+        live=""
+        for p in $running; do
+            kill -0 "$p" 2>/dev/null && live="$live $p"
+        done
+        running=$live
+        [ "$(echo $running | wc -w)" -lt "$HOSTILE_JOBS" ] && break
+        sleep 0.2
+    done
+    njobs=$((njobs + 1))
+    d="$T/job$njobs"
+    mkdir -p "$d"
+    (
+        T=$d
+        server=
+        ok() { printf '@@ok %s %s\n' "$1" "$2"; }
+        "$@"
+        [ -n "$server" ] && kill "$server" 2>/dev/null
+    ) >"$d/tap" 2>&1 &
+    echo $! >"$d/pid"
+    running="$running $!"
+}
+collect() {
+    i=1
+    while [ $i -le $njobs ]; do
+        wait "$(cat "$T/job$i/pid")"
+        while IFS= read -r line; do
+            case "$line" in
+            "@@ok "*)
+                rest=${line#@@ok }
+                ok "${rest%% *}" "${rest#* }"
+                ;;
+            *) printf '%s\n' "$line" ;;
+            esac
+        done <"$T/job$i/tap"
+        i=$((i + 1))
+    done
+    njobs=0
 }
 
 # mode protocol want-rc error-regex bound-seconds what
@@ -130,82 +179,110 @@ done
 # A busy server that hangs up the first handshakes unanswered (as
 # jupyter-server did under 20 sessions at once): the client tries again
 # within its start-up time and the cell runs.
-start_server ws-drop v1
-run 120 -c 'print("hello")'
-[ "$rc" = 0 ] && grep -qx hello "$T/out" &&
-    [ "$(grep -c 'ws-drop: hanging up' "$T/server.log")" = 2 ]
-ok $? "ws-drop (v1): two handshakes hung up, the third opens and exec prints hello (exit $rc)"
-[ "$rc" = 0 ] || diag "$T/err"
+ws_drop() {
+    start_server ws-drop v1
+    run 120 -c 'print("hello")'
+    [ "$rc" = 0 ] && grep -qx hello "$T/out" &&
+        [ "$(grep -c 'ws-drop: hanging up' "$T/server.log")" = 2 ]
+    ok $? "ws-drop (v1): two handshakes hung up, the third opens and exec prints hello (exit $rc)"
+    [ "$rc" = 0 ] || diag "$T/err"
+}
+spawn ws_drop
+
+# A handshake the server holds without answering (jupyter-server waits for
+# the kernel's kernel_info reply, up to 60 s) is dropped after 20 s and
+# tried again, well inside the start-up time: the cell runs.
+ws_hang_once() {
+    start_server ws-hang-once v1
+    export JUPYTER_AGENT_LOG=info # the retry is logged at info
+    run 120 -c 'print("hello")'
+    unset JUPYTER_AGENT_LOG
+    [ "$rc" = 0 ] && grep -qx hello "$T/out" &&
+        grep -q 'no answer to the handshake in 20 s' "$T/err"
+    ok $? "ws-hang-once (v1): the unanswered handshake is dropped after 20 s, the next opens and exec prints hello (exit $rc, ${secs} s)"
+    [ "$rc" = 0 ] || diag "$T/err"
+}
+spawn ws_hang_once
 
 B=60 # seconds: --timeout 5 plus the 5 s grace, plus start-up on a busy machine
 # What the error must add to "timed out after 5 s": the refused messages,
 # by kind.
 refused='timed out after 5 s.*the Jupyter server at http://127\.0\.0\.1:[0-9]+ sent'
-check oversized-frame v1 6 "$refused 1 message we refused \(oversized: 1\)" $B \
+spawn check oversized-frame v1 6 "$refused 1 message we refused \(oversized: 1\)" $B \
     "a frame announcing 1 GiB (refused on its length)"
-check oversized-frame legacy 6 "$refused 1 message we refused \(oversized: 1\)" $B \
+spawn check oversized-frame legacy 6 "$refused 1 message we refused \(oversized: 1\)" $B \
     "a text frame announcing 1 GiB (refused on its length)"
-check oversized-message v1 6 "$refused 1 message we refused \(oversized: 1\)" $B \
+spawn check oversized-message v1 6 "$refused 1 message we refused \(oversized: 1\)" $B \
     "a 300 MiB message (refused on its length)"
-check offsets-past-end v1 6 "$refused 1 message we refused \(malformed: 1\)" $B \
+spawn check offsets-past-end v1 6 "$refused 1 message we refused \(malformed: 1\)" $B \
     "v1 offsets past the end of the frame (dropped)"
-check offsets-decreasing v1 6 "$refused 1 message we refused \(malformed: 1\)" $B \
+spawn check offsets-decreasing v1 6 "$refused 1 message we refused \(malformed: 1\)" $B \
     "v1 offsets that go backwards (dropped)"
-check offsets-huge-count v1 6 "$refused 1 message we refused \(malformed: 1\)" $B \
+spawn check offsets-huge-count v1 6 "$refused 1 message we refused \(malformed: 1\)" $B \
     "a v1 frame announcing 2**60 offsets (dropped)"
-check wrong-channel v1 6 "$refused 4 messages we refused \(unknown channel: 4\)" $B \
+spawn check wrong-channel v1 6 "$refused 4 messages we refused \(unknown channel: 4\)" $B \
     "replies on channels that do not exist (dropped)"
-check wrong-channel legacy 6 "$refused 4 messages we refused \(unknown channel: 4\)" $B \
+spawn check wrong-channel legacy 6 "$refused 4 messages we refused \(unknown channel: 4\)" $B \
     "replies on channels that do not exist (dropped)"
-check invalid-json v1 6 "$refused 1 message we refused \(malformed: 1\)" $B \
+spawn check invalid-json v1 6 "$refused 1 message we refused \(malformed: 1\)" $B \
     "a header that is not JSON (dropped)"
-check invalid-json legacy 6 "$refused 1 message we refused \(malformed: 1\)" $B \
+spawn check invalid-json legacy 6 "$refused 1 message we refused \(malformed: 1\)" $B \
     "a message that is not JSON (dropped)"
-check flood v1 6 'timed out|timeout' $B "an iopub stream that never ends"
-check flood legacy 6 'timed out|timeout' $B "an iopub stream that never ends"
-check never-idle v1 6 'timed out|timeout|idle' $B "a status that never goes idle"
-check forged-parent v1 6 'timed out|timeout' $B "replies to another request"
-check ws-close v1 3 'closed|connection|websocket' $B "the WebSocket closed mid-cell"
-check ws-close legacy 3 'closed|connection|websocket' $B "the WebSocket closed mid-cell"
-check http-403 v1 3 'max kernels per user limit' $B "EG's resource-limit 403"
-check rest-huge v1 3 'too large' $B "a 64 MiB REST answer (over the 4 MiB cap)"
-check workdir-relative v1 3 'working directory is not a path' $B "a relative working directory (refused)"
-check workdir-nul v1 3 'working directory is not a path' $B "a working directory with a NUL (refused)"
-check workdir-not-hex v1 3 'working directory is not a path' $B "a working directory not in hex (refused)"
-check slowloris v1 3 'timed out|timeout|127\.0\.0\.1' 120 "an answer that never ends"
-check ws-drop-dead v1 3 'reports the kernel dead' 30 "handshakes hung up on a kernel the server reports dead (no retries until the start-up deadline)"
-check ws-hang v1 3 'timed out|timeout|websocket' 120 "a handshake never answered"
+spawn check flood v1 6 'timed out|timeout' $B "an iopub stream that never ends"
+spawn check flood legacy 6 'timed out|timeout' $B "an iopub stream that never ends"
+spawn check never-idle v1 6 'timed out|timeout|idle' $B "a status that never goes idle"
+spawn check forged-parent v1 6 'timed out|timeout' $B "replies to another request"
+spawn check ws-close v1 3 'closed|connection|websocket' $B "the WebSocket closed mid-cell"
+spawn check ws-close legacy 3 'closed|connection|websocket' $B "the WebSocket closed mid-cell"
+spawn check http-403 v1 3 'max kernels per user limit' $B "EG's resource-limit 403"
+spawn check rest-huge v1 3 'too large' $B "a 64 MiB REST answer (over the 4 MiB cap)"
+spawn check workdir-relative v1 3 'working directory is not a path' $B "a relative working directory (refused)"
+spawn check workdir-nul v1 3 'working directory is not a path' $B "a working directory with a NUL (refused)"
+spawn check workdir-not-hex v1 3 'working directory is not a path' $B "a working directory not in hex (refused)"
+spawn check slowloris v1 3 'timed out|timeout|127\.0\.0\.1' 120 "an answer that never ends"
+spawn check ws-drop-dead v1 3 'reports the kernel dead' 30 "handshakes hung up on a kernel the server reports dead (no retries until the start-up deadline)"
+spawn check ws-hang v1 3 'timed out|timeout|websocket' 120 "a handshake never answered"
 
 # A redirect of the WebSocket handshake is a refusal: the token never goes
 # to the second host (libwebsockets follows 3xx unless told not to, with
 # our handshake headers); the second host gets no connection at all.
-for proto in v1 legacy; do
-    check ws-redirect $proto 3 'redirect \(HTTP 302\).*not followed' 30 \
+ws_redirect() { # protocol
+    check ws-redirect "$1" 3 'redirect \(HTTP 302\).*not followed' 30 \
         "a 302 on the WebSocket handshake (refused, not followed)"
     ! grep -q 'redirect target' "$T/server.log"
-    ok $? "ws-redirect ($proto): the second host got nothing (no connection, no token)"
+    ok $? "ws-redirect ($1): the second host got nothing (no connection, no token)"
     grep 'redirect target' "$T/server.log" | diag
+}
+for proto in v1 legacy; do
+    spawn ws_redirect $proto
 done
 
 # A 400 on the handshake is the server's final word: one try, not a retry
 # for the whole start-up window (60 s), and well within --timeout 5.
-check ws-400 v1 3 'refused the WebSocket.*HTTP 400' 30 "a 400 on the WebSocket handshake"
-n400=$(grep -c 'ws-400: refusing handshake' "$T/server.log")
-[ "$n400" = 1 ] && [ "$secs" -le $EXEC_TIMEOUT ]
-ok $? "ws-400: one handshake, not retried ($n400 tries, ${secs} s <= --timeout $EXEC_TIMEOUT)"
+ws_400() {
+    check ws-400 v1 3 'refused the WebSocket.*HTTP 400' 30 "a 400 on the WebSocket handshake"
+    n400=$(grep -c 'ws-400: refusing handshake' "$T/server.log")
+    [ "$n400" = 1 ] && [ "$secs" -le $EXEC_TIMEOUT ]
+    ok $? "ws-400: one handshake, not retried ($n400 tries, ${secs} s <= --timeout $EXEC_TIMEOUT)"
+}
+spawn ws_400
 
 # 48 MiB of [0,0,...] in one message, for the execution and for another
 # parent: refused before jansson builds ~1 GiB of it; the cell's own
 # output still arrives and the peak stays within twice what was received.
-for proto in v1 legacy; do
-    start_server dense-json $proto
+dense_json() { # protocol
+    start_server dense-json "$1"
     run 120 --timeout 90 -c 'print("hello")'
     [ "$rc" = 0 ] && grep -qx hello "$T/out" && ! grep -q DENSE "$T/out"
-    ok $? "dense-json ($proto): the dense messages are refused, hello still printed (exit $rc)"
+    ok $? "dense-json ($1): the dense messages are refused, hello still printed (exit $rc)"
     [ "$rc" = 0 ] || diag "$T/err"
     cap=$(asan_kb $((${BASE_RSS_KB:-0} + 2 * 49152 + 32768)))
     [ "$rss" -gt 0 ] && [ "$rss" -lt "$cap" ]
-    ok $? "dense-json ($proto): peak RSS ${rss} KiB < the normal run's + 2 x 48 MiB + 32 MiB (${cap} KiB)"
+    ok $? "dense-json ($1): peak RSS ${rss} KiB < the normal run's + 2 x 48 MiB + 32 MiB (${cap} KiB)"
+}
+for proto in v1 legacy; do
+    spawn dense_json $proto
 done
+collect
 
 done_testing
