@@ -29,68 +29,72 @@
 
 #define PROBE_TIMEOUT_MS 120000
 
-static const char s_usage[] =
-    "usage: jupyter-agent archive pack NOTEBOOK.ipynb [-o REPORT.zip] "
-    "[--input PATH[:NAME]]...\n"
-    "                             [--key KEY] [--outputs DIR] "
-    "[--packages DIR] [--force]\n"
-    "       jupyter-agent archive verify REPORT.zip [--trust KEY|FILE]... "
-    "[--allow-unsigned]\n"
-    "       jupyter-agent archive rerun REPORT.zip [-o RERUN.ipynb] "
-    "[--tolerance PCT] [--timeout S]\n"
-    "                             [--memory SIZE] [--pids N] ... (sandbox "
-    "limits)\n"
-    "       jupyter-agent archive show REPORT.zip\n"
-    "\n"
-    "A report archive is one zip file holding a session's notebook, its\n"
-    "inputs (the --file files, found through the notebook's metadata and\n"
-    "checked against the SHA-256 recorded then), its outputs (the\n"
-    "SESSION_files/ folder), signed packages, the environment it ran in,\n"
-    "an RO-Crate description, a sha256sum-style manifest, and an in-toto\n"
-    "statement of every file's hash signed with an Ed25519 key from\n"
-    "'jupyter-agent manifest keygen' (DSSE envelope).\n"
-    "\n"
-    "pack     write the archive (default NOTEBOOK.zip); --key signs it;\n"
-    "         a fresh sandboxed kernel records the Python environment\n"
-    "         (--no-probe skips that)\n"
-    "verify   check the signature against trusted keys (--trust, and the\n"
-    "         *.pub files in $JUPYTER_AGENT_TRUSTED_KEYS or\n"
-    "         ~/.config/jupyter-agent/trusted-keys/), every hash, nothing\n"
-    "         missing or added, and safe entry names; exit 8 names the file\n"
-    "rerun    verify, unpack the inputs into a fresh sandbox with the\n"
-    "         recorded limits (each checked as its flag checks it, exit 8\n"
-    "         when the flag would refuse it; none above this machine's:\n"
-    "         the sandbox flags given to rerun, else the defaults), run\n"
-    "         the notebook as 'run' does, and compare\n"
-    "         every cell's outputs (text exactly after normalising memory\n"
-    "         addresses and colours; PNG images by size and pixels, a pixel\n"
-    "         differing when a channel moves by more than 2 of 255, and\n"
-    "         --tolerance PCT percent of pixels allowed, default 0). Prints\n"
-    "         'N of M cells reproduced' and each difference; exit 0 only\n"
-    "         when all reproduce, else 9\n"
-    "show     verify, then summarise: files, signer, environment\n"
-    "\n"
-    "options:\n"
-    "  -o, --output PATH      pack: the archive ('-': standard output);\n"
-    "                         rerun: the re-run notebook. A new path or a\n"
-    "                         regular file, never a device, FIFO or link\n"
-    "      --input PATH[:NAME]  pack: add an input, or give the file for a\n"
-    "                         recorded input NAME that moved or changed\n"
-    "      --key KEY          pack: sign with this secret key\n"
-    "      --outputs DIR      pack: the outputs folder (default\n"
-    "                         NOTEBOOK_files/ when it exists)\n"
-    "      --packages DIR     pack: include a signed wheel directory\n"
-    "      --force            pack: replace an existing archive\n"
-    "      --no-probe         pack: do not start a kernel to record the\n"
-    "                         environment\n"
-    "      --trust KEY|FILE   trust this public key (repeatable)\n"
-    "      --allow-unsigned   accept an archive packed without --key\n"
-    "      --tolerance PCT    rerun: percent of an image's pixels that may\n"
-    "                         differ (default 0)\n"
-    "      --timeout S        rerun: limit per cell (default 60; 0 = none)\n"
-    "\n"
-    "exit codes: 0 ok, 2 usage, 3 kernel, 4 sandbox, 7 I/O, 8 verification\n"
-    "failed (the file is named), 9 rerun did not reproduce every cell.\n";
+#define S_USAGE                                                                \
+    "usage: jupyter-agent archive pack NOTEBOOK.ipynb [-o REPORT.zip] "        \
+    "[--input PATH[:NAME]]...\n"                                               \
+    "                             [--key KEY] [--outputs DIR] "                \
+    "[--packages DIR] [--force]\n"                                             \
+    "       jupyter-agent archive verify REPORT.zip [--trust KEY|FILE]... "    \
+    "[--allow-unsigned]\n"                                                     \
+    "       jupyter-agent archive rerun REPORT.zip [-o RERUN.ipynb] "          \
+    "[--tolerance PCT] [--timeout S]\n"                                        \
+    "                             [--memory SIZE] [--pids N] ... (sandbox "    \
+    "limits)\n"                                                                \
+    "       jupyter-agent archive show REPORT.zip\n"                           \
+    "\n"                                                                       \
+    "A report archive is one zip file holding a session's notebook, its\n"     \
+    "inputs (the --file files, found through the notebook's metadata and\n"    \
+    "checked against the SHA-256 recorded then), its outputs (the\n"           \
+    "SESSION_files/ folder), signed packages, the environment it ran in,\n"    \
+    "an RO-Crate description, a sha256sum-style manifest, and an in-toto\n"    \
+    "statement of every file's hash signed with an Ed25519 key from\n"         \
+    "'jupyter-agent manifest keygen' (DSSE envelope).\n"                       \
+    "\n"                                                                       \
+    "pack     write the archive (default NOTEBOOK.zip); --key signs it;\n"     \
+    "         a fresh sandboxed kernel records the Python environment\n"       \
+    "         (--no-probe skips that)\n"                                       \
+    "verify   check the signature against trusted keys (--trust, and the\n"    \
+    "         *.pub files in $JUPYTER_AGENT_TRUSTED_KEYS or\n"                 \
+    "         ~/.config/jupyter-agent/trusted-keys/), every hash, nothing\n"   \
+    "         missing or added, and safe entry names; exit 8 names the file\n" \
+    "rerun    verify, unpack the inputs into a fresh sandbox with the\n"       \
+    "         recorded limits (each checked as its flag checks it, exit 8\n"   \
+    "         when the flag would refuse it; none above this machine's:\n"     \
+    "         the sandbox flags given to rerun, else the defaults), run\n"     \
+    "         the notebook as 'run' does, and compare\n"                       \
+    "         every cell's outputs (text exactly after normalising memory\n"   \
+    "         addresses and colours; PNG images by size and pixels, a pixel\n" \
+    "         differing when a channel moves by more than 2 of 255, and\n"     \
+    "         --tolerance PCT percent of pixels allowed, default 0). Prints\n" \
+    "         'N of M cells reproduced' and each difference; exit 0 only\n"    \
+    "         when all reproduce, else 9\n"                                    \
+    "show     verify, then summarise: files, signer, environment\n"            \
+    "\n"                                                                       \
+    "options:\n"                                                               \
+    "  -o, --output PATH      pack: the archive ('-': standard output);\n"     \
+    "                         rerun: the re-run notebook. A new path or a\n"   \
+    "                         regular file, never a device, FIFO or link\n"    \
+    "      --input PATH[:NAME]  pack: add an input, or give the file for a\n"  \
+    "                         recorded input NAME that moved or changed\n"     \
+    "      --key KEY          pack: sign with this secret key\n"               \
+    "      --outputs DIR      pack: the outputs folder (default\n"             \
+    "                         NOTEBOOK_files/ when it exists)\n"               \
+    "      --packages DIR     pack: include a signed wheel directory\n"        \
+    "      --force            pack: replace an existing archive\n"             \
+    "      --no-probe         pack: do not start a kernel to record the\n"     \
+    "                         environment\n"                                   \
+    "      --trust KEY|FILE   trust this public key (repeatable)\n"            \
+    "      --allow-unsigned   accept an archive packed without --key\n"        \
+    "      --tolerance PCT    rerun: percent of an image's pixels that may\n"  \
+    "                         differ (default 0)\n"                            \
+    "      --timeout S        rerun: limit per cell (default 60; 0 = none)\n"  \
+    "\n"                                                                       \
+    "exit codes: 0 ok, 2 usage, 3 kernel, 4 sandbox, 7 I/O, 8 verification\n"  \
+    "failed (the file is named), 9 rerun did not reproduce every cell.\n"
+static const char s_usage[] = S_USAGE;
+/* rerun's --help adds the policy flags after this. */
+static const char s_usage_rerun[] =
+    S_USAGE "\nrerun: the most a recorded limit may ask for\n";
 
 typedef struct archive_args {
     const char *verb;
@@ -168,9 +172,59 @@ s_put_lines(FILE *f, const char *prefix, const char *s)
 }
 
 static int
+s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
+{
+    archive_args_t *a = arg;
+    switch (o->opt) {
+    case 'o':
+        a->out = o->value;
+        return 0;
+    case 'i':
+        /* optarg is o->value, as the mutable string argv holds. */
+        s_push(&a->inputs, &a->ninputs, optarg);
+        return 0;
+    case 'k':
+        a->key = o->value;
+        return 0;
+    case 'O':
+        a->outputs = o->value;
+        return 0;
+    case 'P':
+        a->packages = o->value;
+        return 0;
+    case 'f':
+        a->force = true;
+        return 0;
+    case 'n':
+        a->no_probe = true;
+        return 0;
+    case 't':
+        s_push(&a->trusts, &a->ntrusts, optarg);
+        return 0;
+    case 'u':
+        a->allow_unsigned = true;
+        return 0;
+    case 'T': {
+        char *end;
+        a->tolerance = strtod(o->value, &end);
+        if (*end || a->tolerance < 0 || a->tolerance > 100)
+            return err_set(err, ERR_USAGE,
+                           "--tolerance takes a percentage from 0 to 100, "
+                           "not '%s'",
+                           o->value);
+        return 0;
+    }
+    case 's':
+        return ag_parse_seconds(o->value, &a->timeout_ms, err) ? -1 : 0;
+    default:
+        return 1;
+    }
+}
+
+static int
 s_parse(int argc, char **argv, archive_args_t *a, err_t *err)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"output", required_argument, 0, 'o'},
         {"input", required_argument, 0, 'i'},
         {"key", required_argument, 0, 'k'},
@@ -182,78 +236,21 @@ s_parse(int argc, char **argv, archive_args_t *a, err_t *err)
         {"allow-unsigned", no_argument, 0, 'u'},
         {"tolerance", required_argument, 0, 'T'},
         {"timeout", required_argument, 0, 's'},
-        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     a->timeout_ms = 60000;
     /* rerun takes the sandbox's policy flags: the most a recorded limit
      * may ask for. */
     cliopt_group_t policy = sb_policy_flags(&a->policy);
     bool rerun = strcmp(a->verb, "rerun") == 0;
-    struct option *opts = cliopt_longopts(longopts, &policy, rerun ? 1 : 0);
-    optind = 2; /* argv[1] is the verb */
-    int opt, rc = 0;
-    while (rc == 0 &&
-           (opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        int used = rerun ? cliopt_dispatch(&policy, 1, opt, optarg, err) : 0;
-        if (used < 0)
-            rc = -1;
-        if (used)
-            continue;
-        switch (opt) {
-        case 'o':
-            a->out = optarg;
-            break;
-        case 'i':
-            s_push(&a->inputs, &a->ninputs, optarg);
-            break;
-        case 'k':
-            a->key = optarg;
-            break;
-        case 'O':
-            a->outputs = optarg;
-            break;
-        case 'P':
-            a->packages = optarg;
-            break;
-        case 'f':
-            a->force = true;
-            break;
-        case 'n':
-            a->no_probe = true;
-            break;
-        case 't':
-            s_push(&a->trusts, &a->ntrusts, optarg);
-            break;
-        case 'u':
-            a->allow_unsigned = true;
-            break;
-        case 'T': {
-            char *end;
-            a->tolerance = strtod(optarg, &end);
-            if (*end || a->tolerance < 0 || a->tolerance > 100)
-                rc = err_set(err, ERR_USAGE,
-                             "--tolerance takes a percentage from 0 to "
-                             "100, not '%s'",
-                             optarg);
-            break;
-        }
-        case 's':
-            rc = ag_parse_seconds(optarg, &a->timeout_ms, err) ? -1 : 0;
-            break;
-        case 'h':
-            fputs(s_usage, stdout);
-            if (rerun) {
-                fputs("\nrerun: the most a recorded limit may ask for\n",
-                      stdout);
-                cliopt_help(stdout, &policy, 1);
-            }
-            rc = 1;
-            break;
-        default:
-            rc = ag_cmd_refused("archive", opts, argc, argv, err);
-        }
-    }
-    free(opts);
+    const ag_cmd_spec_t spec = {.name = "archive",
+                                .shortopts = "o:h",
+                                .own = own,
+                                .usage = rerun ? s_usage_rerun : s_usage,
+                                .on_opt = s_on_opt};
+    /* argv[1] is the verb: parse from there, as its own argv[0]. */
+    int rc =
+        ag_cmd_parse(&spec, argc - 1, argv + 1, &policy, rerun ? 1 : 0, a, err);
+    optind++; /* back to an index into argv */
     if (rc)
         return rc;
     if (optind != argc - 1)

@@ -333,22 +333,60 @@ s_uninstall(const char *dir, const char *name, err_t *err)
     return rc;
 }
 
+/* The flags of install and uninstall, filled by s_on_opt. */
+typedef struct {
+    enum where where;
+    int nwhere; /* how many LOCATION flags were given */
+    const char *prefix, *name, *display;
+} s_args_t;
+
+static int
+s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
+{
+    (void)err;
+    s_args_t *a = arg;
+    switch (o->opt) {
+    case 'u':
+        a->where = W_USER, a->nwhere++;
+        return 0;
+    case 'w':
+        a->where = W_SYSWIDE, a->nwhere++;
+        return 0;
+    case 'p':
+        a->where = W_PREFIX, a->nwhere++, a->prefix = o->value;
+        return 0;
+    case 's':
+        a->where = W_SYSPREFIX, a->nwhere++;
+        return 0;
+    case 'n':
+        a->name = o->value;
+        return 0;
+    case 'd':
+        a->display = o->value;
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 int
 ag_cmd_kernelspec(int argc, char **argv)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"user", no_argument, 0, 'u'},
         {"sys-wide", no_argument, 0, 'w'},
         {"prefix", required_argument, 0, 'p'},
         {"sys-prefix", no_argument, 0, 's'},
         {"name", required_argument, 0, 'n'},
         {"display-name", required_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    /* '+': the first operand ends the flags (kernel options follow --). */
+    static const ag_cmd_spec_t spec = {.name = "kernelspec",
+                                       .shortopts = "+h",
+                                       .own = own,
+                                       .usage = s_usage,
+                                       .on_opt = s_on_opt};
     err_t err = {0};
-    enum where where = W_DEFAULT;
-    int nwhere = 0;
-    const char *prefix = NULL, *name = "agent", *display = NULL;
     if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "-h") == 0) {
         fputs(s_usage, argc < 2 ? stderr : stdout);
@@ -364,38 +402,17 @@ ag_cmd_kernelspec(int argc, char **argv)
                 action);
         return ERR_USAGE;
     }
-    optind = 1;
-    int opt;
-    while ((opt = getopt_long(argc - 1, argv + 1, "+h", longopts, NULL)) !=
-           -1) {
-        switch (opt) {
-        case 'u':
-            where = W_USER, nwhere++;
-            break;
-        case 'w':
-            where = W_SYSWIDE, nwhere++;
-            break;
-        case 'p':
-            where = W_PREFIX, nwhere++, prefix = optarg;
-            break;
-        case 's':
-            where = W_SYSPREFIX, nwhere++;
-            break;
-        case 'n':
-            name = optarg;
-            break;
-        case 'd':
-            display = optarg;
-            break;
-        case 'h':
-            fputs(s_usage, stdout);
-            return 0;
-        default:
-            ag_cmd_refused("kernelspec", longopts, argc - 1, argv + 1, &err);
-            fprintf(stderr, "jupyter-agent kernelspec: %s\n", err.text);
-            return ERR_USAGE;
-        }
+    s_args_t a = {.where = W_DEFAULT, .name = "agent"};
+    int parsed = ag_cmd_parse(&spec, argc - 1, argv + 1, NULL, 0, &a, &err);
+    if (parsed == 1)
+        return 0; /* --help */
+    if (parsed) {
+        fprintf(stderr, "jupyter-agent kernelspec: %s\n", err.text);
+        return ERR_USAGE;
     }
+    enum where where = a.where;
+    int nwhere = a.nwhere;
+    const char *prefix = a.prefix, *name = a.name, *display = a.display;
     int rest = optind + 1; /* index into argv of the first non-option */
     if (nwhere > 1) {
         fprintf(stderr, "jupyter-agent kernelspec: give at most one of "
