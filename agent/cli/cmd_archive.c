@@ -323,8 +323,7 @@ s_copy_to_stdout(const char *path, err_t *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return err_set(err, ERR_IO, "cannot read back %s: %s", path,
-                       strerror(errno));
+        return err_errno(err, ERR_IO, "cannot read back %s", path);
     char buf[65536];
     ssize_t n;
     int rc = 0;
@@ -334,10 +333,9 @@ s_copy_to_stdout(const char *path, err_t *err)
             break;
         }
     if (n < 0 || fflush(stdout) != 0)
-        rc = err_set(err, ERR_IO,
-                     "cannot write the archive to standard "
-                     "output: %s",
-                     strerror(errno));
+        rc = err_errno(err, ERR_IO,
+                       "cannot write the archive to standard "
+                       "output");
     close(fd);
     return rc;
 }
@@ -396,9 +394,8 @@ s_pack(const archive_args_t *a, err_t *err)
         tmpdir =
             xasprintf("%s/jupyter-agent-pack-XXXXXX", t && *t ? t : "/tmp");
         if (!mkdtemp(tmpdir)) {
-            err_set(err, ERR_IO,
-                    "-o -: cannot make a temporary directory %s: %s", tmpdir,
-                    strerror(errno));
+            err_errno(err, ERR_IO, "-o -: cannot make a temporary directory %s",
+                      tmpdir);
             free(tmpdir);
             json_decref(lock);
             nb_notebook_destroy(&nb);

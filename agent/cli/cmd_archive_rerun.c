@@ -182,15 +182,14 @@ cmd_archive_rerun(const archive_args_t *a, err_t *err)
     char *dir = xasprintf("%s/jupyter-agent-rerun-XXXXXX",
                           tmpbase && *tmpbase ? tmpbase : "/tmp");
     if (!mkdtemp(dir)) {
-        err_set(err, ERR_IO, "cannot make a directory for the archive: %s",
-                strerror(errno));
+        err_errno(err, ERR_IO, "cannot make a directory for the archive");
         free(dir);
         dir = NULL;
         goto out;
     }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
-        err_set(err, ERR_IO, "cannot open %s: %s", dir, strerror(errno));
+        err_errno(err, ERR_IO, "cannot open %s", dir);
         goto out;
     }
     ar = cmd_archive_open(a, dfd, err);

@@ -150,9 +150,9 @@ s_write_logo(const char *path, int size, err_t *err)
              s_chunk(f, "IHDR", ihdr, sizeof ihdr) ||
              s_chunk(f, "IDAT", z, (uint32_t)z_len) ||
              s_chunk(f, "IEND", NULL, 0))
-        rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        rc = err_errno(err, ERR_IO, "cannot write %s", path);
     if (f && fclose(f) != 0 && rc == 0)
-        rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        rc = err_errno(err, ERR_IO, "cannot write %s", path);
     free(raw);
     free(z);
     return rc;
@@ -206,8 +206,7 @@ s_mkdirs(const char *path, err_t *err)
         char c = *s;
         *s = '\0';
         if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-            rc = err_set(err, ERR_IO, "cannot create %s: %s", p,
-                         strerror(errno));
+            rc = err_errno(err, ERR_IO, "cannot create %s", p);
             break;
         }
         *s = c;
@@ -240,8 +239,7 @@ s_install(const char *dir, const char *name, const char *display, char **extra,
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0)
-        return err_set(err, ERR_IO, "cannot find this program's path: %s",
-                       strerror(errno));
+        return err_errno(err, ERR_IO, "cannot find this program's path");
     exe[n] = '\0';
     bool no_sandbox = false;
     for (int i = 0; i < nextra; i++) {
@@ -317,16 +315,15 @@ s_uninstall(const char *dir, const char *name, err_t *err)
         if (unlink(p) == 0)
             found = true;
         else if (errno != ENOENT)
-            rc = err_set(err, ERR_IO, "cannot remove %s: %s", p,
-                         strerror(errno));
+            rc = err_errno(err, ERR_IO, "cannot remove %s", p);
         free(p);
     }
     if (rc == 0 && !found)
         rc = err_set(err, ERR_USAGE, "no kernelspec '%s' in %s", name, kdir);
     if (rc == 0 && rmdir(kdir) != 0)
-        rc = err_set(err, ERR_IO,
-                     "removed the kernelspec files, but %s is not empty: %s",
-                     kdir, strerror(errno));
+        rc = err_errno(err, ERR_IO,
+                       "removed the kernelspec files, but %s is not empty",
+                       kdir);
     if (rc == 0)
         printf("Removed kernelspec %s from %s\n", name, kdir);
     free(kdir);

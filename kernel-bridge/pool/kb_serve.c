@@ -391,7 +391,7 @@ s_listen(const char *path, err_t *err)
     free(dir);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return err_set(err, ERR_IO, "serve: socket: %s", strerror(errno));
+        return err_errno(err, ERR_IO, "serve: socket");
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
         close(fd);
         return err_set(err, ERR_USAGE,
@@ -404,8 +404,7 @@ s_listen(const char *path, err_t *err)
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
     if (rc < 0 || chmod(path, 0600) < 0 || listen(fd, SOMAXCONN) < 0) {
-        err_set(err, ERR_IO, "serve: listening on %s: %s", path,
-                strerror(errno));
+        err_errno(err, ERR_IO, "serve: listening on %s", path);
         close(fd);
         return -1;
     }
@@ -483,7 +482,7 @@ kb_serve_run(const kb_serve_opts_t *o, err_t *err)
             timeout = 1000;
         int pr = poll(pf, n, timeout);
         if (pr < 0 && errno != EINTR) {
-            err_set(err, ERR_IO, "serve: poll: %s", strerror(errno));
+            err_errno(err, ERR_IO, "serve: poll");
             goto out;
         }
         if (pr > 0 && pf[0].revents)

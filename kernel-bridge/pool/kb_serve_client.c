@@ -62,8 +62,7 @@ s_check_dir(const char *path, err_t *err)
     struct stat st;
     int rc = 0;
     if (lstat(dir, &st) != 0) {
-        rc = err_set(err, ERR_USAGE, "serve: cannot inspect %s: %s", dir,
-                     strerror(errno));
+        rc = err_errno(err, ERR_USAGE, "serve: cannot inspect %s", dir);
     } else if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
                (st.st_mode & 0077)) {
         rc = err_set(err, ERR_USAGE,
@@ -105,7 +104,7 @@ s_connect(const char *path, bool *absent, err_t *err)
         return -1;
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return err_set(err, ERR_IO, "serve: socket: %s", strerror(errno));
+        return err_errno(err, ERR_IO, "serve: socket");
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
         *absent = true;
         err_set(err, ERR_USAGE, "no 'jupyter-agent serve' answers at %s (%s)",
@@ -266,9 +265,8 @@ r_adopt_file(void *self, const char *path, err_t *err)
 {
     s_remote_t *r = self;
     if (chown(path, r->uid, r->gid) || chmod(path, 0600))
-        return err_set(err, ERR_SANDBOX,
-                       "cannot hand %s to the sandbox user: %s", path,
-                       strerror(errno));
+        return err_errno(err, ERR_SANDBOX, "cannot hand %s to the sandbox user",
+                         path);
     return 0;
 }
 
