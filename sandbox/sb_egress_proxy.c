@@ -508,6 +508,8 @@ sb_egress_proxy_serve(int listen_fd, int life_fd,
         int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
+        while (waitpid(-1, NULL, WNOHANG) > 0) /* the count as of now */
+            live--;
         if (live >= caps->max_conns) {
             s_conn_t c;
             memset(&c, 0, sizeof c);

@@ -39,7 +39,7 @@ cp "$HERE/egress_box.py" "$T/egress_box.py"
 SRV=$!
 i=0
 while [ ! -s "$T/ports" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-read -r P S R U <"$T/ports" || { echo "Bail out! servers did not start"; cat "$T/srv.err"; exit 1; }
+read -r P S R U K <"$T/ports" || { echo "Bail out! servers did not start"; cat "$T/srv.err"; exit 1; }
 
 run() {
     timeout -k 5 120 "$BIN" sandbox --quiet "$@" >"$T/out" 2>"$T/err" </dev/null
@@ -50,12 +50,12 @@ has() { line "$1" | grep -qF -- "$2"; }
 
 export SSL_CERT_FILE=/opt/egress-ca.pem REQUESTS_CA_BUNDLE=/opt/egress-ca.pem
 export CURL_CA_BUNDLE=/opt/egress-ca.pem
-BOX_SH="$PY /opt/egress_box.py $P $S $R $U
-echo \"curl_https: \$(curl -sS --max-time 20 https://data.test:$S/echo 2>&1)\"
+BOX_SH="echo \"curl_https: \$(curl -sS --max-time 20 https://data.test:$S/echo 2>&1)\"
 echo \"curl_http: \$(curl -sS --max-time 20 http://data.test:$P/echo 2>&1)\"
 echo \"curl_refused: \$(curl -sS --max-time 20 http://other.test:$P/echo 2>&1)\"
-echo \"curl_noproxy: \$(curl -sS --noproxy '*' --max-time 5 http://data.test:$P/echo 2>&1)\""
-run --allow-net "data.test:$P,data.test:$S,rebind.test:$R,127.0.0.2" \
+echo \"curl_noproxy: \$(curl -sS --noproxy '*' --max-time 5 http://data.test:$P/echo 2>&1)\"
+$PY /opt/egress_box.py $P $S $R $U $K"
+run --allow-net "data.test:$P,data.test:$S,rebind.test:$R,data.test:$K,127.0.0.2" \
     --net-log "$T/net.jsonl" --bind "$T/ca.pem:/opt/egress-ca.pem" \
     --bind "$T/egress_box.py:/opt/egress_box.py" \
     --env SSL_CERT_FILE --env REQUESTS_CA_BUNDLE --env CURL_CA_BUNDLE \
@@ -98,9 +98,12 @@ ok $? "a raw TCP connect to the server's own address is refused (no route out)"
 ok $? "a UDP datagram from the box never reaches the host's sink"
 has dns_public "refused gaierror"
 ok $? "DNS from the box fails: it never resolves anything"
+capn=$(line conn_cap | sed -n 's/.*first refusal at connection \([0-9]*\): HTTP\/1.1 503 .*/\1/p')
+[ -n "$capn" ] && [ "$capn" -ge 28 ] && [ "$capn" -le 33 ] && has conn_cap "32 connections are open, the session's cap"
+ok $? "past 32 connections at once: 503 naming the cap (at connection $capn)"
 has curl_noproxy "Failed" || has curl_noproxy "Could not resolve" || has curl_noproxy "Permission denied"
 ok $? "curl with the proxy turned off reaches nothing"
-[ "$(grep -c '"verdict":"allowed"' "$T/net.jsonl" 2>/dev/null)" -ge 6 ] &&
+[ "$(grep -c '"verdict":"allowed"' "$T/net.jsonl" 2>/dev/null || echo 0)" -ge 6 ] &&
     grep '"verdict":"refused"' "$T/net.jsonl" | grep -q '"host":"rebind.test".*"address":"127.0.0.3"' &&
     grep '"verdict":"allowed"' "$T/net.jsonl" | grep -q "\"rule\":\"data.test:$S\".*\"bytes_down\":[1-9]"
 ok $? "--net-log records each connection: verdict, host, address, rule, bytes"

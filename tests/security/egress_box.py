@@ -1,21 +1,24 @@
 """Run inside a box with --allow-net (tests/security/egress.sh): one line
 "name: result" per check, result "ok ..." or "refused ..." or "error ...".
-argv: HTTP HTTPS REBIND UDP ports."""
+argv: HTTP HTTPS REBIND UDP HOLD ports."""
 import os
 import socket
 import ssl
 import sys
+import time
 import urllib.request
 
-P, S, R, U = sys.argv[1:5]
+P, S, R, U, K = sys.argv[1:6]
 
 
 def check(name, fn):
+    t0 = time.time()
     try:
         print('%s: ok %s' % (name, fn()), flush=True)
     except Exception as e:  # what the user's code would see
         print('%s: refused %s: %s' % (name, type(e).__name__,
               str(e).replace('\n', ' ')[:400]), flush=True)
+    print('# %s took %.2f s' % (name, time.time() - t0), flush=True)
 
 
 def get(url):
@@ -94,3 +97,25 @@ def udp():
 
 check('udp', udp)
 check('dns_public', lambda: socket.getaddrinfo('example.org', 80)[0][4][0])
+
+
+def conn_cap():
+    # 32 connections at once are the session's cap: holding connections
+    # open, the first 503 comes at the 33rd at the latest (a connection an
+    # earlier check left may still be ending: it counts too).
+    held = []
+    try:
+        for i in range(40):
+            s = socket.create_connection(('127.0.0.1', 3128), timeout=20)
+            held.append(s)
+            s.sendall(b'CONNECT data.test:%s HTTP/1.1\r\n\r\n' % K.encode())
+            line = s.recv(4096).decode().split('\r\n')[0]
+            if not line.startswith('HTTP/1.1 200'):
+                return 'first refusal at connection %d: %s' % (i + 1, line)
+        return 'no refusal after 40'
+    finally:
+        for s in held:
+            s.close()
+
+
+check('conn_cap', conn_cap)

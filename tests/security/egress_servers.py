@@ -1,6 +1,6 @@
 """Servers for tests/security/egress.sh, on loopback only: HTTP and HTTPS
 on 127.0.0.2 (data.test), HTTP on 127.0.0.3 (rebind.test). Writes
-"HTTP HTTPS REBIND UDP" ports to argv[2] when listening; serves argv[1].
+"HTTP HTTPS REBIND UDP HOLD" ports to argv[2] when listening; serves argv[1].
 Each response names the server and echoes the Host it was sent."""
 import http.server
 import os
@@ -54,8 +54,18 @@ def udp_sink():
     return u.getsockname()[1]
 
 
+def tcp_hold():
+    # Connections complete in the kernel's backlog and are never served:
+    # what the connection-cap check holds open.
+    t = socket.socket()
+    t.bind(('127.0.0.2', 0))
+    t.listen(128)
+    tcp_hold.sock = t
+    return t.getsockname()[1]
+
+
 ports = [serve('127.0.0.2', 'plain'), serve('127.0.0.2', 'tls', True),
-         serve('127.0.0.3', 'rebind'), udp_sink()]
+         serve('127.0.0.3', 'rebind'), udp_sink(), tcp_hold()]
 with open(portfile + '.tmp', 'w') as f:
     f.write(' '.join(map(str, ports)) + '\n')
 os.rename(portfile + '.tmp', portfile)
