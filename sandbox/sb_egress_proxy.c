@@ -7,7 +7,9 @@
 #include "sandbox/sb_egress_pump.h"
 #include "sandbox/sb_egress_sni.h"
 
+#include "common/clock.h"
 #include <arpa/inet.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -39,14 +41,6 @@ sb_egress_caps_default(sb_egress_caps_t *c)
     c->conn_seconds = 900;
     c->idle_seconds = 120;
     c->connect_seconds = 15;
-}
-
-static int64_t
-s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* One connection being served: what the record will say. */
@@ -116,7 +110,7 @@ s_read_head(int fd, char *buf, size_t size, size_t *have, int64_t deadline)
         }
         if (*have == size)
             return -1;
-        int64_t left = deadline - s_now_ms();
+        int64_t left = deadline - clock_mono_ms();
         struct pollfd pf = {.fd = fd, .events = POLLIN};
         if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
             return -1;
@@ -291,7 +285,7 @@ static int
 s_check_hello(s_conn_t *c, char *buf, size_t size, size_t have)
 {
     static const unsigned char alert[] = {21, 3, 1, 0, 2, 2, 112};
-    int64_t deadline = s_now_ms() + S_HEAD_SECONDS * 1000;
+    int64_t deadline = clock_mono_ms() + S_HEAD_SECONDS * 1000;
     uint8_t lit[16];
     int fam;
     bool is_ip = sb_egress_ip_literal(c->host, lit, &fam);
@@ -325,7 +319,7 @@ s_check_hello(s_conn_t *c, char *buf, size_t size, size_t have)
                      "only TLS may go through CONNECT");
             goto refuse;
         }
-        int64_t left = deadline - s_now_ms();
+        int64_t left = deadline - clock_mono_ms();
         struct pollfd pf = {.fd = c->fd, .events = POLLIN};
         if (have == size || left <= 0 || poll(&pf, 1, (int)left) <= 0) {
             snprintf(c->reason, sizeof c->reason,
@@ -467,7 +461,7 @@ s_conn_child(int fd, const sb_egress_rules_t *rules,
     c.rules = rules;
     c.caps = caps;
     c.totals = totals;
-    c.start_ms = s_now_ms();
+    c.start_ms = clock_mono_ms();
     s_serve_one(&c);
     c.rec.method = c.method[0] ? c.method : "?";
     c.rec.host = c.host;
@@ -475,7 +469,7 @@ s_conn_child(int fd, const sb_egress_rules_t *rules,
     c.rec.rule = c.rule;
     c.rec.sni = c.sni;
     c.rec.reason = c.reason;
-    c.rec.ms = s_now_ms() - c.start_ms;
+    c.rec.ms = clock_mono_ms() - c.start_ms;
     if (rec && rec->record)
         rec->record(rec->ctx, &c.rec);
     _exit(0);

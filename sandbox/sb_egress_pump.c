@@ -3,19 +3,13 @@
  */
 #include "sandbox/sb_egress_pump.h"
 
+#include "common/clock.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-
-static int64_t
-s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int
 sb_egress_write_all(int fd, const void *buf, uint64_t len)
@@ -50,9 +44,9 @@ sb_egress_pump_run(int a, int b, sb_egress_pump_t *pp)
 {
     char buf[16384];
     int open_a = 1, open_b = 1; /* a -> b and b -> a still flowing */
-    int64_t last = s_now_ms();
+    int64_t last = clock_mono_ms();
     while (open_a || open_b) {
-        int64_t now = s_now_ms();
+        int64_t now = clock_mono_ms();
         int wait = -1;
         if (pp->deadline_ms) {
             if (now >= pp->deadline_ms)
@@ -90,7 +84,7 @@ sb_egress_pump_run(int a, int b, sb_egress_pump_t *pp)
                     return SB_PUMP_ERROR;
                 continue;
             }
-            last = s_now_ms();
+            last = clock_mono_ms();
             int over =
                 i ? s_charge(pp->max_down, &pp->down, pp->shared_down,
                              (uint64_t)n)

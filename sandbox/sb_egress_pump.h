@@ -9,9 +9,10 @@
 #include <stdint.h>
 
 typedef struct sb_egress_pump {
-    int64_t deadline_ms; /* clock_mono_ms() value to stop at; 0: none */
-    int idle_ms;         /* stop after this long without a byte; 0: none */
-    uint64_t max_up;     /* bytes a -> b allowed (incl. *shared_up); 0: any */
+    int64_t
+        deadline_ms; /* clock_mono_ms() (common/clock.h) to stop at; 0: none */
+    int idle_ms;     /* stop after this long without a byte; 0: none */
+    uint64_t max_up; /* bytes a -> b allowed (incl. *shared_up); 0: any */
     uint64_t max_down;   /* bytes b -> a allowed; 0: any */
     uint64_t *shared_up; /* session totals updated atomically, or NULL */
     uint64_t *shared_down;
