@@ -101,6 +101,8 @@ ok $? "DNS from the box fails: it never resolves anything"
 capn=$(line conn_cap | sed -n 's/.*first refusal at connection \([0-9]*\): HTTP\/1.1 503 .*/\1/p')
 [ -n "$capn" ] && [ "$capn" -ge 28 ] && [ "$capn" -le 33 ] && has conn_cap "32 connections are open, the session's cap"
 ok $? "past 32 connections at once: 503 naming the cap (at connection $capn)"
+[ -n "$capn" ] || line conn_cap | sed 's/^/# /'
+
 has curl_noproxy "Failed" || has curl_noproxy "Could not resolve" || has curl_noproxy "Permission denied"
 ok $? "curl with the proxy turned off reaches nothing"
 [ "$(grep -c '"verdict":"allowed"' "$T/net.jsonl" 2>/dev/null || echo 0)" -ge 6 ] &&
