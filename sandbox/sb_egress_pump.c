@@ -44,6 +44,10 @@ sb_egress_pump_run(int a, int b, sb_egress_pump_t *pp)
 {
     char buf[16384];
     int open_a = 1, open_b = 1; /* a -> b and b -> a still flowing */
+    int dead[2] = {0, 0};       /* writes to b (0) or to a (1) failed: what is
+                                   read for that side is dropped, so the other
+                                   way still drains (a 503 sent before the peer
+                                   closed reaches the client) */
     int64_t last = clock_mono_ms();
     while (open_a || open_b) {
         int64_t now = clock_mono_ms();
@@ -91,11 +95,11 @@ sb_egress_pump_run(int a, int b, sb_egress_pump_t *pp)
                   : s_charge(pp->max_up, &pp->up, pp->shared_up, (uint64_t)n);
             if (over)
                 return i ? SB_PUMP_CAP_DOWN : SB_PUMP_CAP_UP;
-            if (sb_egress_write_all(to, buf, (uint64_t)n) < 0)
-                return SB_PUMP_ERROR;
+            if (!dead[i] && sb_egress_write_all(to, buf, (uint64_t)n) < 0)
+                dead[i] = 1;
         }
     }
-    return SB_PUMP_DONE;
+    return dead[0] || dead[1] ? SB_PUMP_ERROR : SB_PUMP_DONE;
 }
 
 const char *
