@@ -113,6 +113,8 @@ kb_kernel_pause(kb_kernel_t *k, const char *dir, const unsigned char *key,
     if (k->dead)
         return err_set(err, ERR_KERNEL,
                        "kernel '%s' is not running: nothing to pause", k->name);
+    if (k->launcher->ops->pause(k->launcher->self, NULL, key, err) < 0)
+        return err_prefix(err, "cannot pause kernel '%s'", k->name);
     if (s_python(k)) {
         char *left = s_eval(k, s_py_before, "_ja_pause()", err);
         if (!left)

@@ -236,6 +236,8 @@ sb_sandbox_pause(sb_sandbox_t *sb, const char *dir,
     if (g->paused || sb->state != ST_RUNNING || !g->relay)
         return err_set(err, ERR_USAGE, "sandbox: cannot pause box %s: it is %s",
                        sb->id, g->paused ? "paused already" : "not running");
+    if (!dir)
+        return 0;
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)
         return err_errno(err, ERR_SANDBOX,
                          "sandbox: making the checkpoint image dir %s", dir);

@@ -71,7 +71,8 @@ typedef struct kb_launcher_ops {
     /* Optional (NULL = unsupported: a memory pause needs a box on the
      * gVisor engine): save the kernel's whole box, memory included, into
      * `dir` sealed by `key` (KB_PAUSE_KEY_BYTES), leaving no process; and
-     * bring it back from there. As sb_sandbox_pause/resume. */
+     * bring it back from there. As sb_sandbox_pause/resume (dir NULL:
+     * only say whether it could pause now). */
     int (*pause)(void *self, const char *dir, const unsigned char *key,
                  err_t *err);
     int (*resume)(void *self, const char *dir, const unsigned char *key,

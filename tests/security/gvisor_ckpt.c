@@ -6,6 +6,7 @@
  * others, sealed by another key) is refused before runsc reads it. */
 #include "../tap.h"
 #include "../tools/kernel_run.h"
+#include "agent/session/ag_pause.h"
 #include "common/clock.h"
 #include "sandbox/sb_engine.h"
 
@@ -105,13 +106,16 @@ main(void)
     if (!mkdtemp(s_tmp) || sodium_init() < 0)
         return 1;
     setenv("JUPYTER_AGENT_ENGINE", "gvisor", 1);
-    kb_kernel_opts_t kopts = {.launcher = kernel_run_sandbox,
-                              .interrupt_grace_ms = 3000};
-    kb_kernel_t *k = kb_kernel_start(&kopts, &err);
-    if (!ok(k != NULL, "an ipykernel starts under --engine gvisor")) {
+    /* The session layer, as the E2B server's pause would use it. */
+    ag_session_opts_t so;
+    ag_session_opts_init(&so);
+    so.warm = AG_WARM_COLD;
+    ag_session_t *s = ag_session_start(&so, &err);
+    if (!ok(s != NULL, "a session's ipykernel starts under --engine gvisor")) {
         diag("%s", err.text);
         done_testing();
     }
+    kb_kernel_t *k = ag_session_kernel(s);
     const char *run_dir =
         kb_kernel_launcher(k)->ops->run_dir(kb_kernel_launcher(k)->self);
     char *top = xstrdup(run_dir);
@@ -135,13 +139,16 @@ main(void)
     unsigned char key[KB_PAUSE_KEY_BYTES], other[KB_PAUSE_KEY_BYTES];
     randombytes_buf(key, sizeof key);
     randombytes_buf(other, sizeof other);
-    char *img = xasprintf("%s/image", s_tmp);
     int64_t t0 = clock_mono_ms();
-    int rc = kb_kernel_pause(k, img, key, &err);
+    ag_pause_t *pz = ag_session_pause_memory(s, s_tmp, &err);
     int64_t t_pause = clock_mono_ms() - t0;
-    if (!ok(rc == 0, "the kernel's box is checkpointed (%lld ms)",
-            (long long)t_pause))
+    if (!ok(pz != NULL, "the session is paused with its memory (%lld ms)",
+            (long long)t_pause)) {
         diag("%s", err.text);
+        done_testing();
+    }
+    char *img = xstrdup(ag_pause_dir(pz));
+    diag("image: %llu KiB", (unsigned long long)ag_pause_bytes(pz) / 1024);
     struct stat st;
     memset(&st, 0, sizeof st);
     int sr = stat(img, &st);
@@ -155,9 +162,11 @@ main(void)
     free(text);
 
     t0 = clock_mono_ms();
-    rc = kb_kernel_resume(k, img, key, &err);
+    int rc = ag_session_resume_memory(s, &pz, &err);
     int64_t t_resume = clock_mono_ms() - t0;
-    if (!ok(rc == 0, "the box is restored and a new client connects (%lld ms)",
+    if (!ok(rc == 0 && !pz && access(img, F_OK) < 0,
+            "the box is restored, a new client connects, the image is "
+            "removed (%lld ms)",
             (long long)t_resume))
         diag("%s", err.text);
     text =
@@ -219,8 +228,28 @@ main(void)
     is_str(text, "82\n", "the kernel answers after the second restore");
     free(text);
 
-    kb_kernel_destroy(&k);
+    ag_session_destroy(&s);
     is_int(s_procs_naming(top), 0, "teardown leaves no process");
+
+    /* The namespaces engine says why it cannot, and its kernel runs on. */
+    setenv("JUPYTER_AGENT_ENGINE", "namespaces", 1);
+    ag_session_opts_t no;
+    ag_session_opts_init(&no);
+    no.warm = AG_WARM_COLD;
+    ag_session_t *ns = ag_session_start(&no, &err);
+    ag_pause_t *nz = ns ? ag_session_pause_memory(ns, s_tmp, &err) : NULL;
+    ok(ns && !nz && err.code == ERR_USAGE &&
+           strstr(err.text, "--engine gvisor"),
+       "a memory pause on the namespaces engine is refused with the reason "
+       "(%s)",
+       err.text);
+    text = ns ? kernel_run_text(ag_session_kernel(ns), "print(6 * 7)", 30000)
+              : NULL;
+    is_str(text, "42\n", "and that kernel still answers");
+    free(text);
+    ag_session_destroy(&ns);
+    ag_session_opts_release(&no);
+    ag_session_opts_release(&so);
     printf("# pause %lld ms, resume to kernel_info %lld ms\n",
            (long long)t_pause, (long long)t_resume);
     char cmd[128];
