@@ -43,11 +43,15 @@
 
 #include "sandbox/sb_sandbox_impl.h"
 
-/* The box's runsc threads and processes besides its tasks (the Sentry's
- * Go runtime, the gofer, ptrace stubs): added to --pids for the cgroup,
- * which counts host threads; the tasks inside are held to --pids by
- * gVisor's RLIMIT_NPROC. */
+/* The host pids cgroup counts host threads: the Sentry's Go runtime, the
+ * gofer and, under ptrace, stub processes and threads for the tasks
+ * (measured with runsc 20221219: ~140 at rest, ~3.5 more per task). The
+ * tasks inside are held to --pids by gVisor's RLIMIT_NPROC (fork and
+ * clone fail with EAGAIN, as on Linux); the cgroup is set well above
+ * what that many tasks need, as the backstop, so the box is not killed
+ * before gVisor refuses the task. */
 #define S_RUNSC_THREADS 192
+#define S_HOST_THREADS_PER_TASK 6
 
 int
 sb_gv_prepare(sb_sandbox_t *sb, err_t *err)
@@ -75,7 +79,9 @@ sb_gv_prepare(sb_sandbox_t *sb, err_t *err)
         char *path = xasprintf("%s/pids.max", pd);
         FILE *f = fopen(path, "w");
         if (f) {
-            fprintf(f, "%u", sb->policy.pids + S_RUNSC_THREADS);
+            fprintf(f, "%u",
+                    S_RUNSC_THREADS +
+                        sb->policy.pids * S_HOST_THREADS_PER_TASK);
             fclose(f);
         }
         free(path);

@@ -52,6 +52,9 @@ typedef struct sb_exit {
     int signal;          /* the signal when SB_SIGNALED or SB_OOM_KILLED */
     bool box_killed;     /* the box's init itself was killed (sb_sandbox_kill,
                             launcher death) before reporting */
+    bool pids_limit;     /* gVisor: the sandbox hit the host pids cgroup
+                            (--pids + gVisor's own threads) and the Sentry
+                            died with every task (SB_SIGNALED, 9) */
 } sb_exit_t;
 
 /* Host-side preparation; nothing runs yet. The policy is copied. */
