@@ -225,8 +225,9 @@ out:
  * timeout_ms, without kb_kernel_execute's interrupt and restart (it runs
  * while a kernel is started or deleted). Its text/plain value, a new
  * string, or NULL + err. */
-static char *
-s_eval(kb_kernel_t *k, const char *expr, int timeout_ms, err_t *err)
+char *
+kb_kernel_eval_after(kb_kernel_t *k, const char *code, const char *expr,
+                     int timeout_ms, err_t *err)
 {
     kb_exec_opts_t xo;
     kb_exec_opts_init(&xo);
@@ -235,7 +236,7 @@ s_eval(kb_kernel_t *k, const char *expr, int timeout_ms, err_t *err)
     xo.user_expressions = json_pack("{s:s}", "r", expr);
     kb_output_t *out = kb_output_new(NULL, 1 << 16);
     char *value = NULL;
-    kb_exec_t *x = kb_client_execute_start(k->client, "", &xo, err);
+    kb_exec_t *x = kb_client_execute_start(k->client, code, &xo, err);
     json_decref(xo.user_expressions);
     if (x && kb_client_execute_wait(k->client, x, out, NULL,
                                     clock_mono_ms() + timeout_ms, err) == 0) {
@@ -302,7 +303,7 @@ s_enter_workdir(kb_kernel_t *k, err_t *err)
         hex);
     free(hex);
     err_t e;
-    char *v = s_eval(k, expr, k->opts.startup_timeout_ms, &e);
+    char *v = kb_kernel_eval_after(k, "", expr, k->opts.startup_timeout_ms, &e);
     free(expr);
     if (!v)
         return err_set(err, ERR_KERNEL,
@@ -336,7 +337,7 @@ s_remove_workdir(kb_kernel_t *k, int timeout_ms)
         hex);
     free(hex);
     err_t e;
-    char *v = s_eval(k, expr, timeout_ms, &e);
+    char *v = kb_kernel_eval_after(k, "", expr, timeout_ms, &e);
     if (!v)
         log_info("kernel %s: its directory was not removed: %s", k->remote_id,
                  e.text);

@@ -37,4 +37,10 @@ struct kb_kernel {
                          (opts.private_dir), or NULL */
 };
 
+/* kb_kernel.c: run `code` silently, then evaluate `expr` as its user
+ * expression within timeout_ms, without execute's interrupt and restart;
+ * its text/plain value (new string) or NULL + err. */
+char *kb_kernel_eval_after(kb_kernel_t *k, const char *code, const char *expr,
+                           int timeout_ms, err_t *err);
+
 #endif

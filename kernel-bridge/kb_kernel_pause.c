@@ -67,33 +67,10 @@ s_python(const kb_kernel_t *k)
     return n && strcmp(n, "python") == 0;
 }
 
-/* Run `def` and then `call` as a user expression; its text value (new
- * string) or NULL + err. */
 static char *
 s_eval(kb_kernel_t *k, const char *def, const char *call, err_t *err)
 {
-    kb_exec_opts_t xo;
-    kb_exec_opts_init(&xo);
-    xo.silent = true;
-    xo.store_history = false;
-    xo.user_expressions = json_pack("{s:s}", "r", call);
-    kb_output_t *out = kb_output_new(NULL, 1 << 16);
-    char *value = NULL;
-    kb_exec_t *x = kb_client_execute_start(k->client, def, &xo, err);
-    json_decref(xo.user_expressions);
-    if (x && kb_client_execute_wait(k->client, x, out, NULL,
-                                    clock_mono_ms() + 15000, err) == 0) {
-        json_t *r = json_object_get(kb_output_user_expressions(out), "r");
-        const char *v = json_string_value(
-            json_object_get(json_object_get(r, "data"), "text/plain"));
-        if (v)
-            value = xstrdup(v);
-        else
-            err_set(err, ERR_KERNEL, "the kernel did not answer %s", call);
-    }
-    kb_exec_destroy(&x);
-    kb_output_destroy(&out);
-    return value;
+    return kb_kernel_eval_after(k, def, call, 15000, err);
 }
 
 int
