@@ -130,6 +130,28 @@ def main():
         print("| %s | %.0f | %.0f | %.2fx |" % (name, ns, gv, ratio))
         results.append({"bench": "gvisor", "measure": name, "namespaces": ns,
                         "gvisor": gv, "ratio": ratio})
+    # Pause with memory (issue 31): bench/gvisor_pause.c, sizes GVPAUSE_MIB.
+    exe = os.path.join(BUILD, "bench", "gvisor_pause")
+    if os.access(exe, os.X_OK):
+        env = dict(os.environ)
+        if QUICK:
+            env.setdefault("GVPAUSE_MIB", "100")
+        p = subprocess.run([exe], capture_output=True, text=True, env=env)
+        try:
+            pr = json.loads(p.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            pr = {"rows": []}
+        print("\n## gVisor pause with memory vs E2B's anchors (4 s/GiB, 1 s)\n")
+        print("| kernel memory | pause (ms) | vs E2B | resume to first result (ms) | vs E2B | image (MiB, compressed) |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for r in pr.get("rows", []):
+            if "error" in r:
+                print("| %d MiB | error: %s |" % (r["mib"], r["error"][:120]))
+                continue
+            print("| %d MiB | %d | %.2fx | %d | %.2fx | %.0f |" % (
+                r["mib"], r["pause_ms"], r["pause_vs_e2b"], r["resume_ms"],
+                r["resume_vs_e2b"], r["image_mib"]))
+            results.append(dict(r, bench="gvisor_pause"))
     if os.environ.get("BENCH_RESULTS"):
         with open(os.environ["BENCH_RESULTS"], "a") as f:
             for r in results:

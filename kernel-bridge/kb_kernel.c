@@ -1,4 +1,5 @@
 #include "kb_kernel.h"
+#include "kb_kernel_impl.h"
 
 #include "common/clock.h"
 #include "common/escape.h"
@@ -24,28 +25,6 @@
  * the kernel is deleted: on a normal end, and from kb_kernel_kill. */
 #define REMOVE_WORKDIR_MS 5000
 #define REMOVE_WORKDIR_QUICK_MS 1000
-
-struct kb_kernel {
-    kb_kernel_opts_t opts;   /* copy; extra_env still borrowed */
-    char *name;              /* owned kernelspec name */
-    kb_kernelspec_t spec;    /* owned; valid when has_spec */
-    bool has_spec;           /* false when attached */
-    kb_launcher_t *launcher; /* owned; NULL when attached */
-    kb_client_t *client;     /* owned */
-    kb_msg_t *info;          /* owned kernel_info_reply */
-    int out_fd;              /* owned memfd holding the kernel's stderr */
-    bool dead;               /* the process is known to be gone */
-    bool no_restart;         /* kb_kernel_no_restart: the caller exits after */
-    /* on_restart is running: a restart inside it (its own cell timed out)
-     * does not call it again, or a kernel that never answers would be
-     * restarted forever. */
-    bool in_restart_hook;
-    kb_gateway_t *gw; /* owned; the server running it, or NULL */
-    char *remote_id;  /* owned kernel id on gw, or NULL */
-    bool deleted;     /* remote_id was deleted on gw by us */
-    char *workdir;    /* owned private directory in a gw kernel
-                         (opts.private_dir), or NULL */
-};
 
 /* The kernel's environment: the launcher's rules plus what the kernelspec
  * and the caller add (later entries win). */
@@ -246,8 +225,9 @@ out:
  * timeout_ms, without kb_kernel_execute's interrupt and restart (it runs
  * while a kernel is started or deleted). Its text/plain value, a new
  * string, or NULL + err. */
-static char *
-s_eval(kb_kernel_t *k, const char *expr, int timeout_ms, err_t *err)
+char *
+kb_kernel_eval_after(kb_kernel_t *k, const char *code, const char *expr,
+                     int timeout_ms, err_t *err)
 {
     kb_exec_opts_t xo;
     kb_exec_opts_init(&xo);
@@ -256,7 +236,7 @@ s_eval(kb_kernel_t *k, const char *expr, int timeout_ms, err_t *err)
     xo.user_expressions = json_pack("{s:s}", "r", expr);
     kb_output_t *out = kb_output_new(NULL, 1 << 16);
     char *value = NULL;
-    kb_exec_t *x = kb_client_execute_start(k->client, "", &xo, err);
+    kb_exec_t *x = kb_client_execute_start(k->client, code, &xo, err);
     json_decref(xo.user_expressions);
     if (x && kb_client_execute_wait(k->client, x, out, NULL,
                                     clock_mono_ms() + timeout_ms, err) == 0) {
@@ -323,7 +303,7 @@ s_enter_workdir(kb_kernel_t *k, err_t *err)
         hex);
     free(hex);
     err_t e;
-    char *v = s_eval(k, expr, k->opts.startup_timeout_ms, &e);
+    char *v = kb_kernel_eval_after(k, "", expr, k->opts.startup_timeout_ms, &e);
     free(expr);
     if (!v)
         return err_set(err, ERR_KERNEL,
@@ -357,7 +337,7 @@ s_remove_workdir(kb_kernel_t *k, int timeout_ms)
         hex);
     free(hex);
     err_t e;
-    char *v = s_eval(k, expr, timeout_ms, &e);
+    char *v = kb_kernel_eval_after(k, "", expr, timeout_ms, &e);
     if (!v)
         log_info("kernel %s: its directory was not removed: %s", k->remote_id,
                  e.text);
@@ -654,6 +634,10 @@ kb_kernel_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
                   int timeout_ms, kb_output_t *out,
                   const kb_exec_hooks_t *hooks, err_t *err)
 {
+    if (k->paused)
+        return err_set(err, ERR_KERNEL,
+                       "the kernel is paused (its memory saved to disk); "
+                       "resume it first");
     if (k->dead)
         return err_set(err, ERR_KERNEL,
                        "the kernel is not running; restart it first");
@@ -796,7 +780,7 @@ s_restart(kb_kernel_t *k, err_t *err)
 bool
 kb_kernel_alive(kb_kernel_t *k)
 {
-    if (k->dead)
+    if (k->dead || k->paused)
         return false;
     if (k->gw)
         return k->client && kb_client_heartbeat(k->client, 3000) == 0;

@@ -123,6 +123,20 @@ void kb_kernel_on_restart(kb_kernel_t *k,
                           int (*fn)(kb_kernel_t *k, void *arg, err_t *err),
                           void *arg);
 
+/* Pause with memory (kb_kernel_pause.c): close the client, then save the
+ * kernel's whole box into `dir` (0700, under the caller's state dir),
+ * sealed with `key` (KB_PAUSE_KEY_BYTES of the caller's secret); no
+ * process is left. Needs a sandboxed kernel on the gVisor engine (else
+ * ERR_USAGE saying why). A failed pause leaves the kernel dead. While
+ * paused, execute refuses and alive() is false. Resume: check the seal,
+ * restore the box and connect a new client (the kernel's Jupyter key is
+ * the one it holds in memory; the relay's host stream is new); 0 once
+ * the kernel answered kernel_info again. */
+int kb_kernel_pause(kb_kernel_t *k, const char *dir, const unsigned char *key,
+                    err_t *err);
+int kb_kernel_resume(kb_kernel_t *k, const char *dir, const unsigned char *key,
+                     err_t *err);
+bool kb_kernel_paused(const kb_kernel_t *k);
 int kb_kernel_interrupt(kb_kernel_t *k, err_t *err);
 int kb_kernel_restart(kb_kernel_t *k, err_t *err);
 bool kb_kernel_alive(kb_kernel_t *k);

@@ -550,6 +550,22 @@ sb_cgroup_oom_kills(const sb_cgroup_t *cg)
     return n;
 }
 
+long
+sb_cgroup_pids_max_hits(const sb_cgroup_t *cg)
+{
+    if (!cg || !cg->dir[CG_PIDS])
+        return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/pids.events", cg->dir[CG_PIDS]);
+    char *text = s_read(path);
+    long n = 0;
+    char *at = text ? strstr(text, "max ") : NULL;
+    if (at)
+        n = strtol(at + strlen("max "), NULL, 10);
+    free(text);
+    return n;
+}
+
 void
 sb_cgroup_destroy(sb_cgroup_t **pcg)
 {

@@ -49,6 +49,8 @@ void sb_cgroup_kill(sb_cgroup_t *cg);
 int sb_cgroup_set_cpu_weight(sb_cgroup_t *cg, unsigned weight);
 /* How many processes the kernel's OOM killer killed inside; 0 if unknown. */
 long sb_cgroup_oom_kills(const sb_cgroup_t *cg);
+/* Times the pids controller refused a fork (pids.events "max"). */
+long sb_cgroup_pids_max_hits(const sb_cgroup_t *cg);
 
 bool sb_cgroup_limits_memory(const sb_cgroup_t *cg);
 bool sb_cgroup_limits_cpu(const sb_cgroup_t *cg);

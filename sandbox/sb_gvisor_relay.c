@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define S_HDR 9
@@ -65,7 +66,10 @@ struct sb_gv_relay {
     size_t rin_len;
     int status; /* the program's wait status, or -1 (atomic) */
     int gone;   /* the box's relay came and went (atomic) */
+    int parked; /* the box's relay let go of its stream on 'P' (atomic) */
 };
+
+#define S_CMD_PARK 255 /* on the wake pipe: ask the box's relay to park */
 
 static void
 s_q_push(s_queue_t *q, const void *p, size_t n)
@@ -226,6 +230,20 @@ s_box_frame(sb_gv_relay_t *r, char kind, uint32_t chan, const char *p, size_t n)
     case 'E':
         __atomic_store_n(&r->status, (int)chan, __ATOMIC_SEQ_CST);
         return 0;
+    case 'p': /* parked: no socket of ours left for it to reach, then EOF */
+        if (r->lfd >= 0) {
+            close(r->lfd);
+            unlink(r->relay_path);
+            r->lfd = -1;
+        }
+        close(r->rfd);
+        r->rfd = -1;
+        r->rin_len = 0;
+        r->rout.off = r->rout.len = 0;
+        while (r->nconns)
+            s_conn_close(r, r->nconns - 1);
+        __atomic_store_n(&r->parked, 1, __ATOMIC_SEQ_CST);
+        return 1;
     default:
         return -1;
     }
@@ -248,11 +266,14 @@ s_box_read(sb_gv_relay_t *r)
             if (!want) {
                 uint32_t chan = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 |
                                 (uint32_t)h[3] << 8 | h[4];
-                if (s_box_frame(r, (char)h[0], chan, r->rin + S_HDR, n) < 0) {
+                int fr = s_box_frame(r, (char)h[0], chan, r->rin + S_HDR, n);
+                if (fr < 0) {
                     s_drop_box(r);
                     return;
                 }
                 r->rin_len = 0;
+                if (fr > 0) /* parked: the stream is gone */
+                    return;
                 continue;
             }
         }
@@ -316,13 +337,15 @@ s_thread(void *arg)
             for (ssize_t i = 0; i < got; i++) {
                 if (cmd[i] == 0)
                     stop = true;
+                else if (cmd[i] == S_CMD_PARK && r->rfd >= 0)
+                    s_frame(r, 'P', 0, NULL, 0);
                 else if (r->rfd >= 0)
                     s_frame(r, 'S', cmd[i], NULL, 0);
             }
             if (stop)
                 break;
         }
-        if (pf[1].revents & POLLIN) {
+        if (r->lfd >= 0 && pf[1].revents & POLLIN) {
             r->rfd = accept4(r->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         }
         if (r->rfd >= 0 && pf[2].fd == r->rfd && pf[2].revents) {
@@ -434,6 +457,36 @@ sb_gv_relay_signal(sb_gv_relay_t *r, int sig)
         return -1;
     }
     return write(r->wake[1], &b, 1) == 1 ? 0 : -1;
+}
+
+int
+sb_gv_relay_park(sb_gv_relay_t *r, int timeout_ms)
+{
+    unsigned char b = S_CMD_PARK;
+    if (r->rfd < 0 && !sb_gv_relay_parked(r)) {
+        errno = ESRCH;
+        return -1;
+    }
+    if (write(r->wake[1], &b, 1) != 1)
+        return -1;
+    for (int t = 0; t < timeout_ms; t += 5) {
+        if (sb_gv_relay_parked(r))
+            return 0;
+        if (sb_gv_relay_gone(r)) {
+            errno = ESRCH;
+            return -1;
+        }
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    errno = ETIMEDOUT;
+    return -1;
+}
+
+bool
+sb_gv_relay_parked(const sb_gv_relay_t *r)
+{
+    return __atomic_load_n(&r->parked, __ATOMIC_SEQ_CST) != 0;
 }
 
 bool

@@ -8,9 +8,17 @@
 # kernel bound. Frames: type (1 byte), channel (4, big-endian), length (4),
 # payload.
 #   host -> box: C connect channel to socket <name>; D data; X close;
-#                S deliver signal <channel> to the program
+#                S deliver signal <channel> to the program;
+#                P park: let go of the host stream (for `runsc checkpoint`)
 #   box -> host: H hello; L a socket <name> now listens; D data; X close;
-#                E the program ended with wait status <channel>
+#                E the program ended with wait status <channel>;
+#                p parked: every channel is closed, waiting for the host to
+#                close the stream
+# Parked, the relay holds no host socket (gVisor cannot save one: "encoding
+# error at object transport.connectionedEndpoint", which also ends the
+# sandbox) and tries to connect again every 20 ms; the host removes its
+# socket first, so the tries fail until it listens again after `runsc
+# restore`. Then the relay says hello and announces every socket anew.
 # argv: HOST_SOCKET SOCK_DIR BOX_FILES_DIR -- PROGRAM ARGS... ("--2>&1"
 # for "--": the program's stderr is a dup of its stdout)
 import os
@@ -46,6 +54,7 @@ def main():
     copy_box_files(box_dir, sock_dir)
     host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     host.connect(host_path)
+    parked = False
     rfd, wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wfd)
     signal.signal(signal.SIGCHLD, lambda s, f: None)
@@ -77,11 +86,29 @@ def main():
     sel.register(host, selectors.EVENT_READ, "host")
     sel.register(rfd, selectors.EVENT_READ, "sig")
     chans = {}  # channel -> socket
+    parking = False
     seen = set()
     inbuf = b""
     start = time.monotonic()
     next_scan = 0.0
     while True:
+        if parked:  # the host closed its end after our "p"
+            sel.unregister(host)
+            host.close()
+            while True:
+                time.sleep(0.02)
+                host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    host.connect(host_path)
+                    break
+                except OSError:
+                    host.close()
+            parked = False
+            inbuf = b""
+            seen = set()
+            next_scan = 0.0
+            sel.register(host, selectors.EVENT_READ, "host")
+            send(b"H", 0)
         now = time.monotonic()
         if now >= next_scan:
             try:
@@ -114,6 +141,9 @@ def main():
                                  else 128 + os.WTERMSIG(status))
             elif key.data == "host":
                 data = host.recv(CHUNK)
+                if not data and parking:
+                    parked, parking = True, False
+                    break
                 if not data:  # the launcher is gone
                     os.kill(pid, signal.SIGKILL)
                     os._exit(137)
@@ -144,6 +174,13 @@ def main():
                     elif kind == b"X" and chan in chans:
                         sel.unregister(chans[chan])
                         chans.pop(chan).close()
+                    elif kind == b"P":
+                        for c in chans.values():
+                            sel.unregister(c)
+                            c.close()
+                        chans = {}
+                        parking = True
+                        send(b"p", 0)
                     elif kind == b"S":
                         try:
                             os.kill(pid, chan)

@@ -373,6 +373,12 @@ s_reap(sb_sandbox_t *sb, bool block)
         sb->exit.kind = SB_OOM_KILLED;
         sb->exit.signal = SIGKILL;
     }
+    /* Under gVisor the host pids cgroup counts the Sentry's threads and
+     * ptrace stubs (--pids + 192): when it refused one, the Sentry died
+     * and took the whole box. */
+    if (sb->gv && sb->exit.box_killed && sb->exit.kind == SB_SIGNALED &&
+        sb->exit.signal == SIGKILL && sb_cgroup_pids_max_hits(sb->cg) > 0)
+        sb->exit.pids_limit = true;
     return 1;
 }
 

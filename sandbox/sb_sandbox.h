@@ -52,6 +52,9 @@ typedef struct sb_exit {
     int signal;          /* the signal when SB_SIGNALED or SB_OOM_KILLED */
     bool box_killed;     /* the box's init itself was killed (sb_sandbox_kill,
                             launcher death) before reporting */
+    bool pids_limit;     /* gVisor: the sandbox hit the host pids cgroup
+                            (--pids + gVisor's own threads) and the Sentry
+                            died with every task (SB_SIGNALED, 9) */
 } sb_exit_t;
 
 /* Host-side preparation; nothing runs yet. The policy is copied. */
@@ -187,6 +190,25 @@ int sb_sandbox_pidfd(const sb_sandbox_t *sb);
 int sb_sandbox_signal(sb_sandbox_t *sb, int sig);
 /* Kill everything in the box (init via pidfd, then the cgroup). */
 int sb_sandbox_kill(sb_sandbox_t *sb);
+/* ---- pause with memory (the gVisor engine; sandbox/sb_gvisor_ckpt.c) ----
+ * Pause: the box's relay lets go of its one host stream, `runsc
+ * checkpoint` saves every process of the box into `image_dir` (made 0700
+ * if missing; it must be an empty dir of ours), and the image is sealed
+ * with an HMAC-SHA256 by `key` (the caller's secret: only whoever holds
+ * it can resume). Afterwards no process of the box is left (its cgroup
+ * is empty); /mnt/data stays mounted, held by an fd. Every connection to
+ * the box's sockets was closed: reconnect after resume. Resume: refused
+ * (ERR_VERIFY) unless `image_dir` is ours (euid, 0700, plain files) and
+ * its seal matches `key` and this box; then `runsc restore`. On the
+ * namespaces engine both answer ERR_USAGE (nothing can save a process
+ * the host kernel runs). A failed pause leaves the box ended. */
+#define SB_SEAL_KEY_BYTES 32
+int sb_sandbox_pause(sb_sandbox_t *sb, const char *image_dir,
+                     const unsigned char key[SB_SEAL_KEY_BYTES], err_t *err);
+int sb_sandbox_resume(sb_sandbox_t *sb, const char *image_dir,
+                      const unsigned char key[SB_SEAL_KEY_BYTES], err_t *err);
+bool sb_sandbox_paused(const sb_sandbox_t *sb);
+
 /* Wait up to timeout_ms (< 0: forever) for the box to end and reap it.
  * Returns 0 with *out filled, 1 if it is still running, -1 on error
  * (errno). After the first success it returns the same result again. */

@@ -211,6 +211,14 @@ sb_exit_describe(const sb_exit_t *e, const sb_policy_t *p, char *buf,
             sb_policy_format_bytes(p ? p->memory_bytes : 0, lim, sizeof lim));
         break;
     case SB_SIGNALED:
+        if (e->pids_limit) {
+            snprintf(buf, size,
+                     "killed: the gVisor sandbox reached its host thread "
+                     "limit (192 + 6 x --pids %u, for gVisor's own threads) "
+                     "and everything in it ended; raise --pids",
+                     p ? p->pids : 0);
+            break;
+        }
         name = sigabbrev_np(e->signal);
         snprintf(buf, size, "killed by signal %d (SIG%s)%s", e->signal,
                  name ? name : "?",

@@ -213,6 +213,20 @@ s_finish(void *self, err_t *err)
     return sb_sandbox_finish(BOX(self), err);
 }
 
+_Static_assert(KB_PAUSE_KEY_BYTES == SB_SEAL_KEY_BYTES, "one key size");
+
+static int
+s_pause(void *self, const char *dir, const unsigned char *key, err_t *err)
+{
+    return sb_sandbox_pause(BOX(self), dir, key, err);
+}
+
+static int
+s_resume(void *self, const char *dir, const unsigned char *key, err_t *err)
+{
+    return sb_sandbox_resume(BOX(self), dir, key, err);
+}
+
 static const kb_launcher_ops_t s_ops = {
     .name = "sandbox",
     .run_dir = s_run_dir,
@@ -228,6 +242,8 @@ static const kb_launcher_ops_t s_ops = {
     .destroy = s_destroy,
     .hand_off = s_hand_off,
     .finish = s_finish,
+    .pause = s_pause,
+    .resume = s_resume,
 };
 
 /* Matplotlib's font cache, built once per host and copied into the run

@@ -68,7 +68,18 @@ typedef struct kb_launcher_ops {
      * workspace copied to --keep-workspace DIR). 0, or -1 + err
      * (ERR_IO naming what was not copied). destroy() does not repeat it. */
     int (*finish)(void *self, err_t *err);
+    /* Optional (NULL = unsupported: a memory pause needs a box on the
+     * gVisor engine): save the kernel's whole box, memory included, into
+     * `dir` sealed by `key` (KB_PAUSE_KEY_BYTES), leaving no process; and
+     * bring it back from there. As sb_sandbox_pause/resume (dir NULL:
+     * only say whether it could pause now). */
+    int (*pause)(void *self, const char *dir, const unsigned char *key,
+                 err_t *err);
+    int (*resume)(void *self, const char *dir, const unsigned char *key,
+                  err_t *err);
 } kb_launcher_ops_t;
+
+#define KB_PAUSE_KEY_BYTES 32
 
 struct kb_launcher {
     const kb_launcher_ops_t *ops;

@@ -140,10 +140,27 @@ while True: pass'
 [ "$rc" = 6 ] && grep -q "timed out after 2 s" "$T/err"
 ok $? "timeouts: a loop ignoring SIGINT and SIGTERM is killed by --timeout 2 (exit $rc)"
 
-# Fork bomb: runsc 20221219 does not enforce RLIMIT_NPROC inside; under
-# ptrace each new address space is a host stub process, so the host pids
-# cgroup (--pids + 192) stops it: the Sentry cannot make the next one and
-# the whole box dies (exit 137, killed), or memory or --timeout end it.
+# --pids per task: gVisor holds the box's tasks to RLIMIT_NPROC (fork
+# fails with EAGAIN) and the host pids cgroup (192 + 6 x --pids host
+# threads: the Sentry's own and ptrace stubs) is set above what that
+# needs, so the box lives on. Before: the host cgroup (--pids + 192)
+# killed the whole box first (exit 137, "killed by signal 9").
+py 'import os, time
+ok = fail = 0
+for i in range(60):
+    try:
+        if os.fork() == 0:
+            time.sleep(20)
+            os._exit(0)
+        ok += 1
+    except OSError:
+        fail += 1
+print("forked", ok, "refused", fail)' --pids 16 --timeout 60
+n=$(awk '/^forked/ {print $2}' "$T/out")
+[ "$rc" = 0 ] && [ -n "$n" ] && [ "$n" -le 15 ] && grep -q "refused [1-9]" "$T/out"
+ok $? "--pids 16: forks past the limit fail with EAGAIN inside, the box lives on (exit $rc; $(cat "$T/out"))"
+
+# Fork bomb: the per-task limit refuses it; --timeout or memory ends it.
 before=$(ps -e --no-headers | wc -l)
 run --timeout 8 --memory 256M -- $PY -c 'import os
 while True:
@@ -154,6 +171,10 @@ while True:
 after=$(ps -e --no-headers | wc -l)
 [ "$rc" = 6 ] || [ "$rc" = 137 ]
 ok $? "a fork bomb is contained and ended by --timeout or the memory cap (exit $rc; host processes $before before, $after after)"
+# A box killed outright says by what (the memory cap, or the host pids
+# cgroup: "host thread limit"), never a bare "killed by signal 9".
+[ "$rc" != 137 ] || grep -qE "host thread limit|out of memory" "$T/err"
+ok $? "a fork bomb's end is named (exit $rc: $(head -c 200 "$T/err"))"
 
 # Nothing the box writes lands on the host outside its bind mounts: files
 # with a unique name everywhere it may write, looked for on the host
