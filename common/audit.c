@@ -35,6 +35,7 @@ struct audit_log {
     char prev[AUDIT_HASH_HEX]; /* the last record's line hash */
     char log_id[33];
     bool has_signer;
+    bool unsealed; /* records since the last seal */
     audit_signer_t signer;
     audit_log_t *next; /* in s_logs */
 };
@@ -195,6 +196,7 @@ s_write_record(audit_log_t *l, const char *session, const char *type,
         return err_errno(err, ERR_IO, "cannot write the audit log %s", l->path);
     }
     l->seq++;
+    l->unsealed = strcmp(type, "seal") != 0;
     memcpy(l->prev, hash, sizeof hash);
     l->known_size += (off_t)n + 1;
     return 0;
@@ -316,9 +318,16 @@ audit_seal(audit_log_t *log, const char *session, err_t *err)
     return rc;
 }
 
-audit_log_t *
-audit_log_open(const char *path, const char *flag, const audit_signer_t *signer,
-               err_t *err)
+static void
+s_release_signer(const audit_signer_t *signer)
+{
+    if (signer && signer->release)
+        signer->release(signer->arg);
+}
+
+static audit_log_t *
+s_open(const char *path, const char *flag, const audit_signer_t *signer,
+       err_t *err)
 {
     if (sodium_init() < 0) {
         err_set(err, ERR_IO, "libsodium did not start");
@@ -350,7 +359,7 @@ audit_log_open(const char *path, const char *flag, const audit_signer_t *signer,
                       "%s %s: cannot open", flag, path);
         return NULL;
     }
-    struct stat st;
+    struct stat st = {0};
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         if (st.st_mode)
             err_set(err, ERR_USAGE,
@@ -373,6 +382,7 @@ audit_log_open(const char *path, const char *flag, const audit_signer_t *signer,
             l->refs++;
             pthread_mutex_unlock(&s_logs_lock);
             close(fd);
+            s_release_signer(signer);
             return l;
         }
     audit_log_t *l = xcalloc(1, sizeof *l);
@@ -409,6 +419,16 @@ audit_log_open(const char *path, const char *flag, const audit_signer_t *signer,
 }
 
 audit_log_t *
+audit_log_open(const char *path, const char *flag, const audit_signer_t *signer,
+               err_t *err)
+{
+    audit_log_t *l = s_open(path, flag, signer, err);
+    if (!l)
+        s_release_signer(signer);
+    return l;
+}
+
+audit_log_t *
 audit_log_ref(audit_log_t *log)
 {
     if (log) {
@@ -437,13 +457,15 @@ audit_log_close(audit_log_t **pl)
             break;
         }
     pthread_mutex_unlock(&s_logs_lock);
-    if (l->has_signer) {
+    if (l->has_signer && l->unsealed) {
         err_t e = {0};
         if (audit_seal(l, NULL, &e))
             fprintf(stderr, "jupyter-agent: %s\n", e.text);
     }
     close(l->fd);
     pthread_mutex_destroy(&l->lock);
+    if (l->has_signer && l->signer.release)
+        l->signer.release(l->signer.arg);
     sodium_memzero(&l->signer, sizeof l->signer);
     free(l->path);
     free(l);
@@ -462,7 +484,7 @@ audit_log_has_signer(const audit_log_t *log)
 }
 
 void
-audit_code_fields(json_t *obj, const char *code)
+audit_code_fields(json_t *obj, const char *code, size_t max)
 {
     if (!code)
         code = "";
@@ -471,8 +493,7 @@ audit_code_fields(json_t *obj, const char *code)
     audit_sha256_hex(code, n, hex);
     json_object_set_new(obj, "code_sha256", json_string(hex));
     json_object_set_new(obj, "code_bytes", json_integer((json_int_t)n));
-    size_t keep =
-        n > AUDIT_CODE_TEXT_MAX ? utf8_cut(code, n, AUDIT_CODE_TEXT_MAX) : n;
+    size_t keep = n > max ? utf8_cut(code, n, max) : n;
     json_t *text = json_stringn(code, keep);
     if (!text) { /* not UTF-8: the hash still names it */
         json_object_set_new(obj, "code", json_null());

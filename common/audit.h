@@ -51,6 +51,7 @@ typedef int (*audit_sign_fn)(void *arg, const void *msg, size_t len,
 
 typedef struct audit_signer {
     audit_sign_fn sign;
+    void (*release)(void *arg); /* called when the log is done with arg */
     void *arg;
     unsigned char pub[32]; /* the raw public key, recorded in each seal */
     char key_id[17];       /* its id as `archive keygen` prints it */
@@ -61,14 +62,16 @@ typedef struct audit_signer {
  * refused with ERR_USAGE naming `flag`, e.g. "--audit"). A new or empty
  * file gets its "log" record. An existing one continues its chain: its
  * last line must be a whole record (ERR_VERIFY otherwise, naming it).
- * `signer` (copied; NULL: none) seals the log on audit_log_seal and when
- * the last reference is closed. The same path opened again in this
- * process returns another reference to the same log (one writer). */
+ * `signer` (copied, and its arg released, also on failure; NULL: none)
+ * seals the log on audit_seal and when the last reference is closed.
+ * The same file opened again in this process returns another reference
+ * to the same log (one writer; the first open's signer stays). */
 audit_log_t *audit_log_open(const char *path, const char *flag,
                             const audit_signer_t *signer, err_t *err);
 /* Another reference; NULL stays NULL. */
 audit_log_t *audit_log_ref(audit_log_t *log);
-/* Drop a reference; the last one seals (with a signer) and closes. */
+/* Drop a reference; the last one seals (with a signer, when records
+ * came after the last seal) and closes. */
 void audit_log_close(audit_log_t **log);
 const char *audit_log_path(const audit_log_t *log);
 bool audit_log_has_signer(const audit_log_t *log);
@@ -87,9 +90,9 @@ void audit_new_id(char out[33]);
 /* SHA-256 of data as 64 hex digits. */
 void audit_sha256_hex(const void *data, size_t len, char out[AUDIT_HASH_HEX]);
 /* The members an execution record gives its code: "code_sha256",
- * "code_bytes", "code" (at most AUDIT_CODE_TEXT_MAX bytes) and, when cut,
- * "code_truncated": true. Added to `obj`. */
-void audit_code_fields(json_t *obj, const char *code);
+ * "code_bytes", "code" (at most `max` bytes, e.g. AUDIT_CODE_TEXT_MAX)
+ * and, when cut, "code_truncated": true. Added to `obj`. */
+void audit_code_fields(json_t *obj, const char *code, size_t max);
 
 /* One connection the egress proxy saw (type "net"). Strings borrowed;
  * NULL members are left out. */

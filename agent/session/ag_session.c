@@ -1,4 +1,5 @@
 #include "agent/session/ag_session.h"
+#include "agent/session/ag_audit.h"
 #include "agent/session/ag_outputs.h"
 
 #include "common/buf.h"
@@ -48,6 +49,7 @@ struct ag_session {
     json_t *inputs;      /* owned array: the --file inputs with SHA-256 */
     char *kernel_name;   /* owned --kernel on a gateway, or NULL */
     bool keep_workspace; /* --keep-workspace: copied out at the end */
+    ag_audit_t *audit;   /* owned; its records in the --audit log */
 };
 
 /* Installed packages are on the kernel's path from its start, so they
@@ -90,6 +92,7 @@ ag_session_opts_release(ag_session_opts_t *o)
     o->gateway_token_file = NULL;
     free(o->gateway_ca);
     o->gateway_ca = NULL;
+    audit_log_close(&o->audit);
     sb_policy_release(&o->policy);
 }
 
@@ -144,6 +147,22 @@ s_set_kernel(void *o, const char *v, err_t *err)
 {
     (void)err;
     ((ag_session_opts_t *)o)->kernel_name = v;
+    return 0;
+}
+
+static int
+s_set_audit(void *o, const char *v, err_t *err)
+{
+    (void)err;
+    ((ag_session_opts_t *)o)->audit_path = v;
+    return 0;
+}
+
+static int
+s_set_audit_key(void *o, const char *v, err_t *err)
+{
+    (void)err;
+    ((ag_session_opts_t *)o)->audit_key = v;
     return 0;
 }
 
@@ -281,6 +300,14 @@ static const cliopt_t s_session_flags[] = {
      s_set_max_lifetime, "3600", "-5", NULL},
     {"no-sandbox", NULL, "run the kernel as a plain process: NO isolation",
      s_set_no_sandbox, "", NULL, NULL},
+    {"audit", "FILE",
+     "append a hash-chained record of the session to\n"
+     "FILE (docs/audit.md; check: 'audit verify')",
+     s_set_audit, "audit.log", NULL, NULL},
+    {"audit-key", "KEYFILE",
+     "seal the --audit log at the end with this\n"
+     "'archive keygen' key",
+     s_set_audit_key, "audit.key", NULL, NULL},
 };
 
 static const cliopt_t s_packages_flags[] = {
@@ -641,6 +668,47 @@ s_outputs(ag_session_t *s, const ag_session_opts_t *o)
     s->warnings = w;
 }
 
+int
+ag_session_audit_open(ag_session_opts_t *o, err_t *err)
+{
+    if (o->audit_key && !o->audit_path)
+        return err_set(err, ERR_USAGE, "--audit-key needs --audit FILE");
+    if (!o->audit_path || o->audit)
+        return 0;
+    o->audit = ag_audit_open(o->audit_path, o->audit_key, err);
+    return o->audit ? 0 : -1;
+}
+
+/* The session's "session_start" record, the whole policy, and its
+ * executions recorded from now on. */
+static int
+s_audit_start(ag_session_t *s, const ag_session_opts_t *o, err_t *err)
+{
+    audit_log_t *log = o->audit;
+    if (!log && o->audit_path &&
+        !(log = ag_audit_open(o->audit_path, o->audit_key, err)))
+        return -1;
+    s->audit = ag_audit_new(log);
+    if (log != o->audit)
+        audit_log_close(&log);
+    if (!ag_audit_log(s->audit))
+        return 0;
+    json_t *installs = json_array();
+    for (size_t i = 0; i < o->ninstalls; i++)
+        json_array_append_new(installs, json_string(o->installs[i]));
+    json_t *start = json_pack(
+        "{s:s, s:o, s:b, s:i, s:I, s:s?, s:o, s:O, s:i}", "kernel",
+        o->kernel_name ? o->kernel_name : "python3", "policy",
+        ag_session_policy_json(s), "warm", s->warm, "timeout_ms", o->timeout_ms,
+        "max_output_bytes", (json_int_t)o->max_output_bytes, "packages_dir",
+        o->packages_dir, "install", installs, "files", s->inputs, "pid",
+        (int)getpid());
+    if (ag_audit_start(s->audit, start, s->inputs, err))
+        return err_prefix(err, "--audit");
+    ag_audit_watch(s->audit, s->kernel);
+    return 0;
+}
+
 static ag_session_t *
 s_start_gateway(const ag_session_opts_t *o, err_t *err)
 {
@@ -701,6 +769,10 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
                             "%s (kernel %s); its isolation is that "
                             "server's.\n",
                             kb_kernel_gateway_url(k), kb_kernel_remote_id(k));
+    if (s_audit_start(s, o, err)) {
+        ag_session_destroy(&s);
+        return NULL;
+    }
     s_outputs(s, o);
     return s;
 }
@@ -868,7 +940,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     } else {
         s->warnings = xstrdup(s_no_sandbox_warning);
     }
-    if (o->ninstalls && s_install(s, o, err)) {
+    if (s_audit_start(s, o, err) || (o->ninstalls && s_install(s, o, err))) {
         ag_session_destroy(&s);
         return NULL;
     }
@@ -893,7 +965,7 @@ ag_session_attach(const char *connection_file, bool allow_unsigned, err_t *err)
 }
 
 static void
-s_destroy(ag_session_t **ps, bool hand_off)
+s_destroy(ag_session_t **ps, bool hand_off, const char *status)
 {
     if (!ps || !*ps)
         return;
@@ -907,6 +979,10 @@ s_destroy(ag_session_t **ps, bool hand_off)
         kb_kernel_hand_off(&s->kernel);
     else
         kb_kernel_destroy(&s->kernel);
+    err_t e = {0};
+    if (ag_audit_end(s->audit, status, &e))
+        log_warn("--audit: %s", e.text);
+    ag_audit_destroy(&s->audit);
     json_decref(s->policy);
     json_decref(s->packages);
     json_decref(s->inputs);
@@ -921,13 +997,13 @@ s_destroy(ag_session_t **ps, bool hand_off)
 void
 ag_session_destroy(ag_session_t **ps)
 {
-    s_destroy(ps, false);
+    s_destroy(ps, false, "ok");
 }
 
 void
 ag_session_hand_off(ag_session_t **ps)
 {
-    s_destroy(ps, true);
+    s_destroy(ps, true, "ok");
 }
 
 int
@@ -940,7 +1016,7 @@ ag_session_end(ag_session_t **ps, err_t *err)
             err->code = ERR_IO;
         rc = -1;
     }
-    s_destroy(ps, true);
+    s_destroy(ps, true, rc ? "--keep-workspace copy failed" : "ok");
     return rc;
 }
 
@@ -1028,9 +1104,37 @@ ag_session_trust(ag_session_t *s)
     return s->trust;
 }
 
+audit_log_t *
+ag_session_audit(ag_session_t *s)
+{
+    return ag_audit_log(s->audit);
+}
+
+const char *
+ag_session_audit_id(ag_session_t *s)
+{
+    return ag_audit_id(s->audit);
+}
+
+int
+ag_session_audit_file(ag_session_t *s, const char *dir, const char *via,
+                      const char *name, const char *path, uint64_t size,
+                      const char *sha256, err_t *err)
+{
+    if (!ag_audit_log(s->audit))
+        return 0;
+    char hex[NB_SHA256_HEX];
+    if (!sha256 && path && nb_sha256_file(path, hex, &size, err) == 0)
+        sha256 = hex;
+    return ag_audit_file(s->audit, dir, via, name, path, size, sha256, err);
+}
+
 void
 ag_session_record_packages(ag_session_t *s, json_t *report)
 {
+    err_t e = {0};
+    if (ag_audit_packages(s->audit, report, &e))
+        log_warn("--audit: %s", e.text);
     if (!s->packages)
         s->packages = json_array();
     json_array_append(s->packages, report);
