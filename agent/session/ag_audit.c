@@ -7,9 +7,13 @@
 #include "common/xalloc.h"
 #include "packages/pk_key.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SILENT_TEXT_MAX 512
 
@@ -106,6 +110,37 @@ ag_audit_file(ag_audit_t *a, const char *dir, const char *via, const char *name,
                   "path", path, "size", (json_int_t)size, "sha256", sha256);
     return audit_append(
         a->log, a->id, strcmp(dir, "in") == 0 ? "file_in" : "file_out", f, err);
+}
+
+void
+ag_audit_file_out(void *arg, const char *dir, const char *rel, int dirfd,
+                  const char *name)
+{
+    ag_audit_t *a = arg;
+    if (!a || !a->log)
+        return;
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    crypto_hash_sha256_state st;
+    crypto_hash_sha256_init(&st);
+    uint64_t size = 0;
+    char buf[65536];
+    ssize_t n = 0;
+    while (fd >= 0 && (n = read(fd, buf, sizeof buf)) > 0) {
+        crypto_hash_sha256_update(&st, (unsigned char *)buf, (size_t)n);
+        size += (uint64_t)n;
+    }
+    unsigned char h[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_final(&st, h);
+    char hex[AUDIT_HASH_HEX];
+    sodium_bin2hex(hex, sizeof hex, h, sizeof h);
+    if (fd >= 0)
+        close(fd);
+    char *path = xasprintf("%s/%s", dir, rel);
+    err_t e = {0};
+    if (ag_audit_file(a, "out", "copy-out", rel, path, size,
+                      fd >= 0 && n == 0 ? hex : NULL, &e))
+        fprintf(stderr, "jupyter-agent: audit: %s\n", e.text);
+    free(path);
 }
 
 int

@@ -43,6 +43,12 @@ int ag_audit_packages(ag_audit_t *a, const json_t *report, err_t *err);
 int ag_audit_file(ag_audit_t *a, const char *dir, const char *via,
                   const char *name, const char *path, uint64_t size,
                   const char *sha256, err_t *err);
+/* A sandbox/sb_files.h sb_files_out_fn for an ag_audit_t (arg): a
+ * "file_out" record (via "copy-out") for each file a copy-out put on the
+ * host, hashed there. */
+void ag_audit_file_out(void *arg, const char *dir, const char *rel, int dirfd,
+                       const char *name);
+
 /* The "session_end" record (status: "ok", or what failed), sealed when
  * the log has a key. */
 int ag_audit_end(ag_audit_t *a, const char *status, err_t *err);

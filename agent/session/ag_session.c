@@ -423,11 +423,24 @@ s_inputs_json(char *const *files, err_t *err)
     return out;
 }
 
+/* The sandbox factory's argument: the options, and the session's audit
+ * records, told of each file copied out. */
+typedef struct factory_arg {
+    const ag_session_opts_t *o;
+    ag_audit_t *audit;
+} factory_arg_t;
+
 static kb_launcher_t *
 s_sandbox_factory(void *arg, err_t *err)
 {
-    const ag_session_opts_t *o = arg;
-    kb_launcher_t *l = kb_launcher_sandbox_new(&o->policy, err);
+    const factory_arg_t *fa = arg;
+    const ag_session_opts_t *o = fa->o;
+    sb_policy_t policy = o->policy; /* the box copies it */
+    if (ag_audit_log(fa->audit)) {
+        policy.files_out_fn = ag_audit_file_out;
+        policy.files_out_arg = fa->audit;
+    }
+    kb_launcher_t *l = kb_launcher_sandbox_new(&policy, err);
     if (!l)
         return NULL;
     sb_sandbox_t *box = kb_launcher_sandbox_box(l);
@@ -681,16 +694,26 @@ ag_session_audit_open(ag_session_opts_t *o, err_t *err)
 
 /* The session's "session_start" record, the whole policy, and its
  * executions recorded from now on. */
-static int
-s_audit_start(ag_session_t *s, const ag_session_opts_t *o, err_t *err)
+/* The session's records (none without --audit): NULL + err when the log
+ * does not open. */
+static ag_audit_t *
+s_audit_new(const ag_session_opts_t *o, err_t *err)
 {
     audit_log_t *log = o->audit;
     if (!log && o->audit_path &&
         !(log = ag_audit_open(o->audit_path, o->audit_key, err)))
-        return -1;
-    s->audit = ag_audit_new(log);
+        return NULL;
+    ag_audit_t *a = ag_audit_new(log);
     if (log != o->audit)
         audit_log_close(&log);
+    return a;
+}
+
+static int
+s_audit_start(ag_session_t *s, const ag_session_opts_t *o, err_t *err)
+{
+    if (!s->audit && !(s->audit = s_audit_new(o, err)))
+        return -1;
     if (!ag_audit_log(s->audit))
         return 0;
     json_t *installs = json_array();
@@ -877,11 +900,18 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
         json_decref(inputs);
         return NULL;
     }
+    factory_arg_t fa = {.o = o, .audit = s_audit_new(o, err)};
+    if (!fa.audit) {
+        pk_trust_destroy(&trust);
+        json_decref(inputs);
+        kb_launcher_destroy(&warm);
+        return NULL;
+    }
     kb_kernel_opts_t kopts = {.kernel_name = o->kernel_name,
                               .max_output_bytes = o->max_output_bytes};
     if (!o->no_sandbox) {
         kopts.launcher = s_sandbox_factory;
-        kopts.launcher_arg = (void *)o;
+        kopts.launcher_arg = &fa;
     }
     if (warm) {
         kopts.launcher = s_warm_factory;
@@ -908,7 +938,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
                  err ? err->text : "no reason given");
         warm = NULL;
         kopts.launcher = s_sandbox_factory;
-        kopts.launcher_arg = (void *)o;
+        kopts.launcher_arg = &fa;
         kopts.startup_timeout_ms = 0;
         k = kb_kernel_start(&kopts, err);
     }
@@ -916,9 +946,11 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
         s_hint_limits(o, err);
         pk_trust_destroy(&trust);
         json_decref(inputs);
+        ag_audit_destroy(&fa.audit);
         return NULL;
     }
     ag_session_t *s = xcalloc(1, sizeof *s);
+    s->audit = fa.audit;
     s->kernel = k;
     s->inputs = inputs;
     s->sandboxed = !o->no_sandbox;
