@@ -3,7 +3,9 @@
  */
 #include "common/audit.h"
 #include "common/audit_impl.h"
+#include "common/jget.h"
 
+#include "common/clock.h"
 #include "common/fileio.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
@@ -60,19 +62,6 @@ audit_new_id(char out[33])
     sodium_bin2hex(out, 33, r, sizeof r);
 }
 
-/* "2026-12-02T04:50:00.123Z" */
-static void
-s_now(char *out, size_t size)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char day[24];
-    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, size, "%.19s.%03dZ", day, (int)(ts.tv_nsec / 1000000) % 1000);
-}
-
 void
 audit_genesis(const char *log_id, char out[AUDIT_HASH_HEX])
 {
@@ -119,8 +108,8 @@ s_read_tail(audit_log_t *l, off_t size, err_t *err)
         goto out;
     }
     last = json_loads(start, 0, NULL);
-    json_t *seq = json_object_get(last, "seq");
-    if (!json_is_integer(seq)) {
+    int64_t seq = jget_int(last, "seq", -1);
+    if (seq < 0) {
         err_set(err, ERR_VERIFY,
                 "the last line of the audit log %s is not an audit record; "
                 "check it with 'jupyter-agent audit verify %s' or use a new "
@@ -128,7 +117,7 @@ s_read_tail(audit_log_t *l, off_t size, err_t *err)
                 l->path, l->path);
         goto out;
     }
-    l->seq = json_integer_value(seq);
+    l->seq = seq;
     audit_sha256_hex(start, strlen(start), l->prev);
     /* The first line, for the log id. */
     char head[512];
@@ -142,7 +131,7 @@ s_read_tail(audit_log_t *l, off_t size, err_t *err)
     if (nl)
         *nl = '\0';
     first = json_loads(head, 0, NULL);
-    const char *id = json_string_value(json_object_get(first, "log_id"));
+    const char *id = jget_strict(first, "log_id", NULL);
     if (!id || strlen(id) != 32) {
         err_set(err, ERR_VERIFY,
                 "the audit log %s does not start with its 'log' record; "
@@ -166,7 +155,7 @@ s_write_record(audit_log_t *l, const char *session, const char *type,
 {
     json_t *rec = json_object();
     char ts[40];
-    s_now(ts, sizeof ts);
+    clock_iso8601_now(ts, sizeof ts);
     json_object_set_new(rec, "seq", json_integer(l->seq + 1));
     json_object_set_new(rec, "ts", json_string(ts));
     json_object_set_new(rec, "session",

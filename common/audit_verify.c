@@ -3,6 +3,7 @@
  */
 #include "common/audit.h"
 #include "common/audit_impl.h"
+#include "common/jget.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,8 +27,7 @@ typedef struct line {
 static long long
 s_seq(json_t *rec)
 {
-    json_t *v = json_object_get(rec, "seq");
-    return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+    return (long long)jget_int(rec, "seq", -1);
 }
 
 /* The ERR_VERIFY of line i (0-based). */
@@ -59,12 +59,12 @@ s_check_seal(audit_summary_t *sum, const line_t *ln, size_t i,
              err_t *err)
 {
     json_t *r = ln[i].rec;
-    const char *sighex = json_string_value(json_object_get(r, "sig"));
-    const char *pubhex = json_string_value(json_object_get(r, "pub"));
-    json_t *covers = json_object_get(r, "covers_seq");
+    const char *sighex = jget_strict(r, "sig", NULL);
+    const char *pubhex = jget_strict(r, "pub", NULL);
+    long long covers = (long long)jget_int(r, "covers_seq", -2);
     unsigned char sig[64], rpub[32];
     size_t n = 0;
-    if (!sighex || !pubhex || !json_is_integer(covers) ||
+    if (!sighex || !pubhex || covers == -2 ||
         sodium_hex2bin(sig, sizeof sig, sighex, strlen(sighex), NULL, &n,
                        NULL) ||
         n != sizeof sig ||
@@ -74,17 +74,17 @@ s_check_seal(audit_summary_t *sum, const line_t *ln, size_t i,
         return s_broken(sum, ln, i, err,
                         "bad seal: it lacks its sig, pub or covers_seq "
                         "(edited)");
-    if (json_integer_value(covers) != ln[i].seq - 1)
+    if (covers != ln[i].seq - 1)
         return s_broken(sum, ln, i, err,
                         "bad seal: it says it covers seq %lld, not the "
                         "record before it",
-                        (long long)json_integer_value(covers));
+                        covers);
     if (pub && memcmp(pub, rpub, sizeof rpub) != 0)
         return s_broken(sum, ln, i, err,
                         "the seal is by another key (key id %s), not the "
                         "one given with --pub",
-                        json_string_value(json_object_get(r, "key_id"))
-                            ? json_string_value(json_object_get(r, "key_id"))
+                        jget_strict(r, "key_id", NULL)
+                            ? jget_strict(r, "key_id", NULL)
                             : "?");
     char msg[256];
     size_t mlen = audit_seal_message(msg, sizeof msg, log_id, ln[i].seq, prev);
@@ -146,11 +146,10 @@ s_check(audit_summary_t *sum, line_t *ln, size_t nl, const unsigned char *pub,
                      l->seq, want - 1);
             goto out;
         }
-        const char *rprev = json_string_value(json_object_get(l->rec, "prev"));
+        const char *rprev = jget_strict(l->rec, "prev", NULL);
         if (i == 0) {
-            const char *type =
-                json_string_value(json_object_get(l->rec, "type"));
-            log_id = json_string_value(json_object_get(l->rec, "log_id"));
+            const char *type = jget_strict(l->rec, "type", NULL);
+            log_id = jget_strict(l->rec, "log_id", NULL);
             if (!type || strcmp(type, "log") || !log_id ||
                 strlen(log_id) != 32) {
                 s_broken(sum, ln, i, err,
@@ -172,17 +171,17 @@ s_check(audit_summary_t *sum, line_t *ln, size_t nl, const unsigned char *pub,
                          i + 1, l->seq);
             goto out;
         }
-        const char *type = json_string_value(json_object_get(l->rec, "type"));
+        const char *type = jget_strict(l->rec, "type", NULL);
         if (type && strcmp(type, "seal") == 0) {
             if (s_check_seal(sum, ln, i, log_id, prev, pub, err))
                 goto out;
             sum->seals++;
             sum->last_seal_line = i + 1;
         }
-        const char *sid = json_string_value(json_object_get(l->rec, "session"));
+        const char *sid = jget_strict(l->rec, "session", NULL);
         if (sid)
             json_object_set_new(sessions, sid, json_true());
-        const char *ts = json_string_value(json_object_get(l->rec, "ts"));
+        const char *ts = jget_strict(l->rec, "ts", NULL);
         if (ts && i == 0)
             snprintf(sum->first_ts, sizeof sum->first_ts, "%s", ts);
         if (ts)

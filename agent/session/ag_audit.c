@@ -4,6 +4,7 @@
 #include "agent/session/ag_audit.h"
 
 #include "common/clock.h"
+#include "common/jget.h"
 #include "common/xalloc.h"
 #include "packages/pk_key.h"
 
@@ -156,12 +157,10 @@ ag_audit_start(ag_audit_t *a, json_t *start, const json_t *inputs, err_t *err)
     json_t *f;
     json_array_foreach(inputs, i, f)
     {
-        if (ag_audit_file(
-                a, "in", "--file",
-                json_string_value(json_object_get(f, "name")),
-                json_string_value(json_object_get(f, "path")),
-                (uint64_t)json_integer_value(json_object_get(f, "size")),
-                json_string_value(json_object_get(f, "sha256")), err))
+        if (ag_audit_file(a, "in", "--file", jget_str(f, "name", NULL),
+                          jget_str(f, "path", NULL),
+                          (uint64_t)jget_int(f, "size", 0),
+                          jget_str(f, "sha256", NULL), err))
             return -1;
     }
     return 0;
@@ -217,24 +216,21 @@ s_outputs(const kb_output_t *out)
     json_t *o;
     json_array_foreach(outs, i, o)
     {
-        const char *type = json_string_value(json_object_get(o, "output_type"));
+        const char *type = jget_str(o, "output_type", NULL);
         const char *kind = type ? type : "unknown";
-        if (type && strcmp(type, "stream") == 0 &&
-            json_string_value(json_object_get(o, "name")))
-            kind = json_string_value(json_object_get(o, "name"));
+        if (type && strcmp(type, "stream") == 0 && jget_str(o, "name", NULL))
+            kind = jget_str(o, "name", NULL);
         size_t bytes = s_bytes(o);
         json_t *k = json_object_get(by, kind);
         if (!k) {
             k = json_pack("{s:i, s:I}", "count", 0, "bytes", (json_int_t)0);
             json_object_set_new(by, kind, k);
         }
-        json_object_set_new(
-            k, "count",
-            json_integer(json_integer_value(json_object_get(k, "count")) + 1));
+        json_object_set_new(k, "count",
+                            json_integer(jget_int(k, "count", 0) + 1));
         json_object_set_new(
             k, "bytes",
-            json_integer(json_integer_value(json_object_get(k, "bytes")) +
-                         (json_int_t)bytes));
+            json_integer(jget_int(k, "bytes", 0) + (json_int_t)bytes));
     }
     return by;
 }
