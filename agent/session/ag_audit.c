@@ -3,6 +3,7 @@
  */
 #include "agent/session/ag_audit.h"
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/jget.h"
 #include "common/xalloc.h"
@@ -280,6 +281,51 @@ s_end(void *arg, void *token, const kb_output_t *out, int rc, const err_t *err)
     if (audit_append(a->log, a->id, "exec_end", f, &e))
         fprintf(stderr, "jupyter-agent: audit: %s\n", e.text);
     free(t);
+}
+
+static void
+s_cmd_start(void *arg, unsigned id, char *const *argv, const char *cwd)
+{
+    ag_audit_t *a = arg;
+    buf_t b;
+    buf_init(&b, 0);
+    json_t *args = json_array();
+    for (char *const *p = argv; p && *p; p++) {
+        buf_printf(&b, "%s%s", p == argv ? "" : " ", *p);
+        json_array_append_new(args, json_integer((json_int_t)strlen(*p)));
+    }
+    json_t *f = json_pack("{s:I, s:s, s:o}", "cmd", (json_int_t)id, "cwd",
+                          cwd ? cwd : "", "arg_bytes", args);
+    audit_code_fields(f, buf_cstr(&b), AUDIT_CODE_TEXT_MAX);
+    buf_release(&b);
+    err_t e = {0};
+    if (audit_append(a->log, a->id, "command", f, &e))
+        fprintf(stderr, "jupyter-agent: audit: %s\n", e.text);
+}
+
+static void
+s_cmd_end(void *arg, unsigned id, const sb_cmd_end_t *end, size_t out_bytes)
+{
+    ag_audit_t *a = arg;
+    json_t *f = end ? json_pack("{s:I, s:i, s:i, s:s, s:I}", "cmd",
+                                (json_int_t)id, "exit_code", end->exit_code,
+                                "signal", end->signal, "status", end->why,
+                                "output_bytes", (json_int_t)out_bytes)
+                    : json_pack("{s:I, s:s}", "cmd", (json_int_t)id, "status",
+                                "did not start");
+    err_t e = {0};
+    if (audit_append(a->log, a->id, "command_end", f, &e))
+        fprintf(stderr, "jupyter-agent: audit: %s\n", e.text);
+}
+
+void
+ag_audit_cmds(ag_audit_t *a, sb_cmds_limits_t *lim)
+{
+    if (!a || !a->log)
+        return;
+    lim->on_start = s_cmd_start;
+    lim->on_end = s_cmd_end;
+    lim->observer_arg = a;
 }
 
 void

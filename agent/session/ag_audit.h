@@ -11,6 +11,7 @@
 #include "common/audit.h"
 #include "common/err.h"
 #include "kernel-bridge/kb_kernel.h"
+#include "sandbox/sb_cmds.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -35,6 +36,10 @@ int ag_audit_start(ag_audit_t *a, json_t *start, const json_t *inputs,
                    err_t *err);
 /* Records each execution of k from now on (kb_kernel_observe). */
 void ag_audit_watch(ag_audit_t *a, kb_kernel_t *k);
+/* Records each command a sandbox/sb_cmds.h manager made with `lim`
+ * starts in the box ("command", "command_end"): the MCP shell tool, the
+ * E2B process API. `a` must outlive the manager. */
+void ag_audit_cmds(ag_audit_t *a, sb_cmds_limits_t *lim);
 /* A "packages" record: an install report (borrowed). */
 int ag_audit_packages(ag_audit_t *a, const json_t *report, err_t *err);
 /* A "file_in" or "file_out" record (`dir` "in" or "out"): how it moved

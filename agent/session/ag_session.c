@@ -1162,6 +1162,12 @@ ag_session_audit_file(ag_session_t *s, const char *dir, const char *via,
 }
 
 void
+ag_session_audit_cmds(ag_session_t *s, struct sb_cmds_limits *lim)
+{
+    ag_audit_cmds(s->audit, lim);
+}
+
+void
 ag_session_record_packages(ag_session_t *s, json_t *report)
 {
     err_t e = {0};

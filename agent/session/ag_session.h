@@ -150,6 +150,12 @@ int ag_session_audit_file(ag_session_t *s, const char *dir, const char *via,
                           const char *name, const char *path, uint64_t size,
                           const char *sha256, err_t *err);
 
+/* Let the session's --audit log record each command a sandbox/sb_cmds.h
+ * manager made with `lim` runs in the box (destroy the manager before
+ * the session). Nothing without a log. */
+struct sb_cmds_limits;
+void ag_session_audit_cmds(ag_session_t *s, struct sb_cmds_limits *lim);
+
 /* --packages DIR and the keys trusted for it (from --trust and the default
  * trusted-keys directories), or NULL when the session has none. Borrowed.
  * ag_session_start installs --install names from them once the kernel is

@@ -214,6 +214,8 @@ try:
             c.close()
 
     ran = []
+    SHELL = "echo shell-said-hi"
+    shell_ran = False
     if port:
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                 "params": {"protocolVersion": "2025-11-25",
@@ -230,6 +232,14 @@ try:
                                {"MCP-Session-Id": s,
                                 "MCP-Protocol-Version": "2025-11-25"})
             ran.append((st, st2, str((i + 5) * 7).encode() in raw, pyc, s))
+            if i == 0:
+                st3, _, raw3 = post(
+                    {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                     "params": {"name": "shell",
+                                "arguments": {"command": SHELL}}},
+                    {"MCP-Session-Id": s,
+                     "MCP-Protocol-Version": "2025-11-25"})
+                shell_ran = st3 == 200 and b"shell-said-hi" in raw3
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
             c.request("DELETE", "/mcp", headers={"MCP-Session-Id": s})
             c.getresponse().read()
@@ -257,6 +267,14 @@ try:
        and all(any(x["type"] == "session_end" for x in v)
                for v in per.values()),
        "each session's start, code and end are under its own id", per.keys())
+    cmd = [x for x in recs if x["type"] == "command"]
+    cend = [x for x in recs if x["type"] == "command_end"]
+    ok(shell_ran and len(cmd) == 1 and
+       cmd[0]["code_sha256"] == sha(("/bin/sh -c " + SHELL).encode()) and
+       len(cend) == 1 and cend[0]["exit_code"] == 0 and
+       cend[0]["output_bytes"] == len("shell-said-hi\n"),
+       "the MCP shell tool's command is recorded with its hash, exit code "
+       "and output bytes", (shell_ran, cmd, cend))
 finally:
     shutil.rmtree(T, ignore_errors=True)
 
