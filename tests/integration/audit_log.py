@@ -215,7 +215,8 @@ try:
 
     ran = []
     SHELL = "echo shell-said-hi"
-    shell_ran = False
+    shell_ran = files_ran = False
+    WROTE = "written through MCP\n"
     if port:
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                 "params": {"protocolVersion": "2025-11-25",
@@ -240,6 +241,20 @@ try:
                     {"MCP-Session-Id": s,
                      "MCP-Protocol-Version": "2025-11-25"})
                 shell_ran = st3 == 200 and b"shell-said-hi" in raw3
+                hdr = {"MCP-Session-Id": s,
+                       "MCP-Protocol-Version": "2025-11-25"}
+                st4, _, raw4 = post(
+                    {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                     "params": {"name": "write_file",
+                                "arguments": {"path": "/mnt/data/w.txt",
+                                              "content": WROTE}}}, hdr)
+                st5, _, raw5 = post(
+                    {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                     "params": {"name": "read_file",
+                                "arguments": {"path": "/mnt/data/w.txt"}}},
+                    hdr)
+                files_ran = st4 == 200 and st5 == 200 and \
+                    WROTE.strip().encode() in raw5
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
             c.request("DELETE", "/mcp", headers={"MCP-Session-Id": s})
             c.getresponse().read()
@@ -275,6 +290,15 @@ try:
        cend[0]["output_bytes"] == len("shell-said-hi\n"),
        "the MCP shell tool's command is recorded with its hash, exit code "
        "and output bytes", (shell_ran, cmd, cend))
+    fi = [x for x in recs if x["type"] == "file_in" and
+          x["via"] == "mcp write_file"]
+    fo = [x for x in recs if x["type"] == "file_out" and
+          x["via"] == "mcp read_file"]
+    ok(files_ran and len(fi) == 1 and len(fo) == 1 and
+       fi[0]["sha256"] == fo[0]["sha256"] == sha(WROTE.encode()) and
+       fi[0]["size"] == len(WROTE),
+       "MCP write_file and read_file are recorded as files in and out with "
+       "the content's SHA-256", (files_ran, fi, fo))
 finally:
     shutil.rmtree(T, ignore_errors=True)
 
