@@ -1162,6 +1162,15 @@ ag_session_audit_file(ag_session_t *s, const char *dir, const char *via,
 }
 
 void
+ag_session_audit_out_opts(ag_session_t *s, sb_files_out_opts_t *oo)
+{
+    if (s && ag_audit_log(s->audit)) {
+        oo->on_file = ag_audit_file_out;
+        oo->on_file_arg = s->audit;
+    }
+}
+
+void
 ag_session_audit_cmds(ag_session_t *s, struct sb_cmds_limits *lim)
 {
     ag_audit_cmds(s->audit, lim);
