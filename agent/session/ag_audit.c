@@ -114,6 +114,39 @@ ag_audit_file(ag_audit_t *a, const char *dir, const char *via, const char *name,
         a->log, a->id, strcmp(dir, "in") == 0 ? "file_in" : "file_out", f, err);
 }
 
+/* SHA-256 of fd's content from offset 0 (pread: its offset stays), and
+ * its size; -1 when it cannot be read. */
+static int
+s_hash_fd(int fd, char hex[AUDIT_HASH_HEX], uint64_t *size)
+{
+    crypto_hash_sha256_state st;
+    crypto_hash_sha256_init(&st);
+    *size = 0;
+    char buf[65536];
+    ssize_t n;
+    while ((n = pread(fd, buf, sizeof buf, (off_t)*size)) > 0) {
+        crypto_hash_sha256_update(&st, (unsigned char *)buf, (size_t)n);
+        *size += (uint64_t)n;
+    }
+    unsigned char h[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_final(&st, h);
+    sodium_bin2hex(hex, AUDIT_HASH_HEX, h, sizeof h);
+    return n == 0 ? 0 : -1;
+}
+
+int
+ag_audit_file_fd(ag_audit_t *a, const char *dir, const char *via,
+                 const char *name, const char *path, int fd, err_t *err)
+{
+    if (!a || !a->log)
+        return 0;
+    char hex[AUDIT_HASH_HEX];
+    uint64_t size = 0;
+    bool hashed = fd >= 0 && s_hash_fd(fd, hex, &size) == 0;
+    return ag_audit_file(a, dir, via, name, path, size, hashed ? hex : NULL,
+                         err);
+}
+
 void
 ag_audit_file_out(void *arg, const char *dir, const char *rel, int dirfd,
                   const char *name)
@@ -122,26 +155,12 @@ ag_audit_file_out(void *arg, const char *dir, const char *rel, int dirfd,
     if (!a || !a->log)
         return;
     int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    crypto_hash_sha256_state st;
-    crypto_hash_sha256_init(&st);
-    uint64_t size = 0;
-    char buf[65536];
-    ssize_t n = 0;
-    while (fd >= 0 && (n = read(fd, buf, sizeof buf)) > 0) {
-        crypto_hash_sha256_update(&st, (unsigned char *)buf, (size_t)n);
-        size += (uint64_t)n;
-    }
-    unsigned char h[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256_final(&st, h);
-    char hex[AUDIT_HASH_HEX];
-    sodium_bin2hex(hex, sizeof hex, h, sizeof h);
-    if (fd >= 0)
-        close(fd);
     char *path = xasprintf("%s/%s", dir, rel);
     err_t e = {0};
-    if (ag_audit_file(a, "out", "copy-out", rel, path, size,
-                      fd >= 0 && n == 0 ? hex : NULL, &e))
+    if (ag_audit_file_fd(a, "out", "copy-out", rel, path, fd, &e))
         fprintf(stderr, "jupyter-agent: audit: %s\n", e.text);
+    if (fd >= 0)
+        close(fd);
     free(path);
 }
 

@@ -48,6 +48,10 @@ int ag_audit_packages(ag_audit_t *a, const json_t *report, err_t *err);
 int ag_audit_file(ag_audit_t *a, const char *dir, const char *via,
                   const char *name, const char *path, uint64_t size,
                   const char *sha256, err_t *err);
+/* ag_audit_file for the file open as `fd`, hashed from its start (its
+ * offset is left alone). */
+int ag_audit_file_fd(ag_audit_t *a, const char *dir, const char *via,
+                     const char *name, const char *path, int fd, err_t *err);
 /* A sandbox/sb_files.h sb_files_out_fn for an ag_audit_t (arg): a
  * "file_out" record (via "copy-out") for each file a copy-out put on the
  * host, hashed there. */

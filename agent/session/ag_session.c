@@ -1153,12 +1153,19 @@ ag_session_audit_file(ag_session_t *s, const char *dir, const char *via,
                       const char *name, const char *path, uint64_t size,
                       const char *sha256, err_t *err)
 {
-    if (!ag_audit_log(s->audit))
+    if (!s || !ag_audit_log(s->audit))
         return 0;
     char hex[NB_SHA256_HEX];
     if (!sha256 && path && nb_sha256_file(path, hex, &size, err) == 0)
         sha256 = hex;
     return ag_audit_file(s->audit, dir, via, name, path, size, sha256, err);
+}
+
+int
+ag_session_audit_fd(ag_session_t *s, const char *dir, const char *via,
+                    const char *name, int fd, err_t *err)
+{
+    return s ? ag_audit_file_fd(s->audit, dir, via, name, NULL, fd, err) : 0;
 }
 
 void

@@ -153,6 +153,9 @@ int ag_session_audit_file(ag_session_t *s, const char *dir, const char *via,
 /* Let the session's --audit log record each command a sandbox/sb_cmds.h
  * manager made with `lim` runs in the box (destroy the manager before
  * the session). Nothing without a log. */
+/* ag_session_audit_file for the file open as `fd` (hashed with pread). */
+int ag_session_audit_fd(ag_session_t *s, const char *dir, const char *via,
+                        const char *name, int fd, err_t *err);
 /* Let the --audit log record each file a copy-out with `oo` puts on the
  * host ("file_out", sandbox/sb_files.h on_file). Nothing without a log. */
 void ag_session_audit_out_opts(ag_session_t *s, sb_files_out_opts_t *oo);

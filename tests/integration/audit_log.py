@@ -7,7 +7,9 @@
 - `run NOTEBOOK --audit LOG` appends to the same log: each cell's code
   hash, and the records after the last seal are reported unsealed;
 - `mcp --http --audit LOG` with two sessions writes one log that verifies,
-  each session's records under its own id;
+  each session's records under its own id, with the shell tool's command
+  and write_file / read_file as files in and out; so does `e2b --audit`
+  with two sandboxes, an upload and a download;
 - `audit verify` names the record edited in a real log and exits 8;
 - a FIFO or a symbolic link as --audit is refused before anything runs.
 TAP.
@@ -299,6 +301,65 @@ try:
        fi[0]["size"] == len(WROTE),
        "MCP write_file and read_file are recorded as files in and out with "
        "the content's SHA-256", (files_ran, fi, fo))
+
+    # ---- e2b: two sandboxes, one log; uploads and downloads ------------
+    elog = os.path.join(T, "e.log")
+    srv = subprocess.Popen([BIN, "e2b", "--listen", "127.0.0.1:0", "--audit",
+                            elog], env=ENV, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE)
+    eport = None
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        line = srv.stderr.readline()
+        m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)", line)
+        if m:
+            eport = int(m.group(1))
+            threading.Thread(target=lambda: srv.stderr.read(),
+                             daemon=True).start()
+            break
+        if not line and srv.poll() is not None:
+            break
+    UP = b"uploaded through E2B\n"
+    got = []
+    if eport:
+        key = {"X-API-KEY": "e2b_" + "0123456789abcdef" * 2 + "01234567"}
+        for i in range(2):
+            c = http.client.HTTPConnection("127.0.0.1", eport, timeout=120)
+            c.request("POST", "/sandboxes", body=json.dumps(
+                {"templateID": "code-interpreter-v1", "timeout": 60}),
+                headers=dict(key, **{"Content-Type": "application/json"}))
+            box = json.loads(c.getresponse().read())
+            c.close()
+            h = {"E2b-Sandbox-Id": box["sandboxID"],
+                 "E2b-Sandbox-Port": "49983",
+                 "X-Access-Token": box.get("envdAccessToken") or ""}
+            if i == 0:
+                c = http.client.HTTPConnection("127.0.0.1", eport, timeout=60)
+                c.request("POST", "/files?path=/home/user/up.txt", body=UP,
+                          headers=dict(h, **{"Content-Type":
+                                             "application/octet-stream"}))
+                c.getresponse().read()
+                c.close()
+                c = http.client.HTTPConnection("127.0.0.1", eport, timeout=60)
+                c.request("GET", "/files?path=/home/user/up.txt", headers=h)
+                got.append(c.getresponse().read())
+                c.close()
+    srv.send_signal(signal.SIGTERM)
+    try:
+        srv.wait(60)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+    r = ja("audit", "verify", elog)
+    ok(got == [UP] and r.returncode == 0 and b"2 sessions" in r.stdout,
+       "e2b --audit: two sandboxes write one log that verifies",
+       (got, r.stdout + r.stderr))
+    recs = records(elog) if os.path.exists(elog) else []
+    ef = [(x["type"], x["via"], x["sha256"], x["size"]) for x in recs
+          if x["type"] in ("file_in", "file_out")]
+    ok(ef == [("file_in", "e2b upload", sha(UP), len(UP)),
+              ("file_out", "e2b download", sha(UP), len(UP))],
+       "an E2B upload and download are files in and out with the content's "
+       "SHA-256", ef)
 finally:
     shutil.rmtree(T, ignore_errors=True)
 
