@@ -191,25 +191,39 @@ s_write_record(audit_log_t *l, const char *session, const char *type,
     return 0;
 }
 
-/* Lock the file, catch up with what other processes appended, start a
- * new file with its "log" record, then write; l->lock held. */
+/* Lock the file and catch up with what other processes appended (or
+ * read the tail the first time): 0 with the lock held, or -1 + err with
+ * it released. l->lock held. */
 static int
-s_append_locked(audit_log_t *l, const char *session, const char *type,
-                json_t *fields, err_t *err)
+s_lock(audit_log_t *l, err_t *err)
 {
-    int rc = -1;
     if (flock(l->fd, LOCK_EX) < 0)
         return err_errno(err, ERR_IO, "cannot lock the audit log %s", l->path);
     struct stat st;
     if (fstat(l->fd, &st) < 0) {
         err_errno(err, ERR_IO, "cannot stat the audit log %s", l->path);
-        goto unlock;
+        flock(l->fd, LOCK_UN);
+        return -1;
     }
     if (st.st_size != l->known_size || l->seq < -1) {
-        if (s_read_tail(l, st.st_size, err))
-            goto unlock;
+        if (s_read_tail(l, st.st_size, err)) {
+            flock(l->fd, LOCK_UN);
+            return -1;
+        }
         l->known_size = st.st_size;
     }
+    return 0;
+}
+
+/* Lock and catch up, start a new file with its "log" record, then
+ * write; l->lock held. */
+static int
+s_append_locked(audit_log_t *l, const char *session, const char *type,
+                json_t *fields, err_t *err)
+{
+    int rc = -1;
+    if (s_lock(l, err))
+        return -1;
     if (l->seq == -1) {
         audit_new_id(l->log_id);
         audit_genesis(l->log_id, l->prev);
@@ -256,18 +270,8 @@ static int
 s_seal_locked(audit_log_t *l, const char *session, err_t *err)
 {
     int rc = -1;
-    if (flock(l->fd, LOCK_EX) < 0)
-        return err_errno(err, ERR_IO, "cannot lock the audit log %s", l->path);
-    struct stat st;
-    if (fstat(l->fd, &st) < 0) {
-        err_errno(err, ERR_IO, "cannot stat the audit log %s", l->path);
-        goto unlock;
-    }
-    if (st.st_size != l->known_size || l->seq < 0) {
-        if (s_read_tail(l, st.st_size, err))
-            goto unlock;
-        l->known_size = st.st_size;
-    }
+    if (s_lock(l, err))
+        return -1;
     if (l->seq < 0) { /* nothing to seal */
         rc = 0;
         goto unlock;

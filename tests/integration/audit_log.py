@@ -64,6 +64,32 @@ LOG = os.path.join(T, "a.log")
 KEY = os.path.join(T, "k")
 
 
+def start_server(argv, pattern):
+    """A server of ours: (process, its port from the line `pattern` matches
+    on stderr, or None); the rest of its stderr is drained."""
+    srv = subprocess.Popen([BIN] + argv, env=ENV, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        line = srv.stderr.readline()
+        m = re.search(pattern, line)
+        if m:
+            threading.Thread(target=lambda: srv.stderr.read(),
+                             daemon=True).start()
+            return srv, int(m.group(1))
+        if not line and srv.poll() is not None:
+            break
+    return srv, None
+
+
+def stop_server(srv):
+    srv.send_signal(signal.SIGTERM)
+    try:
+        srv.wait(60)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+
+
 def ja(*args, **kw):
     return subprocess.run([BIN] + list(args), env=ENV, capture_output=True,
                           timeout=kw.get("timeout", 180))
@@ -185,21 +211,9 @@ try:
 
     # ---- mcp --http: two sessions, one log -------------------------------
     mlog = os.path.join(T, "m.log")
-    srv = subprocess.Popen([BIN, "mcp", "--http", "127.0.0.1:0", "--audit",
-                            mlog], env=ENV, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE)
-    port = None
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        line = srv.stderr.readline()
-        m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)/mcp", line)
-        if m:
-            port = int(m.group(1))
-            threading.Thread(target=lambda: srv.stderr.read(),
-                             daemon=True).start()
-            break
-        if not line and srv.poll() is not None:
-            break
+    srv, port = start_server(["mcp", "--http", "127.0.0.1:0", "--audit",
+                              mlog],
+                             rb"listening on http://127\.0\.0\.1:(\d+)/mcp")
 
     def post(body, headers=None):
         h = {"Content-Type": "application/json",
@@ -261,11 +275,7 @@ try:
             c.request("DELETE", "/mcp", headers={"MCP-Session-Id": s})
             c.getresponse().read()
             c.close()
-    srv.send_signal(signal.SIGTERM)
-    try:
-        srv.wait(60)
-    except subprocess.TimeoutExpired:
-        srv.kill()
+    stop_server(srv)
     ok(port and len(ran) == 2 and all(x[0] == 200 and x[1] == 200 and x[2]
                                       for x in ran),
        "mcp --http --audit: two sessions ran code", ran)
@@ -304,21 +314,9 @@ try:
 
     # ---- e2b: two sandboxes, one log; uploads and downloads ------------
     elog = os.path.join(T, "e.log")
-    srv = subprocess.Popen([BIN, "e2b", "--listen", "127.0.0.1:0", "--audit",
-                            elog], env=ENV, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE)
-    eport = None
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        line = srv.stderr.readline()
-        m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            eport = int(m.group(1))
-            threading.Thread(target=lambda: srv.stderr.read(),
-                             daemon=True).start()
-            break
-        if not line and srv.poll() is not None:
-            break
+    srv, eport = start_server(["e2b", "--listen", "127.0.0.1:0", "--audit",
+                               elog],
+                              rb"listening on http://127\.0\.0\.1:(\d+)")
     UP = b"uploaded through E2B\n"
     got = []
     if eport:
@@ -344,11 +342,7 @@ try:
                 c.request("GET", "/files?path=/home/user/up.txt", headers=h)
                 got.append(c.getresponse().read())
                 c.close()
-    srv.send_signal(signal.SIGTERM)
-    try:
-        srv.wait(60)
-    except subprocess.TimeoutExpired:
-        srv.kill()
+    stop_server(srv)
     r = ja("audit", "verify", elog)
     ok(got == [UP] and r.returncode == 0 and b"2 sessions" in r.stdout,
        "e2b --audit: two sandboxes write one log that verifies",
