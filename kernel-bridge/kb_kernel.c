@@ -629,10 +629,38 @@ s_refused(kb_kernel_t *k, const kb_wire_stats_t *before, char *out, size_t size)
                  (unsigned long long)n, n == 1 ? "" : "s", kinds);
 }
 
+static int s_execute(kb_kernel_t *k, const char *code,
+                     const kb_exec_opts_t *opts, int timeout_ms,
+                     kb_output_t *out, const kb_exec_hooks_t *hooks,
+                     err_t *err);
+
+void
+kb_kernel_observe(kb_kernel_t *k, const kb_exec_observer_t *obs)
+{
+    k->observer = obs;
+}
+
 int
 kb_kernel_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
                   int timeout_ms, kb_output_t *out,
                   const kb_exec_hooks_t *hooks, err_t *err)
+{
+    const kb_exec_observer_t *obs = k->observer;
+    if (!obs)
+        return s_execute(k, code, opts, timeout_ms, out, hooks, err);
+    void *token = obs->begin(obs->arg, code, opts);
+    err_t e = {0};
+    int rc = s_execute(k, code, opts, timeout_ms, out, hooks, &e);
+    obs->end(obs->arg, token, out, rc, &e);
+    if (rc && err)
+        *err = e;
+    return rc;
+}
+
+static int
+s_execute(kb_kernel_t *k, const char *code, const kb_exec_opts_t *opts,
+          int timeout_ms, kb_output_t *out, const kb_exec_hooks_t *hooks,
+          err_t *err)
 {
     if (k->paused)
         return err_set(err, ERR_KERNEL,

@@ -112,6 +112,18 @@ int kb_kernel_execute(kb_kernel_t *k, const char *code,
                       kb_output_t *out, const kb_exec_hooks_t *hooks,
                       err_t *err);
 
+/* Someone who records every execution of this kernel (the audit log,
+ * agent/session/ag_audit.h): `begin` before the request goes out, its
+ * return value handed to `end` after kb_kernel_execute's outcome is known
+ * (rc and err as it returns them). Set once; NULL clears. Borrowed. */
+typedef struct kb_exec_observer {
+    void *(*begin)(void *arg, const char *code, const kb_exec_opts_t *opts);
+    void (*end)(void *arg, void *token, const kb_output_t *out, int rc,
+                const err_t *err);
+    void *arg;
+} kb_exec_observer_t;
+void kb_kernel_observe(kb_kernel_t *k, const kb_exec_observer_t *obs);
+
 /* The caller exits after its next execution (exec, run): a kernel that
  * ignores the interrupt after a timeout is killed but not restarted (the
  * error says so), so the exit is not delayed by a start nobody uses. */

@@ -35,6 +35,7 @@ struct kb_kernel {
     bool deleted;     /* remote_id was deleted on gw by us */
     char *workdir;    /* owned private directory in a gw kernel
                          (opts.private_dir), or NULL */
+    const kb_exec_observer_t *observer; /* borrowed, or NULL */
 };
 
 /* kb_kernel.c: run `code` silently, then evaluate `expr` as its user

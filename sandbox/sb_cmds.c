@@ -167,12 +167,16 @@ s_event(sb_cmds_t *m, const sb_proc_event_t *ev)
         c->failed = true;
         err_set(&c->start_err, ev->code, "command: %s", ev->text);
         c->phase = DONE;
+        if (m->lim.on_end)
+            m->lim.on_end(m->lim.observer_arg, c->id, NULL, 0);
     } else if (ev->kind == SB_PROC_EXITED && c->phase == RUNNING) {
         c->phase = EXITED;
         c->status = ev->status;
         c->exited_at = clock_mono_ms();
     }
 }
+
+static void s_describe(const struct s_cmd *c, sb_cmd_end_t *e);
 
 static void
 s_settle(sb_cmds_t *m, int64_t now)
@@ -200,6 +204,12 @@ s_settle(sb_cmds_t *m, int64_t now)
             s_close(&c->out);
             s_close(&c->err);
             c->phase = DONE;
+            if (m->lim.on_end) {
+                sb_cmd_end_t e;
+                s_describe(c, &e);
+                m->lim.on_end(m->lim.observer_arg, c->id, c->failed ? NULL : &e,
+                              c->payload);
+            }
         }
     }
     s_trim(m);
@@ -470,7 +480,11 @@ sb_cmds_start(sb_cmds_t *m, const sb_cmd_opts_t *o, unsigned *id, int *pid,
                            .cwd = c->cwd,
                            .stdio = {in[0], out[1], er[1]},
                            .ctty = pty};
+    if (m->lim.on_start)
+        m->lim.on_start(m->lim.observer_arg, c->id, c->argv, c->cwd);
     if (m->e->ops->start(m->e->self, c->id, &spec, err) < 0) {
+        if (m->lim.on_end)
+            m->lim.on_end(m->lim.observer_arg, c->id, NULL, 0);
         pthread_mutex_unlock(&m->mu);
         s_free_cmd(c);
         goto out;

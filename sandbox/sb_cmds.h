@@ -37,10 +37,22 @@
 
 typedef struct sb_cmds sb_cmds_t;
 
+struct sb_cmd_end;
+
 typedef struct sb_cmds_limits {
     size_t max_output;  /* bytes per command; 0 = SB_CMDS_DEFAULT_OUTPUT */
     int max_timeout_ms; /* the operator's bound; 0 = none */
     unsigned max_kept;  /* finished commands remembered; 0 = 16 */
+    /* Told of each command (the --audit log, agent/session/ag_audit.h):
+     * on_start before the box is asked to start it, on_end once it is
+     * over (end NULL: it never started), with the output bytes it wrote.
+     * Called with the manager's lock held, on any thread: they must not
+     * call the manager. NULL: nobody is told. */
+    void (*on_start)(void *arg, unsigned id, char *const *argv,
+                     const char *cwd);
+    void (*on_end)(void *arg, unsigned id, const struct sb_cmd_end *end,
+                   size_t out_bytes);
+    void *observer_arg;
 } sb_cmds_limits_t;
 
 /* Take `engine` (stolen, *engine set to NULL) and start the reader

@@ -83,7 +83,16 @@ int sb_files_read(int ws_fd, const char *relpath, size_t max_bytes, char **data,
  *   copied; nor are symlinks, FIFOs, sockets, devices.
  * - Caps on bytes, entries (files + directories) and depth.
  * Each skipped entry is named (escaped, common/escape.h) in the error. */
+/* Told of each file a copy-out put on the host, once it is there: DIR
+ * as given, the path relative to it, and the directory that holds the
+ * file (an fd) with its name there, to hash it (the --audit log's
+ * file_out records). */
+typedef void (*sb_files_out_fn)(void *arg, const char *dir, const char *rel,
+                                int dirfd, const char *name);
+
 typedef struct sb_files_out_opts {
+    sb_files_out_fn on_file; /* NULL: nobody is told */
+    void *on_file_arg;
     uint64_t max_bytes; /* all files together */
     size_t max_entries; /* files and directories created (10000) */
     unsigned max_depth; /* directory levels below DIR (16) */

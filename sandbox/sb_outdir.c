@@ -259,6 +259,8 @@ sb_outdir_write(sb_outdir_t *d, const char *name, const void *data, size_t len,
     else
         d->bytes += len;
     close(fd);
+    if (rc == 0 && d->o.on_file)
+        d->o.on_file(d->o.on_file_arg, d->path, name, d->fd, name);
     return rc;
 }
 
@@ -504,6 +506,9 @@ sb_outfile_commit(sb_outfile_t **p, err_t *err)
 out:
     if (rc != 0)
         unlinkat(f->dirfd, f->tmp, 0);
+    else if (f->od->o.on_file)
+        f->od->o.on_file(f->od->o.on_file_arg, f->od->path, f->relpath,
+                         f->dirfd, f->name);
     s_outfile_free(f);
     return rc;
 }
@@ -600,6 +605,8 @@ s_walk_copy_file(struct s_walk *w, int fd, const struct stat *st, int destfd,
         rc = -1;
     free(what);
     close(out);
+    if (rc == 0 && w->od && w->od->o.on_file)
+        w->od->o.on_file(w->od->o.on_file_arg, w->od->path, rel, destfd, name);
     return rc;
 }
 

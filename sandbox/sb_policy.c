@@ -521,6 +521,8 @@ sb_policy_out_opts(const sb_policy_t *p, sb_files_out_opts_t *o)
     sb_files_out_opts_init(o, p->workspace_bytes);
     o->force = p->out_force;
     o->keep_exec = p->out_keep_exec;
+    o->on_file = p->files_out_fn;
+    o->on_file_arg = p->files_out_arg;
 }
 
 cliopt_group_t

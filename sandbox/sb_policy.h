@@ -65,23 +65,26 @@ typedef struct sb_policy {
     sb_bind_t *binds;         /* owned; extra read-only bind mounts */
     size_t n_binds;           /* entries in binds */
     char *keep_workspace_dir; /* owned; copy /mnt/data here at the end */
-    bool out_force;           /* --force: files out may go into an existing
-                                 non-empty directory (never overwriting) */
-    bool out_keep_exec;       /* --keep-exec: files out keep the owner's
-                                 exec bit */
-    bool seccomp_audit;       /* let through and report what the seccomp allow
-                                 list lacks (--seccomp-audit) */
-    bool home_is_workspace;   /* $HOME (/home/user) is the workspace itself,
-                                 bound there, not a tmpfs of its own: what
-                                 code written for E2B's template expects
-                                 (agent/e2b); no flag sets it */
-    sb_engine_t engine;       /* what runs the box (--engine; default
-                                 sb_engine_default()) */
-    char *allow_net;          /* owned; --allow-net rules, comma-joined
-                                 (checked by sb_egress_rules_parse), or
-                                 NULL: no way out at all */
-    char *net_log;            /* owned; --net-log FILE: the proxy's
-                                 connection records, or NULL */
+    sb_files_out_fn files_out_fn; /* borrowed: told of each file copied out
+                                     (sb_files_out_opts_t.on_file), or NULL */
+    void *files_out_arg;
+    bool out_force;         /* --force: files out may go into an existing
+                               non-empty directory (never overwriting) */
+    bool out_keep_exec;     /* --keep-exec: files out keep the owner's
+                               exec bit */
+    bool seccomp_audit;     /* let through and report what the seccomp allow
+                               list lacks (--seccomp-audit) */
+    bool home_is_workspace; /* $HOME (/home/user) is the workspace itself,
+                               bound there, not a tmpfs of its own: what
+                               code written for E2B's template expects
+                               (agent/e2b); no flag sets it */
+    sb_engine_t engine;     /* what runs the box (--engine; default
+                               sb_engine_default()) */
+    char *allow_net;        /* owned; --allow-net rules, comma-joined
+                               (checked by sb_egress_rules_parse), or
+                               NULL: no way out at all */
+    char *net_log;          /* owned; --net-log FILE: the proxy's
+                               connection records, or NULL */
 } sb_policy_t;
 
 void sb_policy_init_default(sb_policy_t *p);

@@ -77,5 +77,9 @@ ag_cmd_parse_session(const ag_cmd_spec_t *spec, int argc, char **argv,
     size_t n = AG_SESSION_NGROUPS;
     if (extra)
         groups[n++] = *extra;
-    return ag_cmd_parse(spec, argc, argv, groups, n, arg, err);
+    int rc = ag_cmd_parse(spec, argc, argv, groups, n, arg, err);
+    /* --audit: one log for the command, open before anything runs. */
+    if (rc == 0 && ag_session_audit_open(sopts, err))
+        rc = -1;
+    return rc;
 }

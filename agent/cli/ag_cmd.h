@@ -26,6 +26,7 @@ int ag_cmd_serve(int argc, char **argv);
 int ag_cmd_archive(int argc, char **argv);
 int ag_cmd_mcp(int argc, char **argv);
 int ag_cmd_e2b(int argc, char **argv);
+int ag_cmd_audit(int argc, char **argv);
 
 /* An option getopt_long returned: its `val`, optarg, and the command's
  * argv. A flag that takes the next word too reads argv[optind] and

@@ -30,6 +30,7 @@ static const struct subcommand s_commands[] = {
     {"archive", ag_cmd_archive, "archive pack|verify|rerun|show REPORT.zip"},
     {"mcp", ag_cmd_mcp, "mcp [--http [ADDR:]PORT] [--notebook PATH]"},
     {"e2b", ag_cmd_e2b, "e2b [--listen [ADDR:]PORT] [--api-key-file F]"},
+    {"audit", ag_cmd_audit, "audit verify LOG [--pub KEY|FILE]"},
 };
 
 static void

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,10 @@ s_download(e2b_req_t *r, e2b_sandbox_t *sb)
     }
     struct stat st;
     int fd = sb_ws_open_read(e2b_sandbox_workspace_fd(sb), rel, &st, &err);
+    err_t aerr = {0};
+    if (fd >= 0 && ag_session_audit_fd(e2b_sandbox_session(sb), "out",
+                                       "e2b download", rel, fd, &aerr))
+        log_warn("--audit: %s", aerr.text);
     e2b_sandbox_leave(sb);
     free(rel);
     if (fd < 0) {
@@ -142,7 +147,9 @@ struct e2b_upload {
     json_t *done;                 /* the files written */
     int rc;                       /* the first failure, -errno */
     err_t err;
-    uint64_t max; /* bytes per file: the disk size */
+    uint64_t max;                  /* bytes per file: the disk size */
+    crypto_hash_sha256_state hash; /* of the file being written */
+    uint64_t size;
 };
 
 static int
@@ -169,6 +176,8 @@ s_up_open(e2b_upload_t *u, const char *target)
     s_owner(ws, &uid, &gid);
     int rc = 0;
     u->cur = sb_ws_upload_begin(ws, rel, uid, gid, u->max, &rc, &u->err);
+    crypto_hash_sha256_init(&u->hash);
+    u->size = 0;
     e2b_sandbox_leave(u->sb);
     free(rel);
     return u->rc = rc;
@@ -184,6 +193,18 @@ s_up_commit(e2b_upload_t *u)
     if (rc < 0) {
         u->rc = rc;
     } else {
+        unsigned char h[crypto_hash_sha256_BYTES];
+        char hex[65];
+        crypto_hash_sha256_final(&u->hash, h);
+        sodium_bin2hex(hex, sizeof hex, h, sizeof h);
+        err_t aerr = {0};
+        if (e2b_sandbox_enter(u->sb)) {
+            if (ag_session_audit_file(e2b_sandbox_session(u->sb), "in",
+                                      "e2b upload", rel, NULL, u->size, hex,
+                                      &aerr))
+                log_warn("--audit: %s", aerr.text);
+            e2b_sandbox_leave(u->sb);
+        }
         char *abs = e2b_path_abs(rel);
         const char *slash = strrchr(rel, '/');
         json_array_append_new(u->done, json_pack("{s:s, s:s, s:s}", "name",
@@ -200,6 +221,8 @@ s_up_chunk(e2b_upload_t *u, const char *data, size_t len)
     if (u->rc < 0 || !u->cur || !len)
         return;
     int rc = sb_ws_upload_write(u->cur, data, len, &u->err);
+    crypto_hash_sha256_update(&u->hash, (const unsigned char *)data, len);
+    u->size += len;
     if (rc < 0) {
         u->rc = rc;
         sb_ws_upload_abort(&u->cur);

@@ -95,6 +95,7 @@ s_manager(e2b_sandbox_t *sb, err_t *err)
                                     cap && cap < E2B_PROCESS_MAX_OUTPUT
                                         ? cap
                                         : E2B_PROCESS_MAX_OUTPUT};
+        ag_session_audit_cmds(e2b_sandbox_session(sb), &lim);
         if (e)
             s->m = sb_cmds_new(&e, &lim, err);
     }

@@ -226,6 +226,7 @@ e2b_sandbox_create(const e2b_config_t *cfg, const e2b_create_t *c, err_t *err)
     sb->sopts.gateway_url = NULL; /* refused by the command */
     sb->sopts.gateway_token_file = NULL;
     sb->sopts.gateway_ca = NULL;
+    sb->sopts.audit = audit_log_ref(o->audit); /* the server's one log */
     sb->sopts.kernel_name = sb->kernel_name;
     sb->sopts.policy.home_is_workspace = true;
     /* As the pool warms them: the same command line (no history flag). */

@@ -22,6 +22,7 @@
 #include "agent/session/ag_session.h"
 #include "common/buf.h"
 #include "common/escape.h"
+#include "common/log.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_files.h"
 #include "sandbox/sb_files.h"
@@ -90,11 +91,12 @@ s_base(const char *path)
 /* Where files go for this session: a local box, or a kernel on a Jupyter
  * Server; anything else is refused with the reason. */
 typedef struct s_target {
-    sb_sandbox_t *box;    /* local sandbox, or NULL */
-    kb_kernel_t *remote;  /* kernel on a gateway, or NULL */
-    uint64_t max_bytes;   /* the workspace's size (--disk) */
-    kb_files_opts_t fo;   /* for remote */
-    const char *ws_shown; /* "/mnt/data" or the kernel's directory */
+    ag_session_t *session; /* the inner session (its --audit log) */
+    sb_sandbox_t *box;     /* local sandbox, or NULL */
+    kb_kernel_t *remote;   /* kernel on a gateway, or NULL */
+    uint64_t max_bytes;    /* the workspace's size (--disk) */
+    kb_files_opts_t fo;    /* for remote */
+    const char *ws_shown;  /* "/mnt/data" or the kernel's directory */
 } s_target_t;
 
 static int
@@ -104,6 +106,7 @@ s_target(ag_kernel_t *k, const char *magic, s_target_t *t, err_t *err)
     ag_session_t *s = ag_kernel_session(k, err);
     if (!s)
         return -1;
+    t->session = s;
     t->max_bytes = k->inner->policy.workspace_bytes;
     if (k->inner->gateway_url && *k->inner->gateway_url) {
         t->remote = ag_session_kernel(s);
@@ -144,6 +147,11 @@ s_upload_one(s_target_t *t, int cwd_fd, const char *cwd_shown, const char *path,
                  ? kb_files_push_fd(t->remote, fd, path, name, &t->fo, err)
                  : sb_sandbox_copy_in_fd(t->box, fd, path, name, err);
     close(fd);
+    err_t aerr = {0};
+    if (rc == 0 &&
+        ag_session_audit_file(t->session, "in", "%upload", name, path,
+                              (uint64_t)st.st_size, NULL, &aerr))
+        log_warn("--audit: %s", aerr.text);
     if (rc == 0) {
         char *a = esc_dup(path, ESC_NAME), *b = esc_dup(name, ESC_NAME);
         buf_printf(said, "copied %s (%lld bytes) to %s/%s\n", a,
@@ -178,6 +186,7 @@ s_download_one(s_target_t *t, const char *cwd, const char *path, buf_t *said,
     const char *name = s_base(rel);
     sb_files_out_opts_t oo;
     sb_files_out_opts_init(&oo, t->max_bytes);
+    ag_session_audit_out_opts(t->session, &oo);
     bool is_dir = false;
     json_t *list = NULL;
     if (t->remote) {

@@ -5,6 +5,7 @@
 #include "agent/loop/ag_render.h"
 #include "agent/mcp/ag_mcp_pysrc.h"
 #include "common/escape.h"
+#include "common/log.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_files.h"
 #include "sandbox/sb_files.h"
@@ -185,6 +186,10 @@ ag_mcp_tool_read_file(ag_mcp_box_t *b, const json_t *args)
         return ag_mcp_text_result(true, "error: read_file: %s", err.text);
     char hex[65];
     s_sha256_hex(data, len, hex);
+    ag_session_t *as = ag_mcp_box_session(b, NULL);
+    if (as && ag_session_audit_file(as, "out", "mcp read_file", shown, NULL,
+                                    len, hex, &err))
+        log_warn("--audit: %s", err.text);
     char *uri = xasprintf("file://%s", shown);
     json_t *text = memchr(data, '\0', len) ? NULL : json_stringn(data, len);
     json_t *item;
@@ -302,6 +307,10 @@ ag_mcp_tool_write_file(ag_mcp_box_t *b, const json_t *args)
     } else {
         char hex[65];
         s_sha256_hex(bytes, len, hex);
+        err_t aerr = {0};
+        if (ag_session_audit_file(s, "in", "mcp write_file", shown, NULL, len,
+                                  hex, &aerr))
+            log_warn("--audit: %s", aerr.text);
         r = ag_mcp_text_result(false, "wrote %zu bytes to %s (sha256 %s)", len,
                                shown, hex);
     }

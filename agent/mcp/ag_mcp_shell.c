@@ -165,6 +165,7 @@ s_shell(ag_session_t *s, const char *why, const sb_policy_t *pol,
     sb_proc_engine_t *e = ag_session_proc_engine(s, &err);
     sb_cmds_limits_t lim = {.max_output = SHELL_OUTPUT,
                             .max_timeout_ms = timeout_ms};
+    ag_session_audit_cmds(s, &lim);
     sb_cmds_t *m = e ? sb_cmds_new(&e, &lim, &err) : NULL;
     if (!m)
         return ag_mcp_text_result(true, "error: shell: %s", err.text);

@@ -1,4 +1,5 @@
 #include "agent/session/ag_session.h"
+#include "agent/session/ag_audit.h"
 #include "agent/session/ag_outputs.h"
 
 #include "common/buf.h"
@@ -48,6 +49,7 @@ struct ag_session {
     json_t *inputs;      /* owned array: the --file inputs with SHA-256 */
     char *kernel_name;   /* owned --kernel on a gateway, or NULL */
     bool keep_workspace; /* --keep-workspace: copied out at the end */
+    ag_audit_t *audit;   /* owned; its records in the --audit log */
 };
 
 /* Installed packages are on the kernel's path from its start, so they
@@ -90,6 +92,7 @@ ag_session_opts_release(ag_session_opts_t *o)
     o->gateway_token_file = NULL;
     free(o->gateway_ca);
     o->gateway_ca = NULL;
+    audit_log_close(&o->audit);
     sb_policy_release(&o->policy);
 }
 
@@ -144,6 +147,22 @@ s_set_kernel(void *o, const char *v, err_t *err)
 {
     (void)err;
     ((ag_session_opts_t *)o)->kernel_name = v;
+    return 0;
+}
+
+static int
+s_set_audit(void *o, const char *v, err_t *err)
+{
+    (void)err;
+    ((ag_session_opts_t *)o)->audit_path = v;
+    return 0;
+}
+
+static int
+s_set_audit_key(void *o, const char *v, err_t *err)
+{
+    (void)err;
+    ((ag_session_opts_t *)o)->audit_key = v;
     return 0;
 }
 
@@ -281,6 +300,14 @@ static const cliopt_t s_session_flags[] = {
      s_set_max_lifetime, "3600", "-5", NULL},
     {"no-sandbox", NULL, "run the kernel as a plain process: NO isolation",
      s_set_no_sandbox, "", NULL, NULL},
+    {"audit", "FILE",
+     "append a hash-chained record of the session to\n"
+     "FILE (docs/audit.md; check: 'audit verify')",
+     s_set_audit, "audit.log", NULL, NULL},
+    {"audit-key", "KEYFILE",
+     "seal the --audit log at the end with this\n"
+     "'archive keygen' key",
+     s_set_audit_key, "audit.key", NULL, NULL},
 };
 
 static const cliopt_t s_packages_flags[] = {
@@ -396,11 +423,24 @@ s_inputs_json(char *const *files, err_t *err)
     return out;
 }
 
+/* The sandbox factory's argument: the options, and the session's audit
+ * records, told of each file copied out. */
+typedef struct factory_arg {
+    const ag_session_opts_t *o;
+    ag_audit_t *audit;
+} factory_arg_t;
+
 static kb_launcher_t *
 s_sandbox_factory(void *arg, err_t *err)
 {
-    const ag_session_opts_t *o = arg;
-    kb_launcher_t *l = kb_launcher_sandbox_new(&o->policy, err);
+    const factory_arg_t *fa = arg;
+    const ag_session_opts_t *o = fa->o;
+    sb_policy_t policy = o->policy; /* the box copies it */
+    if (ag_audit_log(fa->audit)) {
+        policy.files_out_fn = ag_audit_file_out;
+        policy.files_out_arg = fa->audit;
+    }
+    kb_launcher_t *l = kb_launcher_sandbox_new(&policy, err);
     if (!l)
         return NULL;
     sb_sandbox_t *box = kb_launcher_sandbox_box(l);
@@ -641,6 +681,57 @@ s_outputs(ag_session_t *s, const ag_session_opts_t *o)
     s->warnings = w;
 }
 
+int
+ag_session_audit_open(ag_session_opts_t *o, err_t *err)
+{
+    if (o->audit_key && !o->audit_path)
+        return err_set(err, ERR_USAGE, "--audit-key needs --audit FILE");
+    if (!o->audit_path || o->audit)
+        return 0;
+    o->audit = ag_audit_open(o->audit_path, o->audit_key, err);
+    return o->audit ? 0 : -1;
+}
+
+/* The session's "session_start" record, the whole policy, and its
+ * executions recorded from now on. */
+/* The session's records (none without --audit): NULL + err when the log
+ * does not open. */
+static ag_audit_t *
+s_audit_new(const ag_session_opts_t *o, err_t *err)
+{
+    audit_log_t *log = o->audit;
+    if (!log && o->audit_path &&
+        !(log = ag_audit_open(o->audit_path, o->audit_key, err)))
+        return NULL;
+    ag_audit_t *a = ag_audit_new(log);
+    if (log != o->audit)
+        audit_log_close(&log);
+    return a;
+}
+
+static int
+s_audit_start(ag_session_t *s, const ag_session_opts_t *o, err_t *err)
+{
+    if (!s->audit && !(s->audit = s_audit_new(o, err)))
+        return -1;
+    if (!ag_audit_log(s->audit))
+        return 0;
+    json_t *installs = json_array();
+    for (size_t i = 0; i < o->ninstalls; i++)
+        json_array_append_new(installs, json_string(o->installs[i]));
+    json_t *start = json_pack(
+        "{s:s, s:o, s:b, s:i, s:I, s:s?, s:o, s:O, s:i}", "kernel",
+        o->kernel_name ? o->kernel_name : "python3", "policy",
+        ag_session_policy_json(s), "warm", s->warm, "timeout_ms", o->timeout_ms,
+        "max_output_bytes", (json_int_t)o->max_output_bytes, "packages_dir",
+        o->packages_dir, "install", installs, "files", s->inputs, "pid",
+        (int)getpid());
+    if (ag_audit_start(s->audit, start, s->inputs, err))
+        return err_prefix(err, "--audit");
+    ag_audit_watch(s->audit, s->kernel);
+    return 0;
+}
+
 static ag_session_t *
 s_start_gateway(const ag_session_opts_t *o, err_t *err)
 {
@@ -701,6 +792,10 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
                             "%s (kernel %s); its isolation is that "
                             "server's.\n",
                             kb_kernel_gateway_url(k), kb_kernel_remote_id(k));
+    if (s_audit_start(s, o, err)) {
+        ag_session_destroy(&s);
+        return NULL;
+    }
     s_outputs(s, o);
     return s;
 }
@@ -805,11 +900,18 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
         json_decref(inputs);
         return NULL;
     }
+    factory_arg_t fa = {.o = o, .audit = s_audit_new(o, err)};
+    if (!fa.audit) {
+        pk_trust_destroy(&trust);
+        json_decref(inputs);
+        kb_launcher_destroy(&warm);
+        return NULL;
+    }
     kb_kernel_opts_t kopts = {.kernel_name = o->kernel_name,
                               .max_output_bytes = o->max_output_bytes};
     if (!o->no_sandbox) {
         kopts.launcher = s_sandbox_factory;
-        kopts.launcher_arg = (void *)o;
+        kopts.launcher_arg = &fa;
     }
     if (warm) {
         kopts.launcher = s_warm_factory;
@@ -836,7 +938,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
                  err ? err->text : "no reason given");
         warm = NULL;
         kopts.launcher = s_sandbox_factory;
-        kopts.launcher_arg = (void *)o;
+        kopts.launcher_arg = &fa;
         kopts.startup_timeout_ms = 0;
         k = kb_kernel_start(&kopts, err);
     }
@@ -844,9 +946,11 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
         s_hint_limits(o, err);
         pk_trust_destroy(&trust);
         json_decref(inputs);
+        ag_audit_destroy(&fa.audit);
         return NULL;
     }
     ag_session_t *s = xcalloc(1, sizeof *s);
+    s->audit = fa.audit;
     s->kernel = k;
     s->inputs = inputs;
     s->sandboxed = !o->no_sandbox;
@@ -868,7 +972,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     } else {
         s->warnings = xstrdup(s_no_sandbox_warning);
     }
-    if (o->ninstalls && s_install(s, o, err)) {
+    if (s_audit_start(s, o, err) || (o->ninstalls && s_install(s, o, err))) {
         ag_session_destroy(&s);
         return NULL;
     }
@@ -893,7 +997,7 @@ ag_session_attach(const char *connection_file, bool allow_unsigned, err_t *err)
 }
 
 static void
-s_destroy(ag_session_t **ps, bool hand_off)
+s_destroy(ag_session_t **ps, bool hand_off, const char *status)
 {
     if (!ps || !*ps)
         return;
@@ -907,6 +1011,10 @@ s_destroy(ag_session_t **ps, bool hand_off)
         kb_kernel_hand_off(&s->kernel);
     else
         kb_kernel_destroy(&s->kernel);
+    err_t e = {0};
+    if (ag_audit_end(s->audit, status, &e))
+        log_warn("--audit: %s", e.text);
+    ag_audit_destroy(&s->audit);
     json_decref(s->policy);
     json_decref(s->packages);
     json_decref(s->inputs);
@@ -921,13 +1029,13 @@ s_destroy(ag_session_t **ps, bool hand_off)
 void
 ag_session_destroy(ag_session_t **ps)
 {
-    s_destroy(ps, false);
+    s_destroy(ps, false, "ok");
 }
 
 void
 ag_session_hand_off(ag_session_t **ps)
 {
-    s_destroy(ps, true);
+    s_destroy(ps, true, "ok");
 }
 
 int
@@ -940,7 +1048,7 @@ ag_session_end(ag_session_t **ps, err_t *err)
             err->code = ERR_IO;
         rc = -1;
     }
-    s_destroy(ps, true);
+    s_destroy(ps, true, rc ? "--keep-workspace copy failed" : "ok");
     return rc;
 }
 
@@ -1028,9 +1136,59 @@ ag_session_trust(ag_session_t *s)
     return s->trust;
 }
 
+audit_log_t *
+ag_session_audit(ag_session_t *s)
+{
+    return ag_audit_log(s->audit);
+}
+
+const char *
+ag_session_audit_id(ag_session_t *s)
+{
+    return ag_audit_id(s->audit);
+}
+
+int
+ag_session_audit_file(ag_session_t *s, const char *dir, const char *via,
+                      const char *name, const char *path, uint64_t size,
+                      const char *sha256, err_t *err)
+{
+    if (!s || !ag_audit_log(s->audit))
+        return 0;
+    char hex[NB_SHA256_HEX];
+    if (!sha256 && path && nb_sha256_file(path, hex, &size, err) == 0)
+        sha256 = hex;
+    return ag_audit_file(s->audit, dir, via, name, path, size, sha256, err);
+}
+
+int
+ag_session_audit_fd(ag_session_t *s, const char *dir, const char *via,
+                    const char *name, int fd, err_t *err)
+{
+    return s ? ag_audit_file_fd(s->audit, dir, via, name, NULL, fd, err) : 0;
+}
+
+void
+ag_session_audit_out_opts(ag_session_t *s, sb_files_out_opts_t *oo)
+{
+    if (s && ag_audit_log(s->audit)) {
+        oo->on_file = ag_audit_file_out;
+        oo->on_file_arg = s->audit;
+    }
+}
+
+void
+ag_session_audit_cmds(ag_session_t *s, struct sb_cmds_limits *lim)
+{
+    ag_audit_cmds(s->audit, lim);
+}
+
 void
 ag_session_record_packages(ag_session_t *s, json_t *report)
 {
+    err_t e = {0};
+    if (ag_audit_packages(s->audit, report, &e))
+        log_warn("--audit: %s", e.text);
     if (!s->packages)
         s->packages = json_array();
     json_array_append(s->packages, report);

@@ -6,6 +6,7 @@
 #ifndef AGENT_SESSION_AG_SESSION_H
 #define AGENT_SESSION_AG_SESSION_H
 
+#include "common/audit.h"
 #include "common/cliopt.h"
 #include "common/err.h"
 #include "kernel-bridge/kb_kernel.h"
@@ -53,6 +54,12 @@ typedef struct ag_session_opts {
     bool outputs_data;        /* a Python kernel gets the chart and table
                                  formatters (ag_outputs.h); off for run and
                                  archive, whose notebooks match nbclient's */
+    const char *audit_path;   /* --audit FILE (borrowed: argv), or NULL */
+    const char *audit_key;    /* --audit-key KEYFILE (borrowed), or NULL */
+    audit_log_t *audit;       /* a reference to the open --audit log, shared
+                                 by the command's sessions (ag_session_audit_open);
+                                 released with the options. A copy of the
+                                 options takes its own: audit_log_ref() */
 } ag_session_opts_t;
 
 /* Where the kernel comes from (--warm). AUTO: a warm kernel from a running
@@ -77,6 +84,10 @@ void ag_session_flags(ag_session_opts_t *o,
  * "--memory=1G", NULL); the same return as sb_policy_parse_flag(). */
 int ag_session_parse_flag(ag_session_opts_t *o, const char *flag,
                           const char *value, err_t *err);
+
+/* Open o->audit_path into o->audit (once; nothing without --audit): the
+ * command's one log, before any session starts. 0, or -1 + err. */
+int ag_session_audit_open(ag_session_opts_t *o, err_t *err);
 
 ag_session_t *ag_session_start(const ag_session_opts_t *o, err_t *err);
 /* A hint naming the box limit that `text` (a start-up failure, a cell's
@@ -127,6 +138,29 @@ sb_sandbox_t *ag_session_sandbox(ag_session_t *s);
  * it; NULL + err (ERR_SANDBOX) for --no-sandbox, a gateway or an
  * attached kernel. */
 struct sb_proc_engine *ag_session_proc_engine(ag_session_t *s, err_t *err);
+
+/* The session's --audit log and its id there (common/audit.h: e.g. for
+ * audit_connection), NULL for a session without one. Borrowed. */
+audit_log_t *ag_session_audit(ag_session_t *s);
+const char *ag_session_audit_id(ag_session_t *s);
+/* A "file_in" / "file_out" record for a file the session moved (`dir`
+ * "in" or "out", `via` how: "upload", "download", ...), hashed from
+ * `path` on the host, or given (sha256 non-NULL). 0 without a log. */
+int ag_session_audit_file(ag_session_t *s, const char *dir, const char *via,
+                          const char *name, const char *path, uint64_t size,
+                          const char *sha256, err_t *err);
+
+/* Let the session's --audit log record each command a sandbox/sb_cmds.h
+ * manager made with `lim` runs in the box (destroy the manager before
+ * the session). Nothing without a log. */
+/* ag_session_audit_file for the file open as `fd` (hashed with pread). */
+int ag_session_audit_fd(ag_session_t *s, const char *dir, const char *via,
+                        const char *name, int fd, err_t *err);
+/* Let the --audit log record each file a copy-out with `oo` puts on the
+ * host ("file_out", sandbox/sb_files.h on_file). Nothing without a log. */
+void ag_session_audit_out_opts(ag_session_t *s, sb_files_out_opts_t *oo);
+struct sb_cmds_limits;
+void ag_session_audit_cmds(ag_session_t *s, struct sb_cmds_limits *lim);
 
 /* --packages DIR and the keys trusted for it (from --trust and the default
  * trusted-keys directories), or NULL when the session has none. Borrowed.

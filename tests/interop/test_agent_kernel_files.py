@@ -192,3 +192,34 @@ def test_magics_without_arguments_say_what_to_give(kernel):
         reply, outs = run(kc, magic)
         ename, evalue = error(reply, outs)
         assert ename == "UsageError" and "e.g." in evalue
+
+
+def test_upload_and_download_are_in_the_audit_log(spec_prefix, nbdir):  # noqa: F811
+    """--audit: %upload is a file_in and %download a file_out, with the
+    SHA-256 of the real files on both sides (docs/audit.md)."""
+    import hashlib
+    import json
+    log = os.path.join(nbdir, "audit.log")
+    km = KernelManager(kernel_name="agent")
+    km.start_kernel(cwd=nbdir, extra_arguments=["--audit", log])
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=TIMEOUT)
+        data = b"q,rev\n1,10\n"
+        write(os.path.join(nbdir, "in.csv"), data)
+        reply, outs = run(kc, "%upload in.csv")
+        assert reply["status"] == "ok", (reply, outs)
+        py(kc, "open('/mnt/data/out.txt', 'w').write('made inside\\n')")
+        reply, outs = run(kc, "%download out.txt")
+        assert reply["status"] == "ok", (reply, outs)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    recs = [json.loads(x) for x in open(log, "rb").read().splitlines()]
+    fin = [r for r in recs if r["type"] == "file_in" and r["via"] == "%upload"]
+    fout = [r for r in recs if r["type"] == "file_out"]
+    out_real = open(os.path.join(nbdir, "out.txt"), "rb").read()
+    assert [r["sha256"] for r in fin] == [hashlib.sha256(data).hexdigest()]
+    assert [(r["name"], r["sha256"]) for r in fout] == [
+        ("out.txt", hashlib.sha256(out_real).hexdigest())], fout
