@@ -175,8 +175,8 @@ file_open_output(const char *path, const char *flag, mode_t mode, err_t *err)
         struct stat st;
         if (errno == ELOOP && lstat(path, &st) == 0)
             return s_refuse(path, flag, st.st_mode, err);
-        return err_set(err, ERR_IO, "%s%scannot write %s: %s", flag ? flag : "",
-                       flag ? ": " : "", path, strerror(errno));
+        return err_errno(err, ERR_IO, "%s%scannot write %s", flag ? flag : "",
+                         flag ? ": " : "", path);
     }
     struct stat st;
     if (fstat(fd, &st) != 0)
@@ -189,9 +189,8 @@ file_open_output(const char *path, const char *flag, mode_t mode, err_t *err)
     int fl = fcntl(fd, F_GETFL);
     if (ftruncate(fd, 0) != 0 || fl < 0 ||
         fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
-        int rc =
-            err_set(err, ERR_IO, "%s%scannot write %s: %s", flag ? flag : "",
-                    flag ? ": " : "", path, strerror(errno));
+        int rc = err_errno(err, ERR_IO, "%s%scannot write %s", flag ? flag : "",
+                           flag ? ": " : "", path);
         close(fd);
         return rc;
     }

@@ -222,8 +222,7 @@ kb_conn_load(kb_conn_t *c, const char *path, err_t *err)
     kb_conn_init(c);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        err_set(err, ERR_IO, "%s: cannot read connection file: %s", path,
-                strerror(errno));
+        err_errno(err, ERR_IO, "%s: cannot read connection file", path);
         goto out;
     }
     if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -237,8 +236,7 @@ kb_conn_load(kb_conn_t *c, const char *path, err_t *err)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            err_set(err, ERR_IO, "%s: cannot read connection file: %s", path,
-                    strerror(errno));
+            err_errno(err, ERR_IO, "%s: cannot read connection file", path);
             goto out;
         }
         if (n == 0)
@@ -380,9 +378,8 @@ kb_conn_init_tcp(kb_conn_t *c, const char *ip, err_t *err)
         fds[i] = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fds[i] < 0 || bind(fds[i], ai->ai_addr, ai->ai_addrlen) ||
             getsockname(fds[i], (struct sockaddr *)&ss, &sl)) {
-            err_set(err, ERR_KERNEL,
-                    "tcp connection: cannot find a free port on %s: %s", ip,
-                    strerror(errno));
+            err_errno(err, ERR_KERNEL,
+                      "tcp connection: cannot find a free port on %s", ip);
             goto out;
         }
         c->ports[i] = ntohs(ss.ss_family == AF_INET6

@@ -122,9 +122,25 @@ s_fail_with_stderr(kb_kernel_t *k, err_t *err)
     if (*start && err) {
         /* Printed by us: escaped (the kernel's own lines stay lines). */
         char *shown = esc_dup(start, ESC_KEEP_LINES);
+        static const char head[] = "\nkernel output:\n";
         size_t used = strlen(err->text);
-        snprintf(err->text + used, sizeof err->text - used,
-                 "\nkernel output:\n%s", shown);
+        /* Room left for a caller's hint after it (one line of advice). */
+        size_t keep = sizeof err->text / 4;
+        size_t room =
+            sizeof err->text - used > keep ? sizeof err->text - used - keep : 0;
+        /* Drop whole lines from the front until the rest fits: the last
+         * line (the exception) must survive, it names the reason. */
+        const char *from = shown;
+        while (strlen(from) + sizeof head > room) {
+            const char *nl = strchr(from, '\n');
+            if (!nl || !nl[1]) {
+                from += strlen(from) + sizeof head - room;
+                break;
+            }
+            from = nl + 1;
+        }
+        if (room > sizeof head)
+            snprintf(err->text + used, room, "%s%s", head, from);
         free(shown);
     }
     free(tail);

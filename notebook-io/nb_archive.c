@@ -168,8 +168,7 @@ nb_archive_writer_new(const char *path, bool force, err_t *err)
     free(dup);
     w->fd = mkostemp(w->tmp, O_CLOEXEC);
     if (w->fd < 0) {
-        err_set(err, ERR_IO, "cannot create a file next to %s: %s", path,
-                strerror(errno));
+        err_errno(err, ERR_IO, "cannot create a file next to %s", path);
         free(w->tmp);
         w->tmp = NULL;
         nb_archive_writer_destroy(&w);
@@ -244,7 +243,7 @@ nb_archive_add_fd(nb_archive_writer_t *w, const char *name, int fd,
     char *buf = NULL;
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        err_set(err, ERR_IO, "cannot read %s: %s", name, strerror(errno));
+        err_errno(err, ERR_IO, "cannot read %s", name);
         goto out;
     }
     if (!S_ISREG(st.st_mode)) {
@@ -262,7 +261,7 @@ nb_archive_add_fd(nb_archive_writer_t *w, const char *name, int fd,
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            err_set(err, ERR_IO, "cannot read %s: %s", name, strerror(errno));
+            err_errno(err, ERR_IO, "cannot read %s", name);
             goto out;
         }
         if (n == 0)
@@ -299,8 +298,7 @@ nb_archive_add_file(nb_archive_writer_t *w, const char *name,
 {
     int fd = open(host_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return err_set(err, ERR_USAGE, "cannot read %s: %s", host_path,
-                       strerror(errno));
+        return err_errno(err, ERR_USAGE, "cannot read %s", host_path);
     int rc = nb_archive_add_fd(w, name, fd, sha_hex, size_out, err);
     close(fd);
     return rc;
@@ -317,14 +315,14 @@ nb_archive_writer_commit(nb_archive_writer_t **pw, err_t *err)
         goto out;
     }
     if (fsync(w->fd) != 0 || fchmod(w->fd, 0644) != 0) {
-        err_set(err, ERR_IO, "cannot write %s: %s", w->path, strerror(errno));
+        err_errno(err, ERR_IO, "cannot write %s", w->path);
         goto out;
     }
     /* Again at the rename: what is there now is what gets replaced. */
     if (file_check_output(w->path, NULL, err))
         goto out;
     if (rename(w->tmp, w->path) != 0) {
-        err_set(err, ERR_IO, "cannot write %s: %s", w->path, strerror(errno));
+        err_errno(err, ERR_IO, "cannot write %s", w->path);
         goto out;
     }
     free(w->tmp);
@@ -395,7 +393,7 @@ s_create_below(int root, const char *name, err_t *err)
     free(path);
     return fd;
 fail:
-    err_set(err, ERR_IO, "cannot extract %s: %s", name, strerror(errno));
+    err_errno(err, ERR_IO, "cannot extract %s", name);
     close(dir);
     free(path);
     return -1;
@@ -491,8 +489,7 @@ s_read_entry(struct archive *a, nb_archive_t *ar, nb_archive_file_t *f,
             }
             memcpy(f->data + f->size - (size_t)n, buf, (size_t)n);
         } else if (fd >= 0 && s_write_all(fd, buf, (size_t)n) != 0) {
-            err_set(err, ERR_IO, "cannot extract %s: %s", f->name,
-                    strerror(errno));
+            err_errno(err, ERR_IO, "cannot extract %s", f->name);
             goto out;
         }
     }
@@ -627,7 +624,7 @@ s_open_path(const char *path, int *fd_out, uint64_t *size, err_t *err)
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        err_set(err, ERR_USAGE, "cannot open %s: %s", path, strerror(errno));
+        err_errno(err, ERR_USAGE, "cannot open %s", path);
         if (fd >= 0)
             close(fd);
         return NULL;

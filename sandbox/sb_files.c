@@ -163,7 +163,7 @@ sb_files_read(int ws_fd, const char *relpath, size_t max_bytes, char **data,
     buf_init(&b, 0);
     struct stat st;
     if (fstat(fd, &st) < 0) {
-        err_set(err, ERR_IO, "cannot stat '%s': %s", relpath, strerror(errno));
+        err_errno(err, ERR_IO, "cannot stat '%s'", relpath);
         goto out;
     }
     if (!S_ISREG(st.st_mode)) {
@@ -185,7 +185,7 @@ sb_files_read(int ws_fd, const char *relpath, size_t max_bytes, char **data,
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            err_set(err, ERR_IO, "reading '%s': %s", relpath, strerror(errno));
+            err_errno(err, ERR_IO, "reading '%s'", relpath);
             goto out;
         }
         if (n == 0)
@@ -215,16 +215,14 @@ sb_files_copy_fd(int in, int out, uint64_t max, uint64_t *copied,
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            return err_set(err, ERR_IO, "reading %s: %s", what,
-                           strerror(errno));
+            return err_errno(err, ERR_IO, "reading %s", what);
         if (n == 0)
             return 0;
         if (*copied + (uint64_t)n > max)
             return err_set(err, ERR_IO, "%s: over the size cap of %llu bytes",
                            what, (unsigned long long)max);
         if (file_write_all(out, chunk, (size_t)n) < 0)
-            return err_set(err, ERR_IO, "writing %s: %s", what,
-                           strerror(errno));
+            return err_errno(err, ERR_IO, "writing %s", what);
         *copied += (uint64_t)n;
     }
 }
@@ -245,7 +243,7 @@ s_input_checks(int fd, const char *shown, uint64_t max_bytes, struct stat *st,
                 "raise --disk",
                 shown, (long long)st->st_size, (unsigned long long)max_bytes);
     } else if (fcntl(fd, F_SETFL, 0) < 0) {
-        err_set(err, ERR_IO, "cannot read '%s': %s", shown, strerror(errno));
+        err_errno(err, ERR_IO, "cannot read '%s'", shown);
     } else {
         return fd;
     }
@@ -260,8 +258,7 @@ sb_files_open_input(const char *host_path, uint64_t max_bytes, struct stat *st,
     /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
     int fd = open(host_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
-        return err_set(err, ERR_USAGE, "cannot read '%s': %s", host_path,
-                       strerror(errno));
+        return err_errno(err, ERR_USAGE, "cannot read '%s'", host_path);
     memset(st, 0, sizeof *st);
     return s_input_checks(fd, host_path, max_bytes, st, err);
 }

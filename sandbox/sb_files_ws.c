@@ -302,6 +302,17 @@ sb_ws_open_read(int ws_fd, const char *rel, struct stat *st, err_t *err)
     return fd;
 }
 
+int
+sb_ws_open_dir(int ws_fd, const char *rel, err_t *err)
+{
+    if (sb_files_check_relpath(rel, err) < 0)
+        return -EINVAL;
+    int fd = s_openat2(ws_fd, rel, O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0)
+        return s_fail(err, rel, -fd);
+    return fd;
+}
+
 struct sb_ws_upload {
     int dirfd;        /* the target's directory */
     int fd;           /* the temporary file */

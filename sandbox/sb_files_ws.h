@@ -60,6 +60,10 @@ int sb_ws_mkdirs(int ws_fd, const char *rel, uid_t owner, gid_t group,
 /* Open regular file `rel` for reading (blocking); *st filled. */
 int sb_ws_open_read(int ws_fd, const char *rel, struct stat *st, err_t *err);
 
+/* Open directory `rel` (O_RDONLY | O_DIRECTORY), e.g. to watch it
+ * through /proc/self/fd/N, which names exactly this directory. */
+int sb_ws_open_dir(int ws_fd, const char *rel, err_t *err);
+
 /* A file being written. */
 typedef struct sb_ws_upload sb_ws_upload_t;
 /* Begin writing `rel` (parents made as by sb_ws_mkdirs); at most

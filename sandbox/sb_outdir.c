@@ -86,15 +86,14 @@ s_outdir_fd(const char *path, const sb_files_out_opts_t *o, bool probe,
     }
     pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (pfd < 0) {
-        err_set(err, ERR_USAGE, "cannot open '%s' (to create '%s' in it): %s",
-                parent, name, strerror(errno));
+        err_errno(err, ERR_USAGE, "cannot open '%s' (to create '%s' in it)",
+                  parent, name);
         goto out;
     }
     struct stat lst;
     if (probe && fstatat(pfd, name, &lst, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno != ENOENT) {
-            err_set(err, ERR_USAGE, "cannot use '%s': %s", path,
-                    strerror(errno));
+            err_errno(err, ERR_USAGE, "cannot use '%s'", path);
         } else if (faccessat(pfd, ".", W_OK | X_OK, AT_EACCESS) != 0) {
             err_set(err, ERR_USAGE,
                     "cannot create '%s': '%s' is not writable (%s); choose "
@@ -107,7 +106,7 @@ s_outdir_fd(const char *path, const sb_files_out_opts_t *o, bool probe,
     }
     bool created = !probe && mkdirat(pfd, name, 0755) == 0;
     if (!created && !probe && errno != EEXIST) {
-        err_set(err, ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+        err_errno(err, ERR_IO, "cannot create '%s'", path);
         goto out;
     }
     fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -118,7 +117,7 @@ s_outdir_fd(const char *path, const sb_files_out_opts_t *o, bool probe,
                     "refusing to write through it: choose a new directory",
                     path);
         else
-            err_set(err, ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+            err_errno(err, ERR_IO, "cannot open '%s'", path);
         goto out;
     }
     if (!created) {
@@ -256,8 +255,7 @@ sb_outdir_write(sb_outdir_t *d, const char *name, const void *data, size_t len,
                        -fd == EEXIST ? " (never overwritten)" : "");
     int rc = 0;
     if (file_write_all(fd, data, len) < 0)
-        rc = err_set(err, ERR_IO, "writing '%s/%s': %s", d->path, name,
-                     strerror(errno));
+        rc = err_errno(err, ERR_IO, "writing '%s/%s'", d->path, name);
     else
         d->bytes += len;
     close(fd);
@@ -314,7 +312,7 @@ s_out_dirs(sb_outdir_t *d, const char *relpath, const char *label, bool all,
     }
     int fd = fcntl(d->fd, F_DUPFD_CLOEXEC, 3);
     if (fd < 0)
-        return err_set(err, ERR_IO, "%s: %s", d->path, strerror(errno));
+        return err_errno(err, ERR_IO, "%s", d->path);
     char comp[256];
     const char *c = relpath;
     for (;;) {
@@ -336,8 +334,7 @@ s_out_dirs(sb_outdir_t *d, const char *relpath, const char *label, bool all,
             }
         } else if (errno != EEXIST) {
             char *e = esc_dup(label, ESC_NAME);
-            err_set(err, ERR_IO, "creating directory for '%s': %s", e,
-                    strerror(errno));
+            err_errno(err, ERR_IO, "creating directory for '%s'", e);
             free(e);
             close(fd);
             return -1;
@@ -444,8 +441,7 @@ sb_outfile_write(sb_outfile_t *f, const void *data, size_t len, err_t *err)
     }
     if (file_write_all(f->fd, data, len) < 0) {
         char *e = esc_dup(f->relpath, ESC_NAME);
-        err_set(err, ERR_IO, "writing '%s' in '%s': %s", e, d->path,
-                strerror(errno));
+        err_errno(err, ERR_IO, "writing '%s' in '%s'", e, d->path);
         free(e);
         return -1;
     }
@@ -483,8 +479,7 @@ sb_outfile_commit(sb_outfile_t **p, err_t *err)
     if (close(f->fd) < 0) {
         f->fd = -1;
         char *e = esc_dup(f->relpath, ESC_NAME);
-        rc = err_set(err, ERR_IO, "writing '%s' in '%s': %s", e, f->od->path,
-                     strerror(errno));
+        rc = err_errno(err, ERR_IO, "writing '%s' in '%s'", e, f->od->path);
         free(e);
         goto out;
     }
@@ -502,8 +497,8 @@ sb_outfile_commit(sb_outfile_t **p, err_t *err)
         rc = 1;
     } else if (r < 0) {
         char *e = esc_dup(f->relpath, ESC_NAME);
-        rc = err_set(err, ERR_IO, "moving '%s' into place in '%s': %s", e,
-                     f->od->path, strerror(errno));
+        rc = err_errno(err, ERR_IO, "moving '%s' into place in '%s'", e,
+                       f->od->path);
         free(e);
     }
 out:
@@ -652,8 +647,7 @@ s_walk_entry(struct s_walk *w, int dirfd, int destfd, const char *name,
             }
             if (mkdirat(destfd, name, 0755) < 0 && errno != EEXIST) {
                 char *e = esc_dup(rel, ESC_NAME);
-                rc = err_set(err, ERR_IO, "creating directory for '%s': %s", e,
-                             strerror(errno));
+                rc = err_errno(err, ERR_IO, "creating directory for '%s'", e);
                 free(e);
                 goto out;
             }
@@ -692,7 +686,7 @@ s_walk_dir(struct s_walk *w, int dirfd, int destfd, const char *rel, int depth,
     if (!d) {
         if (dup_fd >= 0)
             close(dup_fd);
-        return err_set(err, ERR_IO, "listing '%s': %s", rel, strerror(errno));
+        return err_errno(err, ERR_IO, "listing '%s'", rel);
     }
     int rc = 0;
     struct dirent *de;

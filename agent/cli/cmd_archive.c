@@ -3,7 +3,7 @@
  * archives (agent/session/ag_archive.h says what is inside).
  */
 #include "agent/cli/ag_cmd.h"
-#include "agent/cli/ag_interrupt.h"
+#include "agent/cli/cmd_archive_impl.h"
 #include "agent/session/ag_archive.h"
 #include "agent/session/ag_envlock.h"
 #include "agent/session/ag_session.h"
@@ -13,12 +13,9 @@
 #include "common/escape.h"
 #include "common/fileio.h"
 #include "common/xalloc.h"
-#include "notebook-io/nb_compare.h"
-#include "notebook-io/nb_run.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -27,85 +24,72 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PROBE_TIMEOUT_MS 120000
-
-static const char s_usage[] =
-    "usage: jupyter-agent archive pack NOTEBOOK.ipynb [-o REPORT.zip] "
-    "[--input PATH[:NAME]]...\n"
-    "                             [--key KEY] [--outputs DIR] "
-    "[--packages DIR] [--force]\n"
-    "       jupyter-agent archive verify REPORT.zip [--trust KEY|FILE]... "
-    "[--allow-unsigned]\n"
-    "       jupyter-agent archive rerun REPORT.zip [-o RERUN.ipynb] "
-    "[--tolerance PCT] [--timeout S]\n"
-    "                             [--memory SIZE] [--pids N] ... (sandbox "
-    "limits)\n"
-    "       jupyter-agent archive show REPORT.zip\n"
-    "\n"
-    "A report archive is one zip file holding a session's notebook, its\n"
-    "inputs (the --file files, found through the notebook's metadata and\n"
-    "checked against the SHA-256 recorded then), its outputs (the\n"
-    "SESSION_files/ folder), signed packages, the environment it ran in,\n"
-    "an RO-Crate description, a sha256sum-style manifest, and an in-toto\n"
-    "statement of every file's hash signed with an Ed25519 key from\n"
-    "'jupyter-agent manifest keygen' (DSSE envelope).\n"
-    "\n"
-    "pack     write the archive (default NOTEBOOK.zip); --key signs it;\n"
-    "         a fresh sandboxed kernel records the Python environment\n"
-    "         (--no-probe skips that)\n"
-    "verify   check the signature against trusted keys (--trust, and the\n"
-    "         *.pub files in $JUPYTER_AGENT_TRUSTED_KEYS or\n"
-    "         ~/.config/jupyter-agent/trusted-keys/), every hash, nothing\n"
-    "         missing or added, and safe entry names; exit 8 names the file\n"
-    "rerun    verify, unpack the inputs into a fresh sandbox with the\n"
-    "         recorded limits (each checked as its flag checks it, exit 8\n"
-    "         when the flag would refuse it; none above this machine's:\n"
-    "         the sandbox flags given to rerun, else the defaults), run\n"
-    "         the notebook as 'run' does, and compare\n"
-    "         every cell's outputs (text exactly after normalising memory\n"
-    "         addresses and colours; PNG images by size and pixels, a pixel\n"
-    "         differing when a channel moves by more than 2 of 255, and\n"
-    "         --tolerance PCT percent of pixels allowed, default 0). Prints\n"
-    "         'N of M cells reproduced' and each difference; exit 0 only\n"
-    "         when all reproduce, else 9\n"
-    "show     verify, then summarise: files, signer, environment\n"
-    "\n"
-    "options:\n"
-    "  -o, --output PATH      pack: the archive ('-': standard output);\n"
-    "                         rerun: the re-run notebook. A new path or a\n"
-    "                         regular file, never a device, FIFO or link\n"
-    "      --input PATH[:NAME]  pack: add an input, or give the file for a\n"
-    "                         recorded input NAME that moved or changed\n"
-    "      --key KEY          pack: sign with this secret key\n"
-    "      --outputs DIR      pack: the outputs folder (default\n"
-    "                         NOTEBOOK_files/ when it exists)\n"
-    "      --packages DIR     pack: include a signed wheel directory\n"
-    "      --force            pack: replace an existing archive\n"
-    "      --no-probe         pack: do not start a kernel to record the\n"
-    "                         environment\n"
-    "      --trust KEY|FILE   trust this public key (repeatable)\n"
-    "      --allow-unsigned   accept an archive packed without --key\n"
-    "      --tolerance PCT    rerun: percent of an image's pixels that may\n"
-    "                         differ (default 0)\n"
-    "      --timeout S        rerun: limit per cell (default 60; 0 = none)\n"
-    "\n"
-    "exit codes: 0 ok, 2 usage, 3 kernel, 4 sandbox, 7 I/O, 8 verification\n"
-    "failed (the file is named), 9 rerun did not reproduce every cell.\n";
-
-typedef struct archive_args {
-    const char *verb;
-    const char *target; /* NOTEBOOK (pack) or REPORT.zip */
-    const char *out;
-    char **inputs; /* owned NULL-terminated list of borrowed strings */
-    size_t ninputs;
-    const char *key, *outputs, *packages;
-    char **trusts; /* idem */
-    size_t ntrusts;
-    bool force, no_probe, allow_unsigned;
-    double tolerance;
-    int timeout_ms;
-    sb_policy_t policy; /* owned: rerun's ceiling (policy flags, defaults) */
-} archive_args_t;
+#define S_USAGE                                                                \
+    "usage: jupyter-agent archive pack NOTEBOOK.ipynb [-o REPORT.zip] "        \
+    "[--input PATH[:NAME]]...\n"                                               \
+    "                             [--key KEY] [--outputs DIR] "                \
+    "[--packages DIR] [--force]\n"                                             \
+    "       jupyter-agent archive verify REPORT.zip [--trust KEY|FILE]... "    \
+    "[--allow-unsigned]\n"                                                     \
+    "       jupyter-agent archive rerun REPORT.zip [-o RERUN.ipynb] "          \
+    "[--tolerance PCT] [--timeout S]\n"                                        \
+    "                             [--memory SIZE] [--pids N] ... (sandbox "    \
+    "limits)\n"                                                                \
+    "       jupyter-agent archive show REPORT.zip\n"                           \
+    "\n"                                                                       \
+    "A report archive is one zip file holding a session's notebook, its\n"     \
+    "inputs (the --file files, found through the notebook's metadata and\n"    \
+    "checked against the SHA-256 recorded then), its outputs (the\n"           \
+    "SESSION_files/ folder), signed packages, the environment it ran in,\n"    \
+    "an RO-Crate description, a sha256sum-style manifest, and an in-toto\n"    \
+    "statement of every file's hash signed with an Ed25519 key from\n"         \
+    "'jupyter-agent manifest keygen' (DSSE envelope).\n"                       \
+    "\n"                                                                       \
+    "pack     write the archive (default NOTEBOOK.zip); --key signs it;\n"     \
+    "         a fresh sandboxed kernel records the Python environment\n"       \
+    "         (--no-probe skips that)\n"                                       \
+    "verify   check the signature against trusted keys (--trust, and the\n"    \
+    "         *.pub files in $JUPYTER_AGENT_TRUSTED_KEYS or\n"                 \
+    "         ~/.config/jupyter-agent/trusted-keys/), every hash, nothing\n"   \
+    "         missing or added, and safe entry names; exit 8 names the file\n" \
+    "rerun    verify, unpack the inputs into a fresh sandbox with the\n"       \
+    "         recorded limits (each checked as its flag checks it, exit 8\n"   \
+    "         when the flag would refuse it; none above this machine's:\n"     \
+    "         the sandbox flags given to rerun, else the defaults), run\n"     \
+    "         the notebook as 'run' does, and compare\n"                       \
+    "         every cell's outputs (text exactly after normalising memory\n"   \
+    "         addresses and colours; PNG images by size and pixels, a pixel\n" \
+    "         differing when a channel moves by more than 2 of 255, and\n"     \
+    "         --tolerance PCT percent of pixels allowed, default 0). Prints\n" \
+    "         'N of M cells reproduced' and each difference; exit 0 only\n"    \
+    "         when all reproduce, else 9\n"                                    \
+    "show     verify, then summarise: files, signer, environment\n"            \
+    "\n"                                                                       \
+    "options:\n"                                                               \
+    "  -o, --output PATH      pack: the archive ('-': standard output);\n"     \
+    "                         rerun: the re-run notebook. A new path or a\n"   \
+    "                         regular file, never a device, FIFO or link\n"    \
+    "      --input PATH[:NAME]  pack: add an input, or give the file for a\n"  \
+    "                         recorded input NAME that moved or changed\n"     \
+    "      --key KEY          pack: sign with this secret key\n"               \
+    "      --outputs DIR      pack: the outputs folder (default\n"             \
+    "                         NOTEBOOK_files/ when it exists)\n"               \
+    "      --packages DIR     pack: include a signed wheel directory\n"        \
+    "      --force            pack: replace an existing archive\n"             \
+    "      --no-probe         pack: do not start a kernel to record the\n"     \
+    "                         environment\n"                                   \
+    "      --trust KEY|FILE   trust this public key (repeatable)\n"            \
+    "      --allow-unsigned   accept an archive packed without --key\n"        \
+    "      --tolerance PCT    rerun: percent of an image's pixels that may\n"  \
+    "                         differ (default 0)\n"                            \
+    "      --timeout S        rerun: limit per cell (default 60; 0 = none)\n"  \
+    "\n"                                                                       \
+    "exit codes: 0 ok, 2 usage, 3 kernel, 4 sandbox, 7 I/O, 8 verification\n"  \
+    "failed (the file is named), 9 rerun did not reproduce every cell.\n"
+static const char s_usage[] = S_USAGE;
+/* rerun's --help adds the policy flags after this. */
+static const char s_usage_rerun[] =
+    S_USAGE "\nrerun: the most a recorded limit may ask for\n";
 
 static void
 s_push(char ***v, size_t *n, char *s)
@@ -148,8 +132,8 @@ s_pool_release(esc_pool_t *p)
 /* `prefix`, then text of several lines we composed around archive strings
  * (a diff, an error): each line escaped, the line breaks kept. Ends with
  * '\n'. */
-static void
-s_put_lines(FILE *f, const char *prefix, const char *s)
+void
+cmd_archive_put_lines(FILE *f, const char *prefix, const char *s)
 {
     buf_t b;
     buf_init(&b, 0);
@@ -168,9 +152,59 @@ s_put_lines(FILE *f, const char *prefix, const char *s)
 }
 
 static int
+s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
+{
+    archive_args_t *a = arg;
+    switch (o->opt) {
+    case 'o':
+        a->out = o->value;
+        return 0;
+    case 'i':
+        /* optarg is o->value, as the mutable string argv holds. */
+        s_push(&a->inputs, &a->ninputs, optarg);
+        return 0;
+    case 'k':
+        a->key = o->value;
+        return 0;
+    case 'O':
+        a->outputs = o->value;
+        return 0;
+    case 'P':
+        a->packages = o->value;
+        return 0;
+    case 'f':
+        a->force = true;
+        return 0;
+    case 'n':
+        a->no_probe = true;
+        return 0;
+    case 't':
+        s_push(&a->trusts, &a->ntrusts, optarg);
+        return 0;
+    case 'u':
+        a->allow_unsigned = true;
+        return 0;
+    case 'T': {
+        char *end;
+        a->tolerance = strtod(o->value, &end);
+        if (*end || a->tolerance < 0 || a->tolerance > 100)
+            return err_set(err, ERR_USAGE,
+                           "--tolerance takes a percentage from 0 to 100, "
+                           "not '%s'",
+                           o->value);
+        return 0;
+    }
+    case 's':
+        return ag_parse_seconds(o->value, &a->timeout_ms, err) ? -1 : 0;
+    default:
+        return 1;
+    }
+}
+
+static int
 s_parse(int argc, char **argv, archive_args_t *a, err_t *err)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"output", required_argument, 0, 'o'},
         {"input", required_argument, 0, 'i'},
         {"key", required_argument, 0, 'k'},
@@ -182,78 +216,21 @@ s_parse(int argc, char **argv, archive_args_t *a, err_t *err)
         {"allow-unsigned", no_argument, 0, 'u'},
         {"tolerance", required_argument, 0, 'T'},
         {"timeout", required_argument, 0, 's'},
-        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     a->timeout_ms = 60000;
     /* rerun takes the sandbox's policy flags: the most a recorded limit
      * may ask for. */
     cliopt_group_t policy = sb_policy_flags(&a->policy);
     bool rerun = strcmp(a->verb, "rerun") == 0;
-    struct option *opts = cliopt_longopts(longopts, &policy, rerun ? 1 : 0);
-    optind = 2; /* argv[1] is the verb */
-    int opt, rc = 0;
-    while (rc == 0 &&
-           (opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        int used = rerun ? cliopt_dispatch(&policy, 1, opt, optarg, err) : 0;
-        if (used < 0)
-            rc = -1;
-        if (used)
-            continue;
-        switch (opt) {
-        case 'o':
-            a->out = optarg;
-            break;
-        case 'i':
-            s_push(&a->inputs, &a->ninputs, optarg);
-            break;
-        case 'k':
-            a->key = optarg;
-            break;
-        case 'O':
-            a->outputs = optarg;
-            break;
-        case 'P':
-            a->packages = optarg;
-            break;
-        case 'f':
-            a->force = true;
-            break;
-        case 'n':
-            a->no_probe = true;
-            break;
-        case 't':
-            s_push(&a->trusts, &a->ntrusts, optarg);
-            break;
-        case 'u':
-            a->allow_unsigned = true;
-            break;
-        case 'T': {
-            char *end;
-            a->tolerance = strtod(optarg, &end);
-            if (*end || a->tolerance < 0 || a->tolerance > 100)
-                rc = err_set(err, ERR_USAGE,
-                             "--tolerance takes a percentage from 0 to "
-                             "100, not '%s'",
-                             optarg);
-            break;
-        }
-        case 's':
-            rc = ag_parse_seconds(optarg, &a->timeout_ms, err) ? -1 : 0;
-            break;
-        case 'h':
-            fputs(s_usage, stdout);
-            if (rerun) {
-                fputs("\nrerun: the most a recorded limit may ask for\n",
-                      stdout);
-                cliopt_help(stdout, &policy, 1);
-            }
-            rc = 1;
-            break;
-        default:
-            rc = ag_cmd_refused("archive", opts, argc, argv, err);
-        }
-    }
-    free(opts);
+    const ag_cmd_spec_t spec = {.name = "archive",
+                                .shortopts = "o:h",
+                                .own = own,
+                                .usage = rerun ? s_usage_rerun : s_usage,
+                                .on_opt = s_on_opt};
+    /* argv[1] is the verb: parse from there, as its own argv[0]. */
+    int rc =
+        ag_cmd_parse(&spec, argc - 1, argv + 1, &policy, rerun ? 1 : 0, a, err);
+    optind++; /* back to an index into argv */
     if (rc)
         return rc;
     if (optind != argc - 1)
@@ -285,8 +262,8 @@ s_trust(const archive_args_t *a, err_t *err)
 
 /* "1a2b3c4d5e6f7a8b (label), trusted by ORIGIN" or "nobody (unsigned)",
  * escaped. */
-static char *
-s_signer(const ag_archive_t *ar)
+char *
+cmd_archive_signer(const ag_archive_t *ar)
 {
     if (!ar->is_signed)
         return xstrdup("nobody: the archive is not signed");
@@ -330,10 +307,11 @@ s_probe_environment(const nb_notebook_t *nb)
         lock = ag_envlock_capture(ag_session_kernel(s), nb, PROBE_TIMEOUT_MS,
                                   &err);
     if (!lock)
-        s_put_lines(stderr,
-                    "jupyter-agent archive: warning: the environment was not "
-                    "recorded: ",
-                    err.text);
+        cmd_archive_put_lines(
+            stderr,
+            "jupyter-agent archive: warning: the environment was not "
+            "recorded: ",
+            err.text);
     ag_session_destroy(&s);
     ag_session_opts_release(&so);
     return lock;
@@ -345,8 +323,7 @@ s_copy_to_stdout(const char *path, err_t *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return err_set(err, ERR_IO, "cannot read back %s: %s", path,
-                       strerror(errno));
+        return err_errno(err, ERR_IO, "cannot read back %s", path);
     char buf[65536];
     ssize_t n;
     int rc = 0;
@@ -356,10 +333,9 @@ s_copy_to_stdout(const char *path, err_t *err)
             break;
         }
     if (n < 0 || fflush(stdout) != 0)
-        rc = err_set(err, ERR_IO,
-                     "cannot write the archive to standard "
-                     "output: %s",
-                     strerror(errno));
+        rc = err_errno(err, ERR_IO,
+                       "cannot write the archive to standard "
+                       "output");
     close(fd);
     return rc;
 }
@@ -418,9 +394,8 @@ s_pack(const archive_args_t *a, err_t *err)
         tmpdir =
             xasprintf("%s/jupyter-agent-pack-XXXXXX", t && *t ? t : "/tmp");
         if (!mkdtemp(tmpdir)) {
-            err_set(err, ERR_IO,
-                    "-o -: cannot make a temporary directory %s: %s", tmpdir,
-                    strerror(errno));
+            err_errno(err, ERR_IO, "-o -: cannot make a temporary directory %s",
+                      tmpdir);
             free(tmpdir);
             json_decref(lock);
             nb_notebook_destroy(&nb);
@@ -461,8 +436,8 @@ s_pack(const archive_args_t *a, err_t *err)
 
 /* ---- verify and show ---------------------------------------------------- */
 
-static ag_archive_t *
-s_open(const archive_args_t *a, int extract_dirfd, err_t *err)
+ag_archive_t *
+cmd_archive_open(const archive_args_t *a, int extract_dirfd, err_t *err)
 {
     pk_trust_t *trust = s_trust(a, err);
     if (!trust)
@@ -477,8 +452,8 @@ s_open(const archive_args_t *a, int extract_dirfd, err_t *err)
     return ar;
 }
 
-static void
-s_close(ag_archive_t **ar)
+void
+cmd_archive_close(ag_archive_t **ar)
 {
     if (*ar)
         free((char *)(*ar)->signer_origin);
@@ -488,18 +463,18 @@ s_close(ag_archive_t **ar)
 static int
 s_verify(const archive_args_t *a, err_t *err)
 {
-    ag_archive_t *ar = s_open(a, -1, err);
+    ag_archive_t *ar = cmd_archive_open(a, -1, err);
     if (!ar)
         return -1;
     esc_pool_t p = {0};
-    char *who = s_signer(ar);
+    char *who = cmd_archive_signer(ar);
     printf("jupyter-agent archive: %s verified: %zu files, every hash "
            "matches; signed by %s; packed %s\n",
            s_esc(&p, a->target), ar->files->nfiles, who,
            s_env_str(&p, ar, "packed", NULL));
     free(who);
     s_pool_release(&p);
-    s_close(&ar);
+    cmd_archive_close(&ar);
     return 0;
 }
 
@@ -545,11 +520,11 @@ s_model(esc_pool_t *p, const ag_archive_t *ar)
 static int
 s_show(const archive_args_t *a, err_t *err)
 {
-    ag_archive_t *ar = s_open(a, -1, err);
+    ag_archive_t *ar = cmd_archive_open(a, -1, err);
     if (!ar)
         return -1;
     esc_pool_t p = {0};
-    char *who = s_signer(ar);
+    char *who = cmd_archive_signer(ar);
     printf("archive:     %s (%llu bytes, %zu files, verified)\n",
            s_esc(&p, a->target), (unsigned long long)ar->files->archive_bytes,
            ar->files->nfiles);
@@ -598,303 +573,8 @@ s_show(const archive_args_t *a, err_t *err)
     s_show_group(&p, ar, "packages/", "packages");
     free(who);
     s_pool_release(&p);
-    s_close(&ar);
+    cmd_archive_close(&ar);
     return 0;
-}
-
-/* ---- rerun -------------------------------------------------------------- */
-
-static int
-s_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-/* A recorded limit, the field it sets and the policy flag whose setter
- * checks it. */
-typedef struct recorded_limit {
-    const char *key;  /* in environment.json's sandbox limits */
-    const char *flag; /* the policy flag, or NULL: none (swap) */
-    enum { LIM_U64, LIM_UINT, LIM_CPUS } type;
-    size_t off; /* of the field in sb_policy_t */
-} recorded_limit_t;
-
-#define LIMIT(key, flag, type, field)                                          \
-    {                                                                          \
-        key, flag, type, offsetof(sb_policy_t, field)                          \
-    }
-static const recorded_limit_t s_limits[] = {
-    LIMIT("memory_bytes", "memory", LIM_U64, memory_bytes),
-    LIMIT("swap_bytes", NULL, LIM_U64, swap_bytes),
-    LIMIT("pids", "pids", LIM_UINT, pids),
-    LIMIT("cpus", "cpus", LIM_CPUS, cpus),
-    LIMIT("workspace_bytes", "disk", LIM_U64, workspace_bytes),
-    LIMIT("tmp_bytes", "tmp", LIM_U64, tmp_bytes),
-    LIMIT("shm_bytes", "shm", LIM_U64, shm_bytes),
-    LIMIT("nofile", "nofile", LIM_U64, nofile),
-};
-#undef LIMIT
-
-/* Limit `l` of `p`, as a double for comparing and printing. */
-static double
-s_limit_get(const sb_policy_t *p, const recorded_limit_t *l)
-{
-    const char *f = (const char *)p + l->off;
-    switch (l->type) {
-    case LIM_U64:
-        return (double)*(const uint64_t *)(const void *)f;
-    case LIM_UINT:
-        return *(const unsigned *)(const void *)f;
-    default:
-        return *(const double *)(const void *)f;
-    }
-}
-
-/* Copy limit `l` from `src` into `dst`. */
-static void
-s_limit_copy(sb_policy_t *dst, const sb_policy_t *src,
-             const recorded_limit_t *l)
-{
-    size_t n = l->type == LIM_U64    ? sizeof(uint64_t)
-               : l->type == LIM_UINT ? sizeof(unsigned)
-                                     : sizeof(double);
-    memcpy((char *)dst + l->off, (const char *)src + l->off, n);
-}
-
-/* The recorded numeric limits (binds and network are not replayed), each
- * checked by the setter of its flag as if typed on the command line, and
- * none above the operator's own (`p` on entry: the flags given to rerun,
- * or the defaults), which a recorded limit can only lower. A limit the
- * flag would refuse refuses the archive (ERR_VERIFY); one above the
- * operator's is replaced by the operator's, with a line in `notes`. */
-static int
-s_apply_policy(sb_policy_t *p, const json_t *j, buf_t *notes, err_t *err)
-{
-    if (json_is_object(json_object_get(j, "limits")))
-        j = json_object_get(j, "limits"); /* ask's {"limits", "sandboxed"} */
-    int rc = 0;
-    for (size_t i = 0; i < sizeof s_limits / sizeof *s_limits && !rc; i++) {
-        const recorded_limit_t *l = &s_limits[i];
-        json_t *v = json_object_get(j, l->key);
-        if (!v)
-            continue;
-        bool real = l->type == LIM_CPUS;
-        if (real ? !json_is_number(v) : !json_is_integer(v)) {
-            rc = err_set(err, ERR_VERIFY,
-                         "the archive's sandbox limit %s is not a %s; "
-                         "refused (nothing was run)",
-                         l->key, real ? "number" : "whole number");
-            break;
-        }
-        char text[64];
-        if (real)
-            snprintf(text, sizeof text, "%.17g", json_number_value(v));
-        else
-            snprintf(text, sizeof text, "%lld",
-                     (long long)json_integer_value(v));
-        sb_policy_t rec;
-        sb_policy_copy(&rec, p);
-        err_t ferr = {0};
-        if (l->flag) {
-            char *flag = xasprintf("--%s", l->flag);
-            int used = sb_policy_parse_flag(&rec, flag, text, &ferr);
-            free(flag);
-            if (used < 0)
-                rc = err_set(err, ERR_VERIFY,
-                             "the archive records %s %s, which this machine "
-                             "refuses (%s); refused (nothing was run)",
-                             l->key, text, ferr.text);
-        } else if (json_integer_value(v) < 0) {
-            rc = err_set(err, ERR_VERIFY,
-                         "the archive records %s %s, below 0; refused "
-                         "(nothing was run)",
-                         l->key, text);
-        } else {
-            rec.swap_bytes = (uint64_t)json_integer_value(v);
-        }
-        if (!rc && s_limit_get(&rec, l) > s_limit_get(p, l))
-            buf_printf(notes,
-                       "jupyter-agent archive: note: the archive records %s "
-                       "%s, above this machine's %.17g (%s%s or the "
-                       "default); re-running with %.17g\n",
-                       l->key, text, s_limit_get(p, l), l->flag ? "--" : "",
-                       l->flag ? l->flag : "no flag", s_limit_get(p, l));
-        else if (!rc)
-            s_limit_copy(p, &rec, l);
-        sb_policy_release(&rec);
-    }
-    /* The engine the archive ran under, unless rerun's own --engine says
-     * otherwise: a gVisor session is re-run under gVisor. */
-    json_t *eng = json_object_get(j, "engine");
-    if (!rc && eng && !sb_policy_flag_given(p, "engine")) {
-        const char *name = json_string_value(eng);
-        if (!name || sb_engine_parse(name, &p->engine, NULL) < 0)
-            rc = err_set(err, ERR_VERIFY,
-                         "the archive records sandbox engine '%.40s', which "
-                         "this build does not know; refused (nothing was "
-                         "run); give --engine to choose one",
-                         name ? name : "(not a string)");
-    }
-    return rc;
-}
-
-static int
-s_rerun(const archive_args_t *a, err_t *err)
-{
-    int rc = -1;
-    ag_archive_t *ar = NULL;
-    ag_session_t *session = NULL;
-    nb_notebook_t *nb = NULL;
-    json_t *now = NULL;
-    if (a->out && strcmp(a->out, "-") == 0)
-        return err_set(err, ERR_USAGE,
-                       "-o -: rerun prints its comparison on standard output; "
-                       "name a file for the re-run notebook");
-    if (a->out && file_check_output(a->out, "-o", err))
-        return -1;
-    ag_session_opts_t so;
-    ag_session_opts_init(&so);
-    const char *tmpbase = getenv("TMPDIR");
-    char *dir = xasprintf("%s/jupyter-agent-rerun-XXXXXX",
-                          tmpbase && *tmpbase ? tmpbase : "/tmp");
-    if (!mkdtemp(dir)) {
-        err_set(err, ERR_IO, "cannot make a directory for the archive: %s",
-                strerror(errno));
-        free(dir);
-        dir = NULL;
-        goto out;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-        err_set(err, ERR_IO, "cannot open %s: %s", dir, strerror(errno));
-        goto out;
-    }
-    ar = s_open(a, dfd, err);
-    close(dfd);
-    if (!ar)
-        goto out;
-    char *who = s_signer(ar), *target = esc_dup(a->target, ESC_NAME);
-    fprintf(stderr,
-            "jupyter-agent archive: %s verified (%zu files; signed by "
-            "%s)\n",
-            target, ar->files->nfiles, who);
-    free(who);
-    free(target);
-
-    so.kernel_name = json_string_value(json_object_get(
-        json_object_get(nb_notebook_metadata(ar->nb), "kernelspec"), "name"));
-    so.timeout_ms = a->timeout_ms;
-    so.warm = AG_WARM_COLD;
-    sb_policy_release(&so.policy);
-    sb_policy_copy(&so.policy, &a->policy);
-    buf_t notes;
-    buf_init(&notes, 0);
-    int prc = s_apply_policy(
-        &so.policy, json_object_get(ar->environment, "sandbox"), &notes, err);
-    fputs(buf_cstr(&notes), stderr);
-    buf_release(&notes);
-    if (prc)
-        goto out;
-    for (size_t i = 0; i < ar->files->nfiles; i++) {
-        const char *name = ar->files->files[i].name;
-        if (strncmp(name, "inputs/", 7) != 0)
-            continue;
-        char *spec = xasprintf("%s/%s:%s", dir, name, name + 7);
-        int r = ag_session_parse_flag(&so, "--file", spec, err);
-        free(spec);
-        if (r < 0)
-            goto out;
-    }
-    ag_interrupt_install();
-    if (!(session = ag_session_start(&so, err)))
-        goto out;
-    ag_session_print_warnings(session, stderr);
-
-    json_t *lock = json_object_get(ar->environment, "python");
-    if (json_is_object(lock)) {
-        err_t perr = {0};
-        now = ag_envlock_now(ag_session_kernel(session), lock, PROBE_TIMEOUT_MS,
-                             &perr);
-        char *diff = now ? ag_envlock_diff(lock, now) : NULL;
-        if (diff && *diff) {
-            fprintf(stderr,
-                    "jupyter-agent archive: warning: the environment differs "
-                    "from the archive's lock; outputs may differ:\n");
-            s_put_lines(stderr, "", diff);
-        } else if (!now) {
-            s_put_lines(stderr,
-                        "jupyter-agent archive: warning: could not compare "
-                        "the environment: ",
-                        perr.text);
-        }
-        free(diff);
-    }
-
-    const nb_archive_file_t *f =
-        nb_archive_find(ar->files, AG_ARCHIVE_NOTEBOOK);
-    if (!(nb =
-              nb_notebook_read_mem(f->data, f->size, AG_ARCHIVE_NOTEBOOK, err)))
-        goto out;
-    nb_run_opts_t ro;
-    nb_run_opts_init(&ro);
-    ro.timeout_ms = a->timeout_ms;
-    ro.allow_errors = true;   /* recorded errors are outputs to reproduce */
-    ro.replay_session = true; /* resets and per-call limits, as recorded */
-    ro.max_output_bytes = so.max_output_bytes;
-    ro.hooks.should_stop = ag_interrupt_should_stop;
-    nb_run_result_t res;
-    err_t rerr = {0};
-    nb_run_notebook(nb, ag_session_kernel(session), &ro, &res, &rerr);
-    if (a->out && nb_notebook_write_file(nb, a->out, err))
-        goto out;
-    if (res.code == ERR_INTERRUPTED) {
-        err_set(err, ERR_INTERRUPTED, "interrupted%s%s",
-                a->out ? "; wrote " : "", a->out ? a->out : "");
-        goto out;
-    }
-
-    nb_compare_opts_t co = {.image_tolerance_pct = a->tolerance};
-    nb_compare_result_t cmp;
-    nb_compare_notebooks(ar->nb, nb, &co, &cmp);
-    printf("%zu of %zu cells reproduced\n", cmp.reproduced, cmp.compared);
-    size_t i;
-    json_t *d;
-    json_array_foreach(cmp.diffs, i, d)
-    {
-        /* The diff quotes recorded outputs: escaped line by line. */
-        char *id = esc_dup(json_string_value(json_object_get(d, "id"))
-                               ? json_string_value(json_object_get(d, "id"))
-                               : "?",
-                           ESC_NAME);
-        printf("cell %lld (id %s): ",
-               (long long)json_integer_value(json_object_get(d, "cell")), id);
-        free(id);
-        const char *diff = json_string_value(json_object_get(d, "diff"));
-        s_put_lines(stdout, "", diff ? diff : "?");
-    }
-    if (res.code && res.code != ERR_USER_CODE)
-        s_put_lines(stdout, "the re-run stopped early: ", rerr.text);
-    if (a->out)
-        fprintf(stderr, "jupyter-agent archive: wrote %s\n", a->out);
-    rc = cmp.reproduced == cmp.compared ? 0 : 1;
-    if (rc)
-        err_set(err, ERR_DIFFERS, "%zu of %zu cells did not reproduce",
-                cmp.compared - cmp.reproduced, cmp.compared);
-    nb_compare_result_release(&cmp);
-    rc = rc ? -1 : 0;
-out:
-    ag_session_destroy(&session);
-    ag_session_opts_release(&so);
-    nb_notebook_destroy(&nb);
-    json_decref(now);
-    s_close(&ar);
-    if (dir) {
-        nftw(dir, s_rm_one, 16, FTW_DEPTH | FTW_PHYS);
-        free(dir);
-    }
-    return rc;
 }
 
 int
@@ -919,7 +599,7 @@ ag_cmd_archive(int argc, char **argv)
         else if (strcmp(a.verb, "verify") == 0)
             rc = s_verify(&a, &err);
         else if (strcmp(a.verb, "rerun") == 0)
-            rc = s_rerun(&a, &err);
+            rc = cmd_archive_rerun(&a, &err);
         else if (strcmp(a.verb, "show") == 0)
             rc = s_show(&a, &err);
         else
@@ -929,7 +609,7 @@ ag_cmd_archive(int argc, char **argv)
     }
     if (rc) {
         /* Errors quote the archive (names, the kernelspec): escaped. */
-        s_put_lines(stderr, "jupyter-agent archive: ", err.text);
+        cmd_archive_put_lines(stderr, "jupyter-agent archive: ", err.text);
         status = err.code ? err.code : ERR_USAGE;
     }
 out:

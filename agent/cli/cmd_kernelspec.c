@@ -150,9 +150,9 @@ s_write_logo(const char *path, int size, err_t *err)
              s_chunk(f, "IHDR", ihdr, sizeof ihdr) ||
              s_chunk(f, "IDAT", z, (uint32_t)z_len) ||
              s_chunk(f, "IEND", NULL, 0))
-        rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        rc = err_errno(err, ERR_IO, "cannot write %s", path);
     if (f && fclose(f) != 0 && rc == 0)
-        rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        rc = err_errno(err, ERR_IO, "cannot write %s", path);
     free(raw);
     free(z);
     return rc;
@@ -206,8 +206,7 @@ s_mkdirs(const char *path, err_t *err)
         char c = *s;
         *s = '\0';
         if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-            rc = err_set(err, ERR_IO, "cannot create %s: %s", p,
-                         strerror(errno));
+            rc = err_errno(err, ERR_IO, "cannot create %s", p);
             break;
         }
         *s = c;
@@ -240,8 +239,7 @@ s_install(const char *dir, const char *name, const char *display, char **extra,
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0)
-        return err_set(err, ERR_IO, "cannot find this program's path: %s",
-                       strerror(errno));
+        return err_errno(err, ERR_IO, "cannot find this program's path");
     exe[n] = '\0';
     bool no_sandbox = false;
     for (int i = 0; i < nextra; i++) {
@@ -317,38 +315,75 @@ s_uninstall(const char *dir, const char *name, err_t *err)
         if (unlink(p) == 0)
             found = true;
         else if (errno != ENOENT)
-            rc = err_set(err, ERR_IO, "cannot remove %s: %s", p,
-                         strerror(errno));
+            rc = err_errno(err, ERR_IO, "cannot remove %s", p);
         free(p);
     }
     if (rc == 0 && !found)
         rc = err_set(err, ERR_USAGE, "no kernelspec '%s' in %s", name, kdir);
     if (rc == 0 && rmdir(kdir) != 0)
-        rc = err_set(err, ERR_IO,
-                     "removed the kernelspec files, but %s is not empty: %s",
-                     kdir, strerror(errno));
+        rc = err_errno(err, ERR_IO,
+                       "removed the kernelspec files, but %s is not empty",
+                       kdir);
     if (rc == 0)
         printf("Removed kernelspec %s from %s\n", name, kdir);
     free(kdir);
     return rc;
 }
 
+/* The flags of install and uninstall, filled by s_on_opt. */
+typedef struct {
+    enum where where;
+    int nwhere; /* how many LOCATION flags were given */
+    const char *prefix, *name, *display;
+} s_args_t;
+
+static int
+s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
+{
+    (void)err;
+    s_args_t *a = arg;
+    switch (o->opt) {
+    case 'u':
+        a->where = W_USER, a->nwhere++;
+        return 0;
+    case 'w':
+        a->where = W_SYSWIDE, a->nwhere++;
+        return 0;
+    case 'p':
+        a->where = W_PREFIX, a->nwhere++, a->prefix = o->value;
+        return 0;
+    case 's':
+        a->where = W_SYSPREFIX, a->nwhere++;
+        return 0;
+    case 'n':
+        a->name = o->value;
+        return 0;
+    case 'd':
+        a->display = o->value;
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 int
 ag_cmd_kernelspec(int argc, char **argv)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"user", no_argument, 0, 'u'},
         {"sys-wide", no_argument, 0, 'w'},
         {"prefix", required_argument, 0, 'p'},
         {"sys-prefix", no_argument, 0, 's'},
         {"name", required_argument, 0, 'n'},
         {"display-name", required_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    /* '+': the first operand ends the flags (kernel options follow --). */
+    static const ag_cmd_spec_t spec = {.name = "kernelspec",
+                                       .shortopts = "+h",
+                                       .own = own,
+                                       .usage = s_usage,
+                                       .on_opt = s_on_opt};
     err_t err = {0};
-    enum where where = W_DEFAULT;
-    int nwhere = 0;
-    const char *prefix = NULL, *name = "agent", *display = NULL;
     if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "-h") == 0) {
         fputs(s_usage, argc < 2 ? stderr : stdout);
@@ -364,38 +399,17 @@ ag_cmd_kernelspec(int argc, char **argv)
                 action);
         return ERR_USAGE;
     }
-    optind = 1;
-    int opt;
-    while ((opt = getopt_long(argc - 1, argv + 1, "+h", longopts, NULL)) !=
-           -1) {
-        switch (opt) {
-        case 'u':
-            where = W_USER, nwhere++;
-            break;
-        case 'w':
-            where = W_SYSWIDE, nwhere++;
-            break;
-        case 'p':
-            where = W_PREFIX, nwhere++, prefix = optarg;
-            break;
-        case 's':
-            where = W_SYSPREFIX, nwhere++;
-            break;
-        case 'n':
-            name = optarg;
-            break;
-        case 'd':
-            display = optarg;
-            break;
-        case 'h':
-            fputs(s_usage, stdout);
-            return 0;
-        default:
-            ag_cmd_refused("kernelspec", longopts, argc - 1, argv + 1, &err);
-            fprintf(stderr, "jupyter-agent kernelspec: %s\n", err.text);
-            return ERR_USAGE;
-        }
+    s_args_t a = {.where = W_DEFAULT, .name = "agent"};
+    int parsed = ag_cmd_parse(&spec, argc - 1, argv + 1, NULL, 0, &a, &err);
+    if (parsed == 1)
+        return 0; /* --help */
+    if (parsed) {
+        fprintf(stderr, "jupyter-agent kernelspec: %s\n", err.text);
+        return ERR_USAGE;
     }
+    enum where where = a.where;
+    int nwhere = a.nwhere;
+    const char *prefix = a.prefix, *name = a.name, *display = a.display;
     int rest = optind + 1; /* index into argv of the first non-option */
     if (nwhere > 1) {
         fprintf(stderr, "jupyter-agent kernelspec: give at most one of "

@@ -13,7 +13,7 @@
 #include "packages/pk_trust.h"
 
 #include <dirent.h>
-#include <stdarg.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,65 +38,85 @@ static const char s_usage_text[] =
     "\n"
     "exit codes: 0 ok, 2 usage, 7 I/O, 8 verification failed\n";
 
-__attribute__((format(printf, 1, 2))) static int
-s_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "jupyter-agent manifest: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nrun 'jupyter-agent manifest --help' for usage\n");
-    return ERR_USAGE;
-}
+/* A subcommand's flags, filled by s_on_opt. */
+typedef struct {
+    const char *out, *label, *key;
+    pk_trust_t *trust; /* verify's --trust keys; NULL for the others */
+} s_args_t;
 
-/* Match "--name VALUE" or "--name=VALUE" at argv[*i]; 1 matched, 0 not,
- * -1 when the value is missing. */
 static int
-s_opt(int argc, char **argv, int *i, const char *name, const char **val)
+s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
 {
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0)
+    s_args_t *a = arg;
+    switch (o->opt) {
+    case 'o':
+        a->out = o->value;
         return 0;
-    if (argv[*i][n] == '=') {
-        *val = argv[*i] + n + 1;
+    case 'l':
+        a->label = o->value;
+        return 0;
+    case 'k':
+        a->key = o->value;
+        return 0;
+    case 't':
+        if (pk_trust_add_arg(a->trust, o->value, err))
+            return err_prefix(err, "--trust");
+        return 0;
+    default:
         return 1;
     }
-    if (argv[*i][n] != '\0')
-        return 0;
-    if (*i + 1 >= argc)
-        return -1;
-    *val = argv[++*i];
-    return 1;
+}
+
+/* Parse `jupyter-agent manifest SUB` (argv[0] = SUB) with its own
+ * options, then take at most `max_operands` operands. 0 parsed, 1 --help
+ * printed, or an exit code after printing the usage error. */
+static int
+s_parse(const char *name, const struct option *own, const char *shortopts,
+        int argc, char **argv, s_args_t *a, int max_operands)
+{
+    const ag_cmd_spec_t spec = {.name = name,
+                                .shortopts = shortopts,
+                                .own = own,
+                                .usage = s_usage_text,
+                                .on_opt = s_on_opt};
+    err_t err;
+    err_clear(&err);
+    int rc = ag_cmd_parse(&spec, argc, argv, NULL, 0, a, &err);
+    if (rc == 0 && argc - optind > max_operands)
+        rc = err_set(&err, ERR_USAGE,
+                     "unexpected argument '%s'; see 'jupyter-agent manifest "
+                     "--help'",
+                     argv[optind + max_operands]);
+    if (rc < 0) {
+        fprintf(stderr, "jupyter-agent %s: %s\n", name, err.text);
+        return err.code ? err.code : ERR_USAGE;
+    }
+    return rc;
 }
 
 static int
-s_is_help(const char *a)
+s_usage_error(const char *name, const char *what)
 {
-    return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
+    fprintf(stderr,
+            "jupyter-agent %s: %s\nrun 'jupyter-agent manifest --help' for "
+            "usage\n",
+            name, what);
+    return ERR_USAGE;
 }
 
 static int
 s_keygen(int argc, char **argv)
 {
-    const char *out = NULL, *label = NULL;
-    for (int i = 1; i < argc; i++) {
-        int r;
-        if (s_is_help(argv[i])) {
-            fputs(s_usage_text, stdout);
-            return 0;
-        }
-        if ((r = s_opt(argc, argv, &i, "-o", &out)) ||
-            (r = s_opt(argc, argv, &i, "--output", &out)) ||
-            (r = s_opt(argc, argv, &i, "--label", &label))) {
-            if (r < 0)
-                return s_usage_error("%s needs a value", argv[i]);
-            continue;
-        }
-        return s_usage_error("keygen: unexpected argument '%s'", argv[i]);
-    }
+    static const struct option own[] = {{"output", required_argument, 0, 'o'},
+                                        {"label", required_argument, 0, 'l'},
+                                        {0, 0, 0, 0}};
+    s_args_t a = {0};
+    int parsed = s_parse("manifest keygen", own, "ho:", argc, argv, &a, 0);
+    if (parsed)
+        return parsed == 1 ? 0 : parsed;
+    const char *out = a.out, *label = a.label;
     if (!out || !*out)
-        return s_usage_error("keygen needs -o KEY");
+        return s_usage_error("manifest keygen", "keygen needs -o KEY");
     err_t err;
     err_clear(&err);
     pk_pubkey_t pub;
@@ -126,24 +146,15 @@ s_print_entry(const char *status, const pk_manifest_entry_t *e)
 static int
 s_sign(int argc, char **argv)
 {
-    const char *keypath = NULL, *dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        int r;
-        if (s_is_help(argv[i])) {
-            fputs(s_usage_text, stdout);
-            return 0;
-        }
-        if ((r = s_opt(argc, argv, &i, "--key", &keypath))) {
-            if (r < 0)
-                return s_usage_error("%s needs a value", argv[i]);
-            continue;
-        }
-        if (argv[i][0] == '-' || dir)
-            return s_usage_error("sign: unexpected argument '%s'", argv[i]);
-        dir = argv[i];
-    }
+    static const struct option own[] = {{"key", required_argument, 0, 'k'},
+                                        {0, 0, 0, 0}};
+    s_args_t a = {0};
+    int parsed = s_parse("manifest sign", own, "h", argc, argv, &a, 1);
+    if (parsed)
+        return parsed == 1 ? 0 : parsed;
+    const char *keypath = a.key, *dir = optind < argc ? argv[optind] : NULL;
     if (!keypath || !dir)
-        return s_usage_error("sign needs --key KEY and DIR");
+        return s_usage_error("manifest sign", "sign needs --key KEY and DIR");
     err_t err;
     err_clear(&err);
     int rc = 0;
@@ -200,40 +211,22 @@ s_note_unlisted(const pk_manifest_t *m, const char *dir)
 static int
 s_verify(int argc, char **argv)
 {
-    const char *dir = NULL;
+    static const struct option own[] = {{"trust", required_argument, 0, 't'},
+                                        {0, 0, 0, 0}};
     err_t err;
     err_clear(&err);
     int rc = 0;
     pk_manifest_t *m = NULL;
     pk_trust_t *trust = pk_trust_new();
-    for (int i = 1; i < argc; i++) {
-        int r;
-        const char *val = NULL;
-        if (s_is_help(argv[i])) {
-            fputs(s_usage_text, stdout);
-            goto out;
-        }
-        if ((r = s_opt(argc, argv, &i, "--trust", &val))) {
-            if (r < 0) {
-                rc = s_usage_error("%s needs a value", argv[i]);
-                goto out;
-            }
-            if (pk_trust_add_arg(trust, val, &err)) {
-                fprintf(stderr, "jupyter-agent manifest verify: --trust: %s\n",
-                        err.text);
-                rc = ERR_USAGE;
-                goto out;
-            }
-            continue;
-        }
-        if (argv[i][0] == '-' || dir) {
-            rc = s_usage_error("verify: unexpected argument '%s'", argv[i]);
-            goto out;
-        }
-        dir = argv[i];
+    s_args_t a = {.trust = trust};
+    int parsed = s_parse("manifest verify", own, "h", argc, argv, &a, 1);
+    if (parsed) {
+        rc = parsed == 1 ? 0 : parsed;
+        goto out;
     }
+    const char *dir = optind < argc ? argv[optind] : NULL;
     if (!dir) {
-        rc = s_usage_error("verify needs DIR");
+        rc = s_usage_error("manifest verify", "verify needs DIR");
         goto out;
     }
     if (pk_trust_add_defaults(trust, &err)) {
@@ -294,7 +287,7 @@ ag_cmd_manifest(int argc, char **argv)
         return ERR_USAGE;
     }
     const char *sub = argv[1];
-    if (s_is_help(sub) || strcmp(sub, "help") == 0) {
+    if (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help")) {
         fputs(s_usage_text, stdout);
         return 0;
     }
@@ -304,7 +297,9 @@ ag_cmd_manifest(int argc, char **argv)
         return s_sign(argc - 1, argv + 1);
     if (strcmp(sub, "verify") == 0)
         return s_verify(argc - 1, argv + 1);
-    return s_usage_error("unknown manifest command '%s' (keygen, sign, "
-                         "verify)",
-                         sub);
+    fprintf(stderr,
+            "jupyter-agent manifest: unknown manifest command '%s' (keygen, "
+            "sign, verify)\nrun 'jupyter-agent manifest --help' for usage\n",
+            sub);
+    return ERR_USAGE;
 }

@@ -49,56 +49,53 @@ s_landlock_json(const sb_policy_t *p)
     return j;
 }
 
-static void
-s_help(FILE *out, const cliopt_group_t *policy)
-{
-    fputs("usage: jupyter-agent sandbox [OPTIONS] -- CMD [ARGS...]\n"
-          "\n"
-          "Run CMD in the sandbox that jupyter-agent runs kernels in: its "
-          "own user, pid,\n"
-          "network (loopback only), mount, IPC and UTS namespaces; a "
-          "read-only /usr;\n"
-          "a private /tmp, $HOME (" SB_HOME_PATH ") and /mnt/data (the "
-          "working directory);\n"
-          "uid 1000 without capabilities; a seccomp allow list; Landlock; "
-          "cgroup limits. "
-          "Stdio passes\n"
-          "through; the environment is only PATH, HOME, LANG=C.UTF-8 and "
-          "TERM (plus --env).\n"
-          "\n"
-          "options:\n"
-          "  --file F[:NAME]      copy host file F to /mnt/data/NAME "
-          "(default: its name)\n"
-          "  --timeout S          kill everything after S seconds (exit "
-          "status 6)\n"
-          "  --quiet              do not print warnings about limits not "
-          "enforced\n"
-          "  --print-policy       print the policy as JSON and exit\n"
-          "  --seccomp-table      print the system-call table (allow list "
-          "and deny rows,\n"
-          "                       each with its reason) as JSON and exit\n"
-          "  --landlock-rules     print the Landlock rules this kernel "
-          "enforces (ABI,\n"
-          "                       rules, what is missing) as JSON and exit\n"
-          "  --info               print the engine (--engine) and what it "
-          "enforces here\n"
-          "                       (gvisor: runsc's version and platform) "
-          "as JSON and exit\n"
-          "  -h, --help           this text\n",
-          out);
-    cliopt_help(out, policy, 1);
-    fputs("\n"
-          "CMD without '/' is looked up in /usr/local/bin, /usr/bin, /bin, "
-          "/usr/sbin, /sbin;\n"
-          "a relative path with '/' is taken relative to /mnt/data.\n"
-          "\n"
-          "exit status: CMD's status; 128+N when it was killed by signal N "
-          "(137 with a\n"
-          "message when out of memory); 6 on --timeout; 4 when the sandbox "
-          "could not be\n"
-          "set up; 2 on usage errors.\n",
-          out);
-}
+/* --help: this, the policy flags, then s_help_tail. */
+static const char s_help_head[] =
+    "usage: jupyter-agent sandbox [OPTIONS] -- CMD [ARGS...]\n"
+    "\n"
+    "Run CMD in the sandbox that jupyter-agent runs kernels in: its "
+    "own user, pid,\n"
+    "network (loopback only), mount, IPC and UTS namespaces; a "
+    "read-only /usr;\n"
+    "a private /tmp, $HOME (" SB_HOME_PATH ") and /mnt/data (the "
+    "working directory);\n"
+    "uid 1000 without capabilities; a seccomp allow list; Landlock; "
+    "cgroup limits. "
+    "Stdio passes\n"
+    "through; the environment is only PATH, HOME, LANG=C.UTF-8 and "
+    "TERM (plus --env).\n"
+    "\n"
+    "options:\n"
+    "  --file F[:NAME]      copy host file F to /mnt/data/NAME "
+    "(default: its name)\n"
+    "  --timeout S          kill everything after S seconds (exit "
+    "status 6)\n"
+    "  --quiet              do not print warnings about limits not "
+    "enforced\n"
+    "  --print-policy       print the policy as JSON and exit\n"
+    "  --seccomp-table      print the system-call table (allow list "
+    "and deny rows,\n"
+    "                       each with its reason) as JSON and exit\n"
+    "  --landlock-rules     print the Landlock rules this kernel "
+    "enforces (ABI,\n"
+    "                       rules, what is missing) as JSON and exit\n"
+    "  --info               print the engine (--engine) and what it "
+    "enforces here\n"
+    "                       (gvisor: runsc's version and platform) "
+    "as JSON and exit\n"
+    "  -h, --help           this text\n";
+
+static const char s_help_tail[] =
+    "\n"
+    "CMD without '/' is looked up in /usr/local/bin, /usr/bin, /bin, "
+    "/usr/sbin, /sbin;\n"
+    "a relative path with '/' is taken relative to /mnt/data.\n"
+    "\n"
+    "exit status: CMD's status; 128+N when it was killed by signal N "
+    "(137 with a\n"
+    "message when out of memory); 6 on --timeout; 4 when the sandbox "
+    "could not be\n"
+    "set up; 2 on usage errors.\n";
 
 /* argv[0] for inside the box, new string, or NULL if not found. */
 static char *
@@ -131,6 +128,48 @@ s_print_json(json_t *j)
     return 0;
 }
 
+/* The command's own flags, filled by s_on_opt. */
+typedef struct {
+    char **files; /* owned array of borrowed --file values */
+    size_t n_files;
+    double timeout_s;
+    bool quiet;
+    int print; /* 'P', 'S', 'L' or 'I': print that as JSON and exit */
+} s_args_t;
+
+static int
+s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
+{
+    s_args_t *a = arg;
+    switch (o->opt) {
+    case 'P':
+    case 'S':
+    case 'L':
+    case 'I':
+        a->print = o->opt;
+        return 0;
+    case 'q':
+        a->quiet = true;
+        return 0;
+    case 'f':
+        a->files = xrealloc(a->files, (a->n_files + 1) * sizeof *a->files);
+        a->files[a->n_files++] = optarg; /* o->value, as argv holds it */
+        return 0;
+    case 't': {
+        char *end = NULL;
+        a->timeout_s = strtod(o->value, &end);
+        if (end == o->value || *end || !(a->timeout_s > 0) ||
+            a->timeout_s > 31536000)
+            return err_set(err, ERR_USAGE,
+                           "--timeout: '%s' is not a number of seconds",
+                           o->value);
+        return 0;
+    }
+    default:
+        return 1;
+    }
+}
+
 int
 ag_cmd_sandbox(int argc, char **argv)
 {
@@ -157,62 +196,44 @@ ag_cmd_sandbox(int argc, char **argv)
                                         {"seccomp-table", no_argument, 0, 'S'},
                                         {"landlock-rules", no_argument, 0, 'L'},
                                         {"info", no_argument, 0, 'I'},
-                                        {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
-    cliopt_group_t policy = sb_policy_flags(&pol);
-    struct option *longopts = cliopt_longopts(own, &policy, 1);
-    int opt;
-    optind = 1;
     /* '+': options end at CMD, whose own flags are not ours. */
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
-        int used = cliopt_dispatch(&policy, 1, opt, optarg, &err);
-        if (used < 0) {
-            fprintf(stderr, PROG ": %s\n", err.text);
-            goto out;
-        }
-        if (used > 0)
-            continue;
-        switch (opt) {
-        case 'h':
-            s_help(stdout, &policy);
-            rc = 0;
-            goto out;
-        case 'P':
-            rc = s_print_json(sb_policy_to_json(&pol));
-            goto out;
-        case 'S':
-            rc = s_print_json(sb_seccomp_table_json());
-            goto out;
-        case 'L':
-            rc = s_print_json(s_landlock_json(&pol));
-            goto out;
-        case 'I':
-            rc = s_print_json(sb_sandbox_engine_info(&pol));
-            goto out;
-        case 'q':
-            quiet = true;
-            break;
-        case 'f':
-            files = xrealloc(files, (n_files + 1) * sizeof *files);
-            files[n_files++] = optarg;
-            break;
-        case 't': {
-            char *end = NULL;
-            timeout_s = strtod(optarg, &end);
-            if (end == optarg || *end || !(timeout_s > 0) ||
-                timeout_s > 31536000) {
-                fprintf(stderr,
-                        PROG ": --timeout: '%s' is not a number of seconds\n",
-                        optarg);
-                goto out;
-            }
-            break;
-        }
-        default:
-            ag_cmd_refused("sandbox", longopts, argc, argv, &err);
-            fprintf(stderr, PROG ": %s\n", err.text);
-            goto out;
-        }
+    static const ag_cmd_spec_t cmd = {.name = "sandbox",
+                                      .shortopts = "+h",
+                                      .own = own,
+                                      .usage = s_help_head,
+                                      .usage_tail = s_help_tail,
+                                      .on_opt = s_on_opt};
+    cliopt_group_t policy = sb_policy_flags(&pol);
+    s_args_t a = {0};
+    int parsed = ag_cmd_parse(&cmd, argc, argv, &policy, 1, &a, &err);
+    files = a.files;
+    n_files = a.n_files;
+    timeout_s = a.timeout_s;
+    quiet = a.quiet;
+    if (parsed == 1) {
+        rc = 0; /* --help */
+        goto out;
+    }
+    if (parsed) {
+        fprintf(stderr, PROG ": %s\n", err.text);
+        goto out;
+    }
+    switch (a.print) { /* the last of the print-and-exit flags */
+    case 'P':
+        rc = s_print_json(sb_policy_to_json(&pol));
+        goto out;
+    case 'S':
+        rc = s_print_json(sb_seccomp_table_json());
+        goto out;
+    case 'L':
+        rc = s_print_json(s_landlock_json(&pol));
+        goto out;
+    case 'I':
+        rc = s_print_json(sb_sandbox_engine_info(&pol));
+        goto out;
+    default:
+        break;
     }
     cmd_at = optind;
     if (cmd_at < 0 || cmd_at >= argc) {
@@ -362,7 +383,6 @@ out:
     strv_free(env);
     free(prog);
     free(files);
-    free(longopts);
     sb_policy_release(&pol);
     return rc;
 }

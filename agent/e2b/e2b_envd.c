@@ -1,4 +1,5 @@
 #include "agent/e2b/e2b_envd.h"
+#include "agent/e2b/e2b_watch.h"
 
 #include "agent/e2b/e2b_connect.h"
 #include "common/log.h"
@@ -22,8 +23,8 @@
 /* An E2B path (absolute, or relative to /home/user) as a workspace
  * relative path (new string; "" = the top), or NULL + err. /mnt/data and
  * /home/user are the same directory here; nothing else is reachable. */
-static char *
-s_rel(const char *path, err_t *err)
+char *
+e2b_envd_rel(const char *path, err_t *err)
 {
     if (!path || !*path)
         return xstrdup("");
@@ -106,8 +107,8 @@ s_type(mode_t m)
     return "FILE_TYPE_UNSPECIFIED";
 }
 
-static json_t *
-s_entry_json(const sb_ws_entry_t *e)
+json_t *
+e2b_envd_entry_json(const sb_ws_entry_t *e)
 {
     char perms[11];
     mode_t m = e->st.st_mode;
@@ -198,7 +199,7 @@ static void
 s_download(e2b_req_t *r, e2b_sandbox_t *sb)
 {
     err_t err = {0};
-    char *rel = s_rel(e2b_req_arg(r, "path"), &err);
+    char *rel = e2b_envd_rel(e2b_req_arg(r, "path"), &err);
     if (!rel) {
         e2b_reply_error(r, 400, "%s", err.text);
         return;
@@ -250,7 +251,7 @@ struct e2b_upload {
 static int
 s_up_open(e2b_upload_t *u, const char *target)
 {
-    char *rel = s_rel(target, &u->err);
+    char *rel = e2b_envd_rel(target, &u->err);
     if (!rel)
         return u->rc = -EINVAL;
     if (!*rel) {
@@ -436,8 +437,8 @@ s_fs(e2b_req_t *r, e2b_sandbox_t *sb, const char *method)
     const char *p1 =
         json_string_value(json_object_get(msg, move ? "source" : "path"));
     const char *p2 = json_string_value(json_object_get(msg, "destination"));
-    char *rel = s_rel(p1, &err);
-    char *rel2 = move ? s_rel(p2, &err) : NULL;
+    char *rel = e2b_envd_rel(p1, &err);
+    char *rel2 = move ? e2b_envd_rel(p2, &err) : NULL;
     if (!rel || (move && !rel2)) {
         e2b_connect_error(r, "permission_denied", "%s", err.text);
         goto out;
@@ -455,7 +456,7 @@ s_fs(e2b_req_t *r, e2b_sandbox_t *sb, const char *method)
     json_t *resp = NULL;
     if (strcmp(method, "Stat") == 0) {
         if ((rc = sb_ws_stat(ws, rel, &e, &err)) == 0)
-            resp = json_pack("{s:o}", "entry", s_entry_json(&e));
+            resp = json_pack("{s:o}", "entry", e2b_envd_entry_json(&e));
     } else if (strcmp(method, "ListDir") == 0) {
         json_int_t depth = json_integer_value(json_object_get(msg, "depth"));
         sb_ws_entry_t *v = NULL;
@@ -465,7 +466,7 @@ s_fs(e2b_req_t *r, e2b_sandbox_t *sb, const char *method)
         if (rc == 0) {
             json_t *a = json_array();
             for (size_t i = 0; i < n; i++)
-                json_array_append_new(a, s_entry_json(&v[i]));
+                json_array_append_new(a, e2b_envd_entry_json(&v[i]));
             resp = json_pack("{s:o}", "entries", a);
         }
         sb_ws_entries_free(v, n);
@@ -477,11 +478,11 @@ s_fs(e2b_req_t *r, e2b_sandbox_t *sb, const char *method)
             err_set(&err, ERR_IO, "'%s' already exists", p1 ? p1 : "");
         }
         if (rc == 0 && (rc = sb_ws_stat(ws, rel, &e, &err)) == 0)
-            resp = json_pack("{s:o}", "entry", s_entry_json(&e));
+            resp = json_pack("{s:o}", "entry", e2b_envd_entry_json(&e));
     } else if (move) {
         rc = sb_ws_move(ws, rel, rel2, uid, gid, &err);
         if (rc == 0 && (rc = sb_ws_stat(ws, rel2, &e, &err)) == 0)
-            resp = json_pack("{s:o}", "entry", s_entry_json(&e));
+            resp = json_pack("{s:o}", "entry", e2b_envd_entry_json(&e));
     } else if (strcmp(method, "Remove") == 0) {
         rc = sb_ws_remove(ws, rel, uid, gid, &err);
         if (rc == 0)
@@ -490,8 +491,8 @@ s_fs(e2b_req_t *r, e2b_sandbox_t *sb, const char *method)
         e2b_sandbox_leave(sb);
         e2b_connect_error(r, "unimplemented",
                           "filesystem.Filesystem/%.40s is not supported here "
-                          "(Stat, ListDir, MakeDir, Move and Remove are); "
-                          "watch a directory by listing it",
+                          "(Stat, ListDir, MakeDir, Move, Remove and the "
+                          "streamed WatchDir are)",
                           method);
         goto out;
     }
@@ -530,10 +531,12 @@ e2b_envd_handle(e2b_req_t *r, e2b_sandbox_t *sb)
             e2b_reply_error(r, 405, "Connect-RPC calls are POST");
             return;
         }
-        {
-            s_fs(r, sb, r->path + sizeof fs - 1);
-            return;
-        }
+        const char *method = r->path + sizeof fs - 1;
+        if (strcmp(method, "WatchDir") == 0)
+            e2b_watch_dir(r, sb);
+        else
+            s_fs(r, sb, method);
+        return;
     }
     if (strcmp(r->path, "/metrics") == 0) {
         e2b_reply_error(r, 501,

@@ -108,8 +108,7 @@ s_load_replay(ag_provider_t *p, const char *path, err_t *err)
     size_t lineno = 0;
     int rc = -1;
     if (!f)
-        return err_set(err, ERR_IO, "replay: cannot open %s: %s", path,
-                       strerror(errno));
+        return err_errno(err, ERR_IO, "replay: cannot open %s", path);
     p->replay = json_array();
     while ((n = getline(&line, &cap, f)) >= 0) {
         lineno++;
@@ -346,9 +345,9 @@ ag_provider_set_record(ag_provider_t *p, const char *path, err_t *err)
     if (!f) {
         if (fd >= 0)
             close(fd);
-        return fd < 0 ? -1
-                      : err_set(err, ERR_IO, "record: cannot create %s: %s",
-                                path, strerror(errno));
+        return fd < 0
+                   ? -1
+                   : err_errno(err, ERR_IO, "record: cannot create %s", path);
     }
     json_t *h =
         json_pack("{s:i, s:s}", "jupyter_agent_replay", 1, "model", p->spec);
@@ -358,8 +357,7 @@ ag_provider_set_record(ag_provider_t *p, const char *path, err_t *err)
     free(line);
     if (bad) {
         fclose(f);
-        return err_set(err, ERR_IO, "record: cannot write %s: %s", path,
-                       strerror(errno));
+        return err_errno(err, ERR_IO, "record: cannot write %s", path);
     }
     p->record = f;
     return 0;
@@ -481,8 +479,7 @@ s_record(ag_provider_t *p, const ag_turn_t *t, err_t *err)
         !line || fprintf(p->record, "%s\n", line) < 0 || fflush(p->record) != 0;
     free(line);
     if (bad)
-        return err_set(err, ERR_IO, "record: cannot append a turn: %s",
-                       strerror(errno));
+        return err_errno(err, ERR_IO, "record: cannot append a turn");
     return 0;
 }
 

@@ -93,8 +93,7 @@ s_export_write(ag_mcp_box_t *b, const char *dir, const char *rel,
         *slash = '\0';
     dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
-        err_set(err, ERR_IO, "cannot open the --notebook directory %s: %s", dir,
-                strerror(errno));
+        err_errno(err, ERR_IO, "cannot open the --notebook directory %s", dir);
         goto out;
     }
     pfd =
@@ -126,8 +125,7 @@ s_export_write(ag_mcp_box_t *b, const char *dir, const char *rel,
     tmp = xasprintf(".%.200s.%s.tmp", name, hex);
     fd = s_open_beneath(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY, 0644);
     if (fd < 0) {
-        err_set(err, ERR_IO, "cannot create a file in %s: %s", dir,
-                strerror(errno));
+        err_errno(err, ERR_IO, "cannot create a file in %s", dir);
         goto out;
     }
     struct stat st;
@@ -141,8 +139,7 @@ s_export_write(ag_mcp_box_t *b, const char *dir, const char *rel,
         off += (size_t)n;
     }
     if (off < len || fsync(fd) < 0) {
-        err_set(err, ERR_IO, "writing %s under %s: %s", label, dir,
-                strerror(errno));
+        err_errno(err, ERR_IO, "writing %s under %s", label, dir);
         goto unlink;
     }
     int r;
@@ -175,7 +172,7 @@ s_export_write(ag_mcp_box_t *b, const char *dir, const char *rel,
     if (exists)
         unlinkat(pfd, tmp, 0);
     if (fstat(fd, &st) < 0) { /* cannot fail on an open fd */
-        err_set(err, ERR_IO, "%s: %s", label, strerror(errno));
+        err_errno(err, ERR_IO, "%s", label);
         goto out;
     }
     b->exported =

@@ -181,8 +181,7 @@ s_pack_tree(packer_t *p, int dfd, const char *prefix, int depth, size_t *count,
     DIR *d = fdopendir(dfd);
     if (!d) {
         close(dfd);
-        return err_set(err, ERR_IO, "cannot list %s: %s", prefix,
-                       strerror(errno));
+        return err_errno(err, ERR_IO, "cannot list %s", prefix);
     }
     /* Sorted, so the same folder always packs the same way. */
     json_t *names = json_array();
@@ -237,8 +236,7 @@ s_pack_dir(packer_t *p, const char *dir, const char *prefix, json_t *role,
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return err_set(err, ERR_USAGE, "cannot open %s: %s", dir,
-                       strerror(errno));
+        return err_errno(err, ERR_USAGE, "cannot open %s", dir);
     size_t count = 0;
     return s_pack_tree(p, fd, prefix, 0, &count, skipped, role, err);
 }

@@ -49,7 +49,7 @@ s_spawn(void *self, char *const argv[], char *const envp[], int out_fd,
     if (pid != 0)
         sb_detach_restore(&mask);
     if (pid < 0)
-        return err_set(err, ERR_KERNEL, "fork: %s", strerror(errno));
+        return err_errno(err, ERR_KERNEL, "fork");
     if (pid == 0) {
         sb_detach_child(&mask);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -68,7 +68,7 @@ s_spawn(void *self, char *const argv[], char *const envp[], int out_fd,
     p->pid = pid;
     p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (p->pidfd < 0)
-        return err_set(err, ERR_KERNEL, "pidfd_open: %s", strerror(errno));
+        return err_errno(err, ERR_KERNEL, "pidfd_open");
     return 0;
 }
 
@@ -204,7 +204,7 @@ s_adopt_file(void *self, const char *path, err_t *err)
 {
     (void)self;
     if (chmod(path, 0600) != 0)
-        return err_set(err, ERR_IO, "chmod %s: %s", path, strerror(errno));
+        return err_errno(err, ERR_IO, "chmod %s", path);
     return 0;
 }
 
@@ -229,8 +229,7 @@ kb_launcher_plain_new(err_t *err)
         base = "/tmp";
     char *dir = xasprintf("%s/ja-XXXXXX", base);
     if (!mkdtemp(dir)) {
-        err_set(err, ERR_IO, "cannot create a run dir in %s: %s", base,
-                strerror(errno));
+        err_errno(err, ERR_IO, "cannot create a run dir in %s", base);
         free(dir);
         return NULL;
     }

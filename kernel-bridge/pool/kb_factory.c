@@ -246,7 +246,7 @@ kb_factory_new(const kb_factory_opts_t *o, err_t *err)
     if (f->out_fd < 0 || ftruncate(f->out_fd, OUT_CAP) ||
         fcntl(f->out_fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK) ||
         socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-        err_set(err, ERR_SANDBOX, "factory: setting up: %s", strerror(errno));
+        err_errno(err, ERR_SANDBOX, "factory: setting up");
         goto fail;
     }
     argv[0] = xstrdup(o && o->python ? o->python : "/usr/bin/python3");
@@ -417,8 +417,7 @@ kb_factory_fork_send(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
         snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)holder, ns[i]);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
-            err_set(err, ERR_SANDBOX, "factory: opening %s: %s", path,
-                    strerror(errno));
+            err_errno(err, ERR_SANDBOX, "factory: opening %s", path);
             goto out;
         }
         fds[nfds++] = fd;
@@ -439,8 +438,7 @@ kb_factory_fork_send(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
         char *procs = xasprintf("%s/cgroup.procs", d);
         int fd = open(procs, O_WRONLY | O_CLOEXEC);
         if (fd < 0)
-            err_set(err, ERR_SANDBOX, "factory: opening %s: %s", procs,
-                    strerror(errno));
+            err_errno(err, ERR_SANDBOX, "factory: opening %s", procs);
         free(procs);
         if (fd < 0)
             goto out;
@@ -486,8 +484,7 @@ kb_factory_fork_send(kb_factory_t *f, sb_sandbox_t *box, int ctl_fd, int out_fd,
     c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
     memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
     if (sendmsg(f->ctl, &mh, MSG_NOSIGNAL) < 0) {
-        err_set(err, ERR_SANDBOX, "factory: not reachable: %s",
-                strerror(errno));
+        err_errno(err, ERR_SANDBOX, "factory: not reachable");
         goto out;
     }
     *ticket = ++f->sent;

@@ -167,8 +167,7 @@ s_start(kb_factory_t *factory, const kb_warm_opts_t *o, err_t *err)
     w->box_conn = xasprintf("%s/kernel.json", sb_sandbox_sock_dir(w->box));
     w->argv = kb_kernelspec_expand_argv(&spec, w->box_conn);
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-        err_set(err, ERR_SANDBOX, "warm kernel: socketpair: %s",
-                strerror(errno));
+        err_errno(err, ERR_SANDBOX, "warm kernel: socketpair");
         goto fail;
     }
     w->out_fd = s_memfd();
@@ -527,8 +526,7 @@ s_handover(kb_warm_t *w, char *const argv[], char *const envp[], err_t *err)
                     w->conn_path, "env", env);
     text = json_dumps(req, JSON_COMPACT);
     if (!text || send(w->ctl, text, strlen(text), MSG_NOSIGNAL) < 0) {
-        err_set(err, ERR_KERNEL, "warm kernel: cannot reach it: %s",
-                strerror(errno));
+        err_errno(err, ERR_KERNEL, "warm kernel: cannot reach it");
         goto out;
     }
     struct pollfd pf = {.fd = w->ctl, .events = POLLIN};

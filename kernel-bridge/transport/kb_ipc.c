@@ -44,8 +44,7 @@ kb_ipc_new(const char *path, err_t *err)
     struct stat st;
     if (p->dir < 0 || fstat(p->dir, &st) < 0 ||
         (p->pin = fcntl(p->dir, F_DUPFD_CLOEXEC, 3)) < 0) {
-        err_set(err, ERR_KERNEL, "cannot open the socket directory %s: %s", dir,
-                strerror(errno));
+        err_errno(err, ERR_KERNEL, "cannot open the socket directory %s", dir);
         free(dir);
         kb_ipc_destroy(&p);
         return NULL;

@@ -170,6 +170,27 @@ test('files refuse paths outside /home/user and never follow a symlink', async (
   assert.equal(await sbx.files.exists('pw'), false)
 })
 
+test('files.watchDir sees what the SDK and the kernel change, recursively; a symlink is never watched', async () => {
+  await sbx.files.makeDir('/home/user/w')
+  const seen = []
+  const h = await sbx.files.watchDir('/home/user/w', (e) => seen.push(`${e.type} ${e.name}`),
+    { recursive: true })
+  await sbx.files.write('/home/user/w/a.txt', 'hello')
+  await sbx.runCode('import os, time\nos.makedirs("/home/user/w/sub")\ntime.sleep(0.5)\n' +
+    'open("/home/user/w/sub/b.txt", "w").write("x")\nos.remove("/home/user/w/a.txt")')
+  const want = ['create a.txt', 'create sub', 'create sub/b.txt', 'write sub/b.txt', 'remove a.txt']
+  assert.ok(await until(() => want.every((w) => seen.includes(w)), 10000),
+    'every change seen: ' + JSON.stringify(seen))
+  await h.stop()
+  const n = seen.length
+  await sbx.files.write('/home/user/w/after.txt', 'x')
+  await new Promise((r) => setTimeout(r, 500))
+  assert.equal(seen.length, n, 'nothing after stop(): ' + JSON.stringify(seen.slice(n)))
+  await sbx.runCode('import os\nos.symlink("/etc", "/home/user/w/lnk")')
+  await assert.rejects(sbx.files.watchDir('/home/user/w/lnk', () => {}), /symbolic link/)
+  await assert.rejects(sbx.files.watchDir('/etc', () => {}), /outside the sandbox's files/)
+})
+
 test('there is no network inside a sandbox, and asking for it is refused', async () => {
   const r = await sbx.runCode(
     'import socket\ns = socket.socket()\ns.settimeout(3)\ns.connect(("1.1.1.1", 80))')

@@ -81,6 +81,18 @@ ts = [threading.Thread(target=time.sleep, args=(2,)) for i in range(60)]
 [ "$rc" = 1 ] && grep -q "raise --pids" "$T/err"
 ok $? "a cell that runs out of --pids gets the same hint"
 
+# A kernel that dies at start-up after long warnings: the error keeps the
+# output's last line (the reason), though the lines before it overflow
+# what an error holds (1 KiB); the --pids hint, found in that line, follows.
+mkdir -p "$T/k/kernels/noisyk"
+printf '{"argv": ["/usr/bin/python3", "-c", "import sys\\nfor i in range(10): print(\\"warning %%d: \\" %% i + \\"w\\" * 150, file=sys.stderr)\\nraise RuntimeError(\\"can'"'"'t start new thread\\")", "{connection_file}"], "display_name": "n", "language": "python"}\n' \
+    >"$T/k/kernels/noisyk/kernel.json"
+JUPYTER_PATH="$T/k" run exec --warm cold --kernel noisyk -c 1
+[ "$rc" = 3 ] && grep -q "RuntimeError: can't start new thread" "$T/err" &&
+    grep -q "raise --pids" "$T/err"
+ok $? "a kernel dying after 1.5 KiB of warnings: the error keeps its last line and the --pids hint (exit $rc)"
+[ "$rc" = 3 ] || diag "$T/err"
+
 # Item 12: a kernel installed behind a directory no other user may pass
 # (pyenv under /root, 0700): --bind cannot help, so it is not suggested.
 PYENV=$(ls -d /root/.pyenv/versions/*/bin/python3 2>/dev/null | head -1)

@@ -285,7 +285,7 @@ expect 2 "chmod 600" "sign refuses a secret key others can read" -- \
 
 # --- usage ---------------------------------------------------------------------
 expect 2 "verify needs DIR" "verify without DIR is a usage error" -- verify
-expect 2 "unexpected argument '--frobnicate'" "an unknown flag is a usage error" -- \
+expect 2 "unrecognized option '--frobnicate'" "an unknown flag is a usage error" -- \
     verify --frobnicate "$T/p"
 expect 2 "--trust" "a malformed --trust key is a usage error" -- \
     verify --trust "ed25519:nope" "$T/p"
