@@ -35,7 +35,8 @@ test('pause keeps /home/user, stops everything, and connect brings back the file
   const other = await Sandbox.create()
   try {
     await sbx.files.write('/home/user/keep.txt', 'kept across a pause\n')
-    await sbx.runCode('x = 42\nopen("/home/user/sub.txt", "w").write("by the kernel")')
+    await sbx.runCode('x = 42\nopen("/home/user/sub.txt", "w").write("by the kernel")\n' +
+      'import os\nos.symlink("/etc/shadow", "/home/user/planted")')
     const box = await boxOf(sbx)
     const oldToken = sbx.envdAccessToken ?? sbx.connectionConfig?.accessToken
 
@@ -57,6 +58,9 @@ test('pause keeps /home/user, stops everything, and connect brings back the file
     assert.equal(fs.statSync(top).mode & 0o777, 0o700)
     assert.equal(fs.statSync(`${STATE}/paused-e2b`).mode & 0o777, 0o700)
     assert.ok(fs.readFileSync(`${top}/files/keep.txt`, 'utf8').startsWith('kept'))
+    const names = fs.readdirSync(`${top}/files`)
+    assert.ok(names.includes('sub.txt') && !names.includes('planted'),
+      'a symlink planted in /home/user is neither followed nor kept: ' + names)
     const peek = await other.runCode(
       'import os, subprocess\n' +
       `p = ${JSON.stringify(top + '/files/keep.txt')}\n` +

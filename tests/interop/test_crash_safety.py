@@ -58,6 +58,17 @@ def kill_and_check(proc, path, want):
     return nb, code
 
 
+def crash_after_two(proc, out):
+    """SIGKILL `proc` once `out` holds the first two cells; check it."""
+    try:
+        wait_for_cells(out, proc, ["one\n", "two\n"])
+        return kill_and_check(proc, out, ["one\n", "two\n"])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_run_sigkill_leaves_every_finished_cell(tmp):  # noqa: F811
     src = os.path.join(tmp, "in.ipynb")
     nb = nbformat.v4.new_notebook()
@@ -74,13 +85,7 @@ def test_run_sigkill_leaves_every_finished_cell(tmp):  # noqa: F811
     proc = subprocess.Popen([BIN, "run", *SANDBOX_ARGS, "-q", "--timeout",
                              "600", src, "-o", out],
                             stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for_cells(out, proc, ["one\n", "two\n"])
-        nb, code = kill_and_check(proc, out, ["one\n", "two\n"])
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    nb, code = crash_after_two(proc, out)
     assert code[2].outputs == [] and code[3].outputs == []
     assert code[3].execution_count is None, "a stale output survived"
     assert nb.metadata["jupyter_agent"]["run"]["status"] == "running"
@@ -98,14 +103,10 @@ def test_ask_sigkill_leaves_every_finished_cell(tmp):  # noqa: F811
     out = os.path.join(tmp, "s.ipynb")
     proc = subprocess.Popen(
         [BIN, "ask", *SANDBOX_ARGS, "--timeout", "600", "--model",
-         "openai:model-x", "-o", out, "count"], env=srv.env(), stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True)
+         "openai:model-x", "-o", out, "count"], env=srv.env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for_cells(out, proc, ["one\n", "two\n"])
-        nb, _ = kill_and_check(proc, out, ["one\n", "two\n"])
+        nb, _ = crash_after_two(proc, out)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
         srv.stop()
     assert nb.metadata["jupyter_agent"]["status"] == "running"
