@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,7 +42,8 @@ struct s_cmd {
     char *tag;          /* owned, or NULL */
     char **argv;        /* owned copy */
     char *cwd;          /* owned */
-    int in, out, err;   /* owned pipe ends, or -1 */
+    int in, out, err;   /* owned pipe ends (a pty's master), or -1 */
+    bool pty;           /* out is a pty master: SB_CMDS_PTY records */
     buf_t log;          /* records (see above) */
     size_t payload;     /* output bytes in the log */
     size_t cap;         /* max payload */
@@ -257,7 +259,7 @@ s_thread(void *arg)
                                                : NULL;
                 if (!fd)
                     continue;
-                int stream = fd == &c->out ? 1 : 2;
+                int stream = c->pty ? SB_CMDS_PTY : fd == &c->out ? 1 : 2;
                 ssize_t got = read(*fd, rd, READ_CHUNK);
                 if (got > 0)
                     s_append(m, c, stream, rd, (size_t)got);
@@ -383,17 +385,54 @@ s_pipe(int p[2], err_t *err)
     return 0;
 }
 
+/* A pty pair for a terminal command: p[0] the master (ours: read, write
+ * with O_NONBLOCK), p[1] the slave (the command's). Both close-on-exec,
+ * the slave never our controlling terminal. */
+static int
+s_pty(int p[2], unsigned short cols, unsigned short rows, err_t *err)
+{
+    char name[64];
+    p[0] = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (p[0] < 0 || grantpt(p[0]) < 0 || unlockpt(p[0]) < 0 ||
+        ptsname_r(p[0], name, sizeof name) != 0)
+        return err_errno(err, ERR_SANDBOX, "command: a terminal (pty)");
+    p[1] = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (p[1] < 0)
+        return err_errno(err, ERR_SANDBOX, "command: opening %s", name);
+    struct winsize ws = {.ws_col = cols, .ws_row = rows};
+    ioctl(p[0], TIOCSWINSZ, &ws);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    return 0;
+}
+
 int
 sb_cmds_start(sb_cmds_t *m, const sb_cmd_opts_t *o, unsigned *id, int *pid,
               err_t *err)
 {
     int in[2] = {-1, -1}, out[2] = {-1, -1}, er[2] = {-1, -1}, rc = -1;
+    int tty[2] = {-1, -1};
+    bool pty = o->pty_cols && o->pty_rows;
     if (!o->argv || !o->argv[0])
         return err_set(err, ERR_USAGE, "command: nothing to run");
-    if (s_pipe(in, err) < 0 || s_pipe(out, err) < 0 || s_pipe(er, err) < 0)
+    if (pty ? s_pty(tty, o->pty_cols, o->pty_rows, err) < 0
+            : s_pipe(in, err) < 0 || s_pipe(out, err) < 0 ||
+                  s_pipe(er, err) < 0)
         goto out;
-    fcntl(out[0], F_SETFL, O_NONBLOCK);
-    fcntl(er[0], F_SETFL, O_NONBLOCK);
+    if (pty) { /* the master is both ends of ours, the slave all three */
+        out[0] = tty[0];
+        in[1] = fcntl(tty[0], F_DUPFD_CLOEXEC, 3);
+        in[0] = tty[1];
+        out[1] = fcntl(tty[1], F_DUPFD_CLOEXEC, 3);
+        er[1] = fcntl(tty[1], F_DUPFD_CLOEXEC, 3);
+        tty[0] = tty[1] = -1;
+        if (in[1] < 0 || out[1] < 0 || er[1] < 0) {
+            err_errno(err, ERR_SANDBOX, "command: dup");
+            goto out;
+        }
+    } else {
+        fcntl(out[0], F_SETFL, O_NONBLOCK);
+        fcntl(er[0], F_SETFL, O_NONBLOCK);
+    }
     pthread_mutex_lock(&m->mu);
     if (m->gone || m->stop) {
         pthread_mutex_unlock(&m->mu);
@@ -417,16 +456,20 @@ sb_cmds_start(sb_cmds_t *m, const sb_cmd_opts_t *o, unsigned *id, int *pid,
     if (m->lim.max_timeout_ms > 0 && (t <= 0 || t > m->lim.max_timeout_ms))
         t = m->lim.max_timeout_ms;
     c->timeout_ms = t > 0 ? t : 0;
-    c->in = o->stdin_open ? in[1] : -1;
+    c->pty = pty;
+    /* A terminal's input stays open: closing it would hang up the
+     * terminal, not send EOF. */
+    c->in = o->stdin_open || pty ? in[1] : -1;
     c->out = out[0];
     c->err = er[0];
-    if (!o->stdin_open)
+    if (!o->stdin_open && !pty)
         close(in[1]);
     in[1] = out[0] = er[0] = -1;
     sb_proc_spec_t spec = {.argv = o->argv,
                            .envp = o->envp,
                            .cwd = c->cwd,
-                           .stdio = {in[0], out[1], er[1]}};
+                           .stdio = {in[0], out[1], er[1]},
+                           .ctty = pty};
     if (m->e->ops->start(m->e->self, c->id, &spec, err) < 0) {
         pthread_mutex_unlock(&m->mu);
         s_free_cmd(c);
@@ -471,6 +514,8 @@ sb_cmds_start(sb_cmds_t *m, const sb_cmd_opts_t *o, unsigned *id, int *pid,
     pthread_mutex_unlock(&m->mu);
 out:
     for (int i = 0; i < 2; i++) {
+        if (tty[i] >= 0)
+            close(tty[i]);
         if (in[i] >= 0)
             close(in[i]);
         if (out[i] >= 0)
@@ -549,6 +594,25 @@ sb_cmds_write(sb_cmds_t *m, unsigned id, const void *data, size_t len,
         }
     }
     close(fd);
+    return rc;
+}
+
+int
+sb_cmds_resize(sb_cmds_t *m, unsigned id, unsigned short cols,
+               unsigned short rows, err_t *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&m->mu);
+    struct s_cmd *c = s_find(m, id);
+    struct winsize ws = {.ws_col = cols, .ws_row = rows};
+    if (!c || !c->pty || c->phase != RUNNING || c->out < 0)
+        rc = err_set(err, ERR_USAGE,
+                     "command %u is not a running terminal command", id);
+    else if (!cols || !rows)
+        rc = err_set(err, ERR_USAGE, "a terminal needs columns and rows");
+    else if (ioctl(c->out, TIOCSWINSZ, &ws) < 0)
+        rc = err_errno(err, ERR_IO, "command %u: resizing its terminal", id);
+    pthread_mutex_unlock(&m->mu);
     return rc;
 }
 

@@ -61,6 +61,11 @@ typedef struct sb_cmd_opts {
     int timeout_ms;    /* 0 = limits.max_timeout_ms (or none) */
     size_t max_output; /* 0 or more than limits.max_output = that */
     bool stdin_open;   /* keep stdin open for sb_cmds_write (else EOF) */
+    /* A terminal instead of pipes when cols and rows are not 0: a pty pair
+     * made on the host, its slave the command's stdin, stdout, stderr and
+     * controlling terminal; sb_cmds_write types into it, its output is
+     * one stream (SB_CMDS_PTY), sb_cmds_resize changes its size. */
+    unsigned short pty_cols, pty_rows;
 } sb_cmd_opts_t;
 
 /* Start a command and wait until it runs (or failed to): 0 with *id (the
@@ -79,6 +84,14 @@ int sb_cmds_write(sb_cmds_t *m, unsigned id, const void *data, size_t len,
                   err_t *err);
 int sb_cmds_close_stdin(sb_cmds_t *m, unsigned id, err_t *err);
 
+/* The stream number of a terminal command's output. */
+#define SB_CMDS_PTY 3
+
+/* Set a terminal command's window size (ERR_USAGE: not a terminal, or
+ * not running). */
+int sb_cmds_resize(sb_cmds_t *m, unsigned id, unsigned short cols,
+                   unsigned short rows, err_t *err);
+
 /* The commands still running: [{id, pid, tag, argv, cwd}] (new ref). */
 json_t *sb_cmds_list(sb_cmds_t *m);
 
@@ -94,7 +107,8 @@ typedef struct sb_cmd_end {
 enum sb_cmds_next_result {
     SB_CMDS_UNKNOWN = -1, /* no such id (or forgotten) */
     SB_CMDS_WAIT = 0,     /* nothing new within timeout_ms */
-    SB_CMDS_DATA = 1,     /* *stream (1 stdout, 2 stderr), *data, *len */
+    SB_CMDS_DATA = 1,     /* *stream (1 stdout, 2 stderr, SB_CMDS_PTY),
+                           *data, *len */
     SB_CMDS_END = 2       /* no more output: *end says how it ended */
 };
 

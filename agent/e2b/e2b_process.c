@@ -118,8 +118,10 @@ s_data_event(int stream, const char *data, size_t len)
     char *enc = xmalloc(b64);
     sodium_bin2base64(enc, b64, (const unsigned char *)data, len,
                       sodium_base64_VARIANT_ORIGINAL);
-    json_t *ev = s_event(
-        "data", json_pack("{s:s}", stream == 2 ? "stderr" : "stdout", enc));
+    const char *key = stream == SB_CMDS_PTY ? "pty"
+                      : stream == 2         ? "stderr"
+                                            : "stdout";
+    json_t *ev = s_event("data", json_pack("{s:s}", key, enc));
     free(enc);
     return ev;
 }
@@ -319,10 +321,13 @@ s_start(e2b_req_t *r, e2b_sandbox_t *sb, sb_cmds_t *m, const json_t *msg)
 {
     const json_t *p = json_object_get(msg, "process");
     const char *cmd = json_string_value(json_object_get(p, "cmd"));
-    if (json_object_get(msg, "pty")) {
-        e2b_connect_error(r, "unimplemented",
-                          "PTY (sandbox.pty) is not supported yet: "
-                          "commands.run and background commands are");
+    const json_t *size = json_object_get(json_object_get(msg, "pty"), "size");
+    json_int_t cols = json_integer_value(json_object_get(size, "cols"));
+    json_int_t rows = json_integer_value(json_object_get(size, "rows"));
+    if (json_object_get(msg, "pty") &&
+        (cols < 1 || cols > 1000 || rows < 1 || rows > 1000)) {
+        e2b_connect_error(r, "invalid_argument",
+                          "pty.size needs cols and rows from 1 to 1000");
         return;
     }
     if (!cmd || !*cmd) {
@@ -351,6 +356,8 @@ s_start(e2b_req_t *r, e2b_sandbox_t *sb, sb_cmds_t *m, const json_t *msg)
         .tag = json_string_value(json_object_get(msg, "tag")),
         .timeout_ms = t > 0 && t < 86400000 ? (int)t : 0,
         .stdin_open = json_is_true(json_object_get(msg, "stdin")),
+        .pty_cols = (unsigned short)cols,
+        .pty_rows = (unsigned short)rows,
     };
     unsigned id;
     int pid;
@@ -463,12 +470,26 @@ s_unary(e2b_req_t *r, sb_cmds_t *m, const char *method, const json_t *msg)
             return;
         }
         rc = sb_cmds_signal(m, id, sig, &err);
+    } else if (strcmp(method, "Update") == 0) {
+        const json_t *size =
+            json_object_get(json_object_get(msg, "pty"), "size");
+        json_int_t cols = json_integer_value(json_object_get(size, "cols"));
+        json_int_t rows = json_integer_value(json_object_get(size, "rows"));
+        if (cols < 1 || cols > 1000 || rows < 1 || rows > 1000) {
+            e2b_connect_error(r, "invalid_argument",
+                              "pty.size needs cols and rows from 1 to 1000");
+            return;
+        }
+        rc = sb_cmds_resize(m, id, (unsigned short)cols, (unsigned short)rows,
+                            &err);
     } else if (strcmp(method, "SendInput") == 0) {
         json_t *in = json_object_get(msg, "input");
         const char *b64 = json_string_value(json_object_get(in, "stdin"));
+        if (!b64)
+            b64 = json_string_value(json_object_get(in, "pty"));
         if (!b64) {
-            e2b_connect_error(r, "unimplemented",
-                              "only stdin input is supported (no PTY yet)");
+            e2b_connect_error(r, "invalid_argument",
+                              "input needs stdin or pty (base64 bytes)");
             return;
         }
         size_t cap = strlen(b64) / 4 * 3 + 3, len = 0;
@@ -493,17 +514,18 @@ s_unary(e2b_req_t *r, sb_cmds_t *m, const char *method, const json_t *msg)
 void
 e2b_process_handle(e2b_req_t *r, e2b_sandbox_t *sb, const char *method)
 {
-    static const char *const known[] = {
-        "Start", "Connect", "List", "SendInput", "SendSignal", "CloseStdin"};
+    static const char *const known[] = {"Start",     "Connect",    "List",
+                                        "SendInput", "SendSignal", "CloseStdin",
+                                        "Update"};
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         ok = ok || strcmp(method, known[i]) == 0;
     if (!ok) {
         e2b_connect_error(r, "unimplemented",
-                          "process.Process/%s is not supported yet (PTY "
-                          "resize and streamed input are not); Start, "
-                          "Connect, List, SendInput, SendSignal and "
-                          "CloseStdin are",
+                          "process.Process/%s is not supported yet "
+                          "(streamed input is not); Start (with or without "
+                          "a pty), Connect, List, SendInput, SendSignal, "
+                          "CloseStdin and Update are",
                           method);
         return;
     }

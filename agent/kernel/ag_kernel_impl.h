@@ -1,7 +1,8 @@
 /*
  * ag_kernel_impl: private to agent/kernel/. The agent kernel's state, shared
  * by its files: ag_kernel.c (life cycle, execute_request, the inner
- * session), ag_kernel_requests.c (complete, inspect, is_complete,
+ * session), ag_kernel_cell.c (what a cell shows: streams, markdown,
+ * errors, input), ag_kernel_requests.c (complete, inspect, is_complete,
  * kernel_info, comms), ag_kernel_history.c (history kept across
  * restarts, history_request), ag_kernel_magics.c (%export, %model) and
  * ag_kernel_files.c (%upload, %download).
@@ -101,6 +102,10 @@ ag_kernel_python_cell(const char *code, const char **body)
  * --idle-timeout or --max-lifetime (the next cell that needs Python starts
  * a fresh one and is told why). ag_kernel_session (ag_kernel.h) starts it. */
 void ag_kernel_expire(ag_kernel_t *k);
+
+/* Keep an error's {ename, evalue, traceback} (content borrowed) as the
+ * cell's, for its execute_reply (ag_kernel_cell.c). */
+void ag_kernel_set_cell_error(ag_kernel_t *k, json_t *content);
 
 /* ag_kernel.c: the error name a cell shows for an err_t code. */
 const char *ag_kernel_ename(int code);

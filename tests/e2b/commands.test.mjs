@@ -123,6 +123,26 @@ test('a command cannot leave the box: no host files, no network, no ptrace of th
   assert.match(r.stdout, /kernels [1-9] ptrace \[-1.*\] 1$/m, r.stdout)
 })
 
+test('pty.create gives a terminal: its size, typed input, resize, and kill', async () => {
+  let out = ''
+  const dec = new TextDecoder()
+  const term = await sbx.pty.create({ cols: 91, rows: 17, onData: (d) => { out += dec.decode(d) } })
+  await sbx.pty.sendInput(term.pid, new TextEncoder().encode(
+    'stty size; tty; [ -t 0 ] && echo TTY-YES; id -u; echo "MARK-$((6*7))"\n'))
+  assert.ok(await until(() => out.includes('MARK-42'), 15000), 'the shell answered: ' + JSON.stringify(out))
+  assert.match(out, /17 91/, 'the size the client asked for')
+  assert.match(out, /TTY-YES/, 'stdin is a terminal')
+  assert.match(out, /\n1000\r?\n/, 'as the box user')
+  await sbx.pty.resize(term.pid, { cols: 120, rows: 40 })
+  await sbx.pty.sendInput(term.pid, new TextEncoder().encode('stty size; echo "MARK-$((7*8))"\n'))
+  assert.ok(await until(() => out.includes('MARK-56'), 15000), 'answered after resize: ' + JSON.stringify(out))
+  assert.match(out, /40 120/, 'the new size')
+  assert.equal(await sbx.pty.kill(term.pid), true)
+  const r = await term.wait().catch((e) => e)
+  assert.ok(r.exitCode !== 0 || r.error, 'killed: ' + JSON.stringify(r))
+  await assert.rejects(sbx.pty.resize(term.pid, { cols: 80, rows: 24 }), /not a running terminal|not found|ended/)
+})
+
 test('commands die with their sandbox', async () => {
   const s = await Sandbox.create()
   await s.commands.run('sleep 7003', { background: true, timeoutMs: 0 })
