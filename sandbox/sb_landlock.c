@@ -50,6 +50,12 @@
 #define LL_NET_CONNECT_TCP (1ULL << 1)
 #define LL_SCOPE_ABSTRACT_UNIX (1ULL << 0)
 #define LL_RULE_PATH_BENEATH 1
+#define LL_RULE_NET_PORT 2
+
+struct s_net_port {
+    uint64_t allowed_access;
+    uint64_t port;
+} __attribute__((packed));
 
 /* struct landlock_ruleset_attr as of ABI 6; older kernels get a prefix. */
 struct s_ruleset_attr {
@@ -142,6 +148,8 @@ sb_landlock_plan_box(sb_landlock_plan_t *pl, int abi, const sb_policy_t *p,
     pl->handled_fs = s_handled_fs(abi);
     if (abi >= 4)
         pl->handled_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
+    if (abi >= 4 && p && p->allow_net)
+        pl->net_port = SB_EGRESS_PORT;
     if (abi >= 6)
         pl->scoped = LL_SCOPE_ABSTRACT_UNIX;
     for (size_t i = 0; i < sizeof s_box_paths / sizeof s_box_paths[0]; i++)
@@ -213,6 +221,16 @@ sb_landlock_prepare(const sb_landlock_plan_t *pl)
             return -1;
         }
     }
+    if (pl->net_port) {
+        struct s_net_port np = {.allowed_access = LL_NET_CONNECT_TCP,
+                                .port = pl->net_port};
+        if (syscall(SYS_landlock_add_rule, rs, LL_RULE_NET_PORT, &np, 0) < 0) {
+            int e = errno;
+            close(rs);
+            errno = e;
+            return -1;
+        }
+    }
     return rs;
 }
 
@@ -235,11 +253,12 @@ sb_landlock_plan_json(const sb_landlock_plan_t *pl)
     size_t size = pl->abi >= 6   ? sizeof(struct s_ruleset_attr)
                   : pl->abi >= 4 ? 2 * sizeof(uint64_t)
                                  : sizeof(uint64_t);
-    return json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "abi", pl->abi,
-                     "handled_fs", (json_int_t)pl->handled_fs, "handled_net",
-                     (json_int_t)pl->handled_net, "scoped",
+    return json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "abi",
+                     pl->abi, "handled_fs", (json_int_t)pl->handled_fs,
+                     "handled_net", (json_int_t)pl->handled_net, "scoped",
                      (json_int_t)pl->scoped, "attr_size", (json_int_t)size,
-                     "read_dir", (json_int_t)LL_FS_READ_DIR, "file_rights",
+                     "net_port", (json_int_t)pl->net_port, "read_dir",
+                     (json_int_t)LL_FS_READ_DIR, "file_rights",
                      (json_int_t)LL_FS_FILE_RIGHTS, "rules", rules);
 }
 
@@ -279,8 +298,11 @@ sb_landlock_describe(const sb_landlock_plan_t *pl, char *buf, size_t size)
     if (at < size)
         at += (size_t)snprintf(
             buf + at, size - at, ")%s%s",
-            pl->handled_net ? ", TCP bind and connect denied"
-                            : ", TCP not restricted (needs ABI 4)",
+            pl->handled_net
+                ? (pl->net_port ? ", TCP bind denied, TCP connect only to "
+                                  "the egress proxy's port"
+                                : ", TCP bind and connect denied")
+                : ", TCP not restricted (needs ABI 4)",
             pl->scoped ? ", abstract unix sockets scoped to the box" : "");
     return buf;
 }

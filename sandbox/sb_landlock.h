@@ -8,7 +8,9 @@
  *     /dev/shm and the run dir (the kernel's sockets);
  *   - the device nodes /dev/null, zero, full, random, urandom, tty and
  *     /dev/pts;
- *   - with ABI >= 4 (Linux 6.7): no TCP bind and no TCP connect at all;
+ *   - with ABI >= 4 (Linux 6.7): no TCP bind and no TCP connect at all,
+ *     but, with --allow-net, TCP connect to the egress proxy's one port
+ *     (SB_EGRESS_PORT, on the box's loopback);
  *   - with ABI >= 6 (Linux 6.12): no abstract unix sockets outside the box.
  * So a writable host directory that reached the box by mistake, or a
  * network namespace that was shared by mistake, stays closed.
@@ -48,6 +50,8 @@ typedef struct sb_landlock_plan {
     uint64_t handled_fs;  /* filesystem rights the ruleset governs */
     uint64_t handled_net; /* network rights it governs (ABI >= 4) */
     uint64_t scoped;      /* scopes (ABI >= 6) */
+    unsigned net_port;    /* the one TCP port connect is allowed to
+                             (ABI >= 4, --allow-net), or 0 */
     size_t n;             /* rules used */
     sb_landlock_rule_t rules[SB_LANDLOCK_MAX_RULES]; /* the allowances */
 } sb_landlock_plan_t;

@@ -6,6 +6,7 @@
 #include "common/size.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
+#include "sandbox/sb_egress_rule.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -50,6 +51,8 @@ sb_policy_release(sb_policy_t *p)
     }
     free(p->binds);
     free(p->keep_workspace_dir);
+    free(p->allow_net);
+    free(p->net_log);
     memset(p, 0, sizeof *p);
 }
 
@@ -89,6 +92,8 @@ sb_policy_copy(sb_policy_t *dst, const sb_policy_t *src)
     }
     dst->keep_workspace_dir =
         src->keep_workspace_dir ? xstrdup(src->keep_workspace_dir) : NULL;
+    dst->allow_net = src->allow_net ? xstrdup(src->allow_net) : NULL;
+    dst->net_log = src->net_log ? xstrdup(src->net_log) : NULL;
 }
 
 const char *
@@ -395,6 +400,35 @@ s_set_network(void *p, const char *v, err_t *err)
                    "bring data in with --file instead");
 }
 
+static int
+s_set_allow_net(void *p, const char *v, err_t *err)
+{
+    sb_policy_t *pol = p;
+    char *all =
+        pol->allow_net ? xasprintf("%s,%s", pol->allow_net, v) : xstrdup(v);
+    sb_egress_rules_t *rs = xcalloc(1, sizeof *rs);
+    int r = sb_egress_rules_parse(rs, all, err);
+    free(rs);
+    if (r < 0) {
+        free(all);
+        return -1;
+    }
+    free(pol->allow_net);
+    pol->allow_net = all;
+    return 0;
+}
+
+static int
+s_set_net_log(void *p, const char *v, err_t *err)
+{
+    sb_policy_t *pol = p;
+    if (!*v)
+        return err_set(err, ERR_USAGE, "--net-log needs a file");
+    free(pol->net_log);
+    pol->net_log = xstrdup(v);
+    return 0;
+}
+
 /* What the rows that shape the box need: without it (--no-sandbox)
  * nothing would enforce them, and ag_session refuses them. */
 #define S_NEEDS_BOX "the sandbox"
@@ -457,6 +491,15 @@ static const cliopt_t s_flags[] = {
      "default) or gvisor (runsc's user-space kernel);\n"
      "default $JUPYTER_AGENT_ENGINE",
      s_set_engine, "gvisor", "vm", S_NEEDS_BOX},
+    {"allow-net", "RULE[,RULE]",
+     "a way out through a proxy outside the box, to\n"
+     "these only: host, *.domain, host:port, IP or\n"
+     "CIDR (docs/egress.md); default: no network",
+     s_set_allow_net, "pypi.org,*.pythonhosted.org", "http://x", S_NEEDS_BOX},
+    {"net-log", "FILE",
+     "append a JSON line per --allow-net connection\n"
+     "(allowed or refused) to FILE",
+     s_set_net_log, "net.jsonl", "", S_NEEDS_BOX},
     {"network", NULL,
      "refused: a sandbox has loopback only; bring data\n"
      "in with --file",
@@ -604,6 +647,17 @@ sb_policy_build_env(const sb_policy_t *p, char *const host_env[],
     s_env_push(&env, &n, xstrdup("LANG=C.UTF-8"));
     const char *term = s_env_get(host_env, "TERM");
     s_env_push(&env, &n, xasprintf("TERM=%s", term ? term : "dumb"));
+    if (p->allow_net) { /* the one way out (docs/egress.md) */
+        static const char *const names[] = {
+            "HTTP_PROXY",  "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
+            "https_proxy", "all_proxy",   "PIP_PROXY"};
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            s_env_push(
+                &env, &n,
+                xasprintf("%s=http://127.0.0.1:%d", names[i], SB_EGRESS_PORT));
+        s_env_push(&env, &n, xstrdup("NO_PROXY=localhost,127.0.0.1,::1"));
+        s_env_push(&env, &n, xstrdup("no_proxy=localhost,127.0.0.1,::1"));
+    }
     for (size_t i = 0; i < p->n_env_allow; i++) {
         const char *name = p->env_allow[i];
         const char *v = s_env_get(host_env, name);
@@ -665,6 +719,8 @@ sb_policy_to_json(const sb_policy_t *p)
               "sandbox/sb_seccomp.c fail with EPERM (see 'jupyter-agent "
               "sandbox --seccomp-table')");
     json_object_set_new(j, "engine", json_string(sb_engine_name(p->engine)));
+    if (p->allow_net)
+        json_object_set_new(j, "allow_net", json_string(p->allow_net));
     if (gv) {
         json_object_set_new(j, "namespaces", json_string("gVisor sandbox"));
         json_object_set_new(j, "seccomp",

@@ -2,8 +2,8 @@
  * sb_policy: the limits and mounts of one sandbox, shared by every
  * subcommand through the same flags (sb_policy_flags(): --memory, --cpus,
  * --pids, --disk, --tmp, --shm, --nofile, --fsize, --env, --bind,
- * --keep-workspace, --seccomp-audit, --engine, and --network, which is
- * refused).
+ * --keep-workspace, --seccomp-audit, --engine, --allow-net, --net-log,
+ * and --network, which is refused).
  *
  * Callers embed an sb_policy_t, pair sb_policy_init_default() with
  * sb_policy_release(), and may change fields directly; every string and
@@ -33,6 +33,10 @@
  * says where packages come from (written by the sandbox at each spawn). */
 #define SB_BIN_PATH "/opt/jupyter-agent/bin"
 #define SB_SANDBOX_UID 1000 /* uid and gid of the sandboxed program inside */
+/* --allow-net: the egress proxy's port on the box's loopback, and its Unix
+ * socket in the box's socket dir (sandbox/sb_egress_proxy.h). */
+#define SB_EGRESS_PORT 3128
+#define SB_EGRESS_SOCK "egress.sock"
 
 typedef struct sb_bind {
     char *host;   /* owned; absolute host path, must exist at spawn */
@@ -73,6 +77,11 @@ typedef struct sb_policy {
                                  (agent/e2b); no flag sets it */
     sb_engine_t engine;       /* what runs the box (--engine; default
                                  sb_engine_default()) */
+    char *allow_net;          /* owned; --allow-net rules, comma-joined
+                                 (checked by sb_egress_rules_parse), or
+                                 NULL: no way out at all */
+    char *net_log;            /* owned; --net-log FILE: the proxy's
+                                 connection records, or NULL */
 } sb_policy_t;
 
 void sb_policy_init_default(sb_policy_t *p);
@@ -114,7 +123,9 @@ int sb_policy_add_bind(sb_policy_t *p, const char *host, const char *inside,
                        err_t *err);
 
 /* The environment a sandboxed program gets: PATH, HOME, LANG=C.UTF-8,
- * TERM (from `host_env` if set, else "dumb"), then the allow-listed names
+ * TERM (from `host_env` if set, else "dumb"), with --allow-net the proxy
+ * variables (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY, their lower-case
+ * forms, PIP_PROXY), then the allow-listed names
  * found in `host_env`, then `extra` ("NAME=value" entries, may be NULL).
  * Names that look like secrets (sb_policy_env_secret_word) are passed
  * from `host_env` only when given with --env-secret.

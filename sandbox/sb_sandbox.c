@@ -27,6 +27,7 @@
  * parent prepared (struct s_child, the mount plan, the BPF program).
  */
 #include "sandbox/sb_sandbox.h"
+#include "sandbox/sb_egress_proxy.h"
 
 #include "common/buf.h"
 #include "common/clock.h"
@@ -125,6 +126,8 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     sb->pid = -1;
     sb->pidfd = sb->ctl = sb->cmd = sb->ws_fd = sb->stdin_fd = sb->lock_fd = -1;
     sb->sock_fd = -1;
+    sb->egress_pid = -1;
+    sb->egress_life = -1;
     sb->root_mode = geteuid() == 0;
     sb->host_uid =
         sb->root_mode ? SB_ROOT_HOST_BASE + SB_SANDBOX_UID : geteuid();
@@ -137,6 +140,12 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
                 "namespaces or gvisor, or unset it",
                 getenv("JUPYTER_AGENT_ENGINE") ? getenv("JUPYTER_AGENT_ENGINE")
                                                : "");
+        goto fail;
+    }
+    if (gvisor && p->allow_net) {
+        err_set(err, ERR_USAGE,
+                "--allow-net is not supported yet with --engine gvisor; "
+                "use the namespaces engine for a box with network by name");
         goto fail;
     }
     /* gVisor's gofer writes the box's files as the box's own uid 1000;
@@ -313,6 +322,7 @@ s_reap(sb_sandbox_t *sb, bool block)
     if (si.si_pid == 0)
         return 0;
     sb->state = ST_REAPED;
+    sb_box_egress_stop(sb); /* the box's way out goes with it */
     memset(&sb->exit, 0, sizeof sb->exit);
     struct s_msg m;
     int got_status = 0;
@@ -588,6 +598,17 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         goto out;
     }
     const sb_policy_t *p = &sb->policy;
+    /* --allow-net: where the relay finds the proxy (same path inside). */
+    char egress_sock[108];
+    if (p->allow_net &&
+        (size_t)snprintf(egress_sock, sizeof egress_sock, "%s/%s", sb->sock_dir,
+                         SB_EGRESS_SOCK) >= sizeof egress_sock) {
+        err_set(err, ERR_SANDBOX,
+                "--allow-net: the socket path %s/%s is longer than a Unix "
+                "socket address allows; set TMPDIR to a shorter directory",
+                sb->sock_dir, SB_EGRESS_SOCK);
+        goto out;
+    }
     struct s_child c = {
         .ctl = sv[1],
         .cmd = cv[1],
@@ -608,6 +629,8 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         .rl_nproc = {p->pids, p->pids},
         .rl_data = {p->memory_bytes, p->memory_bytes},
         .limit_data = !sb_cgroup_limits_memory(sb->cg),
+        .egress_sock =
+            p->allow_net && !sb_box_knobs()->share_netns ? egress_sock : NULL,
     };
     /* Benchmark knobs: today's deny rows alone, or no filter at all. */
     sb_seccomp_prog_t deny_only = prog;
@@ -685,7 +708,8 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         int passed = -1;
         int t = sb_box_recv(sb->ctl, &m, &passed);
         if (t == MSG_SOCKDIR && passed >= 0) {
-            if (s_link_sock_dir(sb, passed, err) < 0) {
+            if (s_link_sock_dir(sb, passed, err) < 0 ||
+                sb_box_egress_start(sb, err) < 0) {
                 s_abort_spawn(sb);
                 goto out;
             }
@@ -821,6 +845,7 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
     err_t err = {0};
     if (!sb->handed_off && sb_sandbox_finish(sb, &err) < 0)
         log_warn("%s", err.text); /* nobody asked (sb_sandbox_finish) */
+    sb_box_egress_stop(sb);
     if (sb->ws_fd >= 0)
         close(sb->ws_fd);
     if (sb->sock_fd >= 0)

@@ -685,6 +685,13 @@ sb_box_init(const struct s_child *c)
     int landlock = sb_landlock_prepare(c->landlock);
     if (landlock == -1)
         sb_box_die(c, "build the Landlock ruleset", NULL);
+    if (c->egress_sock) { /* --allow-net: the one way out */
+        int lfd = sb_box_egress_listen();
+        if (lfd < 0)
+            sb_box_die(c, "listen on the egress proxy's loopback port", NULL);
+        sb_box_egress_relay(c, lfd, landlock);
+        close(lfd);
+    }
 
     sigset_t set;
     sigemptyset(&set);

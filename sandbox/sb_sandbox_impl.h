@@ -190,6 +190,9 @@ struct s_child {
     /* nested box (sb_sandbox_nest_in): pid 1 writes its own one-uid maps */
     bool map_self;
     const sigset_t *sigmask; /* the launcher's mask before sb_detach_block() */
+    /* --allow-net: the proxy's Unix socket inside (sb_sandbox_egress.c),
+     * or NULL: no relay, no port */
+    const char *egress_sock;
 };
 
 struct s_staged {
@@ -242,6 +245,8 @@ struct sb_sandbox {
     /* owned: the gVisor engine's state (sb_gvisor.c), or NULL for the
      * namespaces engine */
     struct sb_gv *gv;
+    pid_t egress_pid; /* --allow-net's proxy process (its group), or -1 */
+    int egress_life;  /* owned: the pipe end whose close ends it, or -1 */
 };
 
 /* Test-only weakenings (sb_sandbox.h): referenced weakly, so only a
@@ -293,6 +298,15 @@ int sb_gv_signal(sb_sandbox_t *sb, int sig);
 /* The wait status the relay reported, or -1 (then runsc's own). */
 int sb_gv_status(const sb_sandbox_t *sb);
 void sb_gv_release(sb_sandbox_t *sb); /* at destroy */
+
+/* sb_sandbox_egress.c: --allow-net. Launcher: start the session's proxy
+ * once the socket dir is linked (a no-op without --allow-net), stop it
+ * when the box ends. Box (pid 1, before Landlock): the loopback listener
+ * (fd or -1 with errno), then the relay process that serves it. */
+int sb_box_egress_start(sb_sandbox_t *sb, err_t *err);
+void sb_box_egress_stop(sb_sandbox_t *sb);
+int sb_box_egress_listen(void);
+void sb_box_egress_relay(const struct s_child *c, int lfd, int landlock);
 
 /* sb_sandbox_plan.c */
 void sb_box_plan_build(const sb_sandbox_t *sb, struct s_plan *pl);

@@ -60,6 +60,7 @@ sb_sandbox_hand_off(sb_sandbox_t **pp)
      * also kills what the cgroup lists. */
     syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
     sb->killed = true;
+    sb_box_egress_stop(sb);
     /* The reaper must outlive a Ctrl-C to our process group. */
     sigset_t mask;
     sb_detach_block(&mask);

@@ -6,6 +6,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "sandbox/sb_egress_proxy.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +63,8 @@ main(int argc, char **argv)
         return ERR_USAGE;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, SB_EGRESS_PROXY_CMD) == 0) /* --allow-net's proxy */
+        return sb_egress_proxy_main(argc - 1, argv + 1);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
         strcmp(cmd, "help") == 0) {
         s_usage(stdout);

@@ -1,4 +1,5 @@
 #include "agent/e2b/e2b_envd.h"
+#include "agent/e2b/e2b_path.h"
 #include "agent/e2b/e2b_watch.h"
 
 #include "agent/e2b/e2b_connect.h"
@@ -18,67 +19,6 @@
 
 #define MAX_LIST_ENTRIES 10000
 
-/* ---- paths ------------------------------------------------------------- */
-
-/* An E2B path (absolute, or relative to /home/user) as a workspace
- * relative path (new string; "" = the top), or NULL + err. /mnt/data and
- * /home/user are the same directory here; nothing else is reachable. */
-char *
-e2b_envd_rel(const char *path, err_t *err)
-{
-    if (!path || !*path)
-        return xstrdup("");
-    const char *p = path;
-    static const char *const tops[] = {E2B_HOME, "/mnt/data"};
-    if (*p == '/') {
-        const char *rest = NULL;
-        for (size_t i = 0; i < 2 && !rest; i++) {
-            size_t n = strlen(tops[i]);
-            if (strncmp(p, tops[i], n) == 0 && (p[n] == '/' || !p[n]))
-                rest = p + n;
-        }
-        if (!rest) {
-            err_set(err, ERR_USAGE,
-                    "'%.200s' is outside the sandbox's files: only "
-                    "/home/user (the same directory as /mnt/data) is "
-                    "reachable through the files API here",
-                    path);
-            return NULL;
-        }
-        p = rest;
-    }
-    /* Drop empty and "." components; refuse "..". */
-    char *out = xcalloc(1, strlen(p) + 1);
-    size_t o = 0;
-    while (*p) {
-        while (*p == '/')
-            p++;
-        size_t n = strcspn(p, "/");
-        if (n == 0)
-            break;
-        if (n == 2 && p[0] == '.' && p[1] == '.') {
-            free(out);
-            err_set(err, ERR_USAGE, "'%.200s': '..' is not allowed", path);
-            return NULL;
-        }
-        if (!(n == 1 && p[0] == '.')) {
-            if (o)
-                out[o++] = '/';
-            memcpy(out + o, p, n);
-            o += n;
-        }
-        p += n;
-    }
-    out[o] = '\0';
-    return out;
-}
-
-static char *
-s_abs(const char *rel)
-{
-    return *rel ? xasprintf(E2B_HOME "/%s", rel) : xstrdup(E2B_HOME);
-}
-
 /* The box user's host ids: the owner of the workspace's top. */
 static void
 s_owner(int ws_fd, uid_t *uid, gid_t *gid)
@@ -91,49 +31,6 @@ s_owner(int ws_fd, uid_t *uid, gid_t *gid)
         *uid = (uid_t)-1;
         *gid = (gid_t)-1;
     }
-}
-
-/* ---- entries ------------------------------------------------------------ */
-
-static const char *
-s_type(mode_t m)
-{
-    if (S_ISREG(m))
-        return "FILE_TYPE_FILE";
-    if (S_ISDIR(m))
-        return "FILE_TYPE_DIRECTORY";
-    if (S_ISLNK(m))
-        return "FILE_TYPE_SYMLINK";
-    return "FILE_TYPE_UNSPECIFIED";
-}
-
-json_t *
-e2b_envd_entry_json(const sb_ws_entry_t *e)
-{
-    char perms[11];
-    mode_t m = e->st.st_mode;
-    perms[0] = S_ISDIR(m) ? 'd' : S_ISLNK(m) ? 'l' : '-';
-    static const char rwx[] = "rwxrwxrwx";
-    for (int i = 0; i < 9; i++)
-        perms[1 + i] = (m & (0400 >> i)) ? rwx[i] : '-';
-    perms[10] = '\0';
-    char mtime[40];
-    struct tm tm;
-    gmtime_r(&e->st.st_mtim.tv_sec, &tm);
-    strftime(mtime, sizeof mtime, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    char size[24];
-    snprintf(size, sizeof size, "%lld", (long long)e->st.st_size);
-    char *abs = s_abs(e->path);
-    const char *name = *e->path ? e->name : "user";
-    json_t *j =
-        json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:s}", "name", name,
-                  "type", s_type(m), "path", abs, "size", size, "mode",
-                  (int)(m & 07777), "permissions", perms, "owner", "user",
-                  "group", "user", "modifiedTime", mtime);
-    if (e->link_target)
-        json_object_set_new(j, "symlinkTarget", json_string(e->link_target));
-    free(abs);
-    return j;
 }
 
 /* ---- errors ------------------------------------------------------------- */
@@ -199,7 +96,7 @@ static void
 s_download(e2b_req_t *r, e2b_sandbox_t *sb)
 {
     err_t err = {0};
-    char *rel = e2b_envd_rel(e2b_req_arg(r, "path"), &err);
+    char *rel = e2b_path_rel(e2b_req_arg(r, "path"), &err);
     if (!rel) {
         e2b_reply_error(r, 400, "%s", err.text);
         return;
@@ -251,7 +148,7 @@ struct e2b_upload {
 static int
 s_up_open(e2b_upload_t *u, const char *target)
 {
-    char *rel = e2b_envd_rel(target, &u->err);
+    char *rel = e2b_path_rel(target, &u->err);
     if (!rel)
         return u->rc = -EINVAL;
     if (!*rel) {
@@ -287,7 +184,7 @@ s_up_commit(e2b_upload_t *u)
     if (rc < 0) {
         u->rc = rc;
     } else {
-        char *abs = s_abs(rel);
+        char *abs = e2b_path_abs(rel);
         const char *slash = strrchr(rel, '/');
         json_array_append_new(u->done, json_pack("{s:s, s:s, s:s}", "name",
                                                  slash ? slash + 1 : rel,
@@ -437,8 +334,8 @@ s_fs(e2b_req_t *r, e2b_sandbox_t *sb, const char *method)
     const char *p1 =
         json_string_value(json_object_get(msg, move ? "source" : "path"));
     const char *p2 = json_string_value(json_object_get(msg, "destination"));
-    char *rel = e2b_envd_rel(p1, &err);
-    char *rel2 = move ? e2b_envd_rel(p2, &err) : NULL;
+    char *rel = e2b_path_rel(p1, &err);
+    char *rel2 = move ? e2b_path_rel(p2, &err) : NULL;
     if (!rel || (move && !rel2)) {
         e2b_connect_error(r, "permission_denied", "%s", err.text);
         goto out;
@@ -456,7 +353,7 @@ s_fs(e2b_req_t *r, e2b_sandbox_t *sb, const char *method)
     json_t *resp = NULL;
     if (strcmp(method, "Stat") == 0) {
         if ((rc = sb_ws_stat(ws, rel, &e, &err)) == 0)
-            resp = json_pack("{s:o}", "entry", e2b_envd_entry_json(&e));
+            resp = json_pack("{s:o}", "entry", e2b_path_entry_json(&e));
     } else if (strcmp(method, "ListDir") == 0) {
         json_int_t depth = json_integer_value(json_object_get(msg, "depth"));
         sb_ws_entry_t *v = NULL;
@@ -466,7 +363,7 @@ s_fs(e2b_req_t *r, e2b_sandbox_t *sb, const char *method)
         if (rc == 0) {
             json_t *a = json_array();
             for (size_t i = 0; i < n; i++)
-                json_array_append_new(a, e2b_envd_entry_json(&v[i]));
+                json_array_append_new(a, e2b_path_entry_json(&v[i]));
             resp = json_pack("{s:o}", "entries", a);
         }
         sb_ws_entries_free(v, n);
@@ -478,11 +375,11 @@ s_fs(e2b_req_t *r, e2b_sandbox_t *sb, const char *method)
             err_set(&err, ERR_IO, "'%s' already exists", p1 ? p1 : "");
         }
         if (rc == 0 && (rc = sb_ws_stat(ws, rel, &e, &err)) == 0)
-            resp = json_pack("{s:o}", "entry", e2b_envd_entry_json(&e));
+            resp = json_pack("{s:o}", "entry", e2b_path_entry_json(&e));
     } else if (move) {
         rc = sb_ws_move(ws, rel, rel2, uid, gid, &err);
         if (rc == 0 && (rc = sb_ws_stat(ws, rel2, &e, &err)) == 0)
-            resp = json_pack("{s:o}", "entry", e2b_envd_entry_json(&e));
+            resp = json_pack("{s:o}", "entry", e2b_path_entry_json(&e));
     } else if (strcmp(method, "Remove") == 0) {
         rc = sb_ws_remove(ws, rel, uid, gid, &err);
         if (rc == 0)

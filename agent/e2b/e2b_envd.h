@@ -15,19 +15,8 @@
 
 #include "agent/e2b/e2b_http.h"
 #include "agent/e2b/e2b_sandbox.h"
-#include "common/err.h"
-#include "sandbox/sb_files_ws.h"
-
-#include <jansson.h>
 
 void e2b_envd_handle(e2b_req_t *r, e2b_sandbox_t *sb);
-
-/* An E2B path (absolute under /home/user or /mnt/data, or relative to
- * /home/user) as a workspace-relative path (new string; "" = the top), or
- * NULL + err. */
-char *e2b_envd_rel(const char *path, err_t *err);
-/* A workspace entry as envd's EntryInfo message (new reference). */
-json_t *e2b_envd_entry_json(const sb_ws_entry_t *e);
 
 /* POST /files, streamed: begun once the headers are in (r has no body
  * yet; the caller checked the token), fed the body as it arrives, ended

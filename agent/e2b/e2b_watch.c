@@ -1,7 +1,7 @@
 #include "agent/e2b/e2b_watch.h"
 
 #include "agent/e2b/e2b_connect.h"
-#include "agent/e2b/e2b_envd.h"
+#include "agent/e2b/e2b_path.h"
 #include "common/clock.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_files_ws.h"
@@ -149,7 +149,7 @@ s_send(s_watch_t *w, const char *name, const char *type)
         err_t err = {0};
         char *path = s_join(w->top, name);
         if (sb_ws_stat(e2b_sandbox_workspace_fd(w->sb), path, &e, &err) == 0)
-            json_object_set_new(fe, "entry", e2b_envd_entry_json(&e));
+            json_object_set_new(fe, "entry", e2b_path_entry_json(&e));
         sb_ws_entry_release(&e);
         free(path);
         e2b_sandbox_leave(w->sb);
@@ -244,7 +244,7 @@ e2b_watch_dir(e2b_req_t *r, e2b_sandbox_t *sb)
     int secs = ka ? atoi(ka) : 0;
     w->keepalive_ms = secs > 0 && secs <= 3600 ? secs * 1000 : 0;
     w->top =
-        e2b_envd_rel(json_string_value(json_object_get(msg, "path")), &err);
+        e2b_path_rel(json_string_value(json_object_get(msg, "path")), &err);
     json_decref(msg);
     if (!w->top) {
         e2b_connect_error(r, "permission_denied", "%s", err.text);

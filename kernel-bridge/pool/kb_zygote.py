@@ -75,6 +75,10 @@ def _ja_zygote():
             os.close(fd)
             if r != 0:
                 raise OSError(e, 'landlock_add_rule ' + path)
+        if ll.get('net_port'):  # --allow-net: connect to the proxy's port
+            r = libc.syscall(445, rs, 2, struct.pack('=QQ', 2, ll['net_port']), 0)
+            if r != 0:
+                raise OSError(ctypes.get_errno(), 'landlock_add_rule net_port')
         if libc.syscall(446, rs, 0) != 0:
             raise OSError(ctypes.get_errno(), 'landlock_restrict_self')
         os.close(rs)
