@@ -6,7 +6,7 @@
  * timed. Prints one JSON object: per size, pause_ms, resume_ms (to the
  * first result), image_mib, and ratios against E2B's anchors (~4 s per
  * GiB to pause, ~1 s to resume). Needs root and runsc; never asserts. */
-#include "agent/session/ag_pause.h"
+#include "agent/session/ag_pause_memory.h"
 #include "bench.h"
 #include "common/clock.h"
 #include "common/xalloc.h"
@@ -59,17 +59,17 @@ main(void)
             goto next;
         }
         int64_t t0 = clock_mono_ms();
-        ag_pause_t *p = ag_session_pause_memory(s, tmp, &err);
+        ag_mem_pause_t *p = ag_session_pause_memory(s, tmp, &err);
         int64_t pause_ms = clock_mono_ms() - t0;
         if (!p) {
             json_object_set_new(row, "error", json_string(err.text));
             goto next;
         }
-        double image_mib = (double)ag_pause_bytes(p) / (1 << 20);
+        double image_mib = (double)ag_mem_pause_bytes(p) / (1 << 20);
         t0 = clock_mono_ms();
         if (ag_session_resume_memory(s, &p, &err) < 0 ||
             s_run(ag_session_kernel(s), "a[0] + a[-1]", &err) < 0) {
-            ag_pause_release(&p);
+            ag_mem_pause_release(&p);
             json_object_set_new(row, "error", json_string(err.text));
             goto next;
         }

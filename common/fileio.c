@@ -87,6 +87,14 @@ file_write_atomic_at(int dirfd, const char *name, const void *data, size_t len,
         return err_set(err, ERR_IO, "cannot write %s: %s", what,
                        strerror(saved));
     }
+    /* The rename itself is durable only once the directory is: without
+     * this a crash soon after can bring back the old file (or none).
+     * EINVAL: a file system that cannot sync directories. */
+    if (fsync(dirfd) != 0 && errno != EINVAL && errno != EROFS)
+        return err_errno(err, ERR_IO,
+                         "cannot write %s: the directory holding it could "
+                         "not be synced",
+                         what);
     return 0;
 }
 

@@ -16,7 +16,8 @@ int file_write_all(int fd, const void *data, size_t len);
 /* Replace `name` in directory `dirfd` with `data` atomically: a new
  * temporary file (O_EXCL, O_NOFOLLOW) in the same directory, fchmod to
  * `mode` (so the umask does not matter), fsync, rename over `name`.
- * Readers see the old file or the new one, never a mix; on failure the
+ * fsync the directory (the rename survives a crash). Readers see the
+ * old file or the new one, never a mix; on failure the
  * temporary file is removed and `name` is untouched. `what` names the
  * target in messages (ERR_IO: "cannot write WHAT: reason"). */
 int file_write_atomic_at(int dirfd, const char *name, const void *data,

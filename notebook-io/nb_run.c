@@ -381,8 +381,19 @@ nb_run_notebook(nb_notebook_t *nb, kb_kernel_t *k, const nb_run_opts_t *o,
     res->stopped_at = -1;
     clock_iso8601_now(res->started, sizeof res->started);
     s_set_kernel_metadata(nb, k);
-    for (size_t i = 0; i < ncells; i++)
-        res->total += s_runnable(nb_notebook_cell(nb, i), skip);
+    /* The cells that will run look never executed from the start, so a
+     * copy written between cells (run's crash-safe rewrites) never shows
+     * a fresh output next to a stale one; the end result is the same, as
+     * each cell is cleared before it runs and a stop clears the rest. */
+    for (size_t i = 0; i < ncells; i++) {
+        json_t *cell = nb_notebook_cell(nb, i);
+        if (!s_runnable(cell, skip))
+            continue;
+        res->total++;
+        json_object_set_new(cell, "outputs", json_array());
+        json_object_set_new(cell, "execution_count", json_null());
+        json_object_del(s_cell_metadata(cell), "execution");
+    }
 
     for (size_t i = 0; i < ncells && res->code == ERR_OK; i++) {
         json_t *cell = nb_notebook_cell(nb, i);

@@ -31,6 +31,10 @@ static const char s_usage[] =
     "  -c, --code CODE        the code to run\n"
     "      --json             print one JSON object: status, execution_count,\n"
     "                         outputs (nbformat), duration_ms\n"
+    "      --events           one JSON object per line per output as it\n"
+    "                         arrives (stream, display_data, execute_result,\n"
+    "                         update_display_data, clear_output, error,\n"
+    "                         status), then the --json object\n"
     "      --merge-streams    in --json, one output per run of same-name\n"
     "                         stream text (default: one per message, as\n"
     "                         nbclient 0.7 stores them)\n"
@@ -49,12 +53,51 @@ static const char s_usage_tail[] =
 typedef struct exec_ui {
     ag_render_t render; /* console rendering state */
     bool json;          /* --json: print nothing until the end */
+    bool events;        /* --events: a JSON line per output as it comes */
 } exec_ui_t;
+
+/* --events: the message's content as one line, with "event" its type, and
+ * for a display its "mimes" (the data bundle's keys, in the kernel's
+ * order). Flushed at once: a caller sees each output while the cell runs.
+ * ASCII only, so a kernel's bytes cannot drive the caller's terminal. */
+static void
+s_print_event(const kb_msg_t *msg)
+{
+    static const char *const kinds[] = {
+        "stream", "display_data", "update_display_data", "clear_output",
+        "error",  "status",       "execute_result"};
+    const char *type = kb_msg_type(msg);
+    bool known = false;
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds && !known; i++)
+        known = strcmp(type, kinds[i]) == 0;
+    if (!known)
+        return;
+    json_t *ev = json_pack("{s:s}", "event", type); /* first on the line */
+    json_t *content = kb_msg_content(msg);
+    if (json_is_object(content))
+        json_object_update(ev, content);
+    json_t *data = json_object_get(ev, "data");
+    if (json_is_object(data)) {
+        json_t *mimes = json_array();
+        const char *mime;
+        json_t *v;
+        json_object_foreach(data, mime, v)
+            json_array_append_new(mimes, json_string(mime));
+        json_object_set_new(ev, "mimes", mimes);
+    }
+    json_dumpf(ev, stdout,
+               JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER);
+    fputc('\n', stdout);
+    fflush(stdout);
+    json_decref(ev);
+}
 
 static void
 s_on_iopub(const kb_msg_t *msg, void *arg)
 {
     exec_ui_t *ui = arg;
+    if (ui->events)
+        s_print_event(msg);
     if (ui->json)
         return;
     const char *type = kb_msg_type(msg);
@@ -144,7 +187,7 @@ s_print_json(kb_output_t *out, const char *error, const char *kw_error)
 /* exec's own flags. */
 typedef struct exec_args {
     const char *code_arg, *existing, *out_dir;
-    bool json, allow_unsigned, merge_streams;
+    bool json, events, allow_unsigned, merge_streams;
 } exec_args_t;
 
 static int
@@ -158,6 +201,9 @@ s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
         return 0;
     case 'j':
         a->json = true;
+        return 0;
+    case 'E': /* --events ends with the --json object */
+        a->json = a->events = true;
         return 0;
     case 'S':
         a->merge_streams = true;
@@ -181,6 +227,7 @@ ag_cmd_exec(int argc, char **argv)
 {
     static const struct option own[] = {{"code", required_argument, 0, 'c'},
                                         {"json", no_argument, 0, 'j'},
+                                        {"events", no_argument, 0, 'E'},
                                         {"merge-streams", no_argument, 0, 'S'},
                                         {"out", required_argument, 0, 'o'},
                                         {"existing", required_argument, 0, 'e'},
@@ -251,6 +298,7 @@ ag_cmd_exec(int argc, char **argv)
         }
     }
     ui.json = a.json;
+    ui.events = a.events;
     ui.render.color = isatty(1) && isatty(2);
     if (a.out_dir) {
         /* Images count against --max-output and --disk, whichever is

@@ -85,12 +85,46 @@ static const char s_usage_tail[] =
     "out, 7 the output could not be written (or --keep-workspace could not\n"
     "copy everything out), 130 interrupted (Ctrl-C)\n";
 
-/* Progress lines on stderr. */
+/* Progress lines on stderr, and the notebook rewritten after each cell. */
 typedef struct run_ui {
-    nb_notebook_t *nb; /* borrowed; for the cells' first lines */
-    bool tty;          /* stderr is a terminal: redraw the line in place */
-    bool quiet;        /* -q */
+    nb_notebook_t *nb;    /* borrowed; for the cells' first lines */
+    bool tty;             /* stderr is a terminal: redraw the line in place */
+    bool quiet;           /* -q */
+    const char *out_path; /* borrowed; NULL: -o - (written once, at the end) */
+    bool save_failed;     /* a rewrite failed (said once) */
 } run_ui_t;
+
+/* Crash safety: after every finished cell the output notebook is replaced
+ * atomically (file_write_atomic: a temporary file, fsync, rename, fsync of
+ * the directory), so a run killed by SIGKILL or a power cut leaves a valid
+ * notebook holding every finished cell, the ones still to run looking
+ * never executed (nb_run clears them up front) and metadata.jupyter_agent.
+ * run.status "running". A failed rewrite is said once; the run goes on and
+ * the final write reports its own failure. */
+static void
+s_save_progress(run_ui_t *ui, const nb_run_event_t *ev)
+{
+    if (!ui->out_path || ui->save_failed)
+        return;
+    json_t *md = nb_notebook_metadata(ui->nb);
+    json_t *ja = json_object_get(md, "jupyter_agent");
+    if (!json_is_object(ja)) {
+        ja = json_object();
+        json_object_set_new(md, "jupyter_agent", ja);
+    }
+    json_object_set_new(ja, "run",
+                        json_pack("{s:s, s:I, s:I}", "status", "running",
+                                  "cells_executed", (json_int_t)ev->ordinal,
+                                  "cells_total", (json_int_t)ev->total));
+    err_t err = {0};
+    if (nb_notebook_write_file(ui->nb, ui->out_path, &err) < 0) {
+        ui->save_failed = true;
+        fprintf(stderr,
+                "jupyter-agent run: warning: could not save the notebook "
+                "after cell %zu (%s); going on, it is written at the end\n",
+                ev->cell + 1, err.text);
+    }
+}
 
 /* The first non-blank line of `src`, cut to fit a progress line. */
 static void
@@ -112,6 +146,8 @@ static void
 s_on_cell(const nb_run_event_t *ev, void *arg)
 {
     run_ui_t *ui = arg;
+    if (ev->done)
+        s_save_progress(ui, ev);
     if (ui->quiet)
         return;
     char cut[48];
@@ -394,7 +430,10 @@ ag_cmd_run(int argc, char **argv)
     }
     ag_session_print_warnings(session, stderr);
 
-    run_ui_t ui = {.nb = nb, .tty = isatty(2), .quiet = a.quiet};
+    run_ui_t ui = {.nb = nb,
+                   .tty = isatty(2),
+                   .quiet = a.quiet,
+                   .out_path = to_stdout ? NULL : out_path};
     nb_run_opts_t ropts;
     nb_run_opts_init(&ropts);
     ropts.timeout_ms = sopts.timeout_ms;

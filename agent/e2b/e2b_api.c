@@ -1,5 +1,7 @@
 #include "agent/e2b/e2b_api.h"
 
+#include "agent/session/ag_pause.h"
+
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -70,12 +72,13 @@ s_refuse_unsupported(e2b_req_t *r, const json_t *body)
                         "gate, issue 27): sandboxes have no network");
         return true;
     }
-    if (json_is_true(json_object_get(body, "autoPause")) ||
-        json_object_get(body, "autoResume")) {
+    json_t *resume = json_object_get(body, "autoResume");
+    if (json_is_true(json_object_get(resume, "enabled")) ||
+        json_is_true(resume)) {
         e2b_reply_error(r, 501,
-                        "autoPause/autoResume: pausing sandboxes is not "
-                        "supported yet (persistence, issue 31); a "
-                        "sandbox is killed at its timeout");
+                        "autoResume: resuming on traffic needs a memory "
+                        "pause, which this server cannot do yet; resume a "
+                        "paused sandbox with Sandbox.connect()");
         return true;
     }
     json_t *mcp = json_object_get(body, "mcp");
@@ -149,6 +152,26 @@ s_create(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
     }
     if (s_refuse_unsupported(r, body))
         goto out;
+    /* autoPause: E2B's default keeps the memory (autoPauseMemory absent
+     * or true), which this engine may not do: refused with the reason,
+     * rather than a sandbox that would lose its state at the timeout. */
+    bool auto_pause = json_is_true(json_object_get(body, "autoPause"));
+    if (auto_pause) {
+        err_t perr = {0};
+        if (!cfg->pause_dir) {
+            e2b_reply_error(r, 501,
+                            "autoPause: this server keeps no paused "
+                            "sandboxes (no state directory)");
+            goto out;
+        }
+        if (ag_pause_check(
+                &cfg->session->policy,
+                !json_is_false(json_object_get(body, "autoPauseMemory")),
+                &perr) < 0) {
+            e2b_reply_error(r, 400, "autoPause: %s", perr.text);
+            goto out;
+        }
+    }
     int timeout = s_timeout(r, body, cfg, cfg->default_timeout_s);
     if (timeout < 0)
         goto out;
@@ -170,6 +193,8 @@ s_create(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
                             err.text);
         goto out;
     }
+    if (auto_pause)
+        e2b_sandbox_set_auto_pause(e2b_sandbox_of(e), true);
     e2b_reply_json(r, 201, e2b_sandbox_info(e2b_sandbox_of(e), true));
     ag_reg_unref(&e);
 out:
@@ -196,12 +221,14 @@ s_list(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
 {
     const char *state = e2b_req_arg(r, "state");
     json_t *out = json_array();
-    /* Paused sandboxes do not exist here: a list of only those is empty. */
     bool want_running = !state || strstr(state, "running");
+    bool want_paused = !state || strstr(state, "paused");
     size_t n;
     ag_reg_entry_t **v = ag_registry_list(cfg->registry, &n);
     for (size_t i = 0; i < n; i++) {
-        if (want_running && ag_reg_state(v[i]) == AG_REG_RUNNING &&
+        bool paused = e2b_sandbox_paused(e2b_sandbox_of(v[i]));
+        if ((paused ? want_paused : want_running) &&
+            ag_reg_state(v[i]) == AG_REG_RUNNING &&
             strcmp(ag_reg_owner(v[i]), owner) == 0)
             json_array_append_new(
                 out, e2b_sandbox_info(e2b_sandbox_of(v[i]), false));
@@ -241,6 +268,29 @@ s_new_end(e2b_req_t *r, const e2b_config_t *cfg, ag_reg_entry_t *e,
     e2b_reply_empty(r, 204);
 }
 
+/* The client is told what a resume kept: "memoryKept" in the body and
+ * X-Jupyter-Agent-Memory-Kept (the SDK reads neither; docs/e2b.md says
+ * a files-only pause restarts the kernel). */
+static void
+s_reply_sandbox(e2b_req_t *r, int status, e2b_sandbox_t *sb, bool resumed,
+                bool memory_kept)
+{
+    json_t *info = e2b_sandbox_info(sb, true);
+    if (resumed) {
+        json_object_set_new(info, "memoryKept", json_boolean(memory_kept));
+        json_object_set_new(
+            info, "resumeNote",
+            json_string(memory_kept
+                            ? "resumed with its memory"
+                            : "resumed from a files-only pause: /home/user "
+                              "is as it was, the kernel is new (variables "
+                              "and imports are gone)"));
+        e2b_reply_header(r, "X-Jupyter-Agent-Memory-Kept",
+                         memory_kept ? "true" : "false");
+    }
+    e2b_reply_json(r, status, info);
+}
+
 static void
 s_connect(e2b_req_t *r, const e2b_config_t *cfg, ag_reg_entry_t *e)
 {
@@ -251,11 +301,45 @@ s_connect(e2b_req_t *r, const e2b_config_t *cfg, ag_reg_entry_t *e)
     json_decref(body);
     if (t == -1)
         return;
-    int64_t want = clock_mono_ms() + (int64_t)t * 1000;
-    /* Connecting extends a running sandbox's life, never shortens it. */
-    if (t >= 0 && want > ag_reg_deadline(e))
+    e2b_sandbox_t *sb = e2b_sandbox_of(e);
+    bool memory_kept = true;
+    err_t err = {0};
+    int rc = e2b_sandbox_resume(sb, &memory_kept, &err);
+    if (rc < 0) {
+        e2b_reply_error(r, 500, "the paused sandbox could not resume: %s",
+                        err.text);
+        return;
+    }
+    int64_t now = clock_mono_ms();
+    int64_t want = now + (int64_t)(t >= 0 ? t : cfg->default_timeout_s) * 1000;
+    /* Connecting extends a running sandbox's life, never shortens it; a
+     * resumed one gets its new life. */
+    if (rc == 0 || (t >= 0 && want > ag_reg_deadline(e)))
         ag_reg_set_deadline(e, want);
-    e2b_reply_json(r, 200, e2b_sandbox_info(e2b_sandbox_of(e), true));
+    s_reply_sandbox(r, rc == 0 ? 201 : 200, sb, rc == 0, memory_kept);
+}
+
+/* POST /sandboxes/{id}/pause {"memory": bool}: E2B's default (memory
+ * absent) keeps the memory; only "memory": false is a files-only pause. */
+static void
+s_pause(e2b_req_t *r, ag_reg_entry_t *e)
+{
+    json_t *body = s_body(r);
+    if (!body)
+        return;
+    bool memory = !json_is_false(json_object_get(body, "memory"));
+    json_decref(body);
+    err_t err = {0};
+    int rc = e2b_sandbox_pause(e2b_sandbox_of(e), memory, &err);
+    if (rc < 0)
+        e2b_reply_error(r, err.code == ERR_USAGE ? 400 : 500, "pause: %s",
+                        err.text);
+    else if (rc == 1)
+        e2b_reply_error(r, 409, "the sandbox is already paused");
+    else {
+        e2b_reply_header(r, "X-Jupyter-Agent-Memory-Kept", "false");
+        e2b_reply_empty(r, 204);
+    }
 }
 
 /* "/sandboxes/ID/REST" -> ID (copied into id) and REST ("" or "timeout"). */
@@ -329,9 +413,10 @@ e2b_api_handle(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
             s_connect(r, cfg, e);
         else if (strcmp(rest, "refreshes") == 0 && post)
             s_new_end(r, cfg, e, "duration", false);
-        else if (strcmp(rest, "pause") == 0 || strcmp(rest, "resume") == 0)
-            s_not_yet(r, "pausing and resuming sandboxes",
-                      "persistence, issue 31");
+        else if (strcmp(rest, "pause") == 0 && post)
+            s_pause(r, e);
+        else if (strcmp(rest, "resume") == 0 && post)
+            s_connect(r, cfg, e); /* the old API's resume */
         else if (strcmp(rest, "fork") == 0)
             s_not_yet(r, "forking sandboxes", "persistence, issue 31");
         else if (strncmp(rest, "snapshots", 9) == 0)

@@ -42,6 +42,8 @@ e2b_reply(e2b_req_t *r, unsigned status, const char *ctype, const void *body,
     }
     if (ctype)
         MHD_add_response_header(resp, "Content-Type", ctype);
+    if (r->extra_name)
+        MHD_add_response_header(resp, r->extra_name, r->extra_value);
     r->ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
 }
@@ -68,6 +70,13 @@ e2b_reply_error(e2b_req_t *r, unsigned status, const char *fmt, ...)
         r, status,
         json_pack("{s:i, s:s}", "code", (int)status, "message", text));
     free(text);
+}
+
+void
+e2b_reply_header(e2b_req_t *r, const char *name, const char *value)
+{
+    r->extra_name = name;
+    r->extra_value = value;
 }
 
 void

@@ -33,6 +33,7 @@ typedef struct e2b_req {
     size_t body_len;
     enum MHD_Result ret; /* what the handler's answer returned */
     bool answered;       /* a response was queued */
+    const char *extra_name, *extra_value; /* e2b_reply_header (static) */
 } e2b_req_t;
 
 /* A request header, or NULL (borrowed). */
@@ -50,6 +51,8 @@ void e2b_reply_json(e2b_req_t *r, unsigned status, json_t *j);
  * (the SDKs show the message). Logged at info. */
 void e2b_reply_error(e2b_req_t *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* One more header on the answer still to come (both static strings). */
+void e2b_reply_header(e2b_req_t *r, const char *name, const char *value);
 /* A bare status without body (204, 200). */
 void e2b_reply_empty(e2b_req_t *r, unsigned status);
 

@@ -55,10 +55,20 @@ s_interp_free(void *p)
     free(in);
 }
 
+/* The kernel went (a pause, the end): its namespaces with it. */
+static void
+s_interp_end(e2b_sandbox_t *sb, void *p)
+{
+    (void)sb;
+    s_interp_t *in = p;
+    in->ready = false;
+    snprintf(in->cur, sizeof in->cur, "default");
+}
+
 static s_interp_t *
 s_interp(e2b_sandbox_t *sb)
 {
-    return e2b_sandbox_slot(sb, E2B_SLOT_INTERP, s_interp_new, NULL,
+    return e2b_sandbox_slot(sb, E2B_SLOT_INTERP, s_interp_new, s_interp_end,
                             s_interp_free);
 }
 

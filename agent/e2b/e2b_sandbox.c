@@ -1,10 +1,12 @@
 #include "agent/e2b/e2b_sandbox.h"
 
+#include "agent/session/ag_pause.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/strv.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/kb_kernel.h"
+#include "sandbox/sb_files.h"
 #include "sandbox/sb_sandbox.h"
 
 #include <fcntl.h>
@@ -23,6 +25,7 @@ typedef struct s_job {
     bool done;    /* ran, or was refused */
     bool refused; /* the sandbox ended first */
     bool posted;  /* e2b_sandbox_post: on the heap, runs even when refused */
+    bool control; /* pause/resume: runs while paused too */
     struct s_job *next;
 } s_job_t;
 
@@ -49,6 +52,10 @@ struct e2b_sandbox {
     bool started;          /* the start finished (ok or not) */
     bool start_failed;
     err_t start_err;
+    bool paused;       /* files kept in pause_dir, no box, no kernel */
+    char *pause_dir;   /* owned while paused */
+    bool auto_pause;   /* the timeout pauses (files only) instead of killing */
+    bool auto_pausing; /* an automatic pause is queued */
     s_job_t *jobs, *jobs_tail; /* waiting calls */
     struct {
         void *state;
@@ -80,6 +87,7 @@ s_free(void *payload)
     sodium_memzero(sb->envd_token, sizeof sb->envd_token);
     sodium_memzero(sb->traffic_token, sizeof sb->traffic_token);
     free(sb->template_id);
+    free(sb->pause_dir);
     free(sb->kernel_name);
     json_decref(sb->metadata);
     json_decref(sb->env_vars);
@@ -90,7 +98,9 @@ s_free(void *payload)
     free(sb);
 }
 
-static const ag_reg_ops_t s_ops = {.end = s_end, .free = s_free};
+static bool s_expire(void *payload);
+static const ag_reg_ops_t s_ops = {
+    .end = s_end, .free = s_free, .expire = s_expire};
 
 /* ---- the thread -------------------------------------------------------- */
 
@@ -103,8 +113,13 @@ s_run_jobs(e2b_sandbox_t *sb)
         sb->jobs = j->next;
         if (!sb->jobs)
             sb->jobs_tail = NULL;
+        if (!sb->session && !j->control && !j->posted) {
+            j->done = j->refused = true; /* paused meanwhile */
+            pthread_cond_broadcast(&sb->cond);
+            continue;
+        }
         pthread_mutex_unlock(&sb->lock);
-        j->fn(sb, j->arg);
+        j->fn(sb, j->arg); /* posted while paused: e2b_sandbox_ending() */
         pthread_mutex_lock(&sb->lock);
         if (j->posted) {
             free(j);
@@ -133,7 +148,7 @@ s_main(void *arg)
             ws ? open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     }
     pthread_cond_broadcast(&sb->cond);
-    while (s && !sb->ending) {
+    while (s && !sb->ending) { /* s: the start went well */
         s_run_jobs(sb);
         if (!sb->ending)
             pthread_cond_wait(&sb->cond, &sb->lock);
@@ -162,14 +177,21 @@ s_main(void *arg)
         if (sb->slots[i].state && sb->slots[i].end)
             sb->slots[i].end(sb, sb->slots[i].state);
     pthread_mutex_lock(&sb->lock);
+    s = sb->session; /* NULL while paused */
     sb->session = NULL;
     int fd = sb->workspace_fd;
     sb->workspace_fd = -1;
+    char *paused = sb->pause_dir;
+    sb->pause_dir = NULL;
     pthread_mutex_unlock(&sb->lock);
     if (fd >= 0)
         close(fd);
     if (s)
         ag_session_destroy(&s); /* kernel killed; box, cgroup, run dir gone */
+    if (paused && sb_files_remove_tree(paused) < 0)
+        log_warn("e2b: could not remove all of %s (a paused sandbox's files)",
+                 paused);
+    free(paused);
     log_info("e2b: sandbox %.8s… removed", ag_reg_id(sb->entry));
     ag_reg_entry_t *e = sb->entry;
     ag_reg_gone(e);
@@ -327,9 +349,13 @@ bool
 e2b_sandbox_token_ok(const e2b_sandbox_t *sb, const char *envd_token,
                      const char *traffic_token)
 {
+    e2b_sandbox_t *m = (e2b_sandbox_t *)sb; /* the lock only */
+    pthread_mutex_lock(&m->lock);           /* a resume renews them */
     bool a = s_same(sb->envd_token, envd_token);
     bool b = s_same(sb->traffic_token, traffic_token);
-    return a || b;
+    bool live = sb->session != NULL; /* paused: nothing to reach */
+    pthread_mutex_unlock(&m->lock);
+    return (a || b) && live;
 }
 
 static void
@@ -360,6 +386,8 @@ e2b_sandbox_info(e2b_sandbox_t *sb, bool with_tokens)
         cpus > 0 ? cpus : 1, "memoryMB", (int)(p->memory_bytes >> 20),
         "diskSizeMB", (json_int_t)(p->workspace_bytes >> 20), "envdVersion",
         E2B_ENVD_VERSION, "allowInternetAccess", 0, "volumeMounts");
+    if (e2b_sandbox_paused(sb))
+        json_object_set_new(j, "state", json_string("paused"));
     json_object_set_new(j, "alias", json_string(sb->template_id));
     if (with_tokens) {
         json_object_set_new(j, "envdAccessToken", json_string(sb->envd_token));
@@ -398,7 +426,8 @@ bool
 e2b_sandbox_ending(e2b_sandbox_t *sb)
 {
     pthread_mutex_lock(&sb->lock);
-    bool e = sb->ending;
+    /* Paused (or pausing): what runs must stop, as for an end. */
+    bool e = sb->ending || (sb->started && !sb->session);
     pthread_mutex_unlock(&sb->lock);
     return e;
 }
@@ -435,13 +464,14 @@ e2b_sandbox_workspace_fd(e2b_sandbox_t *sb)
     return sb->workspace_fd;
 }
 
-int
-e2b_sandbox_call(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
-                 void *arg)
+static int
+s_call(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *), void *arg,
+       bool control)
 {
-    s_job_t j = {.fn = fn, .arg = arg};
+    s_job_t j = {.fn = fn, .arg = arg, .control = control};
     pthread_mutex_lock(&sb->lock);
-    if (sb->ending || !sb->session) {
+    if (sb->ending || !sb->started || sb->start_failed ||
+        (!sb->session && !control)) {
         pthread_mutex_unlock(&sb->lock);
         return -1;
     }
@@ -460,6 +490,13 @@ e2b_sandbox_call(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
         pthread_cond_wait(&sb->cond, &sb->lock);
     pthread_mutex_unlock(&sb->lock);
     return j.refused ? -1 : 0;
+}
+
+int
+e2b_sandbox_call(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
+                 void *arg)
+{
+    return s_call(sb, fn, arg, false);
 }
 
 void
@@ -501,4 +538,170 @@ e2b_sandbox_slot(e2b_sandbox_t *sb, e2b_slot_t slot,
     void *state = sb->slots[slot].state;
     pthread_mutex_unlock(&sb->lock);
     return state;
+}
+
+/* ---- pause and resume -------------------------------------------------- */
+
+typedef struct s_pause_job {
+    bool memory;      /* in: keep the kernel's memory */
+    int rc;           /* out: 0 done, 1 already so, -1 err */
+    bool memory_kept; /* out */
+    err_t err;
+} s_pause_job_t;
+
+static void
+s_pause_job(e2b_sandbox_t *sb, void *arg)
+{
+    s_pause_job_t *pj = arg;
+    pthread_mutex_lock(&sb->lock);
+    sb->auto_pausing = false;
+    if (sb->paused || !sb->session) {
+        pthread_mutex_unlock(&sb->lock);
+        pj->rc = 1;
+        return;
+    }
+    /* From now on enter() and calls are refused; wait out the users. */
+    ag_session_t *s = sb->session;
+    sb->session = NULL;
+    while (sb->users > 0)
+        pthread_cond_wait(&sb->cond, &sb->lock);
+    pthread_mutex_unlock(&sb->lock);
+    /* Stop what runs in the box (commands); the interpreter forgets the
+     * kernel it had loaded its helpers into. */
+    for (int i = 0; i < E2B_NSLOTS; i++)
+        if (sb->slots[i].state && sb->slots[i].end)
+            sb->slots[i].end(sb, sb->slots[i].state);
+    char *dir = xasprintf("%s/%s", sb->cfg->pause_dir, ag_reg_id(sb->entry));
+    pj->rc = ag_session_pause(&s, &sb->sopts.policy, dir, pj->memory,
+                              &pj->memory_kept, &pj->err);
+    pthread_mutex_lock(&sb->lock);
+    if (pj->rc < 0) {
+        sb->session = s; /* still running */
+        free(dir);
+    } else {
+        sb->paused = true;
+        sb->pause_dir = dir;
+        if (sb->workspace_fd >= 0)
+            close(sb->workspace_fd);
+        sb->workspace_fd = -1;
+    }
+    pthread_cond_broadcast(&sb->cond);
+    pthread_mutex_unlock(&sb->lock);
+    if (pj->rc == 0) {
+        ag_reg_set_deadline(sb->entry, 0); /* paused: kept until killed */
+        log_info("e2b: sandbox %.8s… paused (files only, in %s)",
+                 ag_reg_id(sb->entry), sb->pause_dir);
+    }
+}
+
+int
+e2b_sandbox_pause(e2b_sandbox_t *sb, bool memory, err_t *err)
+{
+    if (ag_pause_check(&sb->sopts.policy, memory, err) < 0)
+        return -1;
+    if (!sb->cfg->pause_dir)
+        return err_set(err, ERR_IO,
+                       "this server has no directory for paused sandboxes");
+    s_pause_job_t pj = {.memory = memory};
+    if (s_call(sb, s_pause_job, &pj, true) < 0)
+        return err_set(err, ERR_KERNEL, "the sandbox ended meanwhile");
+    if (pj.rc < 0 && err)
+        *err = pj.err;
+    return pj.rc;
+}
+
+static void
+s_resume_job(e2b_sandbox_t *sb, void *arg)
+{
+    s_pause_job_t *pj = arg;
+    pthread_mutex_lock(&sb->lock);
+    bool paused = sb->paused;
+    pthread_mutex_unlock(&sb->lock);
+    if (!paused) {
+        pj->rc = 1;
+        return;
+    }
+    ag_session_t *s = ag_session_resume(&sb->sopts, sb->pause_dir,
+                                        &pj->memory_kept, &pj->err);
+    if (!s) {
+        pj->rc = -1;
+        return;
+    }
+    const char *ws = ag_session_workspace(s);
+    int fd = ws ? open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    pthread_mutex_lock(&sb->lock);
+    sb->session = s;
+    sb->workspace_fd = fd;
+    sb->paused = false;
+    free(sb->pause_dir);
+    sb->pause_dir = NULL;
+    s_token(sb->envd_token); /* the old tokens reach nothing any more */
+    s_token(sb->traffic_token);
+    pthread_cond_broadcast(&sb->cond);
+    pthread_mutex_unlock(&sb->lock);
+    pj->rc = 0;
+    log_info("e2b: sandbox %.8s… resumed (a fresh kernel, the files kept)",
+             ag_reg_id(sb->entry));
+}
+
+int
+e2b_sandbox_resume(e2b_sandbox_t *sb, bool *memory_kept, err_t *err)
+{
+    s_pause_job_t pj = {0};
+    *memory_kept = true;
+    if (s_call(sb, s_resume_job, &pj, true) < 0)
+        return err_set(err, ERR_KERNEL, "the sandbox ended meanwhile");
+    if (pj.rc < 0 && err)
+        *err = pj.err;
+    if (pj.rc == 0)
+        *memory_kept = pj.memory_kept;
+    return pj.rc;
+}
+
+bool
+e2b_sandbox_paused(e2b_sandbox_t *sb)
+{
+    pthread_mutex_lock(&sb->lock);
+    bool p = sb->paused;
+    pthread_mutex_unlock(&sb->lock);
+    return p;
+}
+
+void
+e2b_sandbox_set_auto_pause(e2b_sandbox_t *sb, bool on)
+{
+    pthread_mutex_lock(&sb->lock);
+    sb->auto_pause = on;
+    pthread_mutex_unlock(&sb->lock);
+}
+
+static void
+s_auto_pause_job(e2b_sandbox_t *sb, void *arg)
+{
+    (void)arg;
+    if (e2b_sandbox_ending(sb))
+        return; /* posted: only clean up */
+    s_pause_job_t pj = {0};
+    s_pause_job(sb, &pj);
+    if (pj.rc < 0) {
+        log_warn("e2b: sandbox %.8s… could not pause at its timeout (%s); "
+                 "killing it",
+                 ag_reg_id(sb->entry), pj.err.text);
+        ag_reg_end(sb->entry, "timeout");
+    }
+}
+
+/* The table's expire hook: an autoPause sandbox pauses at its timeout. */
+static bool
+s_expire(void *payload)
+{
+    e2b_sandbox_t *sb = payload;
+    pthread_mutex_lock(&sb->lock);
+    bool pause = sb->auto_pause && !sb->paused && !sb->ending;
+    bool queue = pause && !sb->auto_pausing;
+    sb->auto_pausing = sb->auto_pausing || pause;
+    pthread_mutex_unlock(&sb->lock);
+    if (queue)
+        e2b_sandbox_post(sb, s_auto_pause_job, NULL);
+    return pause;
 }

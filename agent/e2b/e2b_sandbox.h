@@ -46,6 +46,8 @@ typedef struct e2b_config {
     ag_registry_t *registry;          /* the session table */
     int default_timeout_s;            /* a create without "timeout" (300) */
     int max_timeout_s;                /* the longest allowed (86400) */
+    const char *pause_dir; /* paused sandboxes' files (ag_pause_dir), or
+                              NULL: pausing is refused */
 } e2b_config_t;
 
 typedef struct e2b_sandbox e2b_sandbox_t;
@@ -88,7 +90,26 @@ const sb_policy_t *e2b_sandbox_policy(const e2b_sandbox_t *sb);
 int e2b_sandbox_exec_timeout_ms(const e2b_sandbox_t *sb);
 size_t e2b_sandbox_max_output(const e2b_sandbox_t *sb);
 
-/* Has the sandbox been asked to end? Long-running work polls it. */
+/* Pause (docs/e2b.md, "Pause and resume"): through ag_session_pause, the
+ * one seam a memory pause will come in by. Files only today: /home/user is
+ * kept under the server's pause_dir, the commands and the kernel are
+ * stopped and the box removed; the sandbox then shows "paused", keeps no
+ * deadline, refuses its envd and interpreter traffic, and ends only when
+ * killed (or the server stops). A memory pause is refused (ERR_USAGE, the
+ * reason). 0 paused, 1 it already was, -1 + err. */
+int e2b_sandbox_pause(e2b_sandbox_t *sb, bool memory, err_t *err);
+/* Resume a paused sandbox: a new box with the files put back, a fresh
+ * kernel, new tokens (the old ones reach nothing). *memory_kept says
+ * whether the kernel's state came back (false today). 0 resumed, 1 it was
+ * running, -1 + err (the sandbox stays paused). */
+int e2b_sandbox_resume(e2b_sandbox_t *sb, bool *memory_kept, err_t *err);
+bool e2b_sandbox_paused(e2b_sandbox_t *sb);
+/* autoPause with autoPauseMemory false: the timeout pauses (files only)
+ * instead of killing. */
+void e2b_sandbox_set_auto_pause(e2b_sandbox_t *sb, bool on);
+
+/* Has the sandbox been asked to end (or is it paused)? Long-running work
+ * polls it. */
 bool e2b_sandbox_ending(e2b_sandbox_t *sb);
 
 /* Use the live session from the caller's thread: true with the session

@@ -7,6 +7,7 @@
 #include "agent/e2b/e2b_pool.h"
 #include "agent/e2b/e2b_process.h"
 #include "agent/e2b/e2b_sandbox.h"
+#include "agent/session/ag_pause.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -295,6 +296,11 @@ s_begin(s_listener_t *l, s_req_t *req, struct MHD_Connection *c,
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Access-Token");
         const char *ttok = MHD_lookup_connection_value(
             c, MHD_HEADER_KIND, "E2B-Traffic-Access-Token");
+        if (e2b_sandbox_paused(sb))
+            return s_refuse(req, c, method, url, 502,
+                            "the sandbox is paused: resume it with "
+                            "Sandbox.connect() (POST "
+                            "/v2/sandboxes/{id}/connect) first");
         if (!e2b_sandbox_token_ok(sb, tok, ttok))
             return s_refuse(req, c, method, url, 401,
                             "this sandbox needs its access token: send "
@@ -523,6 +529,13 @@ e2b_server_run(const e2b_server_opts_t *o, volatile sig_atomic_t *stop,
         .default_timeout_s =
             o->default_timeout_s > 0 ? o->default_timeout_s : 300,
         .max_timeout_s = o->max_timeout_s > 0 ? o->max_timeout_s : 86400};
+    /* Paused sandboxes' files: without a state directory, pausing is
+     * refused (with the reason) and everything else works. */
+    err_t perr = {0};
+    char *pause_dir = ag_pause_dir("e2b", &perr);
+    if (!pause_dir)
+        log_warn("e2b: pausing sandboxes is off: %s", perr.text);
+    srv.cfg.pause_dir = pause_dir;
     int rc = s_listen(&srv, &sa, E2B_PORT_API, false, err);
     if (rc == 0 && o->debug_ports) {
         struct sockaddr_in d = sa;
@@ -571,5 +584,6 @@ e2b_server_run(const e2b_server_opts_t *o, volatile sig_atomic_t *stop,
         free(k);
     }
     sodium_memzero(srv.key_hash, sizeof srv.key_hash);
+    free(pause_dir);
     return rc;
 }

@@ -612,6 +612,21 @@ s_add_stats(ag_loop_stats_t *t, const ag_loop_stats_t *s)
 
 /* Run every call of one turn; answers each (also after a fatal failure,
  * so the conversation stays well-formed). Returns 0 or -1 + err. */
+/* Crash safety: the notebook is replaced atomically (a temporary file,
+ * fsync, rename, fsync of the directory) after every finished cell, so a
+ * SIGKILL leaves a valid notebook holding every cell that finished. */
+static void
+s_autosave(ag_loop_t *l)
+{
+    if (!l->autosave)
+        return;
+    err_t serr = {0};
+    l->status = "running";
+    s_update_metadata(l);
+    if (nb_record_save(l->rec, l->autosave, &serr) < 0)
+        log_warn("ask: autosave failed: %s", serr.text);
+}
+
 static int
 s_run_calls(ag_loop_t *l, const ag_turn_t *turn, ag_loop_stats_t *st,
             err_t *err)
@@ -645,6 +660,7 @@ s_run_calls(ag_loop_t *l, const ag_turn_t *turn, ag_loop_stats_t *st,
         st->tools_ms += clock_mono_ms() - t0;
         st->tool_calls++;
         s_record_result(l, call, &res, st);
+        s_autosave(l);
         ag_conv_add_tool_result(l->conv, call->id, call->name, res.text,
                                 res.is_error, res.images, res.nimages);
         if (l->ui && l->ui->on_tool_end)
@@ -777,13 +793,6 @@ ag_loop_ask(ag_loop_t *l, const char *question, const ag_loop_ui_t *ui,
                               : lerr.text);
             s_finish(l, &st, t0, s_status_for(lerr.code), &lerr);
             goto out;
-        }
-        if (l->autosave) {
-            err_t serr = {0};
-            l->status = "running";
-            s_update_metadata(l);
-            if (nb_record_save(l->rec, l->autosave, &serr) < 0)
-                log_warn("ask: autosave failed: %s", serr.text);
         }
     }
 out:

@@ -97,7 +97,8 @@ typedef struct ag_loop_opts {
     int timeout_ms;           /* per execution (own executor, and told to the
                                  model); 0 = none */
     int max_steps;            /* model turns per ask; 0 = AG_LOOP_MAX_STEPS */
-    const char *autosave;     /* save the notebook here after every step;
+    const char *autosave;     /* save the notebook here (atomically) after
+                                 every tool call and at the end;
                                  NULL = only on ag_loop_save */
     const atomic_int *cancel; /* borrowed; NULL = the loop's own flag, set by
                                  ag_loop_cancel */

@@ -1,50 +1,58 @@
 /*
- * ag_pause: pause a session with its memory and resume it (issue 31), for
- * whatever parks sessions: the E2B server's POST /sandboxes/{id}/pause
- * with autoPauseMemory (the `persist` branch owns agent/e2b's pause and
- * connect endpoints and calls this when the session's engine is gvisor),
- * later serve and `mcp --http`.
+ * ag_pause: stop a session and start it again later with what could be
+ * kept. The one seam every door (the E2B server's pause and connect; later
+ * serve's named sessions) goes through, so that a memory pause can come in
+ * here when an engine supports it.
  *
- *   ag_pause_t *p = ag_session_pause_memory(s, NULL, &err); // no process
- *   ...                                                      // left
- *   ag_session_resume_memory(s, &p, &err); // the kernel answers again
+ * Files only (every engine, today): pause copies /mnt/data (= /home/user
+ * under E2B) into a directory of ours, 0700, under the agent's state
+ * directory, with the copy rules (regular files and directories only, no
+ * links followed, the workspace's --disk size at most), then ends the
+ * session: the kernel is killed and the box, cgroup and run dir removed, so
+ * nothing runs while paused. Resume starts a new session with the same
+ * options, copies the files back as the box user and removes the copy: the
+ * files are there, the kernel is fresh (variables and imports are gone).
  *
- * The image goes into a new 0700 directory under `state_dir` (NULL: the
- * Jupyter data dir's jupyter-agent/paused, made 0700), sealed by a random
- * key that lives only in the returned handle (wiped when it is
- * released): an image another user edited, truncated, swapped or owns is
- * refused (ERR_VERIFY) before runsc reads it. A session on the
- * namespaces engine, or a warm (pool or serve) kernel, answers ERR_USAGE
- * with the reason; a files-only pause is the caller's other choice there.
- * The kernel's variables, modules, open files and /mnt/data come back;
- * every connection to the kernel is new after the resume (the kernel's
- * own Jupyter key stays: it holds it in memory). A handle does not
- * survive our process (the key is in memory only): sessions surviving a
- * server restart need a key kept on disk; not done yet.
+ * Memory (a checkpoint of the kernel's processes) is refused with the
+ * reason: the namespaces engine cannot checkpoint ("memory pause needs
+ * --engine gvisor"), and the gvisor engine's checkpoint (a session-level
+ * API of its own: ag_pause_memory.h) is not wired into this seam yet.
  */
 #ifndef AGENT_SESSION_AG_PAUSE_H
 #define AGENT_SESSION_AG_PAUSE_H
 
 #include "agent/session/ag_session.h"
 #include "common/err.h"
+#include "sandbox/sb_policy.h"
 
-#include <stdint.h>
+#include <stdbool.h>
 
-typedef struct ag_pause ag_pause_t;
+/* Can a session under `p` be paused this way (memory: the kernel's state
+ * kept, else files only)? 0, or -1 with ERR_USAGE saying why not and what
+ * to do instead. */
+int ag_pause_check(const sb_policy_t *p, bool memory, err_t *err);
 
-/* Pause `s` with its memory: a handle, or NULL + err (ERR_USAGE: this
- * session cannot be paused so, and why; it still runs; other codes: the
- * pause failed and the kernel is gone). */
-ag_pause_t *ag_session_pause_memory(ag_session_t *s, const char *state_dir,
-                                    err_t *err);
-/* Resume `s` from *p; on success *p is released (its image removed) and
- * NULLed. -1 + err leaves *p (a refused image can be looked at). */
-int ag_session_resume_memory(ag_session_t *s, ag_pause_t **p, err_t *err);
-/* The image directory (borrowed) and its size in bytes (for a
- * --pause-disk cap). */
-const char *ag_pause_dir(const ag_pause_t *p);
-uint64_t ag_pause_bytes(const ag_pause_t *p);
-/* Wipe the key and remove the image: the paused state is given up. */
-void ag_pause_release(ag_pause_t **p);
+/* The directory paused sessions of `door` ("e2b") are kept in, created
+ * 0700 and checked (a directory of ours, not a link, not open to others):
+ * $JUPYTER_AGENT_STATE_DIR, else $XDG_STATE_HOME/jupyter-agent, else
+ * HOME/.local/state/jupyter-agent, then /paused-DOOR. New string, or NULL +
+ * err (ERR_IO). */
+char *ag_pause_dir(const char *door, err_t *err);
+
+/* Pause *s (a sandboxed session running under policy `p`) into `dir`,
+ * which must not exist (it is made 0700). On success *s is NULL (the
+ * session ended) and *memory_kept says whether the kernel's memory was
+ * kept (false for now). On failure -1 + err: *s still runs and `dir` is
+ * gone. */
+int ag_session_pause(ag_session_t **s, const sb_policy_t *p, const char *dir,
+                     bool memory, bool *memory_kept, err_t *err);
+
+/* A new session from `o` holding the files paused in `dir` (from
+ * ag_session_pause), which is removed once they are in. *memory_kept: the
+ * kernel's memory came back (false for now: a fresh kernel). NULL + err
+ * (the start's error, or the copy's: ERR_IO); `dir` is kept then, so a
+ * later resume can try again. */
+ag_session_t *ag_session_resume(const ag_session_opts_t *o, const char *dir,
+                                bool *memory_kept, err_t *err);
 
 #endif

@@ -227,12 +227,17 @@ ag_registry_expire(ag_registry_t *t)
 {
     size_t n;
     ag_reg_entry_t **v = s_collect(t, true, &n);
+    int ended = 0;
     for (size_t i = 0; i < n; i++) {
-        ag_reg_end(v[i], "timeout");
+        const ag_reg_ops_t *ops = v[i]->ops;
+        if (!(ops && ops->expire && ops->expire(v[i]->payload))) {
+            ag_reg_end(v[i], "timeout");
+            ended++;
+        }
         ag_reg_unref(&v[i]);
     }
     free(v);
-    return (int)n;
+    return ended;
 }
 
 int

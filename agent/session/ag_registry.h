@@ -44,6 +44,10 @@ typedef struct ag_reg_ops {
     void (*end)(void *payload, const char *why);
     /* The last reference is gone: free the payload. */
     void (*free)(void *payload);
+    /* The deadline passed (ag_registry_expire): true when the door takes
+     * care of it (an E2B autoPause sandbox pauses, and moves or clears the
+     * deadline), false to end it ("timeout"). NULL: end it. */
+    bool (*expire)(void *payload);
 } ag_reg_ops_t;
 
 /* A table for at most `max` sessions (ENDED ones not yet gone count). */

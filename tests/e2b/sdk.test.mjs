@@ -253,9 +253,9 @@ test('setTimeout moves the end; at its timeout a sandbox is killed and leaves no
 })
 
 test('what another issue brings answers 501 naming it, never a fake success', async () => {
+  // (pause and connect: pause.test.mjs)
   const h = { 'X-API-KEY': KEY, 'Content-Type': 'application/json' }
   for (const [path, word] of [
-    [`/sandboxes/${sbx.sandboxId}/pause`, /persistence/],
     [`/sandboxes/${sbx.sandboxId}/snapshots`, /persistence/],
     [`/sandboxes/${sbx.sandboxId}/fork`, /persistence/],
   ]) {

@@ -6,7 +6,7 @@
  * others, sealed by another key) is refused before runsc reads it. */
 #include "../tap.h"
 #include "../tools/kernel_run.h"
-#include "agent/session/ag_pause.h"
+#include "agent/session/ag_pause_memory.h"
 #include "common/clock.h"
 #include "sandbox/sb_engine.h"
 
@@ -140,15 +140,15 @@ main(void)
     randombytes_buf(key, sizeof key);
     randombytes_buf(other, sizeof other);
     int64_t t0 = clock_mono_ms();
-    ag_pause_t *pz = ag_session_pause_memory(s, s_tmp, &err);
+    ag_mem_pause_t *pz = ag_session_pause_memory(s, s_tmp, &err);
     int64_t t_pause = clock_mono_ms() - t0;
     if (!ok(pz != NULL, "the session is paused with its memory (%lld ms)",
             (long long)t_pause)) {
         diag("%s", err.text);
         done_testing();
     }
-    char *img = xstrdup(ag_pause_dir(pz));
-    diag("image: %llu KiB", (unsigned long long)ag_pause_bytes(pz) / 1024);
+    char *img = xstrdup(ag_mem_pause_dir(pz));
+    diag("image: %llu KiB", (unsigned long long)ag_mem_pause_bytes(pz) / 1024);
     struct stat st;
     memset(&st, 0, sizeof st);
     int sr = stat(img, &st);
@@ -237,7 +237,7 @@ main(void)
     ag_session_opts_init(&no);
     no.warm = AG_WARM_COLD;
     ag_session_t *ns = ag_session_start(&no, &err);
-    ag_pause_t *nz = ns ? ag_session_pause_memory(ns, s_tmp, &err) : NULL;
+    ag_mem_pause_t *nz = ns ? ag_session_pause_memory(ns, s_tmp, &err) : NULL;
     ok(ns && !nz && err.code == ERR_USAGE &&
            strstr(err.text, "--engine gvisor"),
        "a memory pause on the namespaces engine is refused with the reason "
