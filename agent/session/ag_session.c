@@ -803,6 +803,25 @@ s_start_gateway(const ag_session_opts_t *o, err_t *err)
 /* A kernel that could not start for want of a box limit says so only in
  * Python's words ("RuntimeError: can't start new thread"): name the
  * limit and the flag that raises it. */
+/* How long a cold kernel may take to answer kernel_info:
+ * $JUPYTER_AGENT_STARTUP_TIMEOUT seconds (1 to 3600, for slow machines
+ * and emulators), else 0: kb_kernel's default (60 s). */
+static int
+s_startup_timeout_ms(void)
+{
+    const char *v = getenv("JUPYTER_AGENT_STARTUP_TIMEOUT");
+    char *end = NULL;
+    long secs = v && *v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || secs < 1 || secs > 3600) {
+        if (v && *v)
+            log_warn("JUPYTER_AGENT_STARTUP_TIMEOUT='%s' is not a number of "
+                     "seconds from 1 to 3600; using 60",
+                     v);
+        return 0;
+    }
+    return (int)secs * 1000;
+}
+
 static void
 s_hint_limits(const ag_session_opts_t *o, err_t *err)
 {
@@ -913,6 +932,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
         kopts.launcher = s_sandbox_factory;
         kopts.launcher_arg = &fa;
     }
+    kopts.startup_timeout_ms = s_startup_timeout_ms();
     if (warm) {
         kopts.launcher = s_warm_factory;
         kopts.launcher_arg = warm;
@@ -939,7 +959,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
         warm = NULL;
         kopts.launcher = s_sandbox_factory;
         kopts.launcher_arg = &fa;
-        kopts.startup_timeout_ms = 0;
+        kopts.startup_timeout_ms = s_startup_timeout_ms();
         k = kb_kernel_start(&kopts, err);
     }
     if (!k) {

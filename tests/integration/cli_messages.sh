@@ -93,6 +93,18 @@ JUPYTER_PATH="$T/k" run exec --warm cold --kernel noisyk -c 1
 ok $? "a kernel dying after 1.5 KiB of warnings: the error keeps its last line and the --pids hint (exit $rc)"
 [ "$rc" = 3 ] || diag "$T/err"
 
+# JUPYTER_AGENT_STARTUP_TIMEOUT bounds a cold kernel's start-up: one that
+# never answers is given up after that many seconds, not 60.
+mkdir -p "$T/k/kernels/mutek"
+printf '{"argv": ["/usr/bin/python3", "-c", "import time; time.sleep(60)", "{connection_file}"], "display_name": "m", "language": "python"}\n' \
+    >"$T/k/kernels/mutek/kernel.json"
+start=$(date +%s)
+JUPYTER_PATH="$T/k" JUPYTER_AGENT_STARTUP_TIMEOUT=2 run exec --warm cold --kernel mutek -c 1
+secs=$(($(date +%s) - start))
+[ "$rc" = 3 ] && grep -q "within 2 s" "$T/err" && [ "$secs" -lt 30 ]
+ok $? "JUPYTER_AGENT_STARTUP_TIMEOUT=2: a silent kernel is given up after 2 s (exit $rc, ${secs} s)"
+[ "$rc" = 3 ] || diag "$T/err"
+
 # Item 12: a kernel installed behind a directory no other user may pass
 # (pyenv under /root, 0700): --bind cannot help, so it is not suggested.
 PYENV=$(ls -d /root/.pyenv/versions/*/bin/python3 2>/dev/null | head -1)

@@ -238,7 +238,9 @@ ok $? "uid $U without delegation: warned that memory, pids, cpu are not enforced
 # Warm the page cache first (9p, cache=loose): under TCG on a loaded host a
 # cold ipykernel start can pass exec's 60 s readiness limit.
 $PY -c 'import ipykernel.kernelapp, pandas' >/dev/null 2>&1
-"$BIN" exec --timeout 300 -c 'import pandas as pd
+# And allow the kernel 240 s to answer (it took over 60 s once, TCG on a
+# host busy with other work).
+JUPYTER_AGENT_STARTUP_TIMEOUT=240 "$BIN" exec --timeout 300 -c 'import pandas as pd
 df = pd.DataFrame({"x": [1, 2, 3]})
 print("sum", df.x.sum(), open("/proc/self/cgroup").read().strip())' \
     >"$T/out" 2>"$T/err" </dev/null
