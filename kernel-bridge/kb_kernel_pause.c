@@ -24,39 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ipykernel: close the IOPub pipe on its thread, then list the TCP
- * sockets left in the box (gVisor's /proc/net/tcp*: "" when none). */
-static const char s_py_before[] =
-    "def _ja_pause():\n"
-    "    import threading\n"
-    "    io = get_ipython().kernel.iopub_thread\n"
-    "    done = threading.Event()\n"
-    "    def close():\n"
-    "        s = getattr(io, '_pipe_in', None)\n"
-    "        if s is not None:\n"
-    "            s.close(linger=0)\n"
-    "            io._pipe_in = None\n"
-    "        done.set()\n"
-    "    io.io_loop.add_callback(close)\n"
-    "    done.wait(5)\n"
-    "    import time\n"
-    "    for _ in range(100):\n"
-    "        left = []\n"
-    "        for f in ('/proc/net/tcp', '/proc/net/tcp6'):\n"
-    "            try:\n"
-    "                left += [l.split()[1] for l in open(f).readlines()[1:]]\n"
-    "            except OSError:\n"
-    "                pass\n"
-    "        if not left:\n"
-    "            break\n"
-    "        time.sleep(0.02)\n"
-    "    return ' '.join(left)\n";
-static const char s_py_after[] =
-    "def _ja_resume():\n"
-    "    io = get_ipython().kernel.iopub_thread\n"
-    "    if io._pipe_flag and getattr(io, '_pipe_in', None) is None:\n"
-    "        io.io_loop.add_callback(io._setup_pipe_in)\n"
-    "    return ''\n";
+/* _ja_pause() and _ja_resume(), run in the kernel around a pause. */
+extern const char kb_kernel_pause_py[]; /* kb_kernel_pause.py */
 
 static bool
 s_python(const kb_kernel_t *k)
@@ -93,14 +62,14 @@ kb_kernel_pause(kb_kernel_t *k, const char *dir, const unsigned char *key,
     if (k->launcher->ops->pause(k->launcher->self, NULL, key, err) < 0)
         return err_prefix(err, "cannot pause kernel '%s'", k->name);
     if (s_python(k)) {
-        char *left = s_eval(k, s_py_before, "_ja_pause()", err);
+        char *left = s_eval(k, kb_kernel_pause_py, "_ja_pause()", err);
         if (!left)
             return err_prefix(err, "preparing kernel '%s' for a pause",
                               k->name);
         if (strcmp(left, "''") != 0) {
             char *e = esc_dup(left, ESC_NAME);
             free(left);
-            free(s_eval(k, s_py_after, "_ja_resume()", NULL));
+            free(s_eval(k, kb_kernel_pause_py, "_ja_resume()", NULL));
             err_set(err, ERR_USAGE,
                     "cannot pause kernel '%s': TCP sockets are open in its "
                     "box (%.200s, hex address:port); gVisor's runsc "
@@ -150,7 +119,7 @@ kb_kernel_resume(kb_kernel_t *k, const char *dir, const unsigned char *key,
     kb_msg_destroy(&k->info);
     k->info = info;
     if (s_python(k)) { /* forked children's output flows again */
-        char *v = s_eval(k, s_py_after, "_ja_resume()", err);
+        char *v = s_eval(k, kb_kernel_pause_py, "_ja_resume()", err);
         if (!v)
             goto out;
         free(v);
