@@ -26,6 +26,17 @@
 #define REMOVE_WORKDIR_MS 5000
 #define REMOVE_WORKDIR_QUICK_MS 1000
 
+int
+kb_kernel_connect_client(kb_kernel_t *k, const kb_conn_t *conn, err_t *err)
+{
+    kb_client_opts_t copts = {.max_output_bytes = k->opts.max_output_bytes};
+    k->client = kb_client_new(conn, &copts, err);
+    if (!k->client)
+        return -1;
+    kb_client_watch_fd(k->client, k->launcher->ops->pidfd(k->launcher->self));
+    return 0;
+}
+
 /* The kernel's environment: the launcher's rules plus what the kernelspec
  * and the caller add (later entries win). */
 static char **
@@ -184,11 +195,8 @@ s_launch(kb_kernel_t *k, err_t *err)
         goto out;
     if (k->launcher->ops->spawn(k->launcher->self, argv, env, k->out_fd, err))
         goto out;
-    kb_client_opts_t copts = {.max_output_bytes = k->opts.max_output_bytes};
-    k->client = kb_client_new(&conn, &copts, err);
-    if (!k->client)
+    if (kb_kernel_connect_client(k, &conn, err) < 0)
         goto out;
-    kb_client_watch_fd(k->client, k->launcher->ops->pidfd(k->launcher->self));
     k->info = kb_client_wait_ready(k->client, k->opts.startup_timeout_ms, err);
     if (!k->info) {
         char why[256] = "", detail[sizeof err->text + 4] = "";

@@ -41,6 +41,10 @@ struct kb_kernel {
 /* kb_kernel.c: run `code` silently, then evaluate `expr` as its user
  * expression within timeout_ms, without execute's interrupt and restart;
  * its text/plain value (new string) or NULL + err. */
+/* k->client for the launched kernel's connection `conn`, watching the
+ * launcher's pidfd: 0, or -1 with err. */
+int kb_kernel_connect_client(kb_kernel_t *k, const kb_conn_t *conn, err_t *err);
+
 char *kb_kernel_eval_after(kb_kernel_t *k, const char *code, const char *expr,
                            int timeout_ms, err_t *err);
 

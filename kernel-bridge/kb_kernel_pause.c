@@ -107,11 +107,8 @@ kb_kernel_resume(kb_kernel_t *k, const char *dir, const unsigned char *key,
     int rc = -1;
     if (kb_conn_load(&conn, path, err) < 0)
         goto out;
-    kb_client_opts_t copts = {.max_output_bytes = k->opts.max_output_bytes};
-    k->client = kb_client_new(&conn, &copts, err);
-    if (!k->client)
+    if (kb_kernel_connect_client(k, &conn, err) < 0)
         goto out;
-    kb_client_watch_fd(k->client, k->launcher->ops->pidfd(k->launcher->self));
     kb_msg_t *info =
         kb_client_wait_ready(k->client, k->opts.startup_timeout_ms, err);
     if (!info)
