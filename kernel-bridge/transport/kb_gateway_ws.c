@@ -30,7 +30,7 @@
  * tried again. Jupyter Server holds the handshake until the kernel answers
  * kernel_info (up to its kernel_info_timeout, 60 s); a kernel that missed
  * the first nudges usually answers on a fresh connection at once. */
-#define HANDSHAKE_TRY_MS 20000
+#define HANDSHAKE_TRY_MS 30000
 /* Connections in a row that close before anything arrives on them. */
 #define MAX_FLAPS 5
 /* How often a wait asks the REST API whether the kernel still exists. */

@@ -190,7 +190,7 @@ ws_drop() {
 spawn ws_drop
 
 # A handshake the server holds without answering (jupyter-server waits for
-# the kernel's kernel_info reply, up to 60 s) is dropped after 20 s and
+# the kernel's kernel_info reply, up to 60 s) is dropped after 30 s and
 # tried again, well inside the start-up time: the cell runs.
 ws_hang_once() {
     start_server ws-hang-once v1
@@ -198,8 +198,8 @@ ws_hang_once() {
     run 120 -c 'print("hello")'
     unset JUPYTER_AGENT_LOG
     [ "$rc" = 0 ] && grep -qx hello "$T/out" &&
-        grep -q 'no answer to the handshake in 20 s' "$T/err"
-    ok $? "ws-hang-once (v1): the unanswered handshake is dropped after 20 s, the next opens and exec prints hello (exit $rc, ${secs} s)"
+        grep -q 'no answer to the handshake in 30 s' "$T/err"
+    ok $? "ws-hang-once (v1): the unanswered handshake is dropped after 30 s, the next opens and exec prints hello (exit $rc, ${secs} s)"
     [ "$rc" = 0 ] || diag "$T/err"
 }
 spawn ws_hang_once
