@@ -176,6 +176,17 @@ ok $? "a fork bomb is contained and ended by --timeout or the memory cap (exit $
 [ "$rc" != 137 ] || grep -qE "host thread limit|out of memory" "$T/err"
 ok $? "a fork bomb's end is named (exit $rc: $(head -c 200 "$T/err"))"
 
+# --bind under gVisor: the host directory is a read-only bind in the OCI
+# bundle, as under namespaces (readable, writes refused, host unchanged).
+mkdir "$T/bind"
+echo "from the host" >"$T/bind/f"
+chmod 777 "$T/bind"
+chmod 644 "$T/bind/f"
+run --bind "$T/bind:/mnt/b" -- /bin/sh -c 'cat /mnt/b/f; echo x >/mnt/b/g || echo refused; echo y >>/mnt/b/f || echo refused'
+[ "$rc" = 0 ] && grep -q "^from the host$" "$T/out" && [ "$(grep -c "^refused$" "$T/out")" = 2 ] &&
+    grep -q "Read-only file system" "$T/err" && [ ! -e "$T/bind/g" ] && [ "$(cat "$T/bind/f")" = "from the host" ]
+ok $? "--bind is a read-only bind under gVisor: read inside, writes refused (EROFS), host dir unchanged (exit $rc: $(tr '\n' ' ' <"$T/out"))"
+
 # Nothing the box writes lands on the host outside its bind mounts: files
 # with a unique name everywhere it may write, looked for on the host
 # while the box still runs.

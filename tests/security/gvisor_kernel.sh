@@ -86,6 +86,34 @@ rc=$?
 grep -q "KeyboardInterrupt" "$T/out" "$T/err" && grep -q "interrupted; kernel state kept" "$T/err"
 ok $? "--timeout interrupts a gVisor kernel through the relay (SIGINT), keeping its state (exit $rc)"
 
+# --packages under gVisor: a signed wheel installs into the box as under
+# namespaces (verified on the host, installed inside, offline).
+mkdir "$T/wheels" "$T/none"
+$PY - "$T/wheels" <<'EOF'
+import base64, hashlib, os, sys, zipfile
+def b64(d):
+    return base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+di = "greet-1.0.dist-info"
+files = {"greet/__init__.py": b"def f():\n    return 'hello from greet'\n",
+         di + "/METADATA": b"Metadata-Version: 2.1\nName: greet\nVersion: 1.0\n",
+         di + "/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+rec = ["%s,sha256=%s,%d" % (k, b64(v), len(v)) for k, v in files.items()] + [di + "/RECORD,,"]
+files[di + "/RECORD"] = ("\n".join(rec) + "\n").encode()
+with zipfile.ZipFile(os.path.join(sys.argv[1], "greet-1.0-py3-none-any.whl"), "w") as z:
+    for k, v in files.items():
+        z.writestr(zipfile.ZipInfo(k, (2020, 1, 1, 0, 0, 0)), v)
+EOF
+"$BIN" manifest keygen -o "$T/a.key" --label gv >/dev/null 2>&1 &&
+    "$BIN" manifest sign --key "$T/a.key" "$T/wheels" >/dev/null 2>&1
+chmod -R a+rX "$T/wheels"
+JUPYTER_AGENT_TRUSTED_KEYS=$T/none "$BIN" exec --engine gvisor --timeout 60 \
+    --packages "$T/wheels" --trust "$T/a.key.pub" --install greet \
+    -c 'import greet, platform; print(greet.f(), platform.release())' >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" = 0 ] && grep -q "^hello from greet 4.4.0$" "$T/out" && grep -q "installed greet 1.0" "$T/err"
+ok $? "--packages installs a signed wheel into a gVisor kernel (exit $rc: $(cat "$T/out"))"
+[ "$rc" = 0 ] || diag "$T/err"
+
 # archive rerun replays the recorded engine: a cell that is True only
 # under gVisor reproduces (without the engine it would run under
 # namespaces, print False and differ).
