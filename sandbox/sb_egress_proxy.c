@@ -79,8 +79,8 @@ s_rules_put(s_rules_ref_t *r)
 
 /* One connection being served: what the record will say. */
 typedef struct s_conn {
-    int fd; /* the client (the box) */
-    int up; /* upstream, or -1 */
+    int fd;             /* the client (the box) */
+    int up;             /* upstream, or -1 */
     s_rules_ref_t *ref; /* the rules as they were when it was accepted */
     const sb_egress_rules_t *rules; /* ref's */
     const sb_egress_caps_t *caps;

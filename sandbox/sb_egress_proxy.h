@@ -7,11 +7,11 @@
  *
  * It accepts on a Unix socket bound into the box's socket dir (the box's
  * relay carries 127.0.0.1:SB_EGRESS_PORT there) and serves, one thread
- * per connection (a fork each cost ~20 ms a request), HTTP CONNECT (the TLS ClientHello's SNI must be
- * the CONNECT host) and plain absolute-form HTTP (the Host header must be
- * the target). It resolves names itself and judges every destination
- * with sb_egress_rule; refusals are HTTP 403 naming the rule that would
- * allow them. Every connection is recorded (sb_egress_log).
+ * per connection (a fork each cost ~20 ms a request), HTTP CONNECT (the TLS
+ * ClientHello's SNI must be the CONNECT host) and plain absolute-form HTTP (the
+ * Host header must be the target). It resolves names itself and judges every
+ * destination with sb_egress_rule; refusals are HTTP 403 naming the rule that
+ * would allow them. Every connection is recorded (sb_egress_log).
  */
 #ifndef SANDBOX_SB_EGRESS_PROXY_H
 #define SANDBOX_SB_EGRESS_PROXY_H
