@@ -15,7 +15,9 @@
 #include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@
 
 #define S_HEAD_SECONDS 10 /* to send the request head, and the ClientHello */
 #define S_NOBODY 65534
+#define S_BUF (SB_EGRESS_HEAD_MAX + SB_EGRESS_HELLO_MAX + 64)
 
 void
 sb_egress_caps_default(sb_egress_caps_t *c)
@@ -43,11 +46,43 @@ sb_egress_caps_default(sb_egress_caps_t *c)
     c->connect_seconds = 15;
 }
 
+/* One set of rules, shared by the connections accepted under it: a new
+ * set (the rules pipe) replaces `s_cur` for the next connection. */
+typedef struct s_rules_ref {
+    sb_egress_rules_t rules;
+    unsigned refs; /* under s_mu */
+} s_rules_ref_t;
+
+static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
+static s_rules_ref_t *s_cur; /* under s_mu */
+static unsigned s_live;      /* connections open, under s_mu */
+
+static s_rules_ref_t *
+s_rules_get(void)
+{
+    pthread_mutex_lock(&s_mu);
+    s_rules_ref_t *r = s_cur;
+    r->refs++;
+    pthread_mutex_unlock(&s_mu);
+    return r;
+}
+
+static void
+s_rules_put(s_rules_ref_t *r)
+{
+    pthread_mutex_lock(&s_mu);
+    bool last = --r->refs == 0;
+    pthread_mutex_unlock(&s_mu);
+    if (last)
+        free(r);
+}
+
 /* One connection being served: what the record will say. */
 typedef struct s_conn {
-    int fd; /* the client (the box) */
-    int up; /* upstream, or -1 */
-    const sb_egress_rules_t *rules;
+    int fd;             /* the client (the box) */
+    int up;             /* upstream, or -1 */
+    s_rules_ref_t *ref; /* the rules as they were when it was accepted */
+    const sb_egress_rules_t *rules; /* ref's */
     const sb_egress_caps_t *caps;
     uint64_t *totals;    /* shared: [0] up, [1] down */
     sb_egress_rec_t rec; /* filled as we go */
@@ -58,6 +93,8 @@ typedef struct s_conn {
     char sni[SB_EGRESS_HOST_MAX + 1];
     char reason[1024];
     int64_t start_ms;
+    const sb_egress_recorder_t *recorder;
+    char buf[S_BUF]; /* the request head, then the ClientHello */
 } s_conn_t;
 
 /* Printable ASCII copy (for records and messages). */
@@ -270,6 +307,10 @@ s_judge_and_dial(s_conn_t *c, unsigned port)
     }
     s_format_addr((struct sockaddr *)&ss, c->address, sizeof c->address);
     c->up = s_dial((struct sockaddr *)&ss, sl, c->caps->connect_seconds);
+    if (c->up >= 0) {
+        int one = 1; /* the box's writes go out as they come */
+        setsockopt(c->up, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
     if (c->up < 0) {
         snprintf(why, sizeof why, "cannot connect to %s port %u (%s): %s",
                  c->host, port, c->address, strerror(errno));
@@ -389,7 +430,7 @@ s_forward_plain(s_conn_t *c, const sb_egress_req_t *r, const char *head,
 static void
 s_serve_one(s_conn_t *c)
 {
-    static char buf[SB_EGRESS_HEAD_MAX + SB_EGRESS_HELLO_MAX + 64];
+    char *buf = c->buf;
     size_t have = 0;
     int64_t deadline = c->start_ms + S_HEAD_SECONDS * 1000;
     ssize_t hl = s_read_head(c->fd, buf, SB_EGRESS_HEAD_MAX, &have, deadline);
@@ -425,7 +466,7 @@ s_serve_one(s_conn_t *c)
         if (sb_egress_write_all(c->fd, ok, sizeof ok - 1) < 0)
             return;
         memmove(buf, buf + hl, extra);
-        if (s_check_hello(c, buf, sizeof buf, extra) < 0) {
+        if (s_check_hello(c, buf, S_BUF, extra) < 0) {
             if (!c->reason[0])
                 snprintf(c->reason, sizeof c->reason, "upstream write failed");
             return;
@@ -448,91 +489,175 @@ s_serve_one(s_conn_t *c)
     snprintf(c->reason, sizeof c->reason, "%s", sb_egress_pump_end_str(end));
 }
 
-/* A connection's own process: serve, record, exit. */
-static _Noreturn void
-s_conn_child(int fd, const sb_egress_rules_t *rules,
-             const sb_egress_caps_t *caps, uint64_t *totals,
+/* A connection's own thread: serve, record, close. */
+static void *
+s_conn_thread(void *arg)
+{
+    s_conn_t *c = arg;
+    s_serve_one(c);
+    c->rec.method = c->method[0] ? c->method : "?";
+    c->rec.host = c->host;
+    c->rec.address = c->address;
+    c->rec.rule = c->rule;
+    c->rec.sni = c->sni;
+    c->rec.reason = c->reason;
+    c->rec.ms = clock_mono_ms() - c->start_ms;
+    if (c->recorder && c->recorder->record)
+        c->recorder->record(c->recorder->ctx, &c->rec);
+    close(c->fd);
+    if (c->up >= 0)
+        close(c->up);
+    s_rules_put(c->ref);
+    free(c);
+    pthread_mutex_lock(&s_mu);
+    s_live--;
+    pthread_mutex_unlock(&s_mu);
+    return NULL;
+}
+
+/* Refuse at the connection cap, from the accepting thread (no pump). */
+static void
+s_refuse_cap(int fd, const sb_egress_caps_t *caps,
              const sb_egress_recorder_t *rec)
 {
-    s_conn_t c;
-    memset(&c, 0, sizeof c);
-    c.fd = fd;
-    c.up = -1;
-    c.rules = rules;
-    c.caps = caps;
-    c.totals = totals;
-    c.start_ms = clock_mono_ms();
-    s_serve_one(&c);
-    c.rec.method = c.method[0] ? c.method : "?";
-    c.rec.host = c.host;
-    c.rec.address = c.address;
-    c.rec.rule = c.rule;
-    c.rec.sni = c.sni;
-    c.rec.reason = c.reason;
-    c.rec.ms = clock_mono_ms() - c.start_ms;
-    if (rec && rec->record)
-        rec->record(rec->ctx, &c.rec);
-    _exit(0);
+    s_conn_t *c = calloc(1, sizeof *c);
+    if (c) {
+        c->fd = fd;
+        char why[160];
+        snprintf(why, sizeof why,
+                 "%u connections are open, the session's cap; close one "
+                 "and try again",
+                 caps->max_conns);
+        s_refuse(c, 503, why);
+        c->rec.method = "?";
+        c->rec.host = "";
+        c->rec.reason = c->reason;
+        if (rec && rec->record)
+            rec->record(rec->ctx, &c->rec);
+        free(c);
+    }
+    close(fd);
 }
 
 void
-sb_egress_proxy_serve(int listen_fd, int life_fd,
+sb_egress_proxy_set_rules(const sb_egress_rules_t *rules)
+{
+    s_rules_ref_t *r = malloc(sizeof *r);
+    if (!r)
+        return;
+    r->rules = *rules;
+    r->refs = 1; /* s_cur's */
+    pthread_mutex_lock(&s_mu);
+    s_rules_ref_t *old = s_cur;
+    s_cur = r;
+    pthread_mutex_unlock(&s_mu);
+    if (old)
+        s_rules_put(old);
+}
+
+/* A line from the rules pipe ("RULE,RULE\n"; an empty line: none):
+ * parsed and made current. Bad lines are ignored (the launcher parsed
+ * them first). */
+static void
+s_rules_line(const char *line)
+{
+    sb_egress_rules_t *rs = calloc(1, sizeof *rs);
+    err_t err = {0};
+    if (rs && (!line[0] || sb_egress_rules_parse(rs, line, &err) == 0))
+        sb_egress_proxy_set_rules(rs);
+    free(rs);
+}
+
+/* Read what the rules pipe has; -1 at its EOF (no more changes). */
+static int
+s_rules_read(int fd, char *buf, size_t size, size_t *have)
+{
+    ssize_t n = read(fd, buf + *have, size - 1 - *have);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    if (n <= 0)
+        return -1;
+    *have += (size_t)n;
+    char *nl;
+    while ((nl = memchr(buf, '\n', *have))) {
+        *nl = '\0';
+        s_rules_line(buf);
+        size_t used = (size_t)(nl + 1 - buf);
+        memmove(buf, nl + 1, *have - used);
+        *have -= used;
+    }
+    if (*have == size - 1)
+        *have = 0; /* a line too long: dropped */
+    return 0;
+}
+
+void
+sb_egress_proxy_serve(int listen_fd, int life_fd, int rules_fd,
                       const sb_egress_rules_t *rules,
                       const sb_egress_caps_t *caps,
                       const sb_egress_recorder_t *rec)
 {
-    /* Session byte totals, shared with every connection's process. */
-    uint64_t *totals = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (totals == MAP_FAILED)
-        return;
-    unsigned live = 0;
+    /* Session byte totals, shared by every connection's thread. */
+    static uint64_t totals[2];
+    sb_egress_proxy_set_rules(rules);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    static char rbuf[SB_EGRESS_MAX_RULES * (SB_EGRESS_HOST_MAX + 16) + 2];
+    size_t rhave = 0;
     for (;;) {
-        while (waitpid(-1, NULL, WNOHANG) > 0)
-            live--;
-        struct pollfd pf[2] = {{.fd = listen_fd, .events = POLLIN},
-                               {.fd = life_fd, .events = POLLIN}};
-        int pr = poll(pf, 2, live ? 200 : -1);
+        struct pollfd pf[3] = {{.fd = listen_fd, .events = POLLIN},
+                               {.fd = life_fd, .events = POLLIN},
+                               {.fd = rules_fd, .events = POLLIN}};
+        int pr = poll(pf, 3, -1);
         if (pr < 0 && errno != EINTR)
             break;
+        if (pr < 0)
+            continue;
         if (pf[1].revents)
             break; /* the launcher closed its end, or died */
+        if (pf[2].revents &&
+            s_rules_read(rules_fd, rbuf, sizeof rbuf, &rhave) < 0)
+            rules_fd = -1; /* poll ignores it from now on */
         if (!(pf[0].revents & POLLIN))
             continue;
         int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
-        while (waitpid(-1, NULL, WNOHANG) > 0) /* the count as of now */
-            live--;
-        if (live >= caps->max_conns) {
-            s_conn_t c;
-            memset(&c, 0, sizeof c);
-            c.fd = fd;
-            char why[160];
-            snprintf(why, sizeof why,
-                     "%u connections are open, the session's cap; close "
-                     "one and try again",
-                     caps->max_conns);
-            s_refuse(&c, 503, why);
-            c.rec.method = "?";
-            c.rec.host = "";
-            c.rec.reason = c.reason;
-            if (rec && rec->record)
-                rec->record(rec->ctx, &c.rec);
-            close(fd);
+        pthread_mutex_lock(&s_mu);
+        bool full = s_live >= caps->max_conns;
+        if (!full)
+            s_live++;
+        pthread_mutex_unlock(&s_mu);
+        if (full) {
+            s_refuse_cap(fd, caps, rec);
             continue;
         }
-        pid_t pid = fork();
-        if (pid == 0) {
-            close(listen_fd);
-            s_conn_child(fd, rules, caps, totals, rec);
+        s_conn_t *c = calloc(1, sizeof *c);
+        pthread_t t;
+        if (c) {
+            c->fd = fd;
+            c->up = -1;
+            c->ref = s_rules_get();
+            c->rules = &c->ref->rules;
+            c->caps = caps;
+            c->totals = totals;
+            c->recorder = rec;
+            c->start_ms = clock_mono_ms();
         }
-        if (pid > 0)
-            live++;
-        close(fd);
+        if (!c || pthread_create(&t, &attr, s_conn_thread, c) != 0) {
+            if (c) {
+                s_rules_put(c->ref);
+                free(c);
+            }
+            close(fd);
+            pthread_mutex_lock(&s_mu);
+            s_live--;
+            pthread_mutex_unlock(&s_mu);
+        }
     }
-    if (getpgrp() == getpid())
-        kill(0, SIGKILL); /* our own process group: every connection */
+    pthread_attr_destroy(&attr);
 }
 
 /* Become nobody when run as root: the proxy needs no privilege. */
@@ -573,7 +698,8 @@ sb_egress_proxy_main(int argc, char **argv)
     sb_egress_recorder_t rec = {sb_egress_log_jsonl, &log_fd};
     sb_egress_caps_t caps;
     sb_egress_caps_default(&caps);
-    sb_egress_proxy_serve(3, 4, rules, &caps, &rec);
+    int rules_fd = fcntl(6, F_GETFD) >= 0 ? 6 : -1;
+    sb_egress_proxy_serve(3, 4, rules_fd, rules, &caps, &rec);
     free(rules);
     return 0;
 }

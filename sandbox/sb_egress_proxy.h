@@ -6,12 +6,12 @@
  * none of the launcher's memory; as root it becomes nobody (65534).
  *
  * It accepts on a Unix socket bound into the box's socket dir (the box's
- * relay carries 127.0.0.1:SB_EGRESS_PORT there) and serves, one forked
- * process per connection, HTTP CONNECT (the TLS ClientHello's SNI must be
- * the CONNECT host) and plain absolute-form HTTP (the Host header must be
- * the target). It resolves names itself and judges every destination
- * with sb_egress_rule; refusals are HTTP 403 naming the rule that would
- * allow them. Every connection is recorded (sb_egress_log).
+ * relay carries 127.0.0.1:SB_EGRESS_PORT there) and serves, one thread
+ * per connection (a fork each cost ~20 ms a request), HTTP CONNECT (the TLS
+ * ClientHello's SNI must be the CONNECT host) and plain absolute-form HTTP (the
+ * Host header must be the target). It resolves names itself and judges every
+ * destination with sb_egress_rule; refusals are HTTP 403 naming the rule that
+ * would allow them. Every connection is recorded (sb_egress_log).
  */
 #ifndef SANDBOX_SB_EGRESS_PROXY_H
 #define SANDBOX_SB_EGRESS_PROXY_H
@@ -36,14 +36,21 @@ typedef struct sb_egress_caps {
 void sb_egress_caps_default(sb_egress_caps_t *c);
 
 /* Serve `listen_fd` until `life_fd` (a pipe's read end the launcher
- * holds open) reaches EOF; then end every connection and return. */
-void sb_egress_proxy_serve(int listen_fd, int life_fd,
+ * holds open) reaches EOF; then return (the process exits, ending every
+ * connection). `rules_fd` (or -1) is the rules pipe: each line on it
+ * ("RULE,RULE", empty for none) replaces the rules for the connections
+ * accepted after it; those open keep the rules they were judged by. */
+void sb_egress_proxy_serve(int listen_fd, int life_fd, int rules_fd,
                            const sb_egress_rules_t *rules,
                            const sb_egress_caps_t *caps,
                            const sb_egress_recorder_t *rec);
 
+/* Make `rules` (copied) the rules for the next connection. */
+void sb_egress_proxy_set_rules(const sb_egress_rules_t *rules);
+
 /* The hidden command: argv = {SB_EGRESS_PROXY_CMD, RULES}; fd 3 the
- * listening socket, fd 4 the life pipe, fd 5 the record file or closed.
+ * listening socket, fd 4 the life pipe, fd 5 the record pipe or file
+ * (one JSON line a connection) or closed, fd 6 the rules pipe or closed.
  * Returns the exit code. */
 int sb_egress_proxy_main(int argc, char **argv);
 

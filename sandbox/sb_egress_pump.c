@@ -42,7 +42,7 @@ s_charge(uint64_t max, uint64_t *mine, uint64_t *shared, uint64_t n)
 sb_egress_pump_end_t
 sb_egress_pump_run(int a, int b, sb_egress_pump_t *pp)
 {
-    char buf[16384];
+    char buf[65536];
     int open_a = 1, open_b = 1; /* a -> b and b -> a still flowing */
     int dead[2] = {0, 0};       /* writes to b (0) or to a (1) failed: what is
                                    read for that side is dropped, so the other
