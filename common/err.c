@@ -24,6 +24,14 @@ err_set(err_t *err, int code, const char *fmt, ...)
     return -1;
 }
 
+/* Append ": strerror(errnum)" to the text err_vset() just wrote. */
+static void
+s_append_strerror(err_t *err, int errnum)
+{
+    size_t len = strnlen(err->text, sizeof err->text - 1);
+    snprintf(err->text + len, sizeof err->text - len, ": %s", strerror(errnum));
+}
+
 int
 err_errno(err_t *err, int code, const char *fmt, ...)
 {
@@ -34,8 +42,22 @@ err_errno(err_t *err, int code, const char *fmt, ...)
     va_start(ap, fmt);
     err_vset(err, code, fmt, ap);
     va_end(ap);
-    size_t len = strnlen(err->text, sizeof err->text - 1);
-    snprintf(err->text + len, sizeof err->text - len, ": %s", strerror(saved));
+    s_append_strerror(err, saved);
+    errno = saved;
+    return -1;
+}
+
+int
+err_errnum(err_t *err, int code, int errnum, const char *fmt, ...)
+{
+    int saved = errno;
+    if (!err)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    err_vset(err, code, fmt, ap);
+    va_end(ap);
+    s_append_strerror(err, errnum);
     errno = saved;
     return -1;
 }

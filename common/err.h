@@ -59,6 +59,12 @@ int err_vset(err_t *err, int code, const char *fmt, va_list ap)
  * errno is read before anything else and left as it was on return. */
 int err_errno(err_t *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same with an error number the caller kept or was handed: a saved
+ * errno, a negated return (libseccomp's -rc), pthread's return value.
+ *     return err_errnum(err, ERR_SANDBOX, -rc, "seccomp: loading");
+ * errno is left as it was. */
+int err_errnum(err_t *err, int code, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Prefix the existing text with "prefix: " (keeps the code); returns -1. */
 int err_prefix(err_t *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

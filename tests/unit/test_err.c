@@ -1,5 +1,6 @@
 /* Unit tests for common/err: the contract (the last error wins, err_prefix
- * keeps the code) and err_errno (strerror appended, errno kept). */
+ * keeps the code), err_errno (strerror appended, errno kept) and err_errnum
+ * (a kept or negated error number). */
 #include "../tap.h"
 
 #include "common/err.h"
@@ -24,6 +25,14 @@ main(void)
     errno = EACCES;
     is_int(err_errno(NULL, ERR_IO, "ignored"), -1, "a NULL err is allowed");
     is_int(errno, EACCES, "... and errno is kept then too");
+
+    errno = EINTR;
+    is_int(err_errnum(&err, ERR_SANDBOX, EAGAIN, "thread %d", 2), -1,
+           "err_errnum returns -1");
+    is_str(err.text, "thread 2: Resource temporarily unavailable",
+           "err_errnum appends the error number it is given, not errno");
+    is_int(err.code, ERR_SANDBOX, "... records the code");
+    is_int(errno, EINTR, "... and leaves errno as it was");
 
     char long_name[2000];
     memset(long_name, 'x', sizeof long_name - 1);
