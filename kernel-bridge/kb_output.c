@@ -1,19 +1,12 @@
 /*
  * kb_output: the output model of one execution. See kb_output.h.
  *
- * Byte accounting charges what an output really costs, the larger of its
- * memory and its serialized JSON: every JSON value COST_NODE (a jansson
- * node and its allocation), every array or object COST_CONTAINER more (its
- * table), every object member COST_MEMBER plus its key, every string its
- * length as written with ensure_ascii (s_esc_len: a control byte is 6,
- * a 4-byte UTF-8 character 12), and every output COST_OUTPUT for itself.
- * So an empty display_data costs about 750 bytes, close to the ~1 KiB of
- * heap it takes, instead of the 3 bytes it cost before; the cap bounds
- * memory, notebook size and work alike. Every display update is charged
- * to the running execution again (COST_UPDATE plus its data once per
- * output it rewrites, including outputs of earlier executions, which a
- * notebook writes out again), so updates cannot grow a notebook past the
- * cap of the cell that sends them.
+ * Byte accounting (what an output costs against the cap) is in
+ * kb_output_size.c. Every display update is charged to the running
+ * execution again (COST_UPDATE plus its data once per output it rewrites,
+ * including outputs of earlier executions, which a notebook writes out
+ * again), so updates cannot grow a notebook past the cap of the cell that
+ * sends them.
  *
  * Stream coalescing without quadratic copies: the text of the last output,
  * when it is a stream, lives in `tail` and is written into the JSON string
@@ -21,6 +14,7 @@
  * last output is a stream whose "text" is stale and tail holds all of it.
  */
 #include "kernel-bridge/kb_output.h"
+#include "kernel-bridge/kb_output_impl.h"
 
 #include "common/buf.h"
 #include "common/xalloc.h"
@@ -61,97 +55,6 @@ struct kb_output {
     char *death_reason;       /* owned, NULL unless died with a reason */
     int64_t duration_ms;      /* wall time of the execution */
 };
-
-/* --- sizes ------------------------------------------------------------- */
-
-#define COST_NODE 32
-#define COST_CONTAINER 160
-#define COST_MEMBER 32
-#define COST_OUTPUT 256
-#define COST_UPDATE 64
-
-/* Bytes one byte of a string takes in JSON written with ensure_ascii: a
- * UTF-8 lead byte carries its whole escape (\uXXXX, or two for a
- * character past U+FFFF), continuation bytes nothing. */
-static unsigned
-s_esc_byte(unsigned char c)
-{
-    if (c == '"' || c == '\\' || c == '\n' || c == '\t' || c == '\r' ||
-        c == '\b' || c == '\f')
-        return 2;
-    if (c < 0x20 || c == 0x7f)
-        return 6;
-    if (c < 0x80)
-        return 1;
-    if (c < 0xc0)
-        return 0;
-    return c < 0xf0 ? 6 : 12;
-}
-
-static size_t
-s_esc_len(const char *s, size_t len)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++)
-        n += s_esc_byte((unsigned char)s[i]);
-    return n;
-}
-
-/* Length of the longest prefix of s[0..len) whose escaped size is at most
- * `room` and that does not split a UTF-8 sequence. */
-static size_t
-s_esc_prefix(const char *s, size_t len, size_t room)
-{
-    size_t n = 0, used = 0;
-    while (n < len) {
-        size_t w = s_esc_byte((unsigned char)s[n]);
-        if (used + w > room)
-            break;
-        used += w;
-        n++;
-    }
-    while (n > 0 && n < len && ((unsigned char)s[n] & 0xC0) == 0x80)
-        n--;
-    return n;
-}
-
-static size_t
-s_size(json_t *v)
-{
-    size_t n = COST_NODE;
-    const char *key;
-    json_t *x;
-    size_t i;
-    switch (json_typeof(v)) {
-    case JSON_STRING:
-        return n + s_esc_len(json_string_value(v), json_string_length(v));
-    case JSON_OBJECT:
-        n += COST_CONTAINER;
-        json_object_foreach(v, key, x) n +=
-            COST_MEMBER + s_esc_len(key, strlen(key)) + s_size(x);
-        return n;
-    case JSON_ARRAY:
-        n += COST_CONTAINER;
-        json_array_foreach(v, i, x) n += s_size(x);
-        return n;
-    default:
-        return n;
-    }
-}
-
-/* A whole output: the object and every field in it. */
-static size_t
-s_output_size(json_t *out)
-{
-    return COST_OUTPUT + s_size(out);
-}
-
-/* a + b, saturating. */
-static size_t
-s_add(size_t a, size_t b)
-{
-    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
-}
 
 /* --- registry ---------------------------------------------------------- */
 
@@ -459,7 +362,8 @@ s_update(kb_output_t *o, const char *id, json_t *data, json_t *meta)
         return;
     json_t *d = json_deep_copy(data);
     json_t *m = meta ? json_deep_copy(meta) : json_object();
-    size_t add = s_add(s_size(d), s_size(m));
+    size_t add =
+        kb_output_add_sat(kb_output_json_cost(d), kb_output_json_cost(m));
     /* Every target is written out again with the new data, so each costs
      * `add` now. This execution's own targets give back what their old
      * data cost; the targets of earlier executions were charged to those,
@@ -469,9 +373,9 @@ s_update(kb_output_t *o, const char *id, json_t *data, json_t *meta)
     {
         json_t *out = json_array_get(pair, 0);
         if (json_integer_value(json_array_get(pair, 1)) == o->serial)
-            sub += s_size(json_object_get(out, "data")) +
-                   s_size(json_object_get(out, "metadata"));
-        plus = s_add(plus, add);
+            sub += kb_output_json_cost(json_object_get(out, "data")) +
+                   kb_output_json_cost(json_object_get(out, "metadata"));
+        plus = kb_output_add_sat(plus, add);
     }
     size_t base = o->bytes >= sub ? o->bytes - sub : 0;
     if (o->max_bytes && (plus > o->max_bytes || base > o->max_bytes - plus)) {
@@ -506,19 +410,20 @@ s_on_stream(kb_output_t *o, json_t *content)
     json_t *last =
         o->merge_streams ? s_last_stream(o, json_string_value(name)) : NULL;
     /* A new stream output: the object, its three members and strings. */
-    size_t fixed =
-        last ? 0
-             : COST_OUTPUT + COST_NODE + COST_CONTAINER + 3 * COST_MEMBER +
-                   3 * COST_NODE + strlen("output_typestreamnametext") +
-                   s_esc_len(json_string_value(name), json_string_length(name));
-    size_t esc = s_esc_len(s, len);
-    size_t cost = s_add(fixed, esc);
+    size_t fixed = last ? 0
+                        : COST_OUTPUT + COST_NODE + COST_CONTAINER +
+                              3 * COST_MEMBER + 3 * COST_NODE +
+                              strlen("output_typestreamnametext") +
+                              kb_output_esc_len(json_string_value(name),
+                                                json_string_length(name));
+    size_t esc = kb_output_esc_len(s, len);
+    size_t cost = kb_output_add_sat(fixed, esc);
     size_t keep = len;
     bool cut = false;
     if (s_over(o, cost)) {
         size_t room = s_room(o);
-        keep = room > fixed ? s_esc_prefix(s, len, room - fixed) : 0;
-        cost = fixed + s_esc_len(s, keep);
+        keep = room > fixed ? kb_output_esc_prefix(s, len, room - fixed) : 0;
+        cost = fixed + kb_output_esc_len(s, keep);
         cut = true;
     }
     if (keep > 0 || (!cut && len == 0 && !last)) {
@@ -571,7 +476,7 @@ s_on_display(kb_output_t *o, const char *type, json_t *content)
                         meta ? json_deep_copy(meta) : json_object());
     if (result)
         json_object_set_new(out, "execution_count", json_deep_copy(count));
-    size_t cost = s_output_size(out);
+    size_t cost = kb_output_cost(out);
     if (s_over(o, cost)) {
         json_decref(out);
         s_truncate(o);
@@ -617,7 +522,7 @@ s_on_error(kb_output_t *o, json_t *content)
     json_t *out =
         json_pack("{s:s, s:O, s:O, s:o}", "output_type", "error", "ename",
                   ename, "evalue", evalue, "traceback", json_deep_copy(tb));
-    size_t cost = s_output_size(out);
+    size_t cost = kb_output_cost(out);
     o->saw_error = true;
     if (s_over(o, cost)) {
         json_decref(out);
