@@ -8,10 +8,13 @@
  * range before use, every answer's cost is capped by its kb_output (and a
  * kernel that passes the cap is interrupted at once), and file data is
  * checked chunk by chunk and as a whole.
+ *
+ * This file holds the exchange (requests, installing the helper) and copying
+ * in; listing and copying out are kb_files_get.c.
  */
 #include "kernel-bridge/kb_files.h"
+#include "kernel-bridge/kb_files_impl.h"
 
-#include "common/buf.h"
 #include "common/escape.h"
 #include "common/xalloc.h"
 
@@ -28,8 +31,6 @@
 extern const char kb_files_py[]; /* kb_files.py, built in by tools/embed */
 
 #define HELPER_MODULE "_jupyter_agent_files"
-/* What any answer but a listing or a chunk may cost. */
-#define SMALL_ANSWER_BYTES (64 * 1024)
 
 void
 kb_files_opts_init(kb_files_opts_t *o)
@@ -37,18 +38,8 @@ kb_files_opts_init(kb_files_opts_t *o)
     memset(o, 0, sizeof *o);
 }
 
-/* One API call's state: the kernel, the options, request ids. */
-struct s_ctx {
-    kb_kernel_t *k;
-    const char *dir;   /* borrowed kernel_dir or NULL */
-    size_t chunk;      /* clamped chunk_bytes */
-    int timeout_ms;    /* per request; 0 = none */
-    char nonce[17];    /* random, so stale answers never match */
-    unsigned long seq; /* requests sent */
-};
-
 static void
-s_ctx_init(struct s_ctx *c, kb_kernel_t *k, const kb_files_opts_t *o)
+s_ctx_init(struct kb_fx_ctx *c, kb_kernel_t *k, const kb_files_opts_t *o)
 {
     kb_files_opts_t d;
     if (!o) {
@@ -97,7 +88,7 @@ s_set_kernel_text(err_t *err, int code, const char *what, const char *text)
  * debugger (about 0.7 s per MiB) and IPython keeps it in linecache for
  * good, while a user expression is only eval()ed. */
 static json_t *
-s_exec(struct s_ctx *c, const char *expr, const char *rid, const char *op,
+s_exec(struct kb_fx_ctx *c, const char *expr, const char *rid, const char *op,
        size_t cap, err_t *err)
 {
     kb_exec_opts_t xo;
@@ -188,7 +179,7 @@ out:
  * `b64` (base64 text, or NULL) goes as a second argument, a plain Python
  * literal, so the kernel does not scan it again as JSON. */
 static json_t *
-s_request_data(struct s_ctx *c, json_t *req, const char *b64, size_t cap,
+s_request_data(struct kb_fx_ctx *c, json_t *req, const char *b64, size_t cap,
                err_t *err)
 {
     char rid[48];
@@ -221,8 +212,8 @@ s_request_data(struct s_ctx *c, json_t *req, const char *b64, size_t cap,
     return answer;
 }
 
-static json_t *
-s_request(struct s_ctx *c, json_t *req, size_t cap, err_t *err)
+json_t *
+kb_fx_request(struct kb_fx_ctx *c, json_t *req, size_t cap, err_t *err)
 {
     return s_request_data(c, req, NULL, cap, err);
 }
@@ -244,7 +235,7 @@ s_source_id(void)
 /* Install the helper: its source executed into a fresh module, as a user
  * expression (so neither the debugger's hash nor linecache sees it). */
 static int
-s_install(struct s_ctx *c, err_t *err)
+s_install(struct kb_fx_ctx *c, err_t *err)
 {
     json_t *src = json_string(kb_files_py);
     char *lit = json_dumps(src, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -263,7 +254,7 @@ s_install(struct s_ctx *c, err_t *err)
     xo.stop_on_error = false;
     xo.user_expressions = json_pack("{s:s}", "r", expr);
     free(expr);
-    kb_output_t *out = kb_output_new(NULL, SMALL_ANSWER_BYTES);
+    kb_output_t *out = kb_output_new(NULL, KB_FX_SMALL_ANSWER);
     kb_exec_hooks_t hooks = {.should_stop = s_truncated, .arg = out};
     err_t e;
     int rc = kb_kernel_execute(c->k, "", &xo, c->timeout_ms, out, &hooks, &e);
@@ -290,17 +281,17 @@ s_install(struct s_ctx *c, err_t *err)
 /* "hello": the kernel directory as the kernel reports it (a new string),
  * installing the helper first unless this very version answers. */
 static char *
-s_hello(struct s_ctx *c, err_t *err)
+s_hello(struct kb_fx_ctx *c, err_t *err)
 {
-    json_t *a = s_request(c, json_pack("{s:s}", "op", "hello"),
-                          SMALL_ANSWER_BYTES, NULL);
+    json_t *a = kb_fx_request(c, json_pack("{s:s}", "op", "hello"),
+                              KB_FX_SMALL_ANSWER, NULL);
     const char *id = json_string_value(json_object_get(a, "id"));
     if (!id || strcmp(id, s_source_id()) != 0) {
         json_decref(a);
         if (s_install(c, err) < 0)
             return NULL;
-        a = s_request(c, json_pack("{s:s}", "op", "hello"), SMALL_ANSWER_BYTES,
-                      err);
+        a = kb_fx_request(c, json_pack("{s:s}", "op", "hello"),
+                          KB_FX_SMALL_ANSWER, err);
         if (!a)
             return NULL;
     }
@@ -316,15 +307,16 @@ s_hello(struct s_ctx *c, err_t *err)
 char *
 kb_files_kernel_dir(kb_kernel_t *k, const kb_files_opts_t *o, err_t *err)
 {
-    struct s_ctx c;
+    struct kb_fx_ctx c;
     s_ctx_init(&c, k, o);
     return s_hello(&c, err);
 }
 
 /* s_ctx_init + hello, for the calls that need the helper installed but
  * not the directory's name: 0, or -1 + err. */
-static int
-s_begin(struct s_ctx *c, kb_kernel_t *k, const kb_files_opts_t *o, err_t *err)
+int
+kb_fx_begin(struct kb_fx_ctx *c, kb_kernel_t *k, const kb_files_opts_t *o,
+            err_t *err)
 {
     s_ctx_init(c, k, o);
     char *dir = s_hello(c, err);
@@ -336,8 +328,8 @@ s_begin(struct s_ctx *c, kb_kernel_t *k, const kb_files_opts_t *o, err_t *err)
 
 /* A token the kernel chose: up to 32 hex digits (it goes back into a
  * request, so nothing else is accepted). */
-static const char *
-s_token(json_t *answer)
+const char *
+kb_fx_token(json_t *answer)
 {
     const char *t = json_string_value(json_object_get(answer, "t"));
     if (!t || !*t || strlen(t) > 32 ||
@@ -346,14 +338,14 @@ s_token(json_t *answer)
     return t;
 }
 
-static bool
-s_is_hex64(const char *h)
+bool
+kb_fx_is_hex64(const char *h)
 {
     return h && strlen(h) == 64 && strspn(h, "0123456789abcdef") == 64;
 }
 
-static void
-s_hex(char out[65], const unsigned char h[crypto_hash_sha256_BYTES])
+void
+kb_fx_hex(char out[65], const unsigned char h[crypto_hash_sha256_BYTES])
 {
     sodium_bin2hex(out, 65, h, crypto_hash_sha256_BYTES);
 }
@@ -387,13 +379,13 @@ s_b64(const unsigned char *b, size_t n)
 
 /* Best effort: tell the kernel to drop transfer `t` (op put_abort or
  * get_close); errors ignored (the kernel may be gone). */
-static void
-s_drop(struct s_ctx *c, const char *op, const char *t)
+void
+kb_fx_drop(struct kb_fx_ctx *c, const char *op, const char *t)
 {
     if (!kb_kernel_alive(c->k))
         return;
-    json_t *a = s_request(c, json_pack("{s:s, s:s}", "op", op, "t", t),
-                          SMALL_ANSWER_BYTES, NULL);
+    json_t *a = kb_fx_request(c, json_pack("{s:s, s:s}", "op", op, "t", t),
+                              KB_FX_SMALL_ANSWER, NULL);
     json_decref(a);
 }
 
@@ -424,7 +416,7 @@ kb_files_push_fd(kb_kernel_t *k, int fd, const char *host_path,
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return err_set(err, ERR_USAGE, "'%s' is not a regular file", host_path);
-    struct s_ctx c;
+    struct kb_fx_ctx c;
     s_ctx_init(&c, k, o);
     int rc = -1;
     char *dir = NULL, *token = NULL;
@@ -432,13 +424,13 @@ kb_files_push_fd(kb_kernel_t *k, int fd, const char *host_path,
     if (!(dir = s_hello(&c, err)))
         goto out;
     json_t *a =
-        s_request(&c,
-                  json_pack("{s:s, s:s, s:I}", "op", "put_begin", "name", name,
-                            "size", (json_int_t)st.st_size),
-                  SMALL_ANSWER_BYTES, err);
+        kb_fx_request(&c,
+                      json_pack("{s:s, s:s, s:I}", "op", "put_begin", "name",
+                                name, "size", (json_int_t)st.st_size),
+                      KB_FX_SMALL_ANSWER, err);
     if (!a)
         goto out;
-    const char *t = s_token(a);
+    const char *t = kb_fx_token(a);
     token = t ? xstrdup(t) : NULL;
     json_decref(a);
     if (!token) {
@@ -468,13 +460,13 @@ kb_files_push_fd(kb_kernel_t *k, int fd, const char *host_path,
         char hex[65];
         crypto_hash_sha256(h, chunk, (unsigned long long)n);
         crypto_hash_sha256_update(&whole, chunk, (unsigned long long)n);
-        s_hex(hex, h);
+        kb_fx_hex(hex, h);
         char *b64 = s_b64(chunk, (size_t)n);
         a = s_request_data(&c,
                            json_pack("{s:s, s:s, s:I, s:s}", "op", "put_chunk",
                                      "t", token, "o", (json_int_t)off, "h",
                                      hex),
-                           b64, SMALL_ANSWER_BYTES, err);
+                           b64, KB_FX_SMALL_ANSWER, err);
         free(b64);
         if (!a)
             goto abort;
@@ -499,11 +491,11 @@ kb_files_push_fd(kb_kernel_t *k, int fd, const char *host_path,
     unsigned char h[crypto_hash_sha256_BYTES];
     char hex[65];
     crypto_hash_sha256_final(&whole, h);
-    s_hex(hex, h);
-    a = s_request(&c,
-                  json_pack("{s:s, s:s, s:I, s:s}", "op", "put_end", "t", token,
-                            "size", (json_int_t)off, "h", hex),
-                  SMALL_ANSWER_BYTES, err);
+    kb_fx_hex(hex, h);
+    a = kb_fx_request(&c,
+                      json_pack("{s:s, s:s, s:I, s:s}", "op", "put_end", "t",
+                                token, "size", (json_int_t)off, "h", hex),
+                      KB_FX_SMALL_ANSWER, err);
     if (!a)
         goto out; /* the helper dropped its temporary file */
     const char *kh = json_string_value(json_object_get(a, "h"));
@@ -522,381 +514,12 @@ kb_files_push_fd(kb_kernel_t *k, int fd, const char *host_path,
     goto out;
 abort:
     if (err->code != ERR_TIMEOUT)
-        s_drop(&c, "put_abort", token);
+        kb_fx_drop(&c, "put_abort", token);
 out:
     if (rc < 0)
         err_prefix(err, "copying '%s' into the kernel", host_path);
     free(chunk);
     free(token);
     free(dir);
-    return rc;
-}
-
-/* The listing of `rel_dir` (ls), checked for shape: the "e" array (a new
- * reference) of at most max+1 entries, each an object with a string "p". */
-static json_t *
-s_list(struct s_ctx *c, const char *rel_dir, size_t max, unsigned depth,
-       err_t *err)
-{
-    if (strcmp(rel_dir, ".") != 0 && sb_files_check_relpath(rel_dir, err) < 0)
-        return NULL;
-    json_t *a =
-        s_request(c,
-                  json_pack("{s:s, s:s, s:I, s:I}", "op", "ls", "rel", rel_dir,
-                            "max", (json_int_t)max, "depth", (json_int_t)depth),
-                  KB_FILES_MAX_LIST_BYTES, err);
-    if (!a)
-        return NULL;
-    json_t *e = json_incref(json_object_get(a, "e"));
-    json_decref(a);
-    if (!json_is_array(e)) {
-        json_decref(e);
-        err_set(err, ERR_KERNEL, "the kernel's listing of '%s' is malformed",
-                rel_dir);
-        return NULL;
-    }
-    if (json_array_size(e) > max + 1) {
-        err_set(err, ERR_KERNEL,
-                "the kernel listed %zu entries under '%s', more than the %zu "
-                "asked for; a misbehaving kernel: stopped",
-                json_array_size(e), rel_dir, max + 1);
-        json_decref(e);
-        return NULL;
-    }
-    size_t i;
-    json_t *v;
-    json_array_foreach(e, i, v)
-    {
-        if (!json_is_string(json_object_get(v, "p"))) {
-            err_set(err, ERR_KERNEL,
-                    "the kernel's listing of '%s' is malformed (entry %zu)",
-                    rel_dir, i + 1);
-            json_decref(e);
-            return NULL;
-        }
-    }
-    return e;
-}
-
-/* "rel_dir/p", or p for ".": the path in the kernel's directory. */
-static char *
-s_join(const char *rel_dir, const char *p)
-{
-    return strcmp(rel_dir, ".") == 0 ? xstrdup(p)
-                                     : xasprintf("%s/%s", rel_dir, p);
-}
-
-json_t *
-kb_files_list(kb_kernel_t *k, const char *rel_dir, size_t max_entries,
-              const kb_files_opts_t *o, err_t *err)
-{
-    struct s_ctx c;
-    if (s_begin(&c, k, o, err))
-        return NULL;
-    json_t *e = s_list(&c, rel_dir, max_entries, SB_FILES_OUT_MAX_DEPTH, err);
-    if (!e)
-        return NULL;
-    json_t *list = json_array();
-    size_t i;
-    json_t *v;
-    json_array_foreach(e, i, v)
-    {
-        const char *p = json_string_value(json_object_get(v, "p"));
-        json_t *s = json_object_get(v, "s");
-        if (json_array_size(list) >= max_entries)
-            break;
-        if (!json_is_integer(s) || json_integer_value(s) < 0 ||
-            json_object_get(v, "k") || json_is_true(json_object_get(v, "d")) ||
-            sb_files_out_refusal(p, false, SB_FILES_OUT_MAX_DEPTH))
-            continue;
-        char *path = s_join(rel_dir, p);
-        json_array_append_new(list,
-                              json_pack("{s:s, s:O}", "path", path, "size", s));
-        free(path);
-    }
-    json_decref(e);
-    return list;
-}
-
-/* What the kernel says an entry is, as one of our own words (its text is
- * never printed as given). */
-static const char *
-s_kind_word(const char *k)
-{
-    static const char *const known[] = {"symbolic link", "FIFO",
-                                        "socket",        "device",
-                                        "special file",  "name not UTF-8"};
-    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
-        if (k && strcmp(k, known[i]) == 0)
-            return known[i];
-    return "not a regular file";
-}
-
-/* Where a file's checked chunks go: 0, or -1 + err to stop. */
-typedef int (*s_sink_fn)(void *arg, const unsigned char *b, size_t n,
-                         err_t *err);
-
-/* Fetch file `kpath` (relative to the kernel's directory; `ep` its
- * escaped form for messages) from the kernel into `sink`: the size and
- * SHA-256 the kernel announces (a size over `max_bytes` is refused before
- * any byte comes), then each chunk checked for offset, length, base64 and
- * SHA-256, then the whole file's SHA-256. 0, or -1 + err: the sink may
- * have received checked chunks of a file that did not check out whole. */
-static int
-s_get(struct s_ctx *c, const char *kpath, const char *ep, uint64_t max_bytes,
-      s_sink_fn sink, void *arg, err_t *err)
-{
-    char *token = NULL;
-    unsigned char *bin = NULL;
-    int rc = -1;
-    json_t *req = json_pack("{s:s, s:s}", "op", "get_open", "p", kpath);
-    if (max_bytes < (uint64_t)INT64_MAX)
-        json_object_set_new(req, "max", json_integer((json_int_t)max_bytes));
-    json_t *a = s_request(c, req, SMALL_ANSWER_BYTES, err);
-    if (!a)
-        return -1;
-    const char *t = s_token(a);
-    json_t *js = json_object_get(a, "s");
-    const char *wh = json_string_value(json_object_get(a, "h"));
-    char want[65] = "";
-    if (t && s_is_hex64(wh))
-        snprintf(want, sizeof want, "%s", wh);
-    token = t ? xstrdup(t) : NULL;
-    json_int_t total = json_is_integer(js) ? json_integer_value(js) : -1;
-    json_decref(a);
-    if (!token || !want[0] || total < 0) {
-        err_set(err, ERR_KERNEL,
-                "the kernel's answer for '%s' lacks a token, size or "
-                "SHA-256",
-                ep);
-        goto out;
-    }
-    if ((uint64_t)total > max_bytes) {
-        err_set(err, ERR_IO,
-                "'%s' is %llu bytes, over the limit of %llu bytes; not read",
-                ep, (unsigned long long)total, (unsigned long long)max_bytes);
-        goto drop;
-    }
-    crypto_hash_sha256_state whole;
-    crypto_hash_sha256_init(&whole);
-    bin = xmalloc(c->chunk);
-    uint64_t off = 0;
-    while (off < (uint64_t)total) {
-        size_t n = c->chunk;
-        if ((uint64_t)total - off < n)
-            n = (size_t)((uint64_t)total - off);
-        size_t b64max =
-            sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL) - 1;
-        a = s_request(c,
-                      json_pack("{s:s, s:s, s:I, s:I}", "op", "get_chunk", "t",
-                                token, "o", (json_int_t)off, "n",
-                                (json_int_t)n),
-                      b64max + SMALL_ANSWER_BYTES, err);
-        if (!a)
-            goto drop;
-        json_t *jo = json_object_get(a, "o");
-        const char *b = json_string_value(json_object_get(a, "b"));
-        const char *h = json_string_value(json_object_get(a, "h"));
-        size_t blen = b ? strlen(b) : 0;
-        size_t got = 0;
-        const char *why = NULL;
-        int code = ERR_KERNEL;
-        if (!json_is_integer(jo) || json_integer_value(jo) != (json_int_t)off)
-            why = "answers for another offset";
-        else if (!b || !s_is_hex64(h))
-            why = "lacks data or a SHA-256";
-        else if (blen > b64max)
-            why = "holds more bytes than asked for";
-        else if (sodium_base642bin(bin, c->chunk, b, blen, NULL, &got, NULL,
-                                   sodium_base64_VARIANT_ORIGINAL) != 0)
-            why = "is not base64";
-        else if (got != n)
-            why = "holds fewer bytes than announced";
-        unsigned char hb[crypto_hash_sha256_BYTES];
-        char hex[65];
-        if (!why) {
-            crypto_hash_sha256(hb, bin, got);
-            s_hex(hex, hb);
-            if (strcmp(hex, h) != 0) {
-                why = "does not match its SHA-256";
-                code = ERR_VERIFY;
-            }
-        }
-        json_decref(a);
-        if (why) {
-            err_set(err, code,
-                    "the kernel's chunk at offset %llu of '%s' %s; not kept",
-                    (unsigned long long)off, ep, why);
-            goto drop;
-        }
-        if (sink(arg, bin, got, err) < 0)
-            goto drop;
-        crypto_hash_sha256_update(&whole, bin, got);
-        off += got;
-    }
-    unsigned char hb[crypto_hash_sha256_BYTES];
-    char hex[65];
-    crypto_hash_sha256_final(&whole, hb);
-    s_hex(hex, hb);
-    if (strcmp(hex, want) != 0) {
-        err_set(err, ERR_VERIFY,
-                "'%s': the SHA-256 of the %llu bytes received is not the one "
-                "the kernel announced; not kept",
-                ep, (unsigned long long)off);
-        goto drop;
-    }
-    s_drop(c, "get_close", token);
-    rc = 0;
-    goto out;
-drop:
-    if (err->code != ERR_TIMEOUT)
-        s_drop(c, "get_close", token);
-out:
-    free(bin);
-    free(token);
-    return rc;
-}
-
-static int
-s_sink_outfile(void *arg, const unsigned char *b, size_t n, err_t *err)
-{
-    return sb_outfile_write(arg, b, n, err);
-}
-
-/* Copy one file the listing announced: 0 copied or skipped, -1 stop. */
-static int
-s_pull_file(struct s_ctx *c, sb_outdir_t *d, const char *rel_dir, const char *p,
-            uint64_t size, bool exec, err_t *err)
-{
-    sb_outfile_t *f = NULL;
-    char *kpath = s_join(rel_dir, p);
-    int r = sb_outdir_create(d, p, kpath, size, exec, &f, err);
-    if (r != 0) {
-        free(kpath);
-        return r < 0 ? -1 : 0;
-    }
-    char *ep = esc_dup(kpath, ESC_NAME);
-    int rc = -1;
-    if (s_get(c, kpath, ep, UINT64_MAX, s_sink_outfile, f, err) == 0)
-        rc = sb_outfile_commit(&f, err) < 0 ? -1 : 0;
-    sb_outfile_abort(&f);
-    free(ep);
-    free(kpath);
-    return rc;
-}
-
-int
-kb_files_pull(kb_kernel_t *k, const char *rel_dir, sb_outdir_t *d,
-              const kb_files_opts_t *o, size_t *n_copied, err_t *err)
-{
-    err_t local; /* the cleanup looks at the error's code */
-    if (!err)
-        err = &local;
-    if (n_copied)
-        *n_copied = 0;
-    struct s_ctx c;
-    if (s_begin(&c, k, o, err))
-        return -1;
-    const sb_files_out_opts_t *oo = sb_outdir_opts(d);
-    size_t before = sb_outdir_entries(d);
-    size_t room = oo->max_entries > before ? oo->max_entries - before : 0;
-    json_t *e = s_list(&c, rel_dir, room, oo->max_depth, err);
-    if (!e)
-        return -1;
-    int rc = 0;
-    size_t i;
-    json_t *v;
-    json_array_foreach(e, i, v)
-    {
-        const char *p = json_string_value(json_object_get(v, "p"));
-        json_t *s = json_object_get(v, "s");
-        char *label = s_join(rel_dir, p);
-        if (json_object_get(v, "k")) {
-            sb_outdir_refuse(
-                d, label,
-                s_kind_word(json_string_value(json_object_get(v, "k"))));
-            free(label);
-            continue;
-        }
-        if (json_is_true(json_object_get(v, "d"))) {
-            int r = sb_outdir_mkdir(d, p, label, err);
-            free(label);
-            if (r < 0) {
-                rc = -1;
-                break;
-            }
-            continue;
-        }
-        free(label);
-        if (!json_is_integer(s) || json_integer_value(s) < 0) {
-            char *ep = esc_dup(p, ESC_NAME);
-            rc =
-                err_set(err, ERR_KERNEL,
-                        "the kernel's listing gives '%s' no size; stopped", ep);
-            free(ep);
-            break;
-        }
-        if (s_pull_file(&c, d, rel_dir, p, (uint64_t)json_integer_value(s),
-                        json_is_true(json_object_get(v, "x")), err) < 0) {
-            rc = -1;
-            break;
-        }
-    }
-    json_decref(e);
-    if (n_copied)
-        *n_copied = sb_outdir_entries(d) - before;
-    return sb_outdir_report(d, rc, err);
-}
-
-static int
-s_sink_buf(void *arg, const unsigned char *b, size_t n, err_t *err)
-{
-    if (buf_append(arg, b, n) < 0)
-        return err_set(err, ERR_KERNEL,
-                       "the kernel sent more bytes than it announced");
-    return 0;
-}
-
-int
-kb_files_read(kb_kernel_t *k, const char *rel_path, size_t max_bytes,
-              char **data, size_t *len, const kb_files_opts_t *o, err_t *err)
-{
-    err_t local; /* s_get looks at the error's code */
-    if (!err)
-        err = &local;
-    *data = NULL;
-    *len = 0;
-    if (!rel_path)
-        return err_set(err, ERR_USAGE, "no file name was given");
-    if (sb_files_check_relpath(rel_path, err) < 0)
-        return -1;
-    struct s_ctx c;
-    if (s_begin(&c, k, o, err))
-        return -1;
-    char *ep = esc_dup(rel_path, ESC_NAME);
-    buf_t b;
-    buf_init(&b, max_bytes);
-    int rc = s_get(&c, rel_path, ep, max_bytes, s_sink_buf, &b, err);
-    if (rc == 0)
-        *data = buf_detach(&b, len);
-    else
-        err_prefix(err, "reading '%s' from the kernel", ep);
-    buf_release(&b);
-    free(ep);
-    return rc;
-}
-
-int
-kb_files_copy_out(kb_kernel_t *k, const char *rel_dir, const char *dest_dir,
-                  const sb_files_out_opts_t *out, const kb_files_opts_t *o,
-                  size_t *n_copied, err_t *err)
-{
-    if (n_copied)
-        *n_copied = 0;
-    sb_outdir_t *d = sb_outdir_open(dest_dir, out, err);
-    if (!d)
-        return -1;
-    int rc = kb_files_pull(k, rel_dir, d, o, n_copied, err);
-    sb_outdir_destroy(&d);
     return rc;
 }
