@@ -5,6 +5,7 @@
  * copied next to it.
  */
 #include "agent/cli/ag_cmd.h"
+#include "agent/cli/cmd_ask_impl.h"
 #include "agent/loop/ag_loop.h"
 #include "agent/loop/ag_render.h"
 #include "agent/session/ag_archive.h"
@@ -89,198 +90,6 @@ s_on_sigint(int sig)
     ssize_t n = write(2, msg, sizeof msg - 1);
     (void)n;
     _exit(ERR_INTERRUPTED);
-}
-
-/* ---- the terminal UI ----------------------------------------------------- */
-
-typedef struct ask_ui {
-    bool color;          /* ANSI colours (stdout is a TTY, NO_COLOR unset) */
-    bool tty;            /* stdout is a TTY: live elapsed-time indicator */
-    bool quiet;          /* --quiet: answers only */
-    bool at_bol;         /* stdout is at the start of a line */
-    bool ticking;        /* the elapsed-time line is on screen */
-    bool after_tool;     /* a tool ran since the last assistant text */
-    int64_t last_tick_s; /* seconds shown by the indicator */
-    int cells;           /* cells shown so far */
-    ag_render_t render;  /* output rendering */
-    buf_t turn_text;     /* text of the turn being streamed (quiet mode) */
-} ask_ui_t;
-
-static const char *
-s_c(const ask_ui_t *ui, const char *code)
-{
-    return ui->color ? code : "";
-}
-
-static void
-s_clear_tick(ask_ui_t *ui)
-{
-    if (ui->ticking) {
-        fputs("\r\033[K", stdout);
-        fflush(stdout);
-        ui->ticking = false;
-    }
-}
-
-static void
-s_put(ask_ui_t *ui, const char *text, size_t len)
-{
-    if (!len)
-        return;
-    s_clear_tick(ui);
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
-    ui->at_bol = text[len - 1] == '\n';
-}
-
-static void
-s_newline(ask_ui_t *ui)
-{
-    if (!ui->at_bol)
-        s_put(ui, "\n", 1);
-}
-
-static void
-s_on_text(const char *text, size_t len, void *arg)
-{
-    ask_ui_t *ui = arg;
-    if (ui->quiet) {
-        buf_append(&ui->turn_text, text, len);
-        return;
-    }
-    if (ui->after_tool && len) {
-        s_newline(ui);
-        s_put(ui, "\n", 1);
-        ui->after_tool = false;
-    }
-    s_put(ui, text, len);
-}
-
-static void
-s_on_turn(const char *text, size_t ncalls, void *arg)
-{
-    ask_ui_t *ui = arg;
-    (void)text;
-    if (ui->quiet) {
-        if (ncalls == 0)
-            s_put(ui, ui->turn_text.data ? ui->turn_text.data : "",
-                  ui->turn_text.len);
-        buf_reset(&ui->turn_text);
-    }
-    s_newline(ui);
-}
-
-static void
-s_on_tool_start(const char *name, const char *code, void *arg)
-{
-    ask_ui_t *ui = arg;
-    ui->cells++;
-    if (ui->quiet)
-        return;
-    s_newline(ui);
-    putchar('\n');
-    ui->after_tool = true;
-    printf("%s── %s [%d] ──────────────────────────────────────────%s\n",
-           s_c(ui, "\033[1;36m"), name, ui->cells, s_c(ui, "\033[0m"));
-    const char *p = strcmp(code, "{}") == 0 ? "" : code;
-    while (*p) {
-        const char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        printf("%s│%s %.*s\n", s_c(ui, "\033[36m"), s_c(ui, "\033[0m"), (int)n,
-               p);
-        p += n + (nl ? 1 : 0);
-    }
-    fflush(stdout);
-    ui->at_bol = true;
-    ui->last_tick_s = 0;
-}
-
-static void
-s_on_output(json_t *output, void *arg)
-{
-    ask_ui_t *ui = arg;
-    if (ui->quiet)
-        return;
-    s_clear_tick(ui);
-    json_t *data = json_object_get(output, "data");
-    const char *mimes[] = {"image/png", "image/jpeg"};
-    for (size_t i = 0; i < 2; i++) {
-        const char *b64 = json_string_value(json_object_get(data, mimes[i]));
-        if (!b64)
-            continue;
-        size_t len = 0;
-        unsigned char *bin = ag_base64_decode(b64, &len);
-        unsigned w = 0, h = 0;
-        if (bin && ag_png_size(bin, len, &w, &h) == 0)
-            printf("%s[image %ux%u: in the notebook]%s\n", s_c(ui, "\033[35m"),
-                   w, h, s_c(ui, "\033[0m"));
-        else
-            printf("%s[%s image: in the notebook]%s\n", s_c(ui, "\033[35m"),
-                   mimes[i], s_c(ui, "\033[0m"));
-        free(bin);
-        fflush(stdout);
-        ui->at_bol = true;
-        return;
-    }
-    ag_render_output(&ui->render, output);
-    const char *type =
-        json_string_value(json_object_get(output, "output_type"));
-    const char *text = json_string_value(json_object_get(output, "text"));
-    if (type && strcmp(type, "stream") == 0 && text && *text)
-        ui->at_bol = text[strlen(text) - 1] == '\n';
-    else
-        ui->at_bol = true;
-}
-
-static void
-s_on_wait(int64_t elapsed_ms, void *arg)
-{
-    ask_ui_t *ui = arg;
-    if (!ui->tty || ui->quiet || elapsed_ms < 2000 || !ui->at_bol)
-        return;
-    int64_t s = elapsed_ms / 1000;
-    if (s == ui->last_tick_s && ui->ticking)
-        return;
-    ui->last_tick_s = s;
-    printf("\r%s… running %lld s (Ctrl-C stops)%s\033[K", s_c(ui, "\033[2m"),
-           (long long)s, s_c(ui, "\033[0m"));
-    fflush(stdout);
-    ui->ticking = true;
-}
-
-static void
-s_on_tool_end(const char *name, const ag_tool_result_t *res, void *arg)
-{
-    ask_ui_t *ui = arg;
-    if (ui->quiet)
-        return;
-    s_clear_tick(ui);
-    s_newline(ui);
-    if (!res->cell_source && res->is_error) {
-        printf("%s%s: %s%s\n", s_c(ui, "\033[33m"), name, res->text,
-               s_c(ui, "\033[0m"));
-    } else if (strcmp(name, "python") != 0 && res->text) {
-        fputs(res->text, stdout);
-        s_newline(ui);
-    }
-    if (res->duration_ms >= 2000)
-        printf("%s(%.1f s)%s\n", s_c(ui, "\033[2m"), res->duration_ms / 1000.0,
-               s_c(ui, "\033[0m"));
-    if (res->status)
-        printf("%s[%s]%s\n", s_c(ui, "\033[33m"), res->status,
-               s_c(ui, "\033[0m"));
-    fflush(stdout);
-    ui->at_bol = true;
-}
-
-static void
-s_on_notice(const char *text, void *arg)
-{
-    ask_ui_t *ui = arg;
-    s_clear_tick(ui);
-    s_newline(ui);
-    fprintf(stderr, "%sjupyter-agent ask: %s%s\n", s_c(ui, "\033[33m"), text,
-            s_c(ui, "\033[0m"));
 }
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -497,8 +306,8 @@ s_copy_out(ask_ui_t *ui, ag_session_t *session, const char *files_dir)
                            json_integer_value(json_object_get(f, "size")), sz,
                            sizeof sz));
         }
-        printf("%sfiles:%s    %s/ (%zu):%s\n", s_c(ui, "\033[1m"),
-               s_c(ui, "\033[0m"), files_dir, json_array_size(outs),
+        printf("%sfiles:%s    %s/ (%zu):%s\n", cmd_ask_c(ui, "\033[1m"),
+               cmd_ask_c(ui, "\033[0m"), files_dir, json_array_size(outs),
                buf_cstr(&line));
         buf_release(&line);
     }
@@ -734,9 +543,9 @@ s_print_summary(ask_ui_t *ui, ag_loop_t *loop, const ag_loop_stats_t *st,
     if (u.input_tokens || u.output_tokens)
         snprintf(tokens, sizeof tokens, " · %s tokens in, %s out", in, outk);
     printf("\n%s── %s ── %d step%s · %d cell%s%s · %.1f s%s\n",
-           s_c(ui, "\033[1m"), how, st->steps, st->steps == 1 ? "" : "s",
+           cmd_ask_c(ui, "\033[1m"), how, st->steps, st->steps == 1 ? "" : "s",
            st->cells, st->cells == 1 ? "" : "s", tokens,
-           (clock_mono_ms() - t0) / 1000.0, s_c(ui, "\033[0m"));
+           (clock_mono_ms() - t0) / 1000.0, cmd_ask_c(ui, "\033[0m"));
 }
 
 /* --archive: pack (and with --archive-key sign) the saved session. */
@@ -747,8 +556,8 @@ s_archive(ask_ui_t *ui, const ask_args_t *a, ag_session_t *session,
     err_t aerr = {0};
     if (ag_archive_session(session, nb_path, a->archive.path, a->archive.key,
                            &aerr) == 0) {
-        printf("%sarchive:%s  %s%s\n", s_c(ui, "\033[1m"), s_c(ui, "\033[0m"),
-               a->archive.path,
+        printf("%sarchive:%s  %s%s\n", cmd_ask_c(ui, "\033[1m"),
+               cmd_ask_c(ui, "\033[0m"), a->archive.path,
                a->archive.key ? "" : " (not signed: no --archive-key)");
         return status;
     }
@@ -765,19 +574,11 @@ s_ask_and_save(ask_ui_t *ui, const ask_args_t *a, ag_loop_t *loop,
 {
     const char *question = a->question;
     err_t err = {0};
-    ag_loop_ui_t lui = {.on_text = s_on_text,
-                        .on_turn = s_on_turn,
-                        .on_tool_start = s_on_tool_start,
-                        .on_output = s_on_output,
-                        .on_wait = s_on_wait,
-                        .on_tool_end = s_on_tool_end,
-                        .on_notice = s_on_notice,
-                        .arg = ui};
+    ag_loop_ui_t lui = cmd_ask_ui_hooks(ui);
     ag_loop_stats_t st = {0};
     int64_t t0 = clock_mono_ms();
     int rc = ag_loop_ask(loop, question, &lui, &st, &err);
-    s_clear_tick(ui);
-    s_newline(ui);
+    cmd_ask_ui_end(ui);
 
     err_t serr = {0};
     bool saved = ag_loop_save(loop, nb_path, &serr) == 0;
@@ -790,8 +591,9 @@ s_ask_and_save(ask_ui_t *ui, const ask_args_t *a, ag_loop_t *loop,
     }
     s_print_summary(ui, loop, &st, rc, &err, t0);
     if (saved) {
-        printf("%snotebook:%s %s%s\n", s_c(ui, "\033[1m"), s_c(ui, "\033[0m"),
-               nb_path, rc < 0 ? " (the session so far)" : "");
+        printf("%snotebook:%s %s%s\n", cmd_ask_c(ui, "\033[1m"),
+               cmd_ask_c(ui, "\033[0m"), nb_path,
+               rc < 0 ? " (the session so far)" : "");
     } else {
         fprintf(stderr, "jupyter-agent ask: %s\n", serr.text);
         if (status == 0)
