@@ -1,13 +1,10 @@
 #include "agent/session/ag_session.h"
 #include "agent/session/ag_audit.h"
 #include "agent/session/ag_outputs.h"
+#include "agent/session/ag_session_impl.h"
 
-#include "common/buf.h"
 #include "common/log.h"
-#include "common/secret.h"
-#include "common/strv.h"
 #include "common/xalloc.h"
-#include "kernel-bridge/kb_files.h"
 #include "kernel-bridge/launch/kb_launch_sandbox.h"
 #include "kernel-bridge/pool/kb_serve.h"
 #include "kernel-bridge/pool/kb_warm.h"
@@ -17,7 +14,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sodium.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,22 +27,6 @@
  * session starts cold instead of waiting out a cold start's 60 s. */
 #define WARM_READY_MS 20000
 
-struct ag_session {
-    kb_kernel_t *kernel; /* owned */
-    json_t *policy;      /* owned JSON of the sandbox policy, or NULL */
-    bool sandboxed;      /* false for --no-sandbox and attached kernels */
-    bool attached;       /* a kernel someone else started */
-    bool warm;           /* the kernel came warm from a serve pool */
-    char *warnings;      /* owned, "" when none */
-    char *packages_dir;  /* owned --packages DIR, or NULL */
-    pk_trust_t *trust;   /* owned keys trusted for packages_dir, or NULL */
-    json_t *packages;    /* owned array of install reports, or NULL */
-    json_t *inputs;      /* owned array: the --file inputs with SHA-256 */
-    char *kernel_name;   /* owned --kernel on a gateway, or NULL */
-    bool keep_workspace; /* --keep-workspace: copied out at the end */
-    ag_audit_t *audit;   /* owned; its records in the --audit log */
-};
-
 /* Installed packages are on the kernel's path from its start, so they
  * import again after a kernel restart (PYTHONPATH may name a directory
  * that does not exist yet). Borrowed by kb_kernel for its lifetime. */
@@ -58,8 +38,8 @@ static const char s_no_sandbox_warning[] =
     "user's full access to files and network.\n";
 
 /* [{name, path, sha256, size}] for the --file list; NULL with err set. */
-static json_t *
-s_inputs_json(char *const *files, err_t *err)
+json_t *
+ag_session_inputs_new(char *const *files, err_t *err)
 {
     json_t *out = json_array();
     for (size_t i = 0; files && files[i]; i++) {
@@ -219,113 +199,13 @@ s_make_out_dir(sb_sandbox_t *box)
         log_warn("%s", err.text);
 }
 
-/* The gateway's token: --gateway-token-file, else the environment.
- * 0 with *token a new string or NULL (no token), or -1. */
-static int
-s_gateway_token(const ag_session_opts_t *o, char **token, err_t *err)
-{
-    *token = NULL;
-    if (!o->gateway_token_file) {
-        const char *t = getenv("JUPYTER_GATEWAY_AUTH_TOKEN");
-        if (t && *t)
-            *token = xstrdup(t);
-        return 0;
-    }
-    FILE *f = fopen(o->gateway_token_file, "r");
-    if (!f)
-        return err_set(err, ERR_USAGE,
-                       "--gateway-token-file: cannot read %s: %s",
-                       o->gateway_token_file, strerror(errno));
-    char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    bool more = fgetc(f) != EOF;
-    fclose(f);
-    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
-                 buf[n - 1] == ' ' || buf[n - 1] == '\t'))
-        n--;
-    buf[n] = '\0';
-    int rc = 0;
-    if (more || n == 0 || strlen(buf) != n || strpbrk(buf, "\r\n"))
-        rc = err_set(err, ERR_USAGE,
-                     "--gateway-token-file: %s must hold the token on one "
-                     "line (and at most 4 KiB)",
-                     o->gateway_token_file);
-    else
-        *token = xstrdup(buf);
-    sodium_memzero(buf, sizeof buf);
-    return rc;
-}
-
-/* Flags that shape a local sandbox mean nothing to a remote kernel; say so
- * rather than ignore them. */
-static int
-s_refuse_local_flags(const ag_session_opts_t *o, err_t *err)
-{
-    static const char tail[] =
-        "with --gateway the kernel runs on the server, and its isolation "
-        "is the server's (see docs/gateway.md); drop the flag or "
-        "the gateway";
-    if (o->no_sandbox)
-        return err_set(err, ERR_USAGE, "--no-sandbox: %s", tail);
-    if (o->packages_dir || o->ninstalls || o->ntrusts)
-        return err_set(err, ERR_USAGE,
-                       "--packages/--install/--trust install into a local "
-                       "sandbox: %s",
-                       tail);
-    if (o->warm != AG_WARM_AUTO)
-        return err_set(err, ERR_USAGE, "--warm picks a local kernel: %s", tail);
-    sb_policy_t def;
-    sb_policy_init_default(&def);
-    json_t *want = sb_policy_to_json(&def),
-           *got = sb_policy_to_json(&o->policy);
-    buf_t diff;
-    buf_init(&diff, 512);
-    const char *key;
-    json_t *v;
-    json_object_foreach(got, key, v)
-    {
-        if (!json_equal(v, json_object_get(want, key)))
-            buf_printf(&diff, "%s%s", diff.len ? ", " : "", key);
-    }
-    int rc = 0;
-    if (diff.len)
-        rc = err_set(err, ERR_USAGE,
-                     "sandbox flags were given (they set: %s): %s",
-                     buf_cstr(&diff), tail);
-    buf_release(&diff);
-    json_decref(want);
-    json_decref(got);
-    sb_policy_release(&def);
-    return rc;
-}
-
-/* KERNEL_* variables for the gateway: ours, plus KERNEL_USERNAME (what
- * jupyter_server's GatewayClient sends). New list. */
-static char **
-s_gateway_env(void)
-{
-    extern char **environ;
-    char **env = NULL;
-    size_t n = 0;
-    bool have_user = false;
-    for (char **e = environ; e && *e; e++)
-        if (strncmp(*e, "KERNEL_", 7) == 0) {
-            strv_push(&env, &n, xstrdup(*e));
-            have_user |= strncmp(*e, "KERNEL_USERNAME=", 16) == 0;
-        }
-    const char *user = getenv("USER");
-    if (!have_user && user && *user)
-        strv_push(&env, &n, xasprintf("KERNEL_USERNAME=%s", user));
-    return env;
-}
-
 /* The chart and table formatters, when asked for: a session whose kernel
  * cannot take them still runs, with a warning. Only after they went in
  * does a restart put them in again: a kernel or server that did not take
  * them within a cell's time will not after a restart either, and each try
  * would cost the user another --timeout. */
-static void
-s_outputs(ag_session_t *s, const ag_session_opts_t *o)
+void
+ag_session_outputs_begin(ag_session_t *s, const ag_session_opts_t *o)
 {
     err_t e = {0};
     int ms = ag_outputs_timeout(o->timeout_ms);
@@ -371,8 +251,8 @@ s_audit_new(const ag_session_opts_t *o, err_t *err)
     return a;
 }
 
-static int
-s_audit_start(ag_session_t *s, const ag_session_opts_t *o, err_t *err)
+int
+ag_session_audit_begin(ag_session_t *s, const ag_session_opts_t *o, err_t *err)
 {
     if (!s->audit && !(s->audit = s_audit_new(o, err)))
         return -1;
@@ -392,74 +272,6 @@ s_audit_start(ag_session_t *s, const ag_session_opts_t *o, err_t *err)
         return err_prefix(err, "--audit");
     ag_audit_watch(s->audit, s->kernel);
     return 0;
-}
-
-static ag_session_t *
-s_start_gateway(const ag_session_opts_t *o, err_t *err)
-{
-    char *token = NULL;
-    if (s_refuse_local_flags(o, err) || s_gateway_token(o, &token, err))
-        return NULL;
-    /* Hashed before the kernel starts, as for a local session. */
-    json_t *inputs = s_inputs_json(o->files, err);
-    if (!inputs) {
-        secret_free(token);
-        err_prefix(err, "--file");
-        return NULL;
-    }
-    char **env = s_gateway_env();
-    kb_gateway_opts_t gopts = {.url = o->gateway_url,
-                               .token = token,
-                               .ca_file = o->gateway_ca,
-                               .env = env};
-    kb_kernel_opts_t kopts = {.kernel_name = o->kernel_name,
-                              .max_output_bytes = o->max_output_bytes,
-                              .gateway = &gopts,
-                              .private_dir = true};
-    kb_kernel_t *k = kb_kernel_start(&kopts, err);
-    strv_free(env);
-    secret_free(token);
-    if (!k) {
-        json_decref(inputs);
-        return NULL;
-    }
-    /* No shared filesystem: each --file goes through the kernel itself,
-     * chunk by chunk, hash-checked (kb_files), into the session's own
-     * directory there (kb_kernel_opts_t.private_dir: other sessions on
-     * the server have theirs), under the same size cap as a local
-     * /mnt/data. */
-    kb_files_opts_t fo;
-    kb_files_opts_init(&fo);
-    fo.kernel_dir = kb_kernel_workdir(k);
-    for (size_t i = 0; i < o->nfiles; i++) {
-        char *path, *name;
-        ag_session_split_file_arg(o->files[i], &path, &name);
-        int rc =
-            sb_files_check_name(name, err) ||
-            kb_files_push(k, path, name, o->policy.workspace_bytes, &fo, err);
-        free(path);
-        free(name);
-        if (rc) {
-            err_prefix(err, "--file '%s'", o->files[i]);
-            kb_kernel_hand_off(&k);
-            json_decref(inputs);
-            return NULL;
-        }
-    }
-    ag_session_t *s = xcalloc(1, sizeof *s);
-    s->kernel = k;
-    s->inputs = inputs;
-    s->kernel_name = o->kernel_name ? xstrdup(o->kernel_name) : NULL;
-    s->warnings = xasprintf("note: the kernel runs on the Jupyter server at "
-                            "%s (kernel %s); its isolation is that "
-                            "server's.\n",
-                            kb_kernel_gateway_url(k), kb_kernel_remote_id(k));
-    if (s_audit_start(s, o, err)) {
-        ag_session_destroy(&s);
-        return NULL;
-    }
-    s_outputs(s, o);
-    return s;
 }
 
 /* A kernel that could not start for want of a box limit says so only in
@@ -538,7 +350,7 @@ ag_session_t *
 ag_session_start(const ag_session_opts_t *o, err_t *err)
 {
     if (o->gateway_url && *o->gateway_url)
-        return s_start_gateway(o, err);
+        return ag_session_start_gateway(o, err);
     if (o->no_sandbox && s_refuse_unboxed(o, err))
         return NULL;
     if (o->policy.keep_workspace_dir) {
@@ -569,7 +381,7 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     }
     /* Hashed before the kernel starts, so a missing file fails early and
      * the record names what the session was given. */
-    json_t *inputs = s_inputs_json(o->files, err);
+    json_t *inputs = ag_session_inputs_new(o->files, err);
     if (!inputs) {
         pk_trust_destroy(&trust);
         err_prefix(err, "--file");
@@ -654,11 +466,12 @@ ag_session_start(const ag_session_opts_t *o, err_t *err)
     } else {
         s->warnings = xstrdup(s_no_sandbox_warning);
     }
-    if (s_audit_start(s, o, err) || (o->ninstalls && s_install(s, o, err))) {
+    if (ag_session_audit_begin(s, o, err) ||
+        (o->ninstalls && s_install(s, o, err))) {
         ag_session_destroy(&s);
         return NULL;
     }
-    s_outputs(s, o);
+    ag_session_outputs_begin(s, o);
     return s;
 }
 
