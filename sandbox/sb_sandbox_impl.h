@@ -289,6 +289,9 @@ void sb_box_spawn_end(sb_sandbox_t *sb, int rc, int old_ws);
 /* sb_sandbox.c: the workspace fd `passed` from a new box: carry `old_ws`
  * over (if >= 0) and copy the queued files in. 0 or -1. */
 int sb_box_take_workspace(sb_sandbox_t *sb, int passed, int old_ws, err_t *err);
+/* sb_sandbox_exit.c: reap pid 1 (waiting when `block`) and fill sb->exit
+ * with what the exit means. 1 when reaped, 0 when it still runs, -1. */
+int sb_box_reap(sb_sandbox_t *sb, bool block);
 
 /* ---- the engine (sb_gvisor.c), called by sb_sandbox.c ---- */
 int sb_gv_prepare(sb_sandbox_t *sb, err_t *err); /* at new() */
