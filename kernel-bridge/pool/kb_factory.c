@@ -2,6 +2,7 @@
 #include "kernel-bridge/pool/kb_factory.h"
 
 #include "common/clock.h"
+#include "common/fileio.h"
 #include "common/jsonlim.h"
 #include "common/xalloc.h"
 #include "kernel-bridge/pool/kb_pysrc.h"
@@ -190,16 +191,14 @@ s_box_policy(sb_policy_t *p)
         p->pids = FACTORY_PIDS;
 }
 
-/* The first message to the factory: the privilege drop its kernels run
- * (sandbox/sb_drop.h), as a shared object in a sealed memfd. */
+/* Send `op` with `fd` (closed here) as one message on the control socket;
+ * `what` names it in errors. */
 static int
-s_send_drop_lib(int ctl, err_t *err)
+s_send_fd(int ctl, const char *op, int fd, const char *what, err_t *err)
 {
-    int fd = sb_drop_lib_memfd(err);
-    if (fd < 0)
-        return -1;
-    char op[] = "{\"op\": \"drop-lib\"}";
-    struct iovec iov = {.iov_base = op, .iov_len = strlen(op)};
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", op);
+    struct iovec iov = {.iov_base = buf, .iov_len = strlen(buf)};
     union {
         char buf[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
@@ -218,9 +217,48 @@ s_send_drop_lib(int ctl, err_t *err)
     int e = errno;
     close(fd);
     if (n < 0)
-        return err_set(err, ERR_SANDBOX, "factory: sending it the drop: %s",
-                       strerror(e));
+        return err_errnum(err, ERR_SANDBOX, e, "factory: sending it %s", what);
     return 0;
+}
+
+/* The first message to the factory: its Python, which kb_zygote_boot.py
+ * (the only Python on its command line, so no process listing shows the
+ * factory's code or the preload) reads and runs: [kb_zygote.py, PRELOAD,
+ * kb_warm_entry.py] as JSON in a sealed memfd. */
+static int
+s_send_source(int ctl, const char *preload, err_t *err)
+{
+    json_t *j = json_pack("[s, s, s]", kb_zygote_py, preload ? preload : "",
+                          kb_warm_entry_py);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text)
+        return err_set(err, ERR_USAGE, "factory: the preload is not UTF-8");
+    int fd = memfd_create("factory-src", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    int rc = fd < 0 || file_write_all(fd, text, strlen(text)) < 0 ||
+                     fcntl(fd, F_ADD_SEALS,
+                           F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK |
+                               F_SEAL_SEAL) < 0
+                 ? err_errno(err, ERR_SANDBOX, "factory: its source memfd")
+                 : 0;
+    free(text);
+    if (rc < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return s_send_fd(ctl, "{\"op\": \"source\"}", fd, "its source", err);
+}
+
+/* The second message: the privilege drop its kernels run
+ * (sandbox/sb_drop.h), as a shared object in a sealed memfd. */
+static int
+s_send_drop_lib(int ctl, err_t *err)
+{
+    int fd = sb_drop_lib_memfd(err);
+    if (fd < 0)
+        return -1;
+    return s_send_fd(ctl, "{\"op\": \"drop-lib\"}", fd, "the drop", err);
 }
 
 kb_factory_t *
@@ -251,9 +289,7 @@ kb_factory_new(const kb_factory_opts_t *o, err_t *err)
     }
     argv[0] = xstrdup(o && o->python ? o->python : "/usr/bin/python3");
     argv[1] = xstrdup("-c");
-    argv[2] = xstrdup(kb_zygote_py);
-    argv[3] = xstrdup(o && o->preload ? o->preload : "");
-    argv[4] = xstrdup(kb_warm_entry_py);
+    argv[2] = xstrdup(kb_zygote_boot_py);
     size_t ne = 0;
     env[ne++] = xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
     env[ne++] = xstrdup("LANG=C.UTF-8");
@@ -270,7 +306,8 @@ kb_factory_new(const kb_factory_opts_t *o, err_t *err)
      * sandbox's seccomp filter but for setns(), which it needs to enter
      * the boxes nested in it (sb_sandbox_nest_in). */
     sb_sandbox_allow_setns(f->box);
-    if (s_send_drop_lib(sv[0], err) < 0)
+    if (s_send_source(sv[0], o ? o->preload : NULL, err) < 0 ||
+        s_send_drop_lib(sv[0], err) < 0)
         goto fail;
     sb_sandbox_set_stdin(f->box, sv[1]);
     int rc = sb_sandbox_spawn(f->box, argv, env, f->out_fd, f->out_fd, err);

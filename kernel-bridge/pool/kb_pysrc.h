@@ -15,8 +15,14 @@
 
 #include <stddef.h>
 
-/* kb_zygote.py: the factory process (kb_factory.c). argv: PRELOAD
- * WARM_ENTRY; fd 3 its control socket. */
+/* kb_zygote_boot.py: the factory's command line (python3 -c): reads the
+ * first message on fd 0, a memfd with [kb_zygote.py, PRELOAD,
+ * kb_warm_entry.py], and runs the zygote. */
+extern const char kb_zygote_boot_py[];
+extern const size_t kb_zygote_boot_py_len;
+
+/* kb_zygote.py: the factory process (kb_factory.c), run by the boot.
+ * argv: PRELOAD WARM_ENTRY; fd 0 its control socket. */
 extern const char kb_zygote_py[];
 extern const size_t kb_zygote_py_len;
 

@@ -1,10 +1,12 @@
 # The forking kernel factory ("zygote"): Python side of kb_factory.c,
-# embedded into jupyter-agent at build time. argv: PRELOAD WARM_ENTRY_SOURCE;
-# fd 0 is the control socket (SEQPACKET) to the host. It runs in a box of
-# its own as uid 1000 with no capability; each kernel box it forks into is
-# nested in that box and owned by that uid, which is what lets it setns().
-# The first message on fd 0 carries the privilege drop (sandbox/sb_drop.c,
-# the same code the sandbox runs) as a shared object in a memfd.
+# embedded into jupyter-agent at build time and run by kb_zygote_boot.py
+# (this source travels in a memfd, not on the command line). argv: PRELOAD
+# WARM_ENTRY_SOURCE; fd 0 is the control socket (SEQPACKET) to the host.
+# It runs in a box of its own as uid 1000 with no capability; each kernel
+# box it forks into is nested in that box and owned by that uid, which is
+# what lets it setns(). The next message on fd 0 carries the privilege
+# drop (sandbox/sb_drop.c, the same code the sandbox runs) as a shared
+# object in a memfd.
 import ctypes
 import importlib
 import json

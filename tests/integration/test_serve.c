@@ -176,8 +176,8 @@ s_signal_forked_kernels(pid_t server, int sig)
     struct dirent *e;
     while (d && (e = readdir(d))) {
         pid_t pid = (pid_t)atoi(e->d_name);
-        if (pid <= 0 || !s_cmdline_has(pid, "_ja_zygote") ||
-            !s_cmdline_has(s_ppid(pid), "_ja_zygote"))
+        if (pid <= 0 || !s_cmdline_has(pid, "kb_zygote_boot") ||
+            !s_cmdline_has(s_ppid(pid), "kb_zygote_boot"))
             continue;
         pid_t up = pid;
         while (up > 1 && up != server)

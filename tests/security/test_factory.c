@@ -127,20 +127,32 @@ s_status(pid_t pid, const char *name)
     return v;
 }
 
-static bool
-s_cmdline_has(pid_t pid, const char *needle)
+/* /proc/PID/cmdline with its NULs as spaces, what ps shows (a new
+ * string, at most 64 KiB; "" when unreadable). */
+static char *
+s_cmdline(pid_t pid)
 {
-    char path[64], buf[8192];
+    char path[64];
+    size_t cap = 64 << 10;
+    char *buf = calloc(1, cap + 1);
     snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
     FILE *fp = fopen(path, "r");
-    size_t n = fp ? fread(buf, 1, sizeof buf - 1, fp) : 0;
+    size_t n = fp ? fread(buf, 1, cap, fp) : 0;
     if (fp)
         fclose(fp);
     for (size_t i = 0; i < n; i++)
         if (!buf[i])
             buf[i] = ' ';
-    buf[n] = '\0';
-    return strstr(buf, needle) != NULL;
+    return buf;
+}
+
+static bool
+s_cmdline_has(pid_t pid, const char *needle)
+{
+    char *c = s_cmdline(pid);
+    bool has = strstr(c, needle) != NULL;
+    free(c);
+    return has;
 }
 
 static bool
@@ -161,7 +173,7 @@ s_same_ns(pid_t a, pid_t b, const char *ns)
 static pid_t
 s_zygote_pid(pid_t fpid)
 {
-    if (s_cmdline_has(fpid, "_ja_zygote"))
+    if (s_cmdline_has(fpid, "kb_zygote_boot"))
         return fpid;
     char path[64], buf[4096];
     snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)fpid,
@@ -173,7 +185,7 @@ s_zygote_pid(pid_t fpid)
     buf[n] = '\0';
     for (char *t = strtok(buf, " \n"); t; t = strtok(NULL, " \n")) {
         pid_t p = (pid_t)atoi(t);
-        if (s_cmdline_has(p, "_ja_zygote") && s_same_ns(p, fpid, "user"))
+        if (s_cmdline_has(p, "kb_zygote_boot") && s_same_ns(p, fpid, "user"))
             return p;
     }
     return -1;
@@ -239,6 +251,19 @@ main(void)
     ok(!s_same_ns(fpid, getpid(), "user") && !s_same_ns(fpid, getpid(), "pid"),
        "the factory's whole box (its pid 1 too) is in its own user and pid "
        "namespaces");
+    /* What ps shows of it is the few lines of kb_zygote_boot.py: the
+     * factory's code, the kernels' entry and the preload came in a memfd
+     * (issue 25). */
+    char *cl = s_cmdline(zpid);
+    ok(zpid > 0 && !strstr(cl, "def _ja_zygote") &&
+           !strstr(cl, "def _ja_warm") && !strstr(cl, fo.preload),
+       "the factory's command line holds neither its code, nor the "
+       "kernels' entry, nor the preload");
+    ok(zpid > 0 && strlen(cl) < 1024,
+       "the factory's command line is short (%zu bytes in "
+       "/proc/%d/cmdline)",
+       strlen(cl), (int)zpid);
+    free(cl);
     char root[96];
     snprintf(root, sizeof root, "/proc/%d/root/etc/shadow", (int)zpid);
     ok(zpid > 0 && access(root, F_OK) < 0,
