@@ -4,6 +4,7 @@
 #include "kernel-bridge/kb_conn.h"
 
 #include "common/fileio.h"
+#include "common/jget.h"
 #include "common/xalloc.h"
 
 #include <arpa/inet.h>
@@ -122,14 +123,10 @@ static int
 s_get_string(json_t *root, const char *field, const char **out,
              const char *origin, err_t *err)
 {
-    json_t *v = json_object_get(root, field);
-    *out = NULL;
-    if (!v)
-        return 0;
-    if (!json_is_string(v))
+    *out = jget_strict(root, field, NULL);
+    if (!*out && json_object_get(root, field))
         return err_set(err, ERR_USAGE, "%s: \"%s\" is not a string", origin,
                        field);
-    *out = json_string_value(v);
     return 0;
 }
 
