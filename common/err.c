@@ -24,41 +24,38 @@ err_set(err_t *err, int code, const char *fmt, ...)
     return -1;
 }
 
-/* Append ": strerror(errnum)" to the text err_vset() just wrote. */
-static void
-s_append_strerror(err_t *err, int errnum)
+/* err_vset() with ": strerror(errnum)" appended; errno left as it was. */
+static int
+s_verrnum(err_t *err, int code, int errnum, const char *fmt, va_list ap)
 {
+    int saved = errno;
+    if (!err)
+        return -1;
+    err_vset(err, code, fmt, ap);
     size_t len = strnlen(err->text, sizeof err->text - 1);
     snprintf(err->text + len, sizeof err->text - len, ": %s", strerror(errnum));
+    errno = saved;
+    return -1;
 }
 
 int
 err_errno(err_t *err, int code, const char *fmt, ...)
 {
     int saved = errno;
-    if (!err)
-        return -1;
     va_list ap;
     va_start(ap, fmt);
-    err_vset(err, code, fmt, ap);
+    s_verrnum(err, code, saved, fmt, ap);
     va_end(ap);
-    s_append_strerror(err, saved);
-    errno = saved;
     return -1;
 }
 
 int
 err_errnum(err_t *err, int code, int errnum, const char *fmt, ...)
 {
-    int saved = errno;
-    if (!err)
-        return -1;
     va_list ap;
     va_start(ap, fmt);
-    err_vset(err, code, fmt, ap);
+    s_verrnum(err, code, errnum, fmt, ap);
     va_end(ap);
-    s_append_strerror(err, errnum);
-    errno = saved;
     return -1;
 }
 

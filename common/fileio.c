@@ -84,8 +84,7 @@ file_write_atomic_at(int dirfd, const char *name, const void *data, size_t len,
     }
     if (bad) {
         unlinkat(dirfd, tmp, 0);
-        return err_set(err, ERR_IO, "cannot write %s: %s", what,
-                       strerror(saved));
+        return err_errnum(err, ERR_IO, saved, "cannot write %s", what);
     }
     /* The rename itself is durable only once the directory is: without
      * this a crash soon after can bring back the old file (or none).

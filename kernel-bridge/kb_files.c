@@ -444,8 +444,7 @@ kb_files_push_fd(kb_kernel_t *k, int fd, const char *host_path,
     for (;;) {
         ssize_t n = s_read_full(fd, chunk, c.chunk);
         if (n < 0) {
-            err_set(err, ERR_IO, "reading '%s': %s", host_path,
-                    strerror(errno));
+            err_errno(err, ERR_IO, "reading '%s'", host_path);
             goto abort;
         }
         if (n == 0)

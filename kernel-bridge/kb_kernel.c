@@ -577,8 +577,7 @@ kb_kernel_interrupt(kb_kernel_t *k, err_t *err)
                          strcmp(k->spec.interrupt_mode, "message") == 0);
     if (!by_message) {
         if (k->launcher->ops->signal(k->launcher->self, SIGINT) != 0)
-            return err_set(err, ERR_KERNEL, "cannot signal the kernel: %s",
-                           strerror(errno));
+            return err_errno(err, ERR_KERNEL, "cannot signal the kernel");
         return 0;
     }
     kb_msg_t *reply = kb_client_request(k->client, KB_CONTROL,

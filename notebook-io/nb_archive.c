@@ -61,7 +61,7 @@ nb_sha256_file(const char *path, char hex[NB_SHA256_HEX], uint64_t *size,
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return err_set(err, ERR_USAGE, "cannot read %s: %s", path, strerror(e));
+        return err_errnum(err, ERR_USAGE, e, "cannot read %s", path);
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
@@ -78,8 +78,7 @@ nb_sha256_file(const char *path, char hex[NB_SHA256_HEX], uint64_t *size,
         if (r < 0) {
             int e = errno;
             close(fd);
-            return err_set(err, ERR_IO, "cannot read %s: %s", path,
-                           strerror(e));
+            return err_errnum(err, ERR_IO, e, "cannot read %s", path);
         }
         if (r == 0)
             break;

@@ -579,13 +579,11 @@ nb_notebook_read_capped(const char *path, size_t max_bytes, size_t max_cells,
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 
     if (fd < 0) {
-        err_set(err, ERR_USAGE, "%s: cannot open notebook: %s", path,
-                strerror(errno));
+        err_errno(err, ERR_USAGE, "%s: cannot open notebook", path);
         goto out;
     }
     if (fstat(fd, &st) < 0) {
-        err_set(err, ERR_USAGE, "%s: cannot stat notebook: %s", path,
-                strerror(errno));
+        err_errno(err, ERR_USAGE, "%s: cannot stat notebook", path);
         goto out;
     }
     if (S_ISDIR(st.st_mode)) {
@@ -607,8 +605,7 @@ nb_notebook_read_capped(const char *path, size_t max_bytes, size_t max_cells,
         goto out;
     }
     if (fcntl(fd, F_SETFL, 0) < 0) {
-        err_set(err, ERR_USAGE, "%s: cannot read notebook: %s", path,
-                strerror(errno));
+        err_errno(err, ERR_USAGE, "%s: cannot read notebook", path);
         goto out;
     }
     /* Read to EOF rather than trusting st_size (the file may grow), but
@@ -634,8 +631,7 @@ nb_notebook_read_capped(const char *path, size_t max_bytes, size_t max_cells,
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            err_set(err, ERR_USAGE, "%s: cannot read notebook: %s", path,
-                    strerror(errno));
+            err_errno(err, ERR_USAGE, "%s: cannot read notebook", path);
             goto out;
         }
         if (n == 0)

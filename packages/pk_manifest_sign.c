@@ -595,8 +595,8 @@ pk_manifest_verify_entry(pk_manifest_t *m, size_t i, err_t *err)
     if (s_hash_fd(fd, e->size, h, &got) != 0) {
         int en = errno;
         close(fd);
-        return err_set(err, ERR_VERIFY, "cannot read %s/%s (%s %s): %s", dir,
-                       e->filename, e->name, e->version, strerror(en));
+        return err_errnum(err, ERR_VERIFY, en, "cannot read %s/%s (%s %s)", dir,
+                          e->filename, e->name, e->version);
     }
     if (got != e->size) {
         close(fd);

@@ -490,9 +490,9 @@ sb_cgroup_enter(sb_cgroup_t *cg, pid_t pid, err_t *err)
             continue;
         int e = s_write(cg->dir[i], "cgroup.procs", v);
         if (e < 0)
-            return err_set(err, ERR_SANDBOX,
-                           "sandbox: moving pid %d into cgroup %s: %s",
-                           (int)pid, cg->dir[i], strerror(-e));
+            return err_errnum(err, ERR_SANDBOX, -e,
+                              "sandbox: moving pid %d into cgroup %s", (int)pid,
+                              cg->dir[i]);
     }
     return 0;
 }

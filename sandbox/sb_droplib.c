@@ -27,8 +27,7 @@ sb_drop_lib_memfd(err_t *err)
     if (fd < 0 || at != sb_drop_so_len ||
         fcntl(fd, F_ADD_SEALS,
               F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
-        err_set(err, ERR_SANDBOX, "sandbox: building the drop library: %s",
-                strerror(errno));
+        err_errno(err, ERR_SANDBOX, "sandbox: building the drop library");
         if (fd >= 0)
             close(fd);
         return -1;

@@ -129,8 +129,7 @@ sb_files_open_error(err_t *err, const char *rel, int e)
     case ENOENT:
         return err_set(err, ERR_IO, "'%s' does not exist in /mnt/data", rel);
     default:
-        return err_set(err, ERR_IO, "cannot open '%s' in /mnt/data: %s", rel,
-                       strerror(e));
+        return err_errnum(err, ERR_IO, e, "cannot open '%s' in /mnt/data", rel);
     }
 }
 
@@ -303,8 +302,8 @@ sb_files_open_input_at(int dir_fd, const char *relpath, const char *dir_shown,
         return err_set(err, ERR_USAGE, "there is no '%s' in %s", relpath,
                        dir_shown);
     default:
-        return err_set(err, ERR_USAGE, "cannot read '%s' in %s: %s", relpath,
-                       dir_shown, strerror(-fd));
+        return err_errnum(err, ERR_USAGE, -fd, "cannot read '%s' in %s",
+                          relpath, dir_shown);
     }
 }
 
@@ -328,8 +327,7 @@ sb_files_copy_in_fd(int ws_fd, int in, const char *shown, const char *name,
         setfsgid((gid_t)old_gid);
     }
     if (out < 0) {
-        err_set(err, ERR_SANDBOX, "cannot create /mnt/data/%s: %s", name,
-                strerror(e));
+        err_errnum(err, ERR_SANDBOX, e, "cannot create /mnt/data/%s", name);
         goto out;
     }
     uint64_t copied = 0;
@@ -389,8 +387,8 @@ sb_files_mkdir(int ws_fd, const char *name, uid_t owner, gid_t group,
         setfsgid((gid_t)old_gid);
     }
     if (rc != 0 && saved != EEXIST)
-        return err_set(err, ERR_IO, "cannot create /mnt/data/%s: %s", name,
-                       strerror(saved));
+        return err_errnum(err, ERR_IO, saved, "cannot create /mnt/data/%s",
+                          name);
     return 0;
 }
 

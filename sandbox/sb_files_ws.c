@@ -85,7 +85,7 @@ s_fail(err_t *err, const char *rel, int e)
                 shown);
         break;
     default:
-        err_set(err, ERR_IO, "'%s': %s", shown, strerror(e));
+        err_errnum(err, ERR_IO, e, "'%s'", shown);
     }
     return -e;
 }

@@ -354,8 +354,7 @@ s_run_runsc(sb_sandbox_t *sb, char **rargv, const char *ws_host,
     int t = sb_box_recv(sb->ctl, &m, &passed);
     if (t != MSG_WORKSPACE || passed < 0) {
         if (t == MSG_ERROR)
-            err_set(err, ERR_SANDBOX, "sandbox: %s: %s", m.text,
-                    strerror(m.errnum));
+            err_errnum(err, ERR_SANDBOX, m.errnum, "sandbox: %s", m.text);
         else
             err_set(err, ERR_SANDBOX, "sandbox: runsc's launcher died");
         if (passed >= 0)
@@ -411,8 +410,7 @@ wait_relay:;
                 close(sb->ctl);
                 sb->ctl = -1;
             } else if (got == MSG_ERROR) {
-                err_set(err, ERR_SANDBOX, "sandbox: %s: %s", m.text,
-                        strerror(m.errnum));
+                err_errnum(err, ERR_SANDBOX, m.errnum, "sandbox: %s", m.text);
                 sb_gv_abort(sb);
                 goto out;
             }

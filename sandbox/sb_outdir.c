@@ -415,8 +415,8 @@ sb_outdir_create(sb_outdir_t *d, const char *relpath, const char *label,
     }
     if (f->fd < 0) {
         char *e = esc_dup(label, ESC_NAME);
-        err_set(err, ERR_IO, "creating copy of '%s' in '%s': %s", e, d->path,
-                strerror(-f->fd));
+        err_errnum(err, ERR_IO, -f->fd, "creating copy of '%s' in '%s'", e,
+                   d->path);
         free(e);
         close(dirfd);
         free(f);
@@ -592,7 +592,7 @@ s_walk_copy_file(struct s_walk *w, int fd, const struct stat *st, int destfd,
     }
     if (out < 0) {
         char *e = esc_dup(rel, ESC_NAME);
-        err_set(err, ERR_IO, "creating copy of '%s': %s", e, strerror(-out));
+        err_errnum(err, ERR_IO, -out, "creating copy of '%s'", e);
         free(e);
         return -1;
     }

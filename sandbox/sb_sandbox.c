@@ -154,8 +154,7 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
         sb->host_uid = sb->host_gid = SB_SANDBOX_UID;
     for (size_t i = 0; i < p->n_binds; i++) {
         if (access(p->binds[i].host, F_OK) < 0) {
-            err_set(err, ERR_USAGE, "--bind: '%s': %s", p->binds[i].host,
-                    strerror(errno));
+            err_errno(err, ERR_USAGE, "--bind: '%s'", p->binds[i].host);
             goto fail;
         }
     }
@@ -163,8 +162,7 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     s_gc_run_dirs(base, sb->host_uid);
     sb->top_dir = xasprintf("%s/ja-sb-XXXXXX", base);
     if (!mkdtemp(sb->top_dir)) {
-        err_set(err, ERR_SANDBOX, "sandbox: creating %s: %s", sb->top_dir,
-                strerror(errno));
+        err_errno(err, ERR_SANDBOX, "sandbox: creating %s", sb->top_dir);
         free(sb->top_dir);
         sb->top_dir = NULL;
         goto fail;
@@ -179,8 +177,8 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
         (sb->root_mode &&
          ((!gvisor && chown(sb->top_dir, sb->host_uid, sb->host_gid) < 0) ||
           chown(sb->run_dir, sb->host_uid, sb->host_gid) < 0))) {
-        err_set(err, ERR_SANDBOX, "sandbox: preparing run dir %s: %s",
-                sb->run_dir, strerror(errno));
+        err_errno(err, ERR_SANDBOX, "sandbox: preparing run dir %s",
+                  sb->run_dir);
         goto fail;
     }
     snprintf(sb->id, sizeof sb->id, "%d-%s", (int)getpid(),
@@ -214,8 +212,7 @@ s_write_proc(pid_t pid, const char *file, const char *text, err_t *err)
         errno = e;
     }
     if (n != (ssize_t)strlen(text))
-        return err_set(err, ERR_SANDBOX, "sandbox: writing %s: %s", path,
-                       strerror(errno));
+        return err_errno(err, ERR_SANDBOX, "sandbox: writing %s", path);
     return 0;
 }
 
@@ -339,8 +336,7 @@ s_clone_nested(const sb_sandbox_t *outer, const struct s_clone_args *ca,
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
         close(nsfd[0]);
         close(nsfd[1]);
-        return err_set(err, ERR_SANDBOX, "sandbox: socketpair: %s",
-                       strerror(errno));
+        return err_errno(err, ERR_SANDBOX, "sandbox: socketpair");
     }
     long h1 = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
     if (h1 == 0) {
@@ -376,8 +372,7 @@ s_clone_nested(const sb_sandbox_t *outer, const struct s_clone_args *ca,
             close(fds[1]);
         }
         if (m.type == MSG_ERROR)
-            err_set(err, ERR_SANDBOX, "sandbox: %s: %s", m.text,
-                    strerror(m.errnum));
+            err_errnum(err, ERR_SANDBOX, m.errnum, "sandbox: %s", m.text);
         else
             err_set(err, ERR_SANDBOX,
                     "sandbox: creating a box nested in another failed%s",
@@ -408,8 +403,7 @@ s_link_sock_dir(sb_sandbox_t *sb, int passed, err_t *err)
         int r = dup3(passed, sb->sock_fd, O_CLOEXEC);
         close(passed);
         if (r < 0)
-            return err_set(err, ERR_SANDBOX, "sandbox: socket dir: %s",
-                           strerror(errno));
+            return err_errno(err, ERR_SANDBOX, "sandbox: socket dir");
         return 0;
     }
     sb->sock_fd = passed;
@@ -419,8 +413,8 @@ s_link_sock_dir(sb_sandbox_t *sb, int passed, err_t *err)
     unlink(tmp);
     int rc = 0;
     if (symlink(target, tmp) < 0 || rename(tmp, sb->sock_dir) < 0)
-        rc = err_set(err, ERR_SANDBOX, "sandbox: linking %s to %s: %s",
-                     sb->sock_dir, target, strerror(errno));
+        rc = err_errno(err, ERR_SANDBOX, "sandbox: linking %s to %s",
+                       sb->sock_dir, target);
     unlink(tmp);
     free(tmp);
     return rc;
@@ -495,7 +489,7 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
         &sb->policy, sb->top_dir); /* run (read-only mount) and sock */
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
         socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, cv) < 0) {
-        err_set(err, ERR_SANDBOX, "sandbox: socketpair: %s", strerror(errno));
+        err_errno(err, ERR_SANDBOX, "sandbox: socketpair");
         goto out;
     }
     const sb_policy_t *p = &sb->policy;
@@ -621,8 +615,8 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
             }
             s_parent_send(sb->ctl, MSG_FILES_DONE);
         } else if (t == MSG_ERROR) {
-            err_set(err, m.code ? m.code : ERR_SANDBOX, "sandbox: %s: %s",
-                    m.text, strerror(m.errnum));
+            err_errnum(err, m.code ? m.code : ERR_SANDBOX, m.errnum,
+                       "sandbox: %s", m.text);
             s_abort_spawn(sb);
             goto out;
         } else if (t == MSG_LISTENER && passed >= 0) {

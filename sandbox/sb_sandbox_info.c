@@ -178,8 +178,7 @@ sb_sandbox_add_file(sb_sandbox_t *sb, const char *host_path,
                            host_path, name, sb->files[i].host);
     struct stat st;
     if (stat(host_path, &st) < 0)
-        return err_set(err, ERR_USAGE, "--file '%s': %s", host_path,
-                       strerror(errno));
+        return err_errno(err, ERR_USAGE, "--file '%s'", host_path);
     if (!S_ISREG(st.st_mode))
         return err_set(err, ERR_USAGE, "--file '%s': not a regular file",
                        host_path);

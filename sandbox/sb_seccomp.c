@@ -573,8 +573,7 @@ s_ctx_new(enum s_which which, bool audit, const char *allow, int *n_skipped,
     if (rc == 0) /* a binary tree: ~250 rows cost a few compares, not 250 */
         rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
     if (rc < 0) {
-        err_set(err, ERR_SANDBOX, "seccomp: setting filter attributes: %s",
-                strerror(-rc));
+        err_errnum(err, ERR_SANDBOX, -rc, "seccomp: setting filter attributes");
         seccomp_release(ctx);
         return NULL;
     }
@@ -596,8 +595,8 @@ s_ctx_new(enum s_which which, bool audit, const char *allow, int *n_skipped,
             continue;
         rc = s_add(ctx, r, nr);
         if (rc < 0) {
-            err_set(err, ERR_SANDBOX, "seccomp: adding the rule for %s: %s",
-                    r->name, strerror(-rc));
+            err_errnum(err, ERR_SANDBOX, -rc, "seccomp: adding the rule for %s",
+                       r->name);
             seccomp_release(ctx);
             return NULL;
         }
@@ -605,8 +604,7 @@ s_ctx_new(enum s_which which, bool audit, const char *allow, int *n_skipped,
     int nr = allow ? seccomp_syscall_resolve_name(allow) : -1;
     if (which == F_ALLOW && nr >= 0 &&
         (rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0)) < 0) {
-        err_set(err, ERR_SANDBOX, "seccomp: allowing %s: %s", allow,
-                strerror(-rc));
+        err_errnum(err, ERR_SANDBOX, -rc, "seccomp: allowing %s", allow);
         seccomp_release(ctx);
         return NULL;
     }
@@ -620,7 +618,7 @@ s_export(scmp_filter_ctx ctx, size_t *n, err_t *err)
     struct sock_filter *insns = NULL;
     int fd = memfd_create("ja-seccomp", MFD_CLOEXEC);
     if (fd < 0) {
-        err_set(err, ERR_SANDBOX, "seccomp: memfd_create: %s", strerror(errno));
+        err_errno(err, ERR_SANDBOX, "seccomp: memfd_create");
         return NULL;
     }
     int e = seccomp_export_bpf(ctx, fd);
@@ -633,8 +631,7 @@ s_export(scmp_filter_ctx ctx, size_t *n, err_t *err)
     }
     insns = xmalloc((size_t)size);
     if (pread(fd, insns, (size_t)size, 0) != size) {
-        err_set(err, ERR_SANDBOX, "seccomp: reading BPF back: %s",
-                strerror(errno));
+        err_errno(err, ERR_SANDBOX, "seccomp: reading BPF back");
         free(insns);
         insns = NULL;
         goto out;
@@ -796,8 +793,7 @@ sb_seccomp_export_pfc(int fd, err_t *err)
         int rc = seccomp_export_pfc(ctx, fd);
         seccomp_release(ctx);
         if (rc < 0)
-            return err_set(err, ERR_SANDBOX, "seccomp: exporting PFC: %s",
-                           strerror(-rc));
+            return err_errnum(err, ERR_SANDBOX, -rc, "seccomp: exporting PFC");
     }
     return 0;
 }

@@ -276,8 +276,7 @@ ag_cmd_exec(int argc, char **argv)
     } else if (optind < argc && strcmp(argv[optind], "-") != 0) {
         FILE *f = fopen(argv[optind], "r");
         if (!f) {
-            err_set(&err, ERR_USAGE, "cannot read %s: %s", argv[optind],
-                    strerror(errno));
+            err_errno(&err, ERR_USAGE, "cannot read %s", argv[optind]);
             goto usage_error;
         }
         code = s_read_all(f);

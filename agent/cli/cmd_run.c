@@ -214,10 +214,9 @@ s_write_stdout(const nb_notebook_t *nb, err_t *err)
     char *text = nb_notebook_write_mem(nb, &len);
     int bad = !text || fwrite(text, 1, len, stdout) != len || fflush(stdout);
     free(text);
-    return bad ? err_set(err, ERR_IO,
-                         "cannot write the notebook to standard "
-                         "output: %s",
-                         strerror(errno))
+    return bad ? err_errno(err, ERR_IO,
+                           "cannot write the notebook to standard "
+                           "output")
                : 0;
 }
 

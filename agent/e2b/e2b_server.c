@@ -487,8 +487,8 @@ s_listen(s_srv_t *srv, const struct sockaddr_in *sa, e2b_port_t port,
     if (!l->d) {
         char a[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &sa->sin_addr, a, sizeof a);
-        return err_set(err, ERR_IO, "cannot listen on %s:%u: %s", a,
-                       ntohs(sa->sin_port), strerror(errno));
+        return err_errno(err, ERR_IO, "cannot listen on %s:%u", a,
+                         ntohs(sa->sin_port));
     }
     srv->nlisteners++;
     return 0;

@@ -594,7 +594,7 @@ ag_httpd_start(const ag_httpd_opts_t *o, err_t *err)
         MHD_OPTION_NOTIFY_COMPLETED, s_completed, d,
         MHD_OPTION_NOTIFY_CONNECTION, s_notify, d, MHD_OPTION_END);
     if (!d->mhd) {
-        err_set(err, ERR_IO, "cannot listen there: %s", strerror(errno));
+        err_errno(err, ERR_IO, "cannot listen there");
         goto fail;
     }
     const union MHD_DaemonInfo *info =

@@ -272,8 +272,7 @@ s_run(ag_kernel_t *k, const char *magic, const char *args, bool in)
     char *cwd_shown = s_cwd_shown();
     int cwd_fd = open(cwd ? cwd : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (!cwd || cwd_fd < 0) {
-        code = err_set(&err, ERR_IO, "cannot open the kernel's directory: %s",
-                       strerror(errno));
+        code = err_errno(&err, ERR_IO, "cannot open the kernel's directory");
         buf_printf(&failed, "%s\n", err.text);
     } else if (s_target(k, magic, &t, &err) < 0) {
         code = err.code;

@@ -74,8 +74,7 @@ s_workspace_fd(ag_session_t *s, bool *owned, err_t *err)
                        "this session has no sandbox workspace (--no-sandbox)");
     int fd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return err_set(err, ERR_IO, "cannot open the workspace: %s",
-                       strerror(errno));
+        return err_errno(err, ERR_IO, "cannot open the workspace");
     *owned = true;
     return fd;
 }

@@ -490,8 +490,7 @@ s_read_token(s_http_t *h, const char *path, err_t *err)
 {
     FILE *f = fopen(path, "r");
     if (!f)
-        return err_set(err, ERR_USAGE, "--token-file %s: %s", path,
-                       strerror(errno));
+        return err_errno(err, ERR_USAGE, "--token-file %s", path);
     char line[1024];
     char *ok = fgets(line, sizeof line, f);
     fclose(f);

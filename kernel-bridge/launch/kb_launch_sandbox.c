@@ -173,9 +173,8 @@ kb_sandbox_adopt_file(sb_sandbox_t *box, const char *path, err_t *err)
 {
     if (chown(path, sb_sandbox_host_uid(box), sb_sandbox_host_gid(box)) ||
         chmod(path, 0600))
-        return err_set(err, ERR_SANDBOX,
-                       "cannot hand %s to the sandbox user: %s", path,
-                       strerror(errno));
+        return err_errno(err, ERR_SANDBOX, "cannot hand %s to the sandbox user",
+                         path);
     /* The run dir is read-only inside: the kernel gets its own copy in
      * the socket dir, where it may rewrite it (ipykernel does). */
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;

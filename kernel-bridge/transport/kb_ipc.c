@@ -98,8 +98,8 @@ kb_ipc_refresh(kb_ipc_t *p, err_t *err)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return err_set(err, ERR_KERNEL, "cannot look at the socket file %s: %s",
-                       p->path, strerror(e));
+        return err_errnum(err, ERR_KERNEL, e,
+                          "cannot look at the socket file %s", p->path);
     }
     const char *why = NULL;
     char owner[64];
@@ -131,8 +131,8 @@ kb_ipc_refresh(kb_ipc_t *p, err_t *err)
     int e = errno;
     close(fd);
     if (rc < 0)
-        return err_set(err, ERR_KERNEL, "cannot pin the socket file %s: %s",
-                       p->path, strerror(e));
+        return err_errnum(err, ERR_KERNEL, e, "cannot pin the socket file %s",
+                          p->path);
     p->pinned = true;
     p->dev = st.st_dev;
     p->ino = st.st_ino;
