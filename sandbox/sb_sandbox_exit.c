@@ -95,6 +95,20 @@ sb_box_reap(sb_sandbox_t *sb, bool block)
     return 1;
 }
 
+/* The start of a small /proc file as a string in text[size]: 0, or -1
+ * when it does not open. */
+static int
+s_read_proc(const char *path, char *text, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, text, size - 1);
+    close(fd);
+    text[n > 0 ? n : 0] = '\0';
+    return 0;
+}
+
 pid_t
 sb_sandbox_program_pid(const sb_sandbox_t *sb)
 {
@@ -103,12 +117,8 @@ sb_sandbox_program_pid(const sb_sandbox_t *sb)
     char path[64], text[64];
     snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)sb->pid,
              (int)sb->pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (s_read_proc(path, text, sizeof text) < 0)
         return -1;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    text[n > 0 ? n : 0] = '\0';
     long pid = strtol(text, NULL, 10);
     return pid > 0 ? (pid_t)pid : -1;
 }
@@ -118,12 +128,8 @@ sb_pidfd_pid(int pidfd)
 {
     char path[64], text[512];
     snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (s_read_proc(path, text, sizeof text) < 0)
         return -1;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    text[n > 0 ? n : 0] = '\0';
     const char *p = strstr(text, "\nPid:");
     return p ? (pid_t)strtol(p + 6, NULL, 10) : -1;
 }
