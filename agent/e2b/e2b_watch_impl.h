@@ -22,10 +22,10 @@ typedef struct e2b_wcore e2b_wcore_t;
  * holder decrements it when done), or NULL when all are taken. */
 atomic_int *e2b_watch_take(e2b_sandbox_t *sb);
 
-/* A core (it takes a watch place) for the request `msg` (a WatchDirRequest or CreateWatcherRequest:
- * path, recursive, includeEntry; borrowed) on `sb` (borrowed: the caller
- * keeps the sandbox alive while the core lives). NULL with *code (the
- * Connect error code) and err. */
+/* A core (it takes a watch place) for the request `msg` (a WatchDirRequest or
+ * CreateWatcherRequest: path, recursive, includeEntry; borrowed) on `sb`
+ * (borrowed: the caller keeps the sandbox alive while the core lives). NULL
+ * with *code (the Connect error code) and err. */
 e2b_wcore_t *e2b_wcore_new(e2b_sandbox_t *sb, const json_t *msg,
                            const char **code, err_t *err);
 void e2b_wcore_destroy(e2b_wcore_t **c);
