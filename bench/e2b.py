@@ -58,20 +58,25 @@ def npm_ready():
                            "--no-fund"], cwd=d).returncode == 0
 
 
-def bench_sdk():
-    p = subprocess.Popen([BIN, "e2b", "--listen", "127.0.0.1:0", "--pool", "4",
-                          "--max-sandboxes", "8"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         env=ENV)
-    url = None
-    while not url:
+def start_listening(argv, pattern):
+    """Start `argv`; return it and the first group of `pattern` (bytes)
+    once its stderr prints it."""
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, env=ENV)
+    while True:
         line = p.stderr.readline()
         if not line:
-            raise RuntimeError("e2b did not start")
-        m = re.search(rb"listening on (http://[0-9.:]+)", line)
+            raise RuntimeError("%s did not start" % " ".join(argv[1:3]))
+        m = re.search(pattern, line)
         if m:
-            url = m.group(1).decode()
-    threading.Thread(target=p.stderr.read, daemon=True).start()
+            threading.Thread(target=p.stderr.read, daemon=True).start()
+            return p, m.group(1).decode()
+
+
+def bench_sdk():
+    p, url = start_listening([BIN, "e2b", "--listen", "127.0.0.1:0",
+                              "--pool", "4", "--max-sandboxes", "8"],
+                             rb"listening on (http://[0-9.:]+)")
     env = dict(ENV, E2B_API_URL=url, E2B_SANDBOX_URL=url,
                E2B_API_KEY="e2b_" + "ab" * 20, N_CREATE=str(N_CREATE),
                N_PASS=str(N_PASS))
@@ -136,18 +141,9 @@ def bench_other_doors():
     serve = start_serve()
     rows = []
     try:
-        p = subprocess.Popen([BIN, "mcp", "--http", "127.0.0.1:0"],
-                             stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, env=ENV)
-        port = None
-        while not port:
-            line = p.stderr.readline()
-            if not line:
-                raise RuntimeError("mcp --http did not start")
-            m = re.search(rb"127\.0\.0\.1:(\d+)/mcp", line)
-            if m:
-                port = int(m.group(1))
-        threading.Thread(target=p.stderr.read, daemon=True).start()
+        p, port = start_listening([BIN, "mcp", "--http", "127.0.0.1:0"],
+                                  rb"127\.0\.0\.1:(\d+)/mcp")
+        port = int(port)
         try:
             for _ in range(3):
                 mcp_cycle(port)
