@@ -11,13 +11,13 @@ struct e2b_envreader {
     e2b_envreader_fn fn; /* borrowed */
     void *ctx;           /* borrowed */
     unsigned char head[5];
-    size_t nhead;   /* header bytes held (< 5 while reading one) */
-    char *msg;      /* owned: the message being read (want bytes) */
-    size_t want;    /* its length */
-    size_t have;    /* bytes of it held */
-    size_t count;   /* messages handed out */
-    bool failed;    /* every call answers -1 from then on */
-    err_t why;      /* the failure, repeated to later callers */
+    size_t nhead; /* header bytes held (< 5 while reading one) */
+    char *msg;    /* owned: the message being read (want bytes) */
+    size_t want;  /* its length */
+    size_t have;  /* bytes of it held */
+    size_t count; /* messages handed out */
+    bool failed;  /* every call answers -1 from then on */
+    err_t why;    /* the failure, repeated to later callers */
 };
 
 e2b_envreader_t *
@@ -80,8 +80,7 @@ s_deliver(e2b_envreader_t *r, err_t *err)
 }
 
 int
-e2b_envreader_feed(e2b_envreader_t *r, const void *data, size_t len,
-                   err_t *err)
+e2b_envreader_feed(e2b_envreader_t *r, const void *data, size_t len, err_t *err)
 {
     if (r->failed)
         return s_fail(r, err);

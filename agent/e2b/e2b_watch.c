@@ -38,6 +38,9 @@ struct e2b_wcore {
     s_dir_t *dirs; /* owned */
     size_t ndirs;
     atomic_int *places; /* the sandbox's watch count we hold one of */
+    const char *lost;   /* static: events were lost (the next read says) */
+    size_t scan_left;   /* names new directories may still report in this
+                           read (E2B_WATCH_MAX_DIRS each read) */
 };
 
 void
@@ -105,6 +108,10 @@ s_add(e2b_wcore_t *c, int ws, const char *rel, err_t *err)
 
 static json_t *s_event(e2b_wcore_t *c, const char *name, const char *type);
 
+#define S_LOST_SCAN                                                            \
+    "new directories held more names than one read reports before their "      \
+    "watches were added: events were lost; watch again"
+
 /* What a new directory already holds, reported as created. */
 typedef struct s_emitter {
     void (*fn)(void *ctx, const json_t *fe);
@@ -125,11 +132,22 @@ s_add_tree(e2b_wcore_t *c, int ws, const char *rel, const s_emitter_t *em,
     size_t n = 0;
     int rc = sb_ws_list(ws, path, 1, E2B_WATCH_MAX_DIRS, &v, &n, err);
     free(path);
-    if (rc < 0)
+    if (rc == -E2BIG && em) {
+        /* What it held is reported as far as it was listed, and the loss
+         * of the rest at the next read. */
+        c->lost = S_LOST_SCAN;
+        rc = 0;
+    }
+    if (rc < 0) {
+        sb_ws_entries_free(v, n);
         return -1;
+    }
     for (size_t i = 0; i < n && rc == 0; i++) {
         char *sub = s_join(rel, v[i].name);
-        if (em) {
+        if (em && c->scan_left == 0) {
+            c->lost = S_LOST_SCAN;
+        } else if (em) {
+            c->scan_left--;
             json_t *fe = s_event(c, sub, "EVENT_TYPE_CREATE");
             em->fn(em->ctx, fe);
             json_decref(fe);
@@ -138,9 +156,7 @@ s_add_tree(e2b_wcore_t *c, int ws, const char *rel, const s_emitter_t *em,
             rc = s_add_tree(c, ws, sub, em, err);
         free(sub);
     }
-    for (size_t i = 0; i < n; i++)
-        sb_ws_entry_release(&v[i]);
-    free(v);
+    sb_ws_entries_free(v, n);
     return rc;
 }
 
@@ -239,6 +255,11 @@ int
 e2b_wcore_read(e2b_wcore_t *c, void (*emit)(void *ctx, const json_t *fe),
                void *ctx, const char **why)
 {
+    if (c->lost) {
+        *why = c->lost;
+        return -1;
+    }
+    c->scan_left = E2B_WATCH_MAX_DIRS;
     _Alignas(struct inotify_event) char buf[16384];
     ssize_t n = read(c->ifd, buf, sizeof buf);
     if (n < 0) {

@@ -29,8 +29,9 @@
 
 /* Watches (streams and polling watchers) one sandbox may have open. */
 #define E2B_WATCHERS_MAX 8
-/* Events one GetWatcherEvents answers at most (plus the rest of one
- * 16 KiB read of inotify's queue); the rest waits for the next call. */
+/* Events one GetWatcherEvents answers at most (plus the rest of one read:
+ * 16 KiB of inotify's queue and what new directories held, at most 2048
+ * events); the rest waits for the next call. */
 #define E2B_WATCHER_MAX_EVENTS 4096
 
 /* Answer a WatchDir call (the request body is its WatchDirRequest). */

@@ -33,7 +33,8 @@ void e2b_wcore_destroy(e2b_wcore_t **c);
 int e2b_wcore_fd(const e2b_wcore_t *c);
 
 /* Read once what inotify has queued (at most 16 KiB of it, never
- * blocking) and call emit(ctx, fe) with each FilesystemEvent (fe
+ * blocking; with what new directories already held, at most 2048
+ * events) and call emit(ctx, fe) with each FilesystemEvent (fe
  * borrowed: {"name", "type"[, "entry"]}). 1 something was read, 0
  * nothing was queued, -1 the watch is over (*why says why: the watched
  * directory went, events were lost). */

@@ -12,7 +12,7 @@ import { serveForSdk, stopServer, until } from './lib.mjs'
 
 const KEY = 'e2b_' + crypto.randomBytes(20).toString('hex')
 const MAX_WATCHES = 8 // E2B_WATCHERS_MAX
-const MAX_EVENTS = 4096 + 1024 // E2B_WATCHER_MAX_EVENTS + one 16 KiB read
+const MAX_EVENTS = 4096 + 2048 // E2B_WATCHER_MAX_EVENTS + what one read adds
 let server, url, sbx
 
 before(async () => {
@@ -162,6 +162,26 @@ test('an event flood is answered in bounded batches, then the loss is reported; 
   assert.equal((await rpc(sbx, 'RemoveWatcher', { watcherId: id })).status, 200)
   const r = await sbx.runCode('1+1')
   assert.equal(r.text, '2', 'the sandbox still works')
+})
+
+test('a flood inside a directory that appears under a recursive watcher is bounded too, and its loss reported', async () => {
+  await sbx.files.makeDir('/home/user/flood2')
+  const c = await rpc(sbx, 'CreateWatcher', { path: '/home/user/flood2', recursive: true })
+  const id = c.body.watcherId
+  // Each new directory holds more names than one read may report.
+  await sbx.runCode('import os\nfor d in range(3):\n    os.makedirs(f"/home/user/flood2/n{d}")\n' +
+    '    for i in range(1500): open(f"/home/user/flood2/n{d}/{i}", "w").close()', { timeoutMs: 120000 })
+  let last, calls = 0
+  for (;;) {
+    last = await rpc(sbx, 'GetWatcherEvents', { watcherId: id })
+    if (last.status !== 200 || ++calls > 40) break
+    const n = last.body.events?.length ?? 0
+    assert.ok(n <= MAX_EVENTS, `one answer holds at most ${MAX_EVENTS} events (${n})`)
+    if (n === 0) break
+  }
+  assert.equal(last.status, 429, `the loss is reported: ${JSON.stringify(last.body)}`)
+  assert.match(last.body.message, /events were lost/)
+  assert.equal((await rpc(sbx, 'RemoveWatcher', { watcherId: id })).status, 200)
 })
 
 test('watchers go with their sandbox: no inotify instance of its own is left in the server', async () => {
