@@ -8,8 +8,13 @@ server with a warm pool of its own (--pool 4):
     p50/p99 over 50 (a pause between them lets the pool refill, as an idle
     service's would);
   - runCode('pass') round trip on one sandbox, p50/p99;
+  - a whole life: create -> runCode('1+1') -> kill() answered, p50/p99;
 and the same `pass` as an MCP tools/call python over stdio on a sandboxed
-kernel of the same kind. Prints ratios; never fails on a slow number.
+kernel of the same kind, and the same whole life through the other doors,
+with a `jupyter-agent serve --pool 4` running (what they take warm
+kernels from): an MCP --http session (initialize -> tools/call python
+1+1 -> DELETE), and `exec --json -c 1+1` (a process per session).
+Prints ratios; never fails on a slow number.
 """
 import json
 import os
@@ -53,20 +58,25 @@ def npm_ready():
                            "--no-fund"], cwd=d).returncode == 0
 
 
-def bench_sdk():
-    p = subprocess.Popen([BIN, "e2b", "--listen", "127.0.0.1:0", "--pool", "4",
-                          "--max-sandboxes", "8"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         env=ENV)
-    url = None
-    while not url:
+def start_listening(argv, pattern):
+    """Start `argv`; return it and the first group of `pattern` (bytes)
+    once its stderr prints it."""
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, env=ENV)
+    while True:
         line = p.stderr.readline()
         if not line:
-            raise RuntimeError("e2b did not start")
-        m = re.search(rb"listening on (http://[0-9.:]+)", line)
+            raise RuntimeError("%s did not start" % " ".join(argv[1:3]))
+        m = re.search(pattern, line)
         if m:
-            url = m.group(1).decode()
-    threading.Thread(target=p.stderr.read, daemon=True).start()
+            threading.Thread(target=p.stderr.read, daemon=True).start()
+            return p, m.group(1).decode()
+
+
+def bench_sdk():
+    p, url = start_listening([BIN, "e2b", "--listen", "127.0.0.1:0",
+                              "--pool", "4", "--max-sandboxes", "8"],
+                             rb"listening on (http://[0-9.:]+)")
     env = dict(ENV, E2B_API_URL=url, E2B_SANDBOX_URL=url,
                E2B_API_KEY="e2b_" + "ab" * 20, N_CREATE=str(N_CREATE),
                N_PASS=str(N_PASS))
@@ -82,7 +92,87 @@ def bench_sdk():
         raise RuntimeError("bench/e2b_sdk.cjs: " + out.stderr[-2000:])
     r = json.loads(out.stdout.strip().splitlines()[-1])
     return (stats("e2b: Sandbox.create() + runCode('1+1')", r["create"]),
-            stats("e2b: runCode('pass')", r["pass"]))
+            stats("e2b: runCode('pass')", r["pass"]),
+            stats("e2b: create + runCode('1+1') + kill", r["cycle"]))
+
+
+def start_serve():
+    """A `serve --pool 4` on ENV's socket; returns it once it answers."""
+    p = subprocess.Popen([BIN, "serve", "--pool", "4"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=ENV)
+    for _ in range(600):
+        st = subprocess.run([BIN, "serve", "--status"], env=ENV,
+                            capture_output=True, text=True)
+        if st.returncode == 0 and re.search(r"ready\D*[1-9]", st.stdout):
+            return p
+        time.sleep(0.2)
+    return p
+
+
+def mcp_cycle(port):
+    """One MCP --http session's whole life: ms."""
+    import http.client
+    t0 = time.perf_counter_ns()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    h = {"Content-Type": "application/json",
+         "Accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "bench", "version": "0"}}}
+    c.request("POST", "/mcp", body=json.dumps(init), headers=h)
+    r = c.getresponse()
+    r.read()
+    h["MCP-Session-Id"] = r.getheader("MCP-Session-Id")
+    h["MCP-Protocol-Version"] = "2025-11-25"
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "python", "arguments": {"code": "1+1"}}}
+    c.request("POST", "/mcp", body=json.dumps(call), headers=h)
+    r = c.getresponse()
+    body = r.read().decode()
+    assert '"2"' in body or "2" in body, body
+    c.request("DELETE", "/mcp", headers=h)
+    c.getresponse().read()
+    c.close()
+    return (time.perf_counter_ns() - t0) / 1e6
+
+
+def bench_other_doors():
+    serve = start_serve()
+    rows = []
+    try:
+        p, port = start_listening([BIN, "mcp", "--http", "127.0.0.1:0"],
+                                  rb"127\.0\.0\.1:(\d+)/mcp")
+        port = int(port)
+        try:
+            for _ in range(3):
+                mcp_cycle(port)
+                time.sleep(1.5)
+            ms = []
+            for _ in range(N_CREATE):
+                ms.append(mcp_cycle(port))
+                time.sleep(1.5)  # the pool refills, as for the SDK rows
+            rows.append(stats("mcp --http: initialize + python 1+1 + "
+                              "DELETE", ms))
+        finally:
+            p.terminate()
+            p.wait(timeout=60)
+        ms = []
+        for _ in range(min(N_CREATE, 20)):
+            t0 = time.perf_counter_ns()
+            subprocess.run([BIN, "exec", "--json", "-c", "1+1"], env=ENV,
+                           capture_output=True, timeout=300, check=True)
+            ms.append((time.perf_counter_ns() - t0) / 1e6)
+            time.sleep(1.5)
+        rows.append(stats("exec --json -c 1+1 through serve", ms))
+    finally:
+        subprocess.run([BIN, "serve", "--stop"], env=ENV,
+                       capture_output=True)
+        try:
+            serve.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+    return rows
 
 
 def bench_mcp_pass():
@@ -120,9 +210,10 @@ def main():
     if not shutil.which("node") or not npm_ready():
         print("  skipped: node or the SDK install (tests/e2b) is missing")
         return 0
-    create, pas = bench_sdk()
+    create, pas, cycle = bench_sdk()
     mcp = bench_mcp_pass()
-    for r in (create, pas, mcp):
+    doors = bench_other_doors()
+    for r in (create, pas, mcp, cycle, *doors):
         print("  %-44s p50 %8.2f ms  p99 %8.2f ms" % (r["name"], r["p50_ms"],
                                                      r["p99_ms"]))
     print("  create to first result: p50 %.1f ms (target 50 ms; published "
@@ -130,11 +221,15 @@ def main():
           % create["p50_ms"])
     print("  runCode('pass') over MCP's pass: x%.2f p50 (+%.2f ms)"
           % (pas["p50_ms"] / mcp["p50_ms"], pas["p50_ms"] - mcp["p50_ms"]))
+    for d in doors:
+        print("  a whole E2B sandbox life over %s: x%.2f p50"
+              % (d["name"].split(":")[0], cycle["p50_ms"] / d["p50_ms"]))
     out = os.environ.get("BENCH_RESULTS")
     if out:
         with open(out, "a") as f:
             f.write(json.dumps({"bench": "e2b",
-                                "rows": [create, pas, mcp]}) + "\n")
+                                "rows": [create, pas, mcp, cycle, *doors]})
+                    + "\n")
     shutil.rmtree(TMP, ignore_errors=True)
     return 0
 

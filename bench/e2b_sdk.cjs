@@ -21,6 +21,7 @@ async function main() {
     await sleep(PAUSE_MS)
   }
   const create = []
+  const cycle = [] // create -> runCode('1+1') -> kill() answered
   for (let i = 0; i < N_CREATE; i++) {
     const t0 = process.hrtime.bigint()
     const s = await Sandbox.create()
@@ -28,6 +29,7 @@ async function main() {
     create.push(ms(t0))
     if (r.text !== '2') throw new Error('1+1 gave ' + r.text)
     await s.kill()
+    cycle.push(ms(t0))
     await sleep(PAUSE_MS)
   }
   const s = await Sandbox.create()
@@ -39,6 +41,6 @@ async function main() {
     pass.push(ms(t0))
   }
   await s.kill()
-  console.log(JSON.stringify({ create, pass }))
+  console.log(JSON.stringify({ create, cycle, pass }))
 }
 main().catch((e) => { console.error(e); process.exit(1) })

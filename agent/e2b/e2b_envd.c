@@ -411,8 +411,8 @@ s_fs(e2b_req_t *r, e2b_sandbox_t *sb, const char *method)
         e2b_sandbox_leave(sb);
         e2b_connect_error(r, "unimplemented",
                           "filesystem.Filesystem/%.40s is not supported here "
-                          "(Stat, ListDir, MakeDir, Move, Remove and the "
-                          "streamed WatchDir are)",
+                          "(Stat, ListDir, MakeDir, Move, Remove, WatchDir "
+                          "and the watcher calls are)",
                           method);
         goto out;
     }
@@ -454,7 +454,7 @@ e2b_envd_handle(e2b_req_t *r, e2b_sandbox_t *sb)
         const char *method = r->path + sizeof fs - 1;
         if (strcmp(method, "WatchDir") == 0)
             e2b_watch_dir(r, sb);
-        else
+        else if (!e2b_watch_rpc(r, sb, method))
             s_fs(r, sb, method);
         return;
     }

@@ -142,9 +142,9 @@ s_end_event(const sb_cmd_end_t *end)
     return s_event("end", v);
 }
 
-/* The selector's command: its id, or 0 after answering not_found. */
+/* The command msg's process selector names: its id, or 0 + err. */
 static unsigned
-s_select(e2b_req_t *r, sb_cmds_t *m, const json_t *msg)
+s_find(sb_cmds_t *m, const json_t *msg, err_t *err)
 {
     const json_t *sel =
         json_object_get(json_object_get(msg, "process"), "selector");
@@ -155,14 +155,22 @@ s_select(e2b_req_t *r, sb_cmds_t *m, const json_t *msg)
     unsigned id = 0;
     if (json_is_integer(pid) || tag)
         id = sb_cmds_find(m, (int)json_integer_value(pid), tag);
-    if (!id) {
-        if (tag)
-            e2b_connect_error(r, "not_found", "process with tag %s not found",
-                              tag);
-        else
-            e2b_connect_error(r, "not_found", "process with pid %lld not found",
-                              (long long)json_integer_value(pid));
-    }
+    if (!id && tag)
+        err_set(err, ERR_USAGE, "process with tag %.200s not found", tag);
+    else if (!id)
+        err_set(err, ERR_USAGE, "process with pid %lld not found",
+                (long long)json_integer_value(pid));
+    return id;
+}
+
+/* The selector's command: its id, or 0 after answering not_found. */
+static unsigned
+s_select(e2b_req_t *r, sb_cmds_t *m, const json_t *msg)
+{
+    err_t err = {0};
+    unsigned id = s_find(m, msg, &err);
+    if (!id)
+        e2b_connect_error(r, "not_found", "%s", err.text);
     return id;
 }
 
@@ -450,6 +458,63 @@ s_signal_of(const json_t *s)
     return 0;
 }
 
+/* Write a ProcessInput ({"stdin" or "pty": base64}) to command `id`.
+ * 0, or -1 + err and *code (the Connect error code). */
+static int
+s_input(sb_cmds_t *m, unsigned id, const json_t *in, const char **code,
+        err_t *err)
+{
+    const char *b64 = json_string_value(json_object_get(in, "stdin"));
+    if (!b64)
+        b64 = json_string_value(json_object_get(in, "pty"));
+    *code = "invalid_argument";
+    if (!b64)
+        return err_set(err, ERR_USAGE,
+                       "input needs stdin or pty (base64 bytes)");
+    size_t cap = strlen(b64) / 4 * 3 + 3, len = 0;
+    unsigned char *bin = xmalloc(cap);
+    if (sodium_base642bin(bin, cap, b64, strlen(b64), "\r\n", &len, NULL,
+                          sodium_base64_VARIANT_ORIGINAL) < 0) {
+        free(bin);
+        return err_set(err, ERR_USAGE, "stdin is not base64");
+    }
+    *code = "failed_precondition";
+    int rc = sb_cmds_write(m, id, bin, len, err);
+    free(bin);
+    return rc < 0 ? -1 : 0;
+}
+
+int
+e2b_process_stream_input(e2b_sandbox_t *sb, const json_t *msg, unsigned *id,
+                         const char **code, err_t *err)
+{
+    const json_t *start = json_object_get(msg, "start");
+    const json_t *data = json_object_get(msg, "data");
+    if (!start && !data)
+        return 0; /* a keepalive */
+    *code = "invalid_argument";
+    if (start && *id)
+        return err_set(err, ERR_USAGE, "the stream has one start message");
+    if (data && !*id)
+        return err_set(err, ERR_USAGE,
+                       "the stream's first message must be start, naming "
+                       "the process");
+    *code = "unavailable";
+    if (!e2b_sandbox_enter(sb))
+        return err_set(err, ERR_IO, "the sandbox is ending");
+    int rc = -1;
+    sb_cmds_t *m = s_manager(sb, err);
+    if (m && start) {
+        *id = s_find(m, start, err);
+        *code = "not_found";
+        rc = *id ? 0 : -1;
+    } else if (m) {
+        rc = s_input(m, *id, json_object_get(data, "input"), code, err);
+    }
+    e2b_sandbox_leave(sb);
+    return rc;
+}
+
 static void
 s_unary(e2b_req_t *r, sb_cmds_t *m, const char *method, const json_t *msg)
 {
@@ -484,25 +549,11 @@ s_unary(e2b_req_t *r, sb_cmds_t *m, const char *method, const json_t *msg)
         rc = sb_cmds_resize(m, id, (unsigned short)cols, (unsigned short)rows,
                             &err);
     } else if (strcmp(method, "SendInput") == 0) {
-        json_t *in = json_object_get(msg, "input");
-        const char *b64 = json_string_value(json_object_get(in, "stdin"));
-        if (!b64)
-            b64 = json_string_value(json_object_get(in, "pty"));
-        if (!b64) {
-            e2b_connect_error(r, "invalid_argument",
-                              "input needs stdin or pty (base64 bytes)");
+        const char *code = NULL;
+        if (s_input(m, id, json_object_get(msg, "input"), &code, &err) < 0) {
+            e2b_connect_error(r, code, "%s", err.text);
             return;
         }
-        size_t cap = strlen(b64) / 4 * 3 + 3, len = 0;
-        unsigned char *bin = xmalloc(cap);
-        if (sodium_base642bin(bin, cap, b64, strlen(b64), "\r\n", &len, NULL,
-                              sodium_base64_VARIANT_ORIGINAL) < 0) {
-            free(bin);
-            e2b_connect_error(r, "invalid_argument", "stdin is not base64");
-            return;
-        }
-        rc = sb_cmds_write(m, id, bin, len, &err);
-        free(bin);
     } else { /* CloseStdin */
         rc = sb_cmds_close_stdin(m, id, &err);
     }
@@ -523,9 +574,10 @@ e2b_process_handle(e2b_req_t *r, e2b_sandbox_t *sb, const char *method)
         ok = ok || strcmp(method, known[i]) == 0;
     if (!ok) {
         e2b_connect_error(r, "unimplemented",
-                          "process.Process/%s is not supported yet "
-                          "(streamed input is not); Start (with or without "
-                          "a pty), Connect, List, SendInput, SendSignal, "
+                          "process.Process/%.40s is not supported; Start "
+                          "(with or without a pty), Connect, List, "
+                          "SendInput, StreamInput (POST, "
+                          "application/connect+json), SendSignal, "
                           "CloseStdin and Update are",
                           method);
         return;

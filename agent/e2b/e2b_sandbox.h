@@ -145,7 +145,8 @@ void e2b_sandbox_post(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
 typedef enum e2b_slot {
     E2B_SLOT_INTERP = 0,  /* agent/e2b/e2b_interp.c */
     E2B_SLOT_PROCESS = 1, /* agent/e2b/e2b_process.c */
-    E2B_NSLOTS = 2,
+    E2B_SLOT_WATCH = 2,   /* agent/e2b/e2b_watch_poll.c */
+    E2B_NSLOTS = 3,
 } e2b_slot_t;
 
 void *e2b_sandbox_slot(e2b_sandbox_t *sb, e2b_slot_t slot,

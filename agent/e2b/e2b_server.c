@@ -75,6 +75,7 @@ typedef struct s_req {
     e2b_port_t port;       /* the door */
     ag_reg_entry_t *entry; /* the sandbox, referenced, or NULL */
     e2b_upload_t *upload;  /* POST /files: the body goes there */
+    e2b_pinput_t *sinput;  /* StreamInput: the body goes there */
     char owner[17];        /* the API key's label (control plane) */
 } s_req_t;
 
@@ -239,11 +240,15 @@ s_refuse(s_req_t *req, struct MHD_Connection *c, const char *method,
 }
 
 /* The body cap of a request, from its door and path. */
+#define S_STREAM_INPUT "/process.Process/StreamInput"
+
 static size_t
 s_body_cap(s_srv_t *srv, e2b_port_t port, const char *url)
 {
     if (port == E2B_PORT_ENVD && strcmp(url, "/files") == 0)
         return (size_t)srv->cfg.session->policy.workspace_bytes + 65536;
+    if (port == E2B_PORT_ENVD && strcmp(url, S_STREAM_INPUT) == 0)
+        return SIZE_MAX; /* a stdin stream; each message is bounded */
     return E2B_INTERP_MAX_BODY;
 }
 
@@ -317,15 +322,19 @@ s_begin(s_listener_t *l, s_req_t *req, struct MHD_Connection *c,
                         len, req->cap);
     bool upload = req->port == E2B_PORT_ENVD && strcmp(url, "/files") == 0 &&
                   strcmp(method, "POST") == 0;
-    buf_init(&req->body, upload ? 1 : req->cap);
-    if (upload) {
-        e2b_req_t r = {.conn = c,
-                       .method = method,
-                       .path = url,
-                       .port = req->port,
-                       .body = ""};
+    bool sinput = req->port == E2B_PORT_ENVD &&
+                  strcmp(url, S_STREAM_INPUT) == 0 &&
+                  strcmp(method, "POST") == 0;
+    buf_init(&req->body, upload || sinput ? 1 : req->cap);
+    e2b_req_t r = {.conn = c,
+                   .method = method,
+                   .path = url,
+                   .port = req->port,
+                   .body = ""};
+    if (upload)
         req->upload = e2b_envd_upload_begin(&r, e2b_sandbox_of(req->entry));
-    }
+    if (sinput)
+        req->sinput = e2b_process_input_begin(&r, e2b_sandbox_of(req->entry));
     return MHD_YES;
 }
 
@@ -380,6 +389,12 @@ s_handler(void *cls, struct MHD_Connection *c, const char *url,
         *upload_size = 0;
         return MHD_YES;
     }
+    if (*upload_size && req->sinput) {
+        req->seen += *upload_size;
+        e2b_process_input_data(req->sinput, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
     if (*upload_size) {
         req->seen += *upload_size;
         if (!req->too_big && buf_append(&req->body, upload, *upload_size) < 0) {
@@ -403,6 +418,8 @@ s_handler(void *cls, struct MHD_Connection *c, const char *url,
                    .body_len = req->body.len};
     if (req->upload)
         e2b_envd_upload_end(&req->upload, &r);
+    else if (req->sinput)
+        e2b_process_input_end(&req->sinput, &r);
     else
         s_dispatch(l, req, &r);
     if (!r.answered)
@@ -423,6 +440,7 @@ s_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         return;
     buf_release(&req->body);
     e2b_envd_upload_free(&req->upload);
+    e2b_process_input_free(&req->sinput);
     ag_reg_unref(&req->entry);
     free(req);
     *con_cls = NULL;

@@ -150,3 +150,89 @@ test('commands die with their sandbox', async () => {
   await s.kill()
   assert.ok(await until(() => sleepers('7003').length === 0, 15000), 'it died with the sandbox')
 })
+
+// process.Process/StreamInput, a Connect client stream (the JS SDK never
+// calls it; its generated client sends exactly this): envelopes of
+// {start}, {data}, {keepalive} in one chunked POST body.
+const envelope = (msg, flags = 0) => {
+  const j = Buffer.from(JSON.stringify(msg))
+  const h = Buffer.alloc(5)
+  h[0] = flags
+  h.writeUInt32BE(j.length, 1)
+  return Buffer.concat([h, j])
+}
+async function streamInput(chunks, pause = 0) {
+  const body = new ReadableStream({
+    async pull(c) {
+      if (!chunks.length) return c.close()
+      c.enqueue(chunks.shift())
+      if (pause) await new Promise((r) => setTimeout(r, pause))
+    },
+  })
+  const r = await fetch(`${server.url}/process.Process/StreamInput`, {
+    method: 'POST', body, duplex: 'half',
+    headers: {
+      'Content-Type': 'application/connect+json', 'Connect-Protocol-Version': '1',
+      'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983',
+      'X-Access-Token': sbx.envdAccessToken,
+    },
+  })
+  const b = Buffer.from(await r.arrayBuffer())
+  const msgs = []
+  for (let i = 0; i + 5 <= b.length; i += 5 + b.readUInt32BE(i + 1))
+    msgs.push({ flags: b[i], msg: JSON.parse(b.subarray(i + 5, i + 5 + b.readUInt32BE(i + 1))) })
+  return { status: r.status, msgs, end: msgs.at(-1)?.msg }
+}
+const b64 = (s) => Buffer.from(s).toString('base64')
+
+test('StreamInput streams stdin to a running command, message by message, across any chunking', async () => {
+  const h = await sbx.commands.run('cat; sleep 7002', { background: true, stdin: true })
+  const got = []
+  const again = await sbx.commands.connect(h.pid, { onStdout: (d) => got.push(d) })
+  const whole = Buffer.concat([
+    envelope({ start: { process: { pid: h.pid } } }),
+    envelope({ data: { input: { stdin: b64('first\n') } } }),
+    envelope({ keepalive: {} }),
+    envelope({ data: { input: { stdin: b64('second\n') } } }),
+  ])
+  // Cut into 3-byte pieces, so every header and message is split.
+  const pieces = []
+  for (let i = 0; i < whole.length; i += 3) pieces.push(whole.subarray(i, i + 3))
+  const r = await streamInput(pieces)
+  assert.equal(r.status, 200)
+  assert.deepEqual(r.msgs.map((m) => m.flags), [0, 2], 'one response message and the end')
+  assert.deepEqual(r.end, {}, 'the stream ended without error')
+  assert.ok(await until(() => got.join('') === 'first\nsecond\n', 10000), JSON.stringify(got))
+  await sbx.commands.kill(h.pid)
+  await again.wait().catch(() => {})
+})
+
+test('StreamInput refuses a huge declared message before reading it, data before start, an unknown process, compression and a cut stream', async () => {
+  const h = await sbx.commands.run('cat >/dev/null; sleep 7003', { background: true, stdin: true })
+  const start = envelope({ start: { process: { pid: h.pid } } })
+  const huge = Buffer.alloc(5)
+  huge.writeUInt32BE(0xfffffff0, 1) // 4 GiB declared, 5 bytes sent
+  const cases = [
+    [[start, huge], 'invalid_argument', /over the limit/],
+    [[envelope({ data: { input: { stdin: b64('x') } } })], 'invalid_argument', /first message must be start/],
+    [[envelope({ start: { process: { pid: 999999 } } })], 'not_found', /not found/],
+    [[start, envelope({ data: { input: { stdin: b64('x') } } }, 1)], 'invalid_argument', /compressed/],
+    [[start, envelope({ data: { input: { stdin: b64('x') } } }).subarray(0, 9)], 'invalid_argument', /ended inside/],
+    [[start, Buffer.from([0, 0, 0, 0, 2]), Buffer.from('[]')], 'invalid_argument', /not a JSON object/],
+    [[start, envelope({ data: { input: { stdin: '!!!' } } })], 'invalid_argument', /base64/],
+  ]
+  for (const [chunks, code, re] of cases) {
+    const r = await streamInput(chunks)
+    assert.equal(r.status, 200, 'Connect streams answer errors in the end message')
+    assert.equal(r.end?.error?.code, code, JSON.stringify(r.end))
+    assert.match(r.end.error.message, re)
+  }
+  const unary = await fetch(`${server.url}/process.Process/StreamInput`, {
+    method: 'POST', body: '{}',
+    headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': sbx.sandboxId,
+      'E2b-Sandbox-Port': '49983', 'X-Access-Token': sbx.envdAccessToken },
+  })
+  assert.equal(unary.status, 400, 'a unary call to the client stream is refused')
+  assert.equal((await sbx.commands.run('echo still')).stdout, 'still\n', 'the sandbox still works')
+  await sbx.commands.kill(h.pid)
+})
