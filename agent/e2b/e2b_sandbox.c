@@ -130,8 +130,10 @@ s_main(void *arg)
         if (sb->slots[i].state && sb->slots[i].end)
             sb->slots[i].end(sb, sb->slots[i].state);
     pthread_mutex_lock(&sb->lock);
-    s = sb->session; /* NULL while paused */
-    sb->session = NULL;
+    s = sb->session ? sb->session : sb->held; /* held: memory-paused */
+    sb->session = sb->held = NULL;
+    ag_mem_pause_t *mem = sb->mem;
+    sb->mem = NULL;
     int fd = sb->workspace_fd;
     sb->workspace_fd = -1;
     char *paused = sb->pause_dir;
@@ -141,6 +143,7 @@ s_main(void *arg)
         close(fd);
     if (s)
         ag_session_destroy(&s); /* kernel killed; box, cgroup, run dir gone */
+    ag_mem_pause_release(&mem); /* key wiped, image removed */
     if (paused && sb_files_remove_tree(paused) < 0)
         log_warn("e2b: could not remove all of %s (a paused sandbox's files)",
                  paused);
@@ -209,6 +212,7 @@ e2b_sandbox_create(const e2b_config_t *cfg, const e2b_create_t *c, err_t *err)
     sb->started_at = time(NULL);
     sb->started_ms = clock_mono_ms();
     int timeout_s = c->timeout_s > 0 ? c->timeout_s : cfg->default_timeout_s;
+    sb->timeout_s = timeout_s;
     ag_reg_entry_t *e = ag_registry_add(
         cfg->registry, c->owner, sb->started_ms + (int64_t)timeout_s * 1000, sb,
         &s_ops, err);
@@ -299,16 +303,24 @@ s_same(const char *want, const char *got)
 }
 
 bool
+e2b_sandbox_token_match(const e2b_sandbox_t *sb, const char *envd_token,
+                        const char *traffic_token)
+{
+    bool a = s_same(sb->envd_token, envd_token);
+    bool b = s_same(sb->traffic_token, traffic_token);
+    return a || b;
+}
+
+bool
 e2b_sandbox_token_ok(const e2b_sandbox_t *sb, const char *envd_token,
                      const char *traffic_token)
 {
     e2b_sandbox_t *m = (e2b_sandbox_t *)sb; /* the lock only */
     pthread_mutex_lock(&m->lock);           /* a resume renews them */
-    bool a = s_same(sb->envd_token, envd_token);
-    bool b = s_same(sb->traffic_token, traffic_token);
+    bool match = e2b_sandbox_token_match(sb, envd_token, traffic_token);
     bool live = sb->session != NULL; /* paused: nothing to reach */
     pthread_mutex_unlock(&m->lock);
-    return (a || b) && live;
+    return match && live;
 }
 
 static void

@@ -7,6 +7,7 @@
 #define AGENT_E2B_E2B_SANDBOX_IMPL_H
 
 #include "agent/e2b/e2b_sandbox.h"
+#include "agent/session/ag_pause_memory.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -45,10 +46,16 @@ struct e2b_sandbox {
     bool started;          /* the start finished (ok or not) */
     bool start_failed;
     err_t start_err;
-    bool paused;       /* files kept in pause_dir, no box, no kernel */
-    char *pause_dir;   /* owned while paused */
-    bool auto_pause;   /* the timeout pauses (files only) instead of killing */
-    bool auto_pausing; /* an automatic pause is queued */
+    int timeout_s;          /* the create's life, given again by autoResume */
+    bool paused;            /* no process runs (files only, or memory) */
+    char *pause_dir;        /* owned while paused: pause_dir/ID, 0700 */
+    ag_session_t *held;     /* a memory pause: the session whose box is
+                               saved in mem's image (session is NULL) */
+    ag_mem_pause_t *mem;    /* owned: that image and its key, or NULL */
+    bool auto_pause;        /* the timeout pauses instead of killing */
+    bool auto_pause_memory; /* ... with the kernel's memory */
+    bool auto_resume;       /* a request with a token resumes it */
+    bool auto_pausing;      /* an automatic pause is queued */
     e2b_job_t *jobs, *jobs_tail; /* waiting calls */
     struct {
         void *state;
@@ -61,6 +68,10 @@ struct e2b_sandbox {
  * resume) run while paused too. 0, or -1 when refused. */
 int e2b_sandbox_call_job(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
                          void *arg, bool control);
+/* Is either token one of sb's (constant time; paused or not)? With
+ * sb->lock held. */
+bool e2b_sandbox_token_match(const e2b_sandbox_t *sb, const char *envd_token,
+                             const char *traffic_token);
 /* A new random access token. */
 void e2b_sandbox_new_token(char out[E2B_TOKEN_LEN + 1]);
 /* The table's expire hook (e2b_sandbox_pause.c): an autoPause sandbox

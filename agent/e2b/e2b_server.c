@@ -296,11 +296,11 @@ s_begin(s_listener_t *l, s_req_t *req, struct MHD_Connection *c,
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Access-Token");
         const char *ttok = MHD_lookup_connection_value(
             c, MHD_HEADER_KIND, "E2B-Traffic-Access-Token");
-        if (e2b_sandbox_paused(sb))
-            return s_refuse(req, c, method, url, 502,
-                            "the sandbox is paused: resume it with "
-                            "Sandbox.connect() (POST "
-                            "/v2/sandboxes/{id}/connect) first");
+        err_t werr = {0}; /* autoResume: the request resumes it */
+        if (e2b_sandbox_paused(sb) && e2b_sandbox_wake(sb, tok, ttok, &werr))
+            return s_refuse(req, c, method, url,
+                            werr.code == ERR_VERIFY ? 401 : 502, "%s",
+                            werr.text);
         if (!e2b_sandbox_token_ok(sb, tok, ttok))
             return s_refuse(req, c, method, url, 401,
                             "this sandbox needs its access token: send "

@@ -1,0 +1,152 @@
+// Memory pause and resume (docs/e2b.md, "Pause and resume") through the
+// official E2B SDK against `jupyter-agent e2b --engine gvisor`: what the
+// kernel held (a variable, a module, an open file handle, an array's
+// bytes, a file in /home/user) is there after Sandbox.connect(); nothing
+// runs while paused; autoResume brings a sandbox back on its next
+// request, with its own token only; an edited image is refused. Run by
+// tests/integration/gvisor_e2b_pause.sh (root and runsc, else skipped).
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import crypto from 'node:crypto'
+import fs from 'node:fs'
+import { Sandbox } from '@e2b/code-interpreter'
+import { serveForSdk, stopServer, until } from './lib.mjs'
+const KEY = 'e2b_' + crypto.randomBytes(20).toString('hex')
+const STATE = process.env.E2B_TEST_DIR + '/state'
+let server
+
+before(async () => {
+  server = await serveForSdk(KEY,
+    ['--max-sandboxes', '4', '--timeout', '60', '--engine', 'gvisor', '--warm', 'cold'],
+    { JUPYTER_AGENT_LOG: 'info', JUPYTER_AGENT_STATE_DIR: STATE })
+})
+
+after(async () => {
+  await stopServer(server)
+  const figures = server.log().split('\n').filter((l) => /paused with its memory|resumed in/.test(l))
+  for (const l of figures) console.log('# ' + l.replace(/^.*e2b: /, ''))
+})
+
+const api = (path, body, headers = {}) => fetch(server.url + path, {
+  method: 'POST',
+  headers: { 'X-API-KEY': KEY, 'Content-Type': 'application/json', ...headers },
+  body: JSON.stringify(body ?? {}),
+})
+
+// The box's processes (runsc, its gofer and Sentry name the box's run dir).
+async function boxDir(sbx) {
+  const r = await sbx.runCode('from ipykernel.connect import get_connection_file as g; g()')
+  return r.text.replace(/\/sock\/[^/]*$/, '')
+}
+function procsNaming(top) {
+  const left = []
+  for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').includes(top)) left.push(pid)
+    } catch {}
+  }
+  return left
+}
+const imageOf = (id) => {
+  const top = `${STATE}/paused-e2b/${id}`
+  const img = fs.readdirSync(top).find((n) => n.startsWith('image-'))
+  return img ? `${top}/${img}` : null
+}
+
+const SETUP = 'import hashlib, fractions, numpy as np\n' +
+  'x = 41\n' +
+  'fh = open("/home/user/handle.txt", "w+"); fh.write("hello"); fh.flush()\n' +
+  'a = np.arange(100000, dtype=np.int64) * 7\n' +
+  'open("/home/user/kept.txt", "w").write("kept")\n' +
+  'hashlib.sha256(a.tobytes()).hexdigest()'
+const CHECK = 'import sys\nfh.seek(0)\n' +
+  '" ".join(map(str, [x + 1, "fractions" in sys.modules, fh.read(), ' +
+  'hashlib.sha256(a.tobytes()).hexdigest(), open("/home/user/kept.txt").read()]))'
+
+test('a memory pause keeps the kernel: variable, module, open file, array bytes and files are back after connect', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const digest = (await sbx.runCode(SETUP)).text.replace(/'/g, '')
+    assert.equal(digest.length, 64)
+    const top = await boxDir(sbx)
+    const t0 = Date.now()
+    const res = await api(`/sandboxes/${sbx.sandboxId}/pause`, {})
+    assert.equal(res.status, 204, await res.text())
+    const tPause = Date.now() - t0
+    assert.equal(res.headers.get('x-jupyter-agent-memory-kept'), 'true')
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused')
+    assert.deepEqual(procsNaming(top), [], 'no process of the box is left while paused')
+    const img = imageOf(sbx.sandboxId)
+    assert.ok(img, 'the image is under the state directory')
+    assert.equal(fs.statSync(img).mode & 0o777, 0o700)
+    assert.equal(fs.statSync(`${STATE}/paused-e2b/${sbx.sandboxId}`).mode & 0o777, 0o700)
+    let bytes = 0
+    for (const n of fs.readdirSync(img)) bytes += fs.statSync(`${img}/${n}`).size
+    await assert.rejects(sbx.runCode('1', { timeoutMs: 3000, requestTimeoutMs: 3000 }),
+      'a paused sandbox without autoResume answers no code')
+
+    const t1 = Date.now()
+    const c = await api(`/v2/sandboxes/${sbx.sandboxId}/connect`, { timeout: 60 })
+    assert.equal(c.status, 201)
+    assert.equal(c.headers.get('x-jupyter-agent-memory-kept'), 'true')
+    const body = await c.json()
+    assert.equal(body.memoryKept, true)
+    const back = await Sandbox.connect(sbx.sandboxId)
+    const r = await back.runCode(CHECK)
+    const tResume = Date.now() - t1
+    assert.equal(r.text, `42 True hello ${digest} kept`)
+    assert.equal(fs.existsSync(`${STATE}/paused-e2b/${sbx.sandboxId}`), false, 'the image is removed once restored')
+    console.log(`# pause ${tPause} ms, image ${(bytes / 1048576).toFixed(1)} MiB, resume to first result ${tResume} ms`)
+
+    // A second pause, then killed while paused: nothing is left.
+    assert.equal(await back.pause(), true)
+    await Sandbox.kill(sbx.sandboxId)
+    assert.ok(await until(() => !fs.existsSync(`${STATE}/paused-e2b/${sbx.sandboxId}`), 15000),
+      'killing a memory-paused sandbox removes its image')
+    assert.ok(await until(() => procsNaming(top).length === 0 && !fs.existsSync(top), 15000),
+      'and its box')
+  } finally {
+    await Sandbox.kill(sbx.sandboxId).catch(() => {})
+  }
+})
+
+test('autoResume: the next request resumes a sandbox paused at its timeout, with its own token only; an edited image is refused', async () => {
+  const other = await Sandbox.create()
+  const sbx = await Sandbox.create({ lifecycle: { onTimeout: 'pause', autoResume: true } })
+  try {
+    await sbx.runCode('y = 7')
+    await sbx.setTimeout(1000)
+    assert.ok(await until(async () =>
+      (await Sandbox.getInfo(sbx.sandboxId)).state === 'paused', 30000), 'paused at its timeout')
+
+    // Another sandbox's token does not wake it.
+    const h = { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983',
+      'X-Access-Token': other.envdAccessToken ?? other.connectionConfig?.accessToken }
+    const stranger = await fetch(server.url + '/health', { headers: h })
+    assert.equal(stranger.status, 401)
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused', 'still paused')
+
+    // An edited image is refused, and the sandbox stays paused.
+    const ck = `${imageOf(sbx.sandboxId)}/checkpoint.img`
+    const fd = fs.openSync(ck, 'r+')
+    const b = Buffer.alloc(1)
+    fs.readSync(fd, b, 0, 1, 100)
+    b[0] ^= 1
+    fs.writeSync(fd, b, 0, 1, 100)
+    const bad = await api(`/v2/sandboxes/${sbx.sandboxId}/connect`, { timeout: 60 })
+    assert.equal(bad.status, 500)
+    assert.match((await bad.json()).message, /does not match its seal/)
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused', 'still paused after the refusal')
+    b[0] ^= 1
+    fs.writeSync(fd, b, 0, 1, 100)
+    fs.closeSync(fd)
+
+    // Its own client, tokens unchanged: the request resumes it.
+    const r = await sbx.runCode('y * 6')
+    assert.equal(r.text, '42', 'resumed by the request, the variable kept')
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'running')
+  } finally {
+    await Sandbox.kill(sbx.sandboxId).catch(() => {})
+    await other.kill().catch(() => {})
+  }
+})
