@@ -419,7 +419,9 @@ e2b_api_handle(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
         else if (strcmp(rest, "resume") == 0 && post)
             s_connect(r, cfg, e); /* the old API's resume */
         else if (strcmp(rest, "fork") == 0)
-            s_not_yet(r, "forking sandboxes", "persistence, issue 31");
+            s_not_yet(r, "forking sandboxes",
+                      "persistence, issue 31: a gVisor checkpoint restores "
+                      "only into the box it came from");
         else if (strncmp(rest, "snapshots", 9) == 0)
             s_not_yet(r, "snapshots", "persistence, issue 31");
         else if (strncmp(rest, "network", 7) == 0)

@@ -22,6 +22,7 @@ before(async () => {
 })
 
 after(async () => {
+  for (const s of [A, B]) if (s) await Sandbox.kill(s.sandboxId).catch(() => {})
   await stopServer(server)
   const figures = server.log().split('\n').filter((l) => /paused with its memory|resumed in/.test(l))
   for (const l of figures) console.log('# ' + l.replace(/^.*e2b: /, ''))
@@ -63,90 +64,86 @@ const CHECK = 'import sys\nfh.seek(0)\n' +
   '" ".join(map(str, [x + 1, "fractions" in sys.modules, fh.read(), ' +
   'hashlib.sha256(a.tobytes()).hexdigest(), open("/home/user/kept.txt").read()]))'
 
+// Two sandboxes for the whole file (a gVisor start is slow): A is paused
+// and resumed by hand; B (autoResume) pauses at its timeout meanwhile.
+let A, B
+
 test('a memory pause keeps the kernel: variable, module, open file, array bytes and files are back after connect', async () => {
-  const sbx = await Sandbox.create()
-  try {
-    const digest = (await sbx.runCode(SETUP)).text.replace(/'/g, '')
-    assert.equal(digest.length, 64)
-    const top = await boxDir(sbx)
-    const t0 = Date.now()
-    const res = await api(`/sandboxes/${sbx.sandboxId}/pause`, {})
-    assert.equal(res.status, 204, await res.text())
-    const tPause = Date.now() - t0
-    assert.equal(res.headers.get('x-jupyter-agent-memory-kept'), 'true')
-    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused')
-    assert.deepEqual(procsNaming(top), [], 'no process of the box is left while paused')
-    const img = imageOf(sbx.sandboxId)
-    assert.ok(img, 'the image is under the state directory')
-    assert.equal(fs.statSync(img).mode & 0o777, 0o700)
-    assert.equal(fs.statSync(`${STATE}/paused-e2b/${sbx.sandboxId}`).mode & 0o777, 0o700)
-    let bytes = 0
-    for (const n of fs.readdirSync(img)) bytes += fs.statSync(`${img}/${n}`).size
-    await assert.rejects(sbx.runCode('1', { timeoutMs: 3000, requestTimeoutMs: 3000 }),
-      'a paused sandbox without autoResume answers no code')
+  ;[A, B] = await Promise.all([Sandbox.create(),
+    Sandbox.create({ lifecycle: { onTimeout: 'pause', autoResume: true } })])
+  await B.runCode('y = 7')
+  await B.setTimeout(1000) // B pauses at its timeout while A is tested
+  const digest = (await A.runCode(SETUP)).text.replace(/'/g, '')
+  assert.equal(digest.length, 64)
+  const top = await boxDir(A)
+  const t0 = Date.now()
+  const res = await api(`/sandboxes/${A.sandboxId}/pause`, {})
+  assert.equal(res.status, 204, await res.text())
+  const tPause = Date.now() - t0
+  assert.equal(res.headers.get('x-jupyter-agent-memory-kept'), 'true')
+  assert.equal((await Sandbox.getInfo(A.sandboxId)).state, 'paused')
+  assert.deepEqual(procsNaming(top), [], 'no process of the box is left while paused')
+  const img = imageOf(A.sandboxId)
+  assert.ok(img, 'the image is under the state directory')
+  assert.equal(fs.statSync(img).mode & 0o777, 0o700)
+  assert.equal(fs.statSync(`${STATE}/paused-e2b/${A.sandboxId}`).mode & 0o777, 0o700)
+  let bytes = 0
+  for (const n of fs.readdirSync(img)) bytes += fs.statSync(`${img}/${n}`).size
+  await assert.rejects(A.runCode('1', { timeoutMs: 3000, requestTimeoutMs: 3000 }),
+    'a paused sandbox without autoResume answers no code')
 
-    const t1 = Date.now()
-    const c = await api(`/v2/sandboxes/${sbx.sandboxId}/connect`, { timeout: 60 })
-    assert.equal(c.status, 201)
-    assert.equal(c.headers.get('x-jupyter-agent-memory-kept'), 'true')
-    const body = await c.json()
-    assert.equal(body.memoryKept, true)
-    const back = await Sandbox.connect(sbx.sandboxId)
-    const r = await back.runCode(CHECK)
-    const tResume = Date.now() - t1
-    assert.equal(r.text, `42 True hello ${digest} kept`)
-    assert.equal(fs.existsSync(`${STATE}/paused-e2b/${sbx.sandboxId}`), false, 'the image is removed once restored')
-    console.log(`# pause ${tPause} ms, image ${(bytes / 1048576).toFixed(1)} MiB, resume to first result ${tResume} ms`)
-
-    // A second pause, then killed while paused: nothing is left.
-    assert.equal(await back.pause(), true)
-    await Sandbox.kill(sbx.sandboxId)
-    assert.ok(await until(() => !fs.existsSync(`${STATE}/paused-e2b/${sbx.sandboxId}`), 15000),
-      'killing a memory-paused sandbox removes its image')
-    assert.ok(await until(() => procsNaming(top).length === 0 && !fs.existsSync(top), 15000),
-      'and its box')
-  } finally {
-    await Sandbox.kill(sbx.sandboxId).catch(() => {})
-  }
+  const t1 = Date.now()
+  const c = await api(`/v2/sandboxes/${A.sandboxId}/connect`, { timeout: 60 })
+  assert.equal(c.status, 201)
+  assert.equal(c.headers.get('x-jupyter-agent-memory-kept'), 'true')
+  assert.equal((await c.json()).memoryKept, true)
+  A = await Sandbox.connect(A.sandboxId)
+  const r = await A.runCode(CHECK)
+  const tResume = Date.now() - t1
+  assert.equal(r.text, `42 True hello ${digest} kept`)
+  assert.equal(fs.existsSync(`${STATE}/paused-e2b/${A.sandboxId}`), false, 'the image is removed once restored')
+  console.log(`# pause ${tPause} ms, image ${(bytes / 1048576).toFixed(1)} MiB, resume to first result ${tResume} ms`)
 })
 
 test('autoResume: the next request resumes a sandbox paused at its timeout, with its own token only; an edited image is refused', async () => {
-  const other = await Sandbox.create()
-  const sbx = await Sandbox.create({ lifecycle: { onTimeout: 'pause', autoResume: true } })
-  try {
-    await sbx.runCode('y = 7')
-    await sbx.setTimeout(1000)
-    assert.ok(await until(async () =>
-      (await Sandbox.getInfo(sbx.sandboxId)).state === 'paused', 30000), 'paused at its timeout')
+  assert.ok(await until(async () =>
+    (await Sandbox.getInfo(B.sandboxId)).state === 'paused', 30000), 'paused at its timeout')
 
-    // Another sandbox's token does not wake it.
-    const h = { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983',
-      'X-Access-Token': other.envdAccessToken ?? other.connectionConfig?.accessToken }
-    const stranger = await fetch(server.url + '/health', { headers: h })
-    assert.equal(stranger.status, 401)
-    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused', 'still paused')
+  // Another sandbox's token does not wake it.
+  const h = { 'E2b-Sandbox-Id': B.sandboxId, 'E2b-Sandbox-Port': '49983',
+    'X-Access-Token': A.envdAccessToken ?? A.connectionConfig?.accessToken }
+  const stranger = await fetch(server.url + '/health', { headers: h })
+  assert.equal(stranger.status, 401)
+  assert.equal((await Sandbox.getInfo(B.sandboxId)).state, 'paused', 'still paused')
 
-    // An edited image is refused, and the sandbox stays paused.
-    const ck = `${imageOf(sbx.sandboxId)}/checkpoint.img`
-    const fd = fs.openSync(ck, 'r+')
-    const b = Buffer.alloc(1)
-    fs.readSync(fd, b, 0, 1, 100)
-    b[0] ^= 1
-    fs.writeSync(fd, b, 0, 1, 100)
-    const bad = await api(`/v2/sandboxes/${sbx.sandboxId}/connect`, { timeout: 60 })
-    assert.equal(bad.status, 500)
-    assert.match((await bad.json()).message, /does not match its seal/)
-    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused', 'still paused after the refusal')
-    b[0] ^= 1
-    fs.writeSync(fd, b, 0, 1, 100)
-    fs.closeSync(fd)
+  // An edited image is refused, and the sandbox stays paused.
+  const ck = `${imageOf(B.sandboxId)}/checkpoint.img`
+  const fd = fs.openSync(ck, 'r+')
+  const b = Buffer.alloc(1)
+  fs.readSync(fd, b, 0, 1, 100)
+  b[0] ^= 1
+  fs.writeSync(fd, b, 0, 1, 100)
+  const bad = await api(`/v2/sandboxes/${B.sandboxId}/connect`, { timeout: 60 })
+  assert.equal(bad.status, 500)
+  assert.match((await bad.json()).message, /does not match its seal/)
+  assert.equal((await Sandbox.getInfo(B.sandboxId)).state, 'paused', 'still paused after the refusal')
+  b[0] ^= 1
+  fs.writeSync(fd, b, 0, 1, 100)
+  fs.closeSync(fd)
 
-    // Its own client, tokens unchanged: the request resumes it.
-    const r = await sbx.runCode('y * 6')
-    assert.equal(r.text, '42', 'resumed by the request, the variable kept')
-    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'running')
-  } finally {
-    await Sandbox.kill(sbx.sandboxId).catch(() => {})
-    await other.kill().catch(() => {})
-  }
+  // Its own client, tokens unchanged: the request resumes it.
+  const r = await B.runCode('y * 6')
+  assert.equal(r.text, '42', 'resumed by the request, the variable kept')
+  assert.equal((await Sandbox.getInfo(B.sandboxId)).state, 'running')
+})
+
+test('a sandbox killed while memory-paused leaves no image, process or run dir', async () => {
+  const top = await boxDir(A)
+  assert.equal(await A.pause(), true)
+  await Sandbox.kill(A.sandboxId)
+  assert.ok(await until(() => !fs.existsSync(`${STATE}/paused-e2b/${A.sandboxId}`), 15000),
+    'the image is removed')
+  assert.ok(await until(() => procsNaming(top).length === 0 && !fs.existsSync(top), 15000),
+    'and the box')
+  await B.kill()
 })
