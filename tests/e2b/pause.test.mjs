@@ -101,7 +101,7 @@ test('pause keeps /home/user, stops everything, and connect brings back the file
   }
 })
 
-test('a memory pause is refused on the namespaces engine, with the reason, and the sandbox keeps running', async () => {
+test('a memory pause and autoResume are refused on the namespaces engine, with the reason, and the sandbox keeps running', async () => {
   const sbx = await Sandbox.create()
   try {
     await sbx.runCode('y = 1')
@@ -111,6 +111,13 @@ test('a memory pause is refused on the namespaces engine, with the reason, and t
     await assert.rejects(
       Sandbox.create({ lifecycle: { onTimeout: 'pause' } }),
       /autoPause: memory pause needs --engine gvisor/)
+    await assert.rejects(
+      Sandbox.create({ lifecycle: { onTimeout: 'pause', autoResume: true } }),
+      /autoPause: memory pause needs --engine gvisor/)
+    const r = await api('/sandboxes', { templateID: 'code-interpreter-v1', autoPause: true,
+      autoPauseMemory: false, autoResume: { enabled: true } })
+    assert.equal(r.status, 400)
+    assert.match((await r.json()).message, /autoResume needs autoPause with the memory kept/)
   } finally {
     await sbx.kill()
   }
