@@ -144,6 +144,7 @@ s_main(void *arg)
     if (s)
         ag_session_destroy(&s); /* kernel killed; box, cgroup, run dir gone */
     ag_mem_pause_release(&mem); /* key wiped, image removed */
+    e2b_sandbox_pause_unreserve(sb);
     if (paused && sb_files_remove_tree(paused) < 0)
         log_warn("e2b: could not remove all of %s (a paused sandbox's files)",
                  paused);

@@ -27,6 +27,7 @@
 #include "common/err.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -40,14 +41,22 @@
 /* Token length in hex characters. */
 #define E2B_TOKEN_LEN 64
 
+/* What the paused sandboxes of a server hold on disk (--pause-disk). */
+typedef struct e2b_pause_use {
+    pthread_mutex_t lock;
+    uint64_t bytes; /* counted while paused */
+} e2b_pause_use_t;
+
 /* What every sandbox of a server shares. Borrowed; outlives them. */
 typedef struct e2b_config {
     const ag_session_opts_t *session; /* the operator's flags and policy */
     ag_registry_t *registry;          /* the session table */
     int default_timeout_s;            /* a create without "timeout" (300) */
     int max_timeout_s;                /* the longest allowed (86400) */
-    const char *pause_dir; /* paused sandboxes' files (ag_pause_dir), or
-                              NULL: pausing is refused */
+    const char *pause_dir;     /* paused sandboxes' files (ag_pause_dir), or
+                                  NULL: pausing is refused */
+    uint64_t pause_disk_bytes; /* cap on pause_use->bytes; 0 = none */
+    e2b_pause_use_t *pause_use;
 } e2b_config_t;
 
 typedef struct e2b_sandbox e2b_sandbox_t;

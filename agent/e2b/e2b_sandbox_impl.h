@@ -52,6 +52,7 @@ struct e2b_sandbox {
     ag_session_t *held;     /* a memory pause: the session whose box is
                                saved in mem's image (session is NULL) */
     ag_mem_pause_t *mem;    /* owned: that image and its key, or NULL */
+    uint64_t pause_bytes;   /* counted in cfg->pause_use while paused */
     bool auto_pause;        /* the timeout pauses instead of killing */
     bool auto_pause_memory; /* ... with the kernel's memory */
     bool auto_resume;       /* a request with a token resumes it */
@@ -72,6 +73,8 @@ int e2b_sandbox_call_job(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
  * sb->lock held. */
 bool e2b_sandbox_token_match(const e2b_sandbox_t *sb, const char *envd_token,
                              const char *traffic_token);
+/* Give back what a paused sandbox counted against --pause-disk. */
+void e2b_sandbox_pause_unreserve(e2b_sandbox_t *sb);
 /* A new random access token. */
 void e2b_sandbox_new_token(char out[E2B_TOKEN_LEN + 1]);
 /* The table's expire hook (e2b_sandbox_pause.c): an autoPause sandbox

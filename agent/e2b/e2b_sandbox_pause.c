@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 typedef struct s_pause_job {
@@ -22,6 +23,56 @@ typedef struct s_pause_job {
     bool memory_kept; /* out */
     err_t err;
 } s_pause_job_t;
+
+/* Count `bytes` against --pause-disk for sb: 0, or -1 with ERR_USAGE
+ * (nothing counted) when the paused sandboxes would hold more. */
+static int
+s_reserve(e2b_sandbox_t *sb, uint64_t bytes, err_t *err)
+{
+    e2b_pause_use_t *u = sb->cfg->pause_use;
+    uint64_t cap = sb->cfg->pause_disk_bytes;
+    if (!u)
+        return 0;
+    pthread_mutex_lock(&u->lock);
+    uint64_t have = u->bytes;
+    bool over = cap && have + bytes > cap;
+    if (!over)
+        u->bytes += bytes;
+    pthread_mutex_unlock(&u->lock);
+    if (over)
+        return err_set(err, ERR_USAGE,
+                       "the paused sandboxes would hold %llu MiB, over this "
+                       "server's --pause-disk of %llu MiB (%llu MiB held "
+                       "now); the sandbox runs on",
+                       (unsigned long long)((have + bytes) >> 20),
+                       (unsigned long long)(cap >> 20),
+                       (unsigned long long)(have >> 20));
+    sb->pause_bytes = bytes;
+    return 0;
+}
+
+void
+e2b_sandbox_pause_unreserve(e2b_sandbox_t *sb)
+{
+    e2b_pause_use_t *u = sb->cfg->pause_use;
+    if (!u || !sb->pause_bytes)
+        return;
+    pthread_mutex_lock(&u->lock);
+    u->bytes -= sb->pause_bytes < u->bytes ? sb->pause_bytes : u->bytes;
+    pthread_mutex_unlock(&u->lock);
+    sb->pause_bytes = 0;
+}
+
+/* What /mnt/data holds (its own tmpfs): what a files-only pause keeps. */
+static uint64_t
+s_workspace_used(ag_session_t *s)
+{
+    const char *ws = ag_session_workspace(s);
+    struct statvfs v;
+    if (!ws || statvfs(ws, &v) != 0)
+        return 0;
+    return (uint64_t)(v.f_blocks - v.f_bfree) * v.f_frsize;
+}
 
 /* The memory kind: the box checkpointed into dir/image-XXXXXX, the session
  * kept (held) with its kernel saved. Commands are stopped first (their
@@ -39,6 +90,14 @@ s_pause_memory(e2b_sandbox_t *sb, ag_session_t *s, const char *dir,
         err_errno(&pj->err, ERR_IO, "cannot create %s for the image", dir);
     else
         mp = ag_session_pause_memory(s, dir, &pj->err);
+    if (mp && s_reserve(sb, ag_mem_pause_bytes(mp), &pj->err) < 0) {
+        err_t rerr = {0}; /* over --pause-disk: back as it was */
+        if (ag_session_resume_memory(s, &mp, &rerr) < 0) {
+            pj->err = rerr;
+            err_prefix(&pj->err, "over --pause-disk, and resuming failed");
+        }
+        ag_mem_pause_release(&mp);
+    }
     pthread_mutex_lock(&sb->lock);
     if (mp) {
         sb->held = s;
@@ -79,7 +138,7 @@ s_pause_job(e2b_sandbox_t *sb, void *arg)
     int64_t t0 = clock_mono_ms();
     if (pj->memory) {
         pj->rc = s_pause_memory(sb, s, dir, pj);
-    } else {
+    } else if ((pj->rc = s_reserve(sb, s_workspace_used(s), &pj->err)) == 0) {
         /* Stop what runs in the box (commands); the interpreter forgets
          * the kernel it had loaded its helpers into. */
         for (int i = 0; i < E2B_NSLOTS; i++)
@@ -87,11 +146,12 @@ s_pause_job(e2b_sandbox_t *sb, void *arg)
                 sb->slots[i].end(sb, sb->slots[i].state);
         pj->rc = ag_session_pause(&s, &sb->sopts.policy, dir, false,
                                   &pj->memory_kept, &pj->err);
-        if (pj->rc < 0) {
-            pthread_mutex_lock(&sb->lock);
-            sb->session = s; /* still running */
-            pthread_mutex_unlock(&sb->lock);
-        }
+    }
+    if (!pj->memory && pj->rc < 0) {
+        e2b_sandbox_pause_unreserve(sb);
+        pthread_mutex_lock(&sb->lock);
+        sb->session = s; /* still running */
+        pthread_mutex_unlock(&sb->lock);
     }
     pthread_mutex_lock(&sb->lock);
     if (pj->rc < 0) {
@@ -115,8 +175,9 @@ s_pause_job(e2b_sandbox_t *sb, void *arg)
                      (unsigned long long)ag_mem_pause_bytes(sb->mem) >> 10,
                      ag_mem_pause_dir(sb->mem));
         else
-            log_info("e2b: sandbox %.8s… paused (files only, in %s)",
-                     ag_reg_id(sb->entry), sb->pause_dir);
+            log_info("e2b: sandbox %.8s… paused (files only, %llu KiB in %s)",
+                     ag_reg_id(sb->entry),
+                     (unsigned long long)sb->pause_bytes >> 10, sb->pause_dir);
     }
 }
 
@@ -202,6 +263,7 @@ s_resume_job(e2b_sandbox_t *sb, void *arg)
     }
     pthread_cond_broadcast(&sb->cond);
     pthread_mutex_unlock(&sb->lock);
+    e2b_sandbox_pause_unreserve(sb);
     pj->rc = 0;
     log_info("e2b: sandbox %.8s… resumed in %lld ms (%s)", ag_reg_id(sb->entry),
              (long long)(clock_mono_ms() - t0),

@@ -536,6 +536,10 @@ e2b_server_run(const e2b_server_opts_t *o, volatile sig_atomic_t *stop,
     if (!pause_dir)
         log_warn("e2b: pausing sandboxes is off: %s", perr.text);
     srv.cfg.pause_dir = pause_dir;
+    e2b_pause_use_t use = {.bytes = 0};
+    pthread_mutex_init(&use.lock, NULL);
+    srv.cfg.pause_use = &use;
+    srv.cfg.pause_disk_bytes = o->pause_disk_bytes;
     int rc = s_listen(&srv, &sa, E2B_PORT_API, false, err);
     if (rc == 0 && o->debug_ports) {
         struct sockaddr_in d = sa;
@@ -585,5 +589,6 @@ e2b_server_run(const e2b_server_opts_t *o, volatile sig_atomic_t *stop,
     }
     sodium_memzero(srv.key_hash, sizeof srv.key_hash);
     free(pause_dir);
+    pthread_mutex_destroy(&use.lock);
     return rc;
 }

@@ -17,7 +17,8 @@ let server
 
 before(async () => {
   server = await serveForSdk(KEY,
-    ['--max-sandboxes', '4', '--timeout', '60', '--engine', 'gvisor', '--warm', 'cold'],
+    ['--max-sandboxes', '4', '--timeout', '60', '--engine', 'gvisor', '--warm', 'cold',
+      '--pause-disk', '28M'], // one small kernel's image (~19 MiB), not two
     { JUPYTER_AGENT_LOG: 'info', JUPYTER_AGENT_STATE_DIR: STATE })
 })
 
@@ -105,7 +106,7 @@ test('a memory pause keeps the kernel: variable, module, open file, array bytes 
   console.log(`# pause ${tPause} ms, image ${(bytes / 1048576).toFixed(1)} MiB, resume to first result ${tResume} ms`)
 })
 
-test('autoResume: the next request resumes a sandbox paused at its timeout, with its own token only; an edited image is refused', async () => {
+test('autoResume: the next request resumes a sandbox paused at its timeout, with its own token only; an edited image is refused; --pause-disk holds', async () => {
   assert.ok(await until(async () =>
     (await Sandbox.getInfo(B.sandboxId)).state === 'paused', 30000), 'paused at its timeout')
 
@@ -115,6 +116,13 @@ test('autoResume: the next request resumes a sandbox paused at its timeout, with
   const stranger = await fetch(server.url + '/health', { headers: h })
   assert.equal(stranger.status, 401)
   assert.equal((await Sandbox.getInfo(B.sandboxId)).state, 'paused', 'still paused')
+
+  // B's image is held: A's would cross --pause-disk, so A is restored at
+  // once and runs on with its state.
+  const over = await api(`/sandboxes/${A.sandboxId}/pause`, {})
+  assert.equal(over.status, 400)
+  assert.match((await over.json()).message, /--pause-disk of 28 MiB/)
+  assert.equal((await A.runCode('x')).text, '41', 'A runs on, its memory intact')
 
   // An edited image is refused, and the sandbox stays paused.
   const ck = `${imageOf(B.sandboxId)}/checkpoint.img`
