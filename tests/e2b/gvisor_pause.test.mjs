@@ -66,14 +66,13 @@ const CHECK = 'import sys\nfh.seek(0)\n' +
   'hashlib.sha256(a.tobytes()).hexdigest(), open("/home/user/kept.txt").read()]))'
 
 // Two sandboxes for the whole file (a gVisor start is slow): A is paused
-// and resumed by hand; B (autoResume) pauses at its timeout meanwhile.
+// and resumed by hand; B (autoResume) then pauses at its timeout.
 let A, B
 
 test('a memory pause keeps the kernel: variable, module, open file, array bytes and files are back after connect', async () => {
   ;[A, B] = await Promise.all([Sandbox.create(),
     Sandbox.create({ lifecycle: { onTimeout: 'pause', autoResume: true } })])
   await B.runCode('y = 7')
-  await B.setTimeout(1000) // B pauses at its timeout while A is tested
   const digest = (await A.runCode(SETUP)).text.replace(/'/g, '')
   assert.equal(digest.length, 64)
   const top = await boxDir(A)
@@ -103,6 +102,7 @@ test('a memory pause keeps the kernel: variable, module, open file, array bytes 
   const tResume = Date.now() - t1
   assert.equal(r.text, `42 True hello ${digest} kept`)
   assert.equal(fs.existsSync(`${STATE}/paused-e2b/${A.sandboxId}`), false, 'the image is removed once restored')
+  await B.setTimeout(1000) // B pauses at its timeout (A's image is gone)
   console.log(`# pause ${tPause} ms, image ${(bytes / 1048576).toFixed(1)} MiB, resume to first result ${tResume} ms`)
 })
 
