@@ -7,6 +7,7 @@
 #include "agent/e2b/e2b_server.h"
 #include "agent/session/ag_session.h"
 #include "common/err.h"
+#include "common/size.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -41,6 +42,9 @@ static const char s_usage[] =
     "                            'serve'); without it a running 'serve' "
     "with\n"
     "                            the same policy is used\n"
+    "      --pause-disk SIZE     what paused sandboxes may hold on disk at\n"
+    "                            once (images and files; e.g. 4G); a pause\n"
+    "                            past it is refused (default: no cap)\n"
     "      --debug-ports         also listen on 127.0.0.1:49999 and :49983 "
     "for\n"
     "                            E2B_DEBUG=true clients (one sandbox, no\n"
@@ -98,6 +102,13 @@ s_on_opt(void *arg, const ag_cmd_opt_t *o, err_t *err)
     case 'D':
         a->debug_ports = true;
         return 0;
+    case 'Z':
+        if (size_parse(o->value, &a->pause_disk_bytes) < 0 ||
+            a->pause_disk_bytes == 0)
+            return err_set(err, ERR_USAGE,
+                           "--pause-disk '%s': a size such as 512M or 4G",
+                           o->value);
+        return 0;
     default:
         return 1;
     }
@@ -127,6 +138,7 @@ ag_cmd_e2b(int argc, char **argv)
         {"max-sandboxes", required_argument, 0, 'S'},
         {"pool", required_argument, 0, 'P'},
         {"debug-ports", no_argument, 0, 'D'},
+        {"pause-disk", required_argument, 0, 'Z'},
         {0, 0, 0, 0}};
     static const ag_cmd_spec_t spec = {.name = "e2b",
                                        .shortopts = "+h",

@@ -72,15 +72,6 @@ s_refuse_unsupported(e2b_req_t *r, const json_t *body)
                         "gate, issue 27): sandboxes have no network");
         return true;
     }
-    json_t *resume = json_object_get(body, "autoResume");
-    if (json_is_true(json_object_get(resume, "enabled")) ||
-        json_is_true(resume)) {
-        e2b_reply_error(r, 501,
-                        "autoResume: resuming on traffic needs a memory "
-                        "pause, which this server cannot do yet; resume a "
-                        "paused sandbox with Sandbox.connect()");
-        return true;
-    }
     json_t *mcp = json_object_get(body, "mcp");
     if (mcp && !json_is_null(mcp)) {
         e2b_reply_error(r, 501,
@@ -156,6 +147,17 @@ s_create(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
      * or true), which this engine may not do: refused with the reason,
      * rather than a sandbox that would lose its state at the timeout. */
     bool auto_pause = json_is_true(json_object_get(body, "autoPause"));
+    bool auto_memory = !json_is_false(json_object_get(body, "autoPauseMemory"));
+    json_t *resume = json_object_get(body, "autoResume");
+    bool auto_resume = json_is_true(json_object_get(resume, "enabled")) ||
+                       json_is_true(resume);
+    if (auto_resume && !(auto_pause && auto_memory)) {
+        e2b_reply_error(r, 400,
+                        "autoResume needs autoPause with the memory kept "
+                        "(a files-only pause is resumed with "
+                        "Sandbox.connect())");
+        goto out;
+    }
     if (auto_pause) {
         err_t perr = {0};
         if (!cfg->pause_dir) {
@@ -164,10 +166,7 @@ s_create(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
                             "sandboxes (no state directory)");
             goto out;
         }
-        if (ag_pause_check(
-                &cfg->session->policy,
-                !json_is_false(json_object_get(body, "autoPauseMemory")),
-                &perr) < 0) {
+        if (ag_pause_check(&cfg->session->policy, auto_memory, &perr) < 0) {
             e2b_reply_error(r, 400, "autoPause: %s", perr.text);
             goto out;
         }
@@ -194,7 +193,8 @@ s_create(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
         goto out;
     }
     if (auto_pause)
-        e2b_sandbox_set_auto_pause(e2b_sandbox_of(e), true);
+        e2b_sandbox_set_auto_pause(e2b_sandbox_of(e), true, auto_memory,
+                                   auto_resume);
     e2b_reply_json(r, 201, e2b_sandbox_info(e2b_sandbox_of(e), true));
     ag_reg_unref(&e);
 out:
@@ -337,7 +337,8 @@ s_pause(e2b_req_t *r, ag_reg_entry_t *e)
     else if (rc == 1)
         e2b_reply_error(r, 409, "the sandbox is already paused");
     else {
-        e2b_reply_header(r, "X-Jupyter-Agent-Memory-Kept", "false");
+        e2b_reply_header(r, "X-Jupyter-Agent-Memory-Kept",
+                         memory ? "true" : "false");
         e2b_reply_empty(r, 204);
     }
 }
@@ -418,7 +419,9 @@ e2b_api_handle(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
         else if (strcmp(rest, "resume") == 0 && post)
             s_connect(r, cfg, e); /* the old API's resume */
         else if (strcmp(rest, "fork") == 0)
-            s_not_yet(r, "forking sandboxes", "persistence, issue 31");
+            s_not_yet(r, "forking sandboxes",
+                      "persistence, issue 31: a gVisor checkpoint restores "
+                      "only into the box it came from");
         else if (strncmp(rest, "snapshots", 9) == 0)
             s_not_yet(r, "snapshots", "persistence, issue 31");
         else if (strncmp(rest, "network", 7) == 0)

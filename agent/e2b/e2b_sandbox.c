@@ -1,6 +1,6 @@
 #include "agent/e2b/e2b_sandbox.h"
+#include "agent/e2b/e2b_sandbox_impl.h"
 
-#include "agent/session/ag_pause.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/strv.h"
@@ -17,52 +17,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/* A call waiting for the sandbox's thread. */
-typedef struct s_job {
-    void (*fn)(e2b_sandbox_t *, void *);
-    void *arg;
-    bool done;    /* ran, or was refused */
-    bool refused; /* the sandbox ended first */
-    bool posted;  /* e2b_sandbox_post: on the heap, runs even when refused */
-    bool control; /* pause/resume: runs while paused too */
-    struct s_job *next;
-} s_job_t;
-
-struct e2b_sandbox {
-    const e2b_config_t *cfg; /* borrowed */
-    ag_reg_entry_t *entry;   /* the table's entry; the thread holds a ref */
-    char envd_token[E2B_TOKEN_LEN + 1];
-    char traffic_token[E2B_TOKEN_LEN + 1];
-    char *template_id;       /* owned */
-    char *kernel_name;       /* owned */
-    json_t *metadata;        /* owned object */
-    json_t *env_vars;        /* owned object */
-    ag_session_opts_t sopts; /* owned: the operator's, with this box's
-                                kernel and home_is_workspace */
-    time_t started_at;       /* wall clock, for startedAt */
-    int64_t started_ms;      /* clock_mono_ms */
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;   /* jobs, users, ending, started changed */
-    ag_session_t *session; /* owned by the thread */
-    int workspace_fd;      /* the session's, or -1 */
-    int users;             /* e2b_sandbox_enter holders */
-    bool ending;           /* asked to end */
-    bool started;          /* the start finished (ok or not) */
-    bool start_failed;
-    err_t start_err;
-    bool paused;       /* files kept in pause_dir, no box, no kernel */
-    char *pause_dir;   /* owned while paused */
-    bool auto_pause;   /* the timeout pauses (files only) instead of killing */
-    bool auto_pausing; /* an automatic pause is queued */
-    s_job_t *jobs, *jobs_tail; /* waiting calls */
-    struct {
-        void *state;
-        void (*end)(e2b_sandbox_t *, void *);
-        void (*free)(void *);
-    } slots[E2B_NSLOTS]; /* e2b_sandbox_slot */
-};
 
 /* ---- the table's ops --------------------------------------------------- */
 
@@ -98,9 +52,8 @@ s_free(void *payload)
     free(sb);
 }
 
-static bool s_expire(void *payload);
 static const ag_reg_ops_t s_ops = {
-    .end = s_end, .free = s_free, .expire = s_expire};
+    .end = s_end, .free = s_free, .expire = e2b_sandbox_expire};
 
 /* ---- the thread -------------------------------------------------------- */
 
@@ -109,7 +62,7 @@ s_run_jobs(e2b_sandbox_t *sb)
 {
     /* With the lock held on entry and exit. */
     while (sb->jobs && !sb->ending) {
-        s_job_t *j = sb->jobs;
+        e2b_job_t *j = sb->jobs;
         sb->jobs = j->next;
         if (!sb->jobs)
             sb->jobs_tail = NULL;
@@ -155,10 +108,10 @@ s_main(void *arg)
     }
     /* Ending: refuse the calls still waiting (posted ones run, to clean
      * up), wait for users to leave. */
-    s_job_t *left = sb->jobs;
+    e2b_job_t *left = sb->jobs;
     sb->jobs = sb->jobs_tail = NULL;
     while (left) {
-        s_job_t *j = left;
+        e2b_job_t *j = left;
         left = j->next;
         if (j->posted) {
             pthread_mutex_unlock(&sb->lock);
@@ -177,8 +130,10 @@ s_main(void *arg)
         if (sb->slots[i].state && sb->slots[i].end)
             sb->slots[i].end(sb, sb->slots[i].state);
     pthread_mutex_lock(&sb->lock);
-    s = sb->session; /* NULL while paused */
-    sb->session = NULL;
+    s = sb->session ? sb->session : sb->held; /* held: memory-paused */
+    sb->session = sb->held = NULL;
+    ag_mem_pause_t *mem = sb->mem;
+    sb->mem = NULL;
     int fd = sb->workspace_fd;
     sb->workspace_fd = -1;
     char *paused = sb->pause_dir;
@@ -188,6 +143,8 @@ s_main(void *arg)
         close(fd);
     if (s)
         ag_session_destroy(&s); /* kernel killed; box, cgroup, run dir gone */
+    ag_mem_pause_release(&mem); /* key wiped, image removed */
+    e2b_sandbox_pause_unreserve(sb);
     if (paused && sb_files_remove_tree(paused) < 0)
         log_warn("e2b: could not remove all of %s (a paused sandbox's files)",
                  paused);
@@ -213,8 +170,8 @@ s_strv_copy(char *const *v)
     return c;
 }
 
-static void
-s_token(char out[E2B_TOKEN_LEN + 1])
+void
+e2b_sandbox_new_token(char out[E2B_TOKEN_LEN + 1])
 {
     unsigned char raw[E2B_TOKEN_LEN / 2];
     randombytes_buf(raw, sizeof raw);
@@ -227,8 +184,8 @@ e2b_sandbox_create(const e2b_config_t *cfg, const e2b_create_t *c, err_t *err)
 {
     e2b_sandbox_t *sb = xcalloc(1, sizeof *sb);
     sb->cfg = cfg;
-    s_token(sb->envd_token);
-    s_token(sb->traffic_token);
+    e2b_sandbox_new_token(sb->envd_token);
+    e2b_sandbox_new_token(sb->traffic_token);
     sb->template_id = xstrdup(c->template_id);
     sb->kernel_name = xstrdup(c->kernel_name ? c->kernel_name : "python3");
     sb->metadata = c->metadata ? json_deep_copy(c->metadata) : json_object();
@@ -256,6 +213,7 @@ e2b_sandbox_create(const e2b_config_t *cfg, const e2b_create_t *c, err_t *err)
     sb->started_at = time(NULL);
     sb->started_ms = clock_mono_ms();
     int timeout_s = c->timeout_s > 0 ? c->timeout_s : cfg->default_timeout_s;
+    sb->timeout_s = timeout_s;
     ag_reg_entry_t *e = ag_registry_add(
         cfg->registry, c->owner, sb->started_ms + (int64_t)timeout_s * 1000, sb,
         &s_ops, err);
@@ -346,16 +304,24 @@ s_same(const char *want, const char *got)
 }
 
 bool
+e2b_sandbox_token_match(const e2b_sandbox_t *sb, const char *envd_token,
+                        const char *traffic_token)
+{
+    bool a = s_same(sb->envd_token, envd_token);
+    bool b = s_same(sb->traffic_token, traffic_token);
+    return a || b;
+}
+
+bool
 e2b_sandbox_token_ok(const e2b_sandbox_t *sb, const char *envd_token,
                      const char *traffic_token)
 {
     e2b_sandbox_t *m = (e2b_sandbox_t *)sb; /* the lock only */
     pthread_mutex_lock(&m->lock);           /* a resume renews them */
-    bool a = s_same(sb->envd_token, envd_token);
-    bool b = s_same(sb->traffic_token, traffic_token);
+    bool match = e2b_sandbox_token_match(sb, envd_token, traffic_token);
     bool live = sb->session != NULL; /* paused: nothing to reach */
     pthread_mutex_unlock(&m->lock);
-    return (a || b) && live;
+    return match && live;
 }
 
 static void
@@ -464,11 +430,11 @@ e2b_sandbox_workspace_fd(e2b_sandbox_t *sb)
     return sb->workspace_fd;
 }
 
-static int
-s_call(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *), void *arg,
-       bool control)
+int
+e2b_sandbox_call_job(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
+                     void *arg, bool control)
 {
-    s_job_t j = {.fn = fn, .arg = arg, .control = control};
+    e2b_job_t j = {.fn = fn, .arg = arg, .control = control};
     pthread_mutex_lock(&sb->lock);
     if (sb->ending || !sb->started || sb->start_failed ||
         (!sb->session && !control)) {
@@ -496,14 +462,14 @@ int
 e2b_sandbox_call(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
                  void *arg)
 {
-    return s_call(sb, fn, arg, false);
+    return e2b_sandbox_call_job(sb, fn, arg, false);
 }
 
 void
 e2b_sandbox_post(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
                  void *arg)
 {
-    s_job_t *j = xcalloc(1, sizeof *j);
+    e2b_job_t *j = xcalloc(1, sizeof *j);
     j->fn = fn;
     j->arg = arg;
     j->posted = true;
@@ -538,170 +504,4 @@ e2b_sandbox_slot(e2b_sandbox_t *sb, e2b_slot_t slot,
     void *state = sb->slots[slot].state;
     pthread_mutex_unlock(&sb->lock);
     return state;
-}
-
-/* ---- pause and resume -------------------------------------------------- */
-
-typedef struct s_pause_job {
-    bool memory;      /* in: keep the kernel's memory */
-    int rc;           /* out: 0 done, 1 already so, -1 err */
-    bool memory_kept; /* out */
-    err_t err;
-} s_pause_job_t;
-
-static void
-s_pause_job(e2b_sandbox_t *sb, void *arg)
-{
-    s_pause_job_t *pj = arg;
-    pthread_mutex_lock(&sb->lock);
-    sb->auto_pausing = false;
-    if (sb->paused || !sb->session) {
-        pthread_mutex_unlock(&sb->lock);
-        pj->rc = 1;
-        return;
-    }
-    /* From now on enter() and calls are refused; wait out the users. */
-    ag_session_t *s = sb->session;
-    sb->session = NULL;
-    while (sb->users > 0)
-        pthread_cond_wait(&sb->cond, &sb->lock);
-    pthread_mutex_unlock(&sb->lock);
-    /* Stop what runs in the box (commands); the interpreter forgets the
-     * kernel it had loaded its helpers into. */
-    for (int i = 0; i < E2B_NSLOTS; i++)
-        if (sb->slots[i].state && sb->slots[i].end)
-            sb->slots[i].end(sb, sb->slots[i].state);
-    char *dir = xasprintf("%s/%s", sb->cfg->pause_dir, ag_reg_id(sb->entry));
-    pj->rc = ag_session_pause(&s, &sb->sopts.policy, dir, pj->memory,
-                              &pj->memory_kept, &pj->err);
-    pthread_mutex_lock(&sb->lock);
-    if (pj->rc < 0) {
-        sb->session = s; /* still running */
-        free(dir);
-    } else {
-        sb->paused = true;
-        sb->pause_dir = dir;
-        if (sb->workspace_fd >= 0)
-            close(sb->workspace_fd);
-        sb->workspace_fd = -1;
-    }
-    pthread_cond_broadcast(&sb->cond);
-    pthread_mutex_unlock(&sb->lock);
-    if (pj->rc == 0) {
-        ag_reg_set_deadline(sb->entry, 0); /* paused: kept until killed */
-        log_info("e2b: sandbox %.8s… paused (files only, in %s)",
-                 ag_reg_id(sb->entry), sb->pause_dir);
-    }
-}
-
-int
-e2b_sandbox_pause(e2b_sandbox_t *sb, bool memory, err_t *err)
-{
-    if (ag_pause_check(&sb->sopts.policy, memory, err) < 0)
-        return -1;
-    if (!sb->cfg->pause_dir)
-        return err_set(err, ERR_IO,
-                       "this server has no directory for paused sandboxes");
-    s_pause_job_t pj = {.memory = memory};
-    if (s_call(sb, s_pause_job, &pj, true) < 0)
-        return err_set(err, ERR_KERNEL, "the sandbox ended meanwhile");
-    if (pj.rc < 0 && err)
-        *err = pj.err;
-    return pj.rc;
-}
-
-static void
-s_resume_job(e2b_sandbox_t *sb, void *arg)
-{
-    s_pause_job_t *pj = arg;
-    pthread_mutex_lock(&sb->lock);
-    bool paused = sb->paused;
-    pthread_mutex_unlock(&sb->lock);
-    if (!paused) {
-        pj->rc = 1;
-        return;
-    }
-    ag_session_t *s = ag_session_resume(&sb->sopts, sb->pause_dir,
-                                        &pj->memory_kept, &pj->err);
-    if (!s) {
-        pj->rc = -1;
-        return;
-    }
-    const char *ws = ag_session_workspace(s);
-    int fd = ws ? open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    pthread_mutex_lock(&sb->lock);
-    sb->session = s;
-    sb->workspace_fd = fd;
-    sb->paused = false;
-    free(sb->pause_dir);
-    sb->pause_dir = NULL;
-    s_token(sb->envd_token); /* the old tokens reach nothing any more */
-    s_token(sb->traffic_token);
-    pthread_cond_broadcast(&sb->cond);
-    pthread_mutex_unlock(&sb->lock);
-    pj->rc = 0;
-    log_info("e2b: sandbox %.8s… resumed (a fresh kernel, the files kept)",
-             ag_reg_id(sb->entry));
-}
-
-int
-e2b_sandbox_resume(e2b_sandbox_t *sb, bool *memory_kept, err_t *err)
-{
-    s_pause_job_t pj = {0};
-    *memory_kept = true;
-    if (s_call(sb, s_resume_job, &pj, true) < 0)
-        return err_set(err, ERR_KERNEL, "the sandbox ended meanwhile");
-    if (pj.rc < 0 && err)
-        *err = pj.err;
-    if (pj.rc == 0)
-        *memory_kept = pj.memory_kept;
-    return pj.rc;
-}
-
-bool
-e2b_sandbox_paused(e2b_sandbox_t *sb)
-{
-    pthread_mutex_lock(&sb->lock);
-    bool p = sb->paused;
-    pthread_mutex_unlock(&sb->lock);
-    return p;
-}
-
-void
-e2b_sandbox_set_auto_pause(e2b_sandbox_t *sb, bool on)
-{
-    pthread_mutex_lock(&sb->lock);
-    sb->auto_pause = on;
-    pthread_mutex_unlock(&sb->lock);
-}
-
-static void
-s_auto_pause_job(e2b_sandbox_t *sb, void *arg)
-{
-    (void)arg;
-    if (e2b_sandbox_ending(sb))
-        return; /* posted: only clean up */
-    s_pause_job_t pj = {0};
-    s_pause_job(sb, &pj);
-    if (pj.rc < 0) {
-        log_warn("e2b: sandbox %.8s… could not pause at its timeout (%s); "
-                 "killing it",
-                 ag_reg_id(sb->entry), pj.err.text);
-        ag_reg_end(sb->entry, "timeout");
-    }
-}
-
-/* The table's expire hook: an autoPause sandbox pauses at its timeout. */
-static bool
-s_expire(void *payload)
-{
-    e2b_sandbox_t *sb = payload;
-    pthread_mutex_lock(&sb->lock);
-    bool pause = sb->auto_pause && !sb->paused && !sb->ending;
-    bool queue = pause && !sb->auto_pausing;
-    sb->auto_pausing = sb->auto_pausing || pause;
-    pthread_mutex_unlock(&sb->lock);
-    if (queue)
-        e2b_sandbox_post(sb, s_auto_pause_job, NULL);
-    return pause;
 }

@@ -27,6 +27,7 @@
 #include "common/err.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -40,14 +41,22 @@
 /* Token length in hex characters. */
 #define E2B_TOKEN_LEN 64
 
+/* What the paused sandboxes of a server hold on disk (--pause-disk). */
+typedef struct e2b_pause_use {
+    pthread_mutex_t lock;
+    uint64_t bytes; /* counted while paused */
+} e2b_pause_use_t;
+
 /* What every sandbox of a server shares. Borrowed; outlives them. */
 typedef struct e2b_config {
     const ag_session_opts_t *session; /* the operator's flags and policy */
     ag_registry_t *registry;          /* the session table */
     int default_timeout_s;            /* a create without "timeout" (300) */
     int max_timeout_s;                /* the longest allowed (86400) */
-    const char *pause_dir; /* paused sandboxes' files (ag_pause_dir), or
-                              NULL: pausing is refused */
+    const char *pause_dir;     /* paused sandboxes' files (ag_pause_dir), or
+                                  NULL: pausing is refused */
+    uint64_t pause_disk_bytes; /* cap on pause_use->bytes; 0 = none */
+    e2b_pause_use_t *pause_use;
 } e2b_config_t;
 
 typedef struct e2b_sandbox e2b_sandbox_t;
@@ -90,23 +99,40 @@ const sb_policy_t *e2b_sandbox_policy(const e2b_sandbox_t *sb);
 int e2b_sandbox_exec_timeout_ms(const e2b_sandbox_t *sb);
 size_t e2b_sandbox_max_output(const e2b_sandbox_t *sb);
 
-/* Pause (docs/e2b.md, "Pause and resume"): through ag_session_pause, the
- * one seam a memory pause will come in by. Files only today: /home/user is
- * kept under the server's pause_dir, the commands and the kernel are
- * stopped and the box removed; the sandbox then shows "paused", keeps no
- * deadline, refuses its envd and interpreter traffic, and ends only when
- * killed (or the server stops). A memory pause is refused (ERR_USAGE, the
+/* Pause (docs/e2b.md, "Pause and resume"; e2b_sandbox_pause.c). The
+ * sandbox then shows "paused", keeps no deadline, refuses its envd and
+ * interpreter traffic (unless autoResume), and ends only when killed (or
+ * the server stops). Either kind leaves no process of the box.
+ *  - memory (the gvisor engine): the whole box is checkpointed
+ *    (ag_session_pause_memory) into a 0700 image under the server's
+ *    pause_dir, sealed by a key only this process holds; the session is
+ *    kept, its kernel saved. A kernel that cannot be saved so (a warm
+ *    kernel, a TCP socket open in it) answers ERR_USAGE and runs on; any
+ *    other failure loses the kernel, and the sandbox is ended.
+ *  - files only (every engine): /home/user is kept under pause_dir, the
+ *    commands and the kernel are stopped and the box removed.
+ * On the namespaces engine a memory pause is refused (ERR_USAGE, the
  * reason). 0 paused, 1 it already was, -1 + err. */
 int e2b_sandbox_pause(e2b_sandbox_t *sb, bool memory, err_t *err);
-/* Resume a paused sandbox: a new box with the files put back, a fresh
- * kernel, new tokens (the old ones reach nothing). *memory_kept says
- * whether the kernel's state came back (false today). 0 resumed, 1 it was
- * running, -1 + err (the sandbox stays paused). */
+/* Resume a paused sandbox, with new tokens (the old ones reach nothing).
+ * A memory pause: the seal is checked and the box restored, the
+ * kernel's variables, modules and open files back; files only: a new box
+ * with the files put back and a fresh kernel. *memory_kept says which.
+ * 0 resumed, 1 it was running, -1 + err (the sandbox stays paused, or,
+ * when a restore failed half-way, is ended). */
 int e2b_sandbox_resume(e2b_sandbox_t *sb, bool *memory_kept, err_t *err);
+/* autoResume: a request to a paused sandbox carrying one of its tokens
+ * resumes it, keeping those tokens, with the create's timeout again. 0
+ * (resumed, or it was running), -1 + err: ERR_USAGE when the sandbox has
+ * no autoResume, ERR_VERIFY when the token is not its own (nothing done
+ * either way), else the resume's error. */
+int e2b_sandbox_wake(e2b_sandbox_t *sb, const char *envd_token,
+                     const char *traffic_token, err_t *err);
 bool e2b_sandbox_paused(e2b_sandbox_t *sb);
-/* autoPause with autoPauseMemory false: the timeout pauses (files only)
- * instead of killing. */
-void e2b_sandbox_set_auto_pause(e2b_sandbox_t *sb, bool on);
+/* autoPause: the timeout pauses (memory: with the kernel's memory)
+ * instead of killing; resume: autoResume (needs memory). */
+void e2b_sandbox_set_auto_pause(e2b_sandbox_t *sb, bool on, bool memory,
+                                bool resume);
 
 /* Has the sandbox been asked to end (or is it paused)? Long-running work
  * polls it. */

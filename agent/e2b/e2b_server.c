@@ -301,11 +301,11 @@ s_begin(s_listener_t *l, s_req_t *req, struct MHD_Connection *c,
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Access-Token");
         const char *ttok = MHD_lookup_connection_value(
             c, MHD_HEADER_KIND, "E2B-Traffic-Access-Token");
-        if (e2b_sandbox_paused(sb))
-            return s_refuse(req, c, method, url, 502,
-                            "the sandbox is paused: resume it with "
-                            "Sandbox.connect() (POST "
-                            "/v2/sandboxes/{id}/connect) first");
+        err_t werr = {0}; /* autoResume: the request resumes it */
+        if (e2b_sandbox_paused(sb) && e2b_sandbox_wake(sb, tok, ttok, &werr))
+            return s_refuse(req, c, method, url,
+                            werr.code == ERR_VERIFY ? 401 : 502, "%s",
+                            werr.text);
         if (!e2b_sandbox_token_ok(sb, tok, ttok))
             return s_refuse(req, c, method, url, 401,
                             "this sandbox needs its access token: send "
@@ -554,6 +554,10 @@ e2b_server_run(const e2b_server_opts_t *o, volatile sig_atomic_t *stop,
     if (!pause_dir)
         log_warn("e2b: pausing sandboxes is off: %s", perr.text);
     srv.cfg.pause_dir = pause_dir;
+    e2b_pause_use_t use = {.bytes = 0};
+    pthread_mutex_init(&use.lock, NULL);
+    srv.cfg.pause_use = &use;
+    srv.cfg.pause_disk_bytes = o->pause_disk_bytes;
     int rc = s_listen(&srv, &sa, E2B_PORT_API, false, err);
     if (rc == 0 && o->debug_ports) {
         struct sockaddr_in d = sa;
@@ -603,5 +607,6 @@ e2b_server_run(const e2b_server_opts_t *o, volatile sig_atomic_t *stop,
     }
     sodium_memzero(srv.key_hash, sizeof srv.key_hash);
     free(pause_dir);
+    pthread_mutex_destroy(&use.lock);
     return rc;
 }

@@ -24,6 +24,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef struct e2b_server_opts {
     const ag_session_opts_t *session; /* borrowed: policy, limits, kernel */
@@ -36,6 +37,8 @@ typedef struct e2b_server_opts {
                                  0 = none (a running `serve` is still used) */
     int default_timeout_s;    /* 0 = 300 (E2B's default) */
     int max_timeout_s;        /* 0 = 86400 */
+    uint64_t pause_disk_bytes; /* paused sandboxes' images and files at
+                                  most (--pause-disk); 0 = no cap */
     /* Called once every port listens (the address printed); may be NULL. */
     void (*on_listening)(const char *url, void *arg);
     void *arg;

@@ -15,14 +15,8 @@
 int
 ag_pause_check(const sb_policy_t *p, bool memory, err_t *err)
 {
-    if (!memory)
-        return 0;
-    if (p && p->engine == SB_ENGINE_GVISOR)
-        return err_set(err, ERR_USAGE,
-                       "memory pause is not available yet on the gvisor "
-                       "engine (its checkpoint and restore are not wired "
-                       "in); pause with files only (autoPauseMemory: "
-                       "false): the files are kept, the kernel restarts");
+    if (!memory || (p && p->engine == SB_ENGINE_GVISOR))
+        return 0; /* memory: ag_session_pause_memory (ag_pause_memory.h) */
     return err_set(err, ERR_USAGE,
                    "memory pause needs --engine gvisor: the namespaces "
                    "engine cannot checkpoint a kernel; pause with files "
@@ -114,6 +108,10 @@ ag_session_pause(ag_session_t **sp, const sb_policy_t *p, const char *dir,
     *memory_kept = false;
     if (ag_pause_check(p, memory, err) < 0)
         return -1;
+    if (memory)
+        return err_set(err, ERR_USAGE,
+                       "a memory pause goes through ag_session_pause_memory "
+                       "(ag_pause_memory.h); this is the files-only one");
     ag_session_t *s = *sp;
     const char *ws = s ? ag_session_workspace(s) : NULL;
     if (!ws)

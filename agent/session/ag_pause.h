@@ -13,10 +13,10 @@
  * options, copies the files back as the box user and removes the copy: the
  * files are there, the kernel is fresh (variables and imports are gone).
  *
- * Memory (a checkpoint of the kernel's processes) is refused with the
- * reason: the namespaces engine cannot checkpoint ("memory pause needs
- * --engine gvisor"), and the gvisor engine's checkpoint (a session-level
- * API of its own: ag_pause_memory.h) is not wired into this seam yet.
+ * Memory (a checkpoint of the whole box) is the gvisor engine's, through
+ * ag_pause_memory.h, which keeps the session; the namespaces engine cannot
+ * checkpoint, and ag_pause_check says so ("memory pause needs --engine
+ * gvisor") and offers the files-only kind.
  */
 #ifndef AGENT_SESSION_AG_PAUSE_H
 #define AGENT_SESSION_AG_PAUSE_H
@@ -28,8 +28,8 @@
 #include <stdbool.h>
 
 /* Can a session under `p` be paused this way (memory: the kernel's state
- * kept, else files only)? 0, or -1 with ERR_USAGE saying why not and what
- * to do instead. */
+ * kept, the gvisor engine only; else files only)? 0, or -1 with ERR_USAGE
+ * saying why not and what to do instead. */
 int ag_pause_check(const sb_policy_t *p, bool memory, err_t *err);
 
 /* The directory paused sessions of `door` ("e2b") are kept in, created
@@ -40,9 +40,9 @@ int ag_pause_check(const sb_policy_t *p, bool memory, err_t *err);
 char *ag_pause_dir(const char *door, err_t *err);
 
 /* Pause *s (a sandboxed session running under policy `p`) into `dir`,
- * which must not exist (it is made 0700). On success *s is NULL (the
- * session ended) and *memory_kept says whether the kernel's memory was
- * kept (false for now). On failure -1 + err: *s still runs and `dir` is
+ * files only (memory true is refused: see ag_pause_memory.h), `dir` must
+ * not exist (it is made 0700). On success *s is NULL (the session ended)
+ * and *memory_kept is false. On failure -1 + err: *s still runs and `dir` is
  * gone. */
 int ag_session_pause(ag_session_t **s, const sb_policy_t *p, const char *dir,
                      bool memory, bool *memory_kept, err_t *err);

@@ -16,7 +16,7 @@ const STATE = process.env.E2B_TEST_DIR + '/state'
 let server
 
 before(async () => {
-  server = await serveForSdk(KEY, ['--max-sandboxes', '4', '--timeout', '60'],
+  server = await serveForSdk(KEY, ['--max-sandboxes', '4', '--timeout', '60', '--pause-disk', '8M'],
     { JUPYTER_AGENT_LOG: 'info', JUPYTER_AGENT_STATE_DIR: STATE })
 })
 
@@ -101,7 +101,7 @@ test('pause keeps /home/user, stops everything, and connect brings back the file
   }
 })
 
-test('a memory pause is refused on the namespaces engine, with the reason, and the sandbox keeps running', async () => {
+test('a memory pause and autoResume are refused on the namespaces engine, with the reason, and the sandbox keeps running', async () => {
   const sbx = await Sandbox.create()
   try {
     await sbx.runCode('y = 1')
@@ -111,6 +111,13 @@ test('a memory pause is refused on the namespaces engine, with the reason, and t
     await assert.rejects(
       Sandbox.create({ lifecycle: { onTimeout: 'pause' } }),
       /autoPause: memory pause needs --engine gvisor/)
+    await assert.rejects(
+      Sandbox.create({ lifecycle: { onTimeout: 'pause', autoResume: true } }),
+      /autoPause: memory pause needs --engine gvisor/)
+    const r = await api('/sandboxes', { templateID: 'code-interpreter-v1', autoPause: true,
+      autoPauseMemory: false, autoResume: { enabled: true } })
+    assert.equal(r.status, 400)
+    assert.match((await r.json()).message, /autoResume needs autoPause with the memory kept/)
   } finally {
     await sbx.kill()
   }
@@ -136,4 +143,18 @@ test('pausing an unknown sandbox is 404', async () => {
   await assert.rejects(Sandbox.pause('0'.repeat(32), { keepMemory: false }), /not found/)
   const res = await api(`/sandboxes/${'0'.repeat(32)}/pause`, { memory: false })
   assert.equal(res.status, 404)
+})
+
+test('a pause past --pause-disk is refused with the reason, and the sandbox runs on', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    await sbx.runCode('z = 5\nopen("/home/user/big.bin", "wb").write(b"x" * (10 << 20))')
+    await assert.rejects(sbx.pause({ keepMemory: false }), /over this server's --pause-disk of 8 MiB/)
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'running')
+    assert.equal((await sbx.runCode('z')).text, '5', 'the kernel was not touched')
+    await sbx.runCode('import os; os.remove("/home/user/big.bin")')
+    assert.equal(await sbx.pause({ keepMemory: false }), true, 'within the cap it pauses')
+  } finally {
+    await Sandbox.kill(sbx.sandboxId).catch(() => {})
+  }
 })
