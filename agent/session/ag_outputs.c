@@ -29,8 +29,8 @@ s_is_python(kb_kernel_t *k)
  * ms of kernel CPU per session (4x the rest of the install), on the path
  * of every session's first cell. A string literal is one token. */
 #define CELL_HEAD "exec(compile(bytes.fromhex("
-#define CELL_TAIL                                                             \
-    ").decode(), '<jupyter-agent outputs>', 'exec'), {'__name__': "          \
+#define CELL_TAIL                                                              \
+    ").decode(), '<jupyter-agent outputs>', 'exec'), {'__name__': "            \
     "'__main__'})"
 
 static char *s_cell; /* the install cell, built once */
@@ -42,8 +42,7 @@ s_build_cell(void)
     char *hex = xmalloc(2 * ag_outputs_py_len + 1);
     sodium_bin2hex(hex, 2 * ag_outputs_py_len + 1,
                    (const unsigned char *)ag_outputs_py, ag_outputs_py_len);
-    s_cell = xasprintf("%s'%s'%s", CELL_HEAD, hex,
-                       CELL_TAIL);
+    s_cell = xasprintf("%s'%s'%s", CELL_HEAD, hex, CELL_TAIL);
     free(hex);
 }
 
@@ -64,8 +63,8 @@ ag_outputs_install(kb_kernel_t *k, int timeout_ms, err_t *err)
     xo.silent = true;
     xo.store_history = false;
     kb_output_t *out = kb_output_new(NULL, INSTALL_OUTPUT_MAX);
-    int rc =
-        kb_kernel_execute(k, ag_outputs_cell(), &xo, timeout_ms, out, NULL, err);
+    int rc = kb_kernel_execute(k, ag_outputs_cell(), &xo, timeout_ms, out, NULL,
+                               err);
     if (rc == 0) {
         size_t i;
         json_t *o;
