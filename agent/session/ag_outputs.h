@@ -20,6 +20,10 @@
 int ag_outputs_install(kb_kernel_t *k, int timeout_ms, err_t *err);
 #define AG_OUTPUTS_TIMEOUT_MS 30000
 
+/* The cell ag_outputs_install runs: one line that decodes and runs
+ * ag_outputs.py (static, built on first use). */
+const char *ag_outputs_cell(void);
+
 /* The install's time limit for a session whose cells have `cell_ms`
  * (0: none): never longer than a cell may take, so a kernel or server
  * that does not answer costs no more than the user's own --timeout. */
