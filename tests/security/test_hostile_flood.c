@@ -151,6 +151,7 @@ int
 main(void)
 {
     signal(SIGALRM, s_hung);
+    diag("engine: %s", tap_engine());
     err_t err = {0};
     kb_kernel_opts_t kopts = {.launcher = s_sandbox,
                               .max_output_bytes = CAP,
