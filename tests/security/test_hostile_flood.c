@@ -186,7 +186,7 @@ main(void)
         goto finite;
     }
     code = s_flood("'stream'", "{'name': 'stdout', 'text': 'F' * 131072}",
-                         "{'msg_id': 'someone-else'}", 0, NULL);
+                   "{'msg_id': 'someone-else'}", 0, NULL);
     s_run(k, code, 2000, &r);
     free(code);
     ok(r.rc != 0 && r.err.code == ERR_TIMEOUT,

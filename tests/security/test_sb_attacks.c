@@ -868,8 +868,8 @@ a_batch(const char *list)
         /* A fork costs a gVisor box under ptrace ~0.2 s: only the attacks
          * that change the attacker (a new user namespace, a tracer) or
          * may kill it run in a child. */
-        static const char *const own[] = {"unshare-user", "traceme", "int80",
-                                           "x32", "forkbomb", "killall"};
+        static const char *const own[] = {
+            "unshare-user", "traceme", "int80", "x32", "forkbomb", "killall"};
         bool fork_it = false;
         for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
             fork_it |= strcmp(m, own[i]) == 0;
@@ -1199,7 +1199,7 @@ s_cpu_quota(const sb_policy_t *base)
     err_t err;
     int bfd[2] = {-1, -1};
     int spawned = sb && pipe2(bfd, O_CLOEXEC) == 0 &&
-              sb_sandbox_spawn(sb, argv, envp, bfd[1], 2, &err) == 0;
+                  sb_sandbox_spawn(sb, argv, envp, bfd[1], 2, &err) == 0;
     if (bfd[1] >= 0)
         close(bfd[1]);
     const char *dir = sb ? sb_sandbox_cgroup_dir(sb, "cpu") : NULL;
@@ -1217,8 +1217,7 @@ s_cpu_quota(const sb_policy_t *base)
         }
         snprintf(path, sizeof path, "%s/cgroup.procs", dir);
         s_read_small(path, procs, sizeof procs);
-        snprintf(path, sizeof path, "/proc/%d/cgroup",
-                 (int)sb_sandbox_pid(sb));
+        snprintf(path, sizeof path, "/proc/%d/cgroup", (int)sb_sandbox_pid(sb));
         s_read_small(path, mine, sizeof mine);
     }
     if (bfd[0] >= 0)
@@ -1464,11 +1463,11 @@ t_environment(const sb_policy_t *p)
 #define GV_OK (-1)   /* the attack must work */
 #define GV_KILL (-2) /* the attacker must be killed by a signal */
 #define GV_SENTRY                                                              \
-    "gVisor answers this call in the Sentry; the host seccomp filter is "    \
+    "gVisor answers this call in the Sentry; the host seccomp filter is "      \
     "not the wall"
 #define GV_OWN_KERNEL                                                          \
-    "gVisor implements this in the Sentry: the box may use it on its own "   \
-    "tasks, as a VM guest may; nothing reaches a host process or the host " \
+    "gVisor implements this in the Sentry: the box may use it on its own "     \
+    "tasks, as a VM guest may; nothing reaches a host process or the host "    \
     "kernel's code for it"
 
 /* The attacks of t_network, t_files and t_privilege, in one box. Each row
@@ -1492,14 +1491,13 @@ static const struct gv_row s_gv_rows[] = {
      "network: 192.0.2.1:80 fails at once (no route out: ENETUNREACH or "
      "EHOSTUNREACH)",
      NULL},
-    {"dns", "example.com", 0, "network: DNS lookup of example.com fails",
-     NULL},
+    {"dns", "example.com", 0, "network: DNS lookup of example.com fails", NULL},
     {"raw", NULL, EPERM, "network: a raw IP socket is refused", NULL},
     {"packet", NULL, EPERM, "network: a packet socket is refused", NULL},
     {"family-hibits", NULL, 0,
      "network: AF_PACKET with garbage high bits is still refused", NULL},
-    {"vsock", NULL, 0,
-     "network: a vsock socket (to the hypervisor) is refused", NULL},
+    {"vsock", NULL, 0, "network: a vsock socket (to the hypervisor) is refused",
+     NULL},
     {"netlink-audit", NULL, 0,
      "network: netlink other than NETLINK_ROUTE is refused", NULL},
     {"netlink-route", NULL, GV_OK,
@@ -1613,8 +1611,8 @@ t_gvisor_batch(const sb_policy_t *p)
     memcpy(sa.sun_path + 1, name, strlen(name));
     socklen_t sl =
         (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
-    int abstract = bind(as, (struct sockaddr *)&sa, sl) == 0 &&
-                   listen(as, 1) == 0;
+    int abstract =
+        bind(as, (struct sockaddr *)&sa, sl) == 0 && listen(as, 1) == 0;
     sb_sandbox_t *other = sb_sandbox_new(p, NULL);
     const char *rundir = other ? sb_sandbox_run_dir(other) : "/nonexistent";
 
