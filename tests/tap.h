@@ -14,6 +14,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int tap_run_ = 0, tap_failed_ = 0, tap_skipped_ = 0;
@@ -74,6 +75,20 @@ skip(const char *fmt, ...)
     va_end(ap);
     printf("\n");
     fflush(stdout);
+}
+
+/* ENGINE=gvisor (or namespaces) runs a suite's boxes under that engine:
+ * it becomes JUPYTER_AGENT_ENGINE, the default every box's policy reads
+ * (tests/tap.sh does the same for the shell suites). Returns the name
+ * ("namespaces" when ENGINE is unset). */
+static inline const char *
+tap_engine(void)
+{
+    const char *e = getenv("ENGINE");
+    if (!e || !*e)
+        return "namespaces";
+    setenv("JUPYTER_AGENT_ENGINE", e, 1);
+    return e;
 }
 
 static inline int

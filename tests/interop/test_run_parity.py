@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -141,6 +142,27 @@ def test_outputs_match_nbclient(parity, ours, name):
     i = NAMES.index(name)
     assert normalise_outputs(ours.cells[i].outputs) == \
         normalise_outputs(parity["ref"].cells[i].outputs)
+
+
+def test_same_outputs_under_both_engines(parity, ours, tmp_path):
+    """The parity notebook run again with every cell in a gVisor kernel
+    (--engine gvisor: runsc, one kernel) gives the namespaces run's
+    outputs, cell by cell; only the engine in the run record differs."""
+    if os.geteuid() != 0 or not shutil.which("runsc"):
+        pytest.skip("--engine gvisor needs root and runsc (make test "
+                    "installs it)")
+    out = tmp_path / "gvisor.ipynb"
+    proc = run("--engine", "gvisor", parity["src"], "--allow-errors",
+               "-o", str(out), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    gv = assert_written_like_nbformat(out)
+    assert '"engine": "gvisor"' in read_raw(out)  # in the run's metadata
+    for name in CODE:
+        i = NAMES.index(name)
+        assert normalise_outputs(gv.cells[i].outputs) == \
+            normalise_outputs(ours.cells[i].outputs), name
+        assert gv.cells[i].get("execution_count") == \
+            ours.cells[i].get("execution_count"), name
 
 
 def test_execution_counts_match_nbclient(parity, ours):

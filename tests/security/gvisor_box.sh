@@ -1,11 +1,14 @@
 #!/bin/sh
-# TAP: the box attacks under --engine gvisor (runsc, sandbox/sb_gvisor.c),
-# plus what only gVisor gives: the kernel seen inside is gVisor's, host
-# /proc, /sys and dmesg are not visible, calls the host implements but
-# gVisor does not fail with ENOSYS, nothing the box does creates a host
-# file outside its bind mounts, and teardown leaves nothing behind.
-# The same attacks under the namespaces engine: sandbox_cli.sh and
-# test_sb_attacks.c. Needs root (runsc does); make test installs runsc.
+# TAP: what only --engine gvisor (runsc, sandbox/sb_gvisor.c) gives: the
+# kernel seen inside is gVisor's, host /proc, /sys and dmesg are not
+# visible, calls the host implements but gVisor does not fail with ENOSYS,
+# nothing the box does creates a host file outside its bind mounts, --pids
+# and a fork bomb end the gVisor way, and teardown leaves nothing behind.
+# The box attacks themselves (network, files, mounts, devices, memory,
+# disk, timeouts) run under both engines from one switch, ENGINE=gvisor:
+# gvisor_attacks.sh (test_sb_attacks), gvisor_cli.sh (sandbox_cli.sh),
+# gvisor_flood.sh (test_hostile_flood). Needs root (runsc does); make test
+# installs runsc.
 BIN=${JUPYTER_AGENT_BIN:-build/jupyter-agent}
 PY=/usr/bin/python3
 . "$(dirname "$0")/../tap.sh"
@@ -49,10 +52,6 @@ if [ ! -e /dev/kvm ]; then
     ok $? "a platform that cannot start is named with runsc's own reason (got $rc: $(tail -1 "$T/err"))"
 fi
 
-run -- /bin/sh -c 'exit 3'
-[ "$rc" = 3 ]
-ok $? "the command's exit status passes through (got $rc)"
-
 run -- /bin/sh -c 'uname -r; dmesg'
 grep -q "^4.4.0" "$T/out" && grep -q "Starting gVisor" "$T/out" &&
     ! grep -q "$(uname -r)" "$T/out"
@@ -77,68 +76,6 @@ for name, nr in (("userfaultfd", 323), ("pkey_alloc", 330)):
     print(name, r, errno.errorcode.get(ctypes.get_errno()))'
 grep -q "^userfaultfd -1 ENOSYS$" "$T/out" && grep -q "^pkey_alloc -1 ENOSYS$" "$T/out"
 ok $? "calls the host implements but gVisor does not (userfaultfd, pkey_alloc) fail with ENOSYS: $(tr '\n' ' ' <"$T/out")"
-
-py 'import socket
-for fam, addr in ((socket.AF_INET, ("1.1.1.1", 53)), (socket.AF_INET6, ("2606:4700::1111", 53))):
-    s = socket.socket(fam, socket.SOCK_STREAM)
-    s.settimeout(3)
-    try:
-        s.connect(addr)
-        print("connected", addr)
-    except OSError as e:
-        print("refused", e.errno)'
-! grep -q connected "$T/out" && [ "$(grep -c refused "$T/out")" = 2 ]
-ok $? "network: connections to the outside fail (--network=none): $(tr '\n' ' ' <"$T/out")"
-
-py 'import os
-for p in ("/usr/x", "/etc/passwd", "/x", "/opt/jupyter-agent/bin/pip", "/proc/sys/kernel/hostname"):
-    try:
-        open(p, "w").write("x")
-        print("wrote", p)
-    except OSError as e:
-        print("refused", p, e.errno)
-# gVisor lets uid 1000 make a node in its own tmpfs, but the node is
-# a gVisor one: it never opens a host device.
-try:
-    os.mknod("/tmp/sda", 0o600 | 0o60000, os.makedev(8, 0))
-    open("/tmp/sda", "rb").read(1)
-    print("mknod ok")
-except OSError as e:
-    print("mknod refused", e.errno)
-print("dev", sorted(os.listdir("/dev")))
-r = os.system("mount -t tmpfs none /tmp 2>/dev/null")
-print("mount", "ok" if r == 0 else "refused")'
-! grep -qE "^wrote|^mknod ok|^mount ok" "$T/out" && ! grep -qE "sd[a-z]|nvme|kmsg|mem'" "$T/out"
-ok $? "files, devices, mounts: read-only /usr, /etc, /, no host device through mknod, gVisor's /dev only, no mount: $(grep -c refused "$T/out") refusals"
-
-run --memory 128M -- $PY -c 'x = []
-while True: x.append(bytearray(1 << 20))'
-[ "$rc" = 137 ] && grep -q "out of memory (limit 128 MiB)" "$T/err"
-ok $? "a memory bomb under --memory 128M ends in a named OOM (exit $rc: $(cat "$T/err"))"
-
-py 'import os
-def fill(path):
-    n = 0
-    try:
-        with open(path, "wb") as f:
-            while n < 64:
-                f.write(b"\0" * (1 << 20))
-                f.flush()
-                n += 1
-    except OSError as e:
-        return n, e.errno
-    return n, 0
-print("data", *fill("/mnt/data/big"))
-print("tmp", *fill("/tmp/big"))' --disk 8M --tmp 8M --memory 512M
-grep -qE "^data [0-9] 28$" "$T/out" && grep -qE "^tmp [0-9] 28$" "$T/out"
-ok $? "disk: /mnt/data and /tmp stop at --disk 8M / --tmp 8M with ENOSPC: $(tr '\n' ' ' <"$T/out")"
-
-run --timeout 2 -- $PY -c 'import signal
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-while True: pass'
-[ "$rc" = 6 ] && grep -q "timed out after 2 s" "$T/err"
-ok $? "timeouts: a loop ignoring SIGINT and SIGTERM is killed by --timeout 2 (exit $rc)"
 
 # --pids per task: gVisor holds the box's tasks to RLIMIT_NPROC (fork
 # fails with EAGAIN) and the host pids cgroup (192 + 6 x --pids host
@@ -207,7 +144,9 @@ ok $? "nothing the box writes (/tmp, home, /dev/shm) appears on the host; only /
 
 # Teardown: N sessions, then no runsc process, run dir, cgroup or mount
 # of any of them is left. Each box names its run dir (visible inside).
-N=${GVISOR_SESSIONS:-25}
+# CI runs 8 (a gVisor box is a second or more); GVISOR_SESSIONS=100 is
+# the issue's figure (docs/security-model.md has the last such run).
+N=${GVISOR_SESSIONS:-8}
 : >"$T/ids"
 i=0
 while [ $i -lt $N ]; do

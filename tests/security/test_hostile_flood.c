@@ -24,7 +24,9 @@
 #include "notebook-io/nb_run.h"
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -151,6 +153,17 @@ int
 main(void)
 {
     signal(SIGALRM, s_hung);
+    /* ENGINE=gvisor: the kernel runs under gVisor and every message
+     * crosses our relay. An endless flood there ends in a kill and a
+     * gVisor kernel restart (~25 s each under ptrace) and 50 000 sends
+     * through the Sentry outlast their 120 s: CI runs the finite floods
+     * (FLOOD_ALL=1 runs every part). */
+    bool gvisor = strcmp(tap_engine(), "gvisor") == 0;
+    bool all = !gvisor || getenv("FLOOD_ALL");
+    const char *why = "under gVisor only with FLOOD_ALL=1: an endless flood "
+                      "ends in a kill and a gVisor kernel restart (~25 s "
+                      "under ptrace); the finite floods below cross the "
+                      "relay";
     err_t err = {0};
     kb_kernel_opts_t kopts = {.launcher = s_sandbox,
                               .max_output_bytes = CAP,
@@ -167,8 +180,13 @@ main(void)
 
     /* 1. Another parent's 128 KiB message, replayed for a minute. */
     uint64_t foreign = stats->foreign;
-    char *code = s_flood("'stream'", "{'name': 'stdout', 'text': 'F' * 131072}",
-                         "{'msg_id': 'someone-else'}", 0, NULL);
+    char *code;
+    if (!all) {
+        skip("an endless flood of another parent's messages: %s", why);
+        goto finite;
+    }
+    code = s_flood("'stream'", "{'name': 'stdout', 'text': 'F' * 131072}",
+                   "{'msg_id': 'someone-else'}", 0, NULL);
     s_run(k, code, 2000, &r);
     free(code);
     ok(r.rc != 0 && r.err.code == ERR_TIMEOUT,
@@ -180,6 +198,7 @@ main(void)
          r.secs, s_peak_mib());
     kb_output_destroy(&r.out);
     s_still_works(k, "a flood that ignored the interrupt");
+finite:
     foreign = stats->foreign;
     /* 1 KiB each: a finite flood the kernel's own iopub queue (1000
      * messages, then it drops, the final idle too) always carries. */
@@ -196,6 +215,10 @@ main(void)
     kb_output_destroy(&r.out);
 
     /* 2. The running cell's own parent, past the cap. */
+    if (!all) {
+        skip("an endless flood of the cell's own outputs: %s", why);
+        goto frames;
+    }
     code = s_flood("'stream'", "{'name': 'stdout', 'text': 'O' * 131072}",
                    "k.get_parent('shell')", 0, NULL);
     s_run(k, code, 2000, &r);
@@ -211,6 +234,7 @@ main(void)
          s_peak_mib());
     kb_output_destroy(&r.out);
     s_still_works(k, "a flood of outputs");
+frames:;
 
     /* 3. Too many frames: 70 (64 allowed). */
     uint64_t bad = stats->oversized;
@@ -241,6 +265,12 @@ main(void)
     kb_output_destroy(&r.out);
 
     /* 5. 50 000 empty displays of the cell itself, under a 1 MiB cap. */
+    if (!all) {
+        skip("50 000 empty displays: under gVisor only with FLOOD_ALL=1 "
+             "(50 000 sends through the Sentry under ptrace outlast the "
+             "cell's 120 s)");
+        goto notebook;
+    }
     s_run(k,
           "k = get_ipython().kernel\n"
           "p = k.get_parent('shell')\n"
@@ -260,6 +290,7 @@ main(void)
        "their JSON (%zu bytes) stays under the cap", text ? strlen(text) : 0);
     free(text);
     kb_output_destroy(&r.out);
+notebook:;
 
     /* 6. run: one update rewriting 40 earlier cells' display. */
     nb_notebook_t *nb = s_update_notebook(40, 200000);
