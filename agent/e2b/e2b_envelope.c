@@ -132,9 +132,14 @@ e2b_envreader_finish(e2b_envreader_t *r, err_t *err)
         return s_fail(r, err);
     if (r->nhead == 0)
         return 0;
-    err_set(&r->why, ERR_USAGE,
-            "the stream ended inside message %zu (%zu of %zu bytes)",
-            r->count + 1, r->nhead < 5 ? 0 : r->have,
-            r->nhead < 5 ? 0 : r->want);
+    if (r->nhead < 5)
+        err_set(&r->why, ERR_USAGE,
+                "the stream ended inside message %zu's header (%zu of 5 "
+                "bytes)",
+                r->count + 1, r->nhead);
+    else
+        err_set(&r->why, ERR_USAGE,
+                "the stream ended inside message %zu (%zu of %zu bytes)",
+                r->count + 1, r->have, r->want);
     return s_fail(r, err);
 }
