@@ -155,7 +155,9 @@ pid_t sb_pidfd_pid(int pidfd);
 
 /* Start `argv` (argv[0] an absolute path inside the box) with exactly
  * `envp` (build it with sb_policy_build_env(); never pass environ).
- * stdout_fd/stderr_fd are borrowed; -1 means /dev/null. Returns 0 once
+ * stdout_fd/stderr_fd are borrowed; -1 means /dev/null (the gVisor engine
+ * keeps dups of them until destroy, for a restore: a reader of a pipe sees
+ * EOF only then, so wait for the box rather than for EOF). Returns 0 once
  * the program has been exec'ed, or -1 with ERR_SANDBOX and the step that
  * failed ("sandbox: mount /usr read-only: Permission denied"), or ERR_USAGE
  * when argv[0] cannot be executed.
