@@ -127,7 +127,8 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     sb->pidfd = sb->ctl = sb->cmd = sb->ws_fd = sb->stdin_fd = sb->lock_fd = -1;
     sb->sock_fd = -1;
     sb->egress_pid = -1;
-    sb->egress_life = -1;
+    sb->egress_life = sb->egress_rules = -1;
+    pthread_mutex_init(&sb->egress_mu, NULL);
     sb->root_mode = geteuid() == 0;
     sb->host_uid =
         sb->root_mode ? SB_ROOT_HOST_BASE + SB_SANDBOX_UID : geteuid();
@@ -887,6 +888,8 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
     free(sb->run_dir);
     free(sb->sock_dir);
     buf_release(&sb->warnings);
+    free(sb->net_rules);
+    pthread_mutex_destroy(&sb->egress_mu);
     sb_policy_release(&sb->policy);
     free(sb);
 }
