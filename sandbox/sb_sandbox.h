@@ -283,6 +283,9 @@ json_t *sb_sandbox_list_files(sb_sandbox_t *sb, size_t max_entries);
 int sb_sandbox_set_net_rules(sb_sandbox_t *sb, const char *rules, err_t *err);
 /* The rules in force: a new string, or NULL without --allow-net. */
 char *sb_sandbox_net_rules(sb_sandbox_t *sb);
+/* 0 if `rules` would do for sb_sandbox_set_net_rules (the --allow-net
+ * parser; "" is none), or -1 with ERR_USAGE naming what is wrong. */
+int sb_net_rules_check(const char *rules, err_t *err);
 
 /* With the policy's seccomp_audit: "seccomp audit: the allow list lacks
  * sysfs (#139, 1 call)" or "... every system call was on the allow list"

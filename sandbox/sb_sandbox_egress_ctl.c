@@ -245,23 +245,30 @@ s_send_rules(int fd, const char *line, size_t n, err_t *err)
 }
 
 int
+sb_net_rules_check(const char *rules, err_t *err)
+{
+    if (!rules)
+        return err_set(err, ERR_USAGE, "--allow-net: no rules given");
+    if (strpbrk(rules, "\r\n"))
+        return err_set(err, ERR_USAGE, "--allow-net: a rule with a newline");
+    if (!*rules)
+        return 0;
+    sb_egress_rules_t *rs = xcalloc(1, sizeof *rs);
+    int r = sb_egress_rules_parse(rs, rules, err);
+    free(rs);
+    return r;
+}
+
+int
 sb_sandbox_set_net_rules(sb_sandbox_t *sb, const char *rules, err_t *err)
 {
-    rules = rules ? rules : "";
     if (!sb->policy.allow_net)
         return err_set(err, ERR_USAGE,
                        "this box was started without --allow-net, so it has "
                        "no egress proxy whose rules could change; start the "
                        "session with --allow-net (rules may then change)");
-    if (strpbrk(rules, "\r\n"))
-        return err_set(err, ERR_USAGE, "--allow-net: a rule with a newline");
-    if (*rules) {
-        sb_egress_rules_t *rs = xcalloc(1, sizeof *rs);
-        int r = sb_egress_rules_parse(rs, rules, err);
-        free(rs);
-        if (r < 0)
-            return -1;
-    }
+    if (sb_net_rules_check(rules, err) < 0)
+        return -1;
     size_t n = strlen(rules);
     char *line = xmalloc(n + 2);
     memcpy(line, rules, n);

@@ -101,6 +101,8 @@ s_sandbox_factory(void *arg, err_t *err)
     if (ag_audit_log(fa->audit)) {
         policy.files_out_fn = ag_audit_file_out;
         policy.files_out_arg = fa->audit;
+        policy.net_record_fn = ag_audit_net;
+        policy.net_record_arg = fa->audit;
     }
     kb_launcher_t *l = kb_launcher_sandbox_new(&policy, err);
     if (!l)
@@ -180,6 +182,10 @@ s_take_warm(const ag_session_opts_t *o, kb_launcher_t **out, err_t *err)
                        "--seccomp-audit needs a box of its own: the pool's "
                        "kernels run the enforcing filter; use --warm cold");
     if (o->no_sandbox || o->warm == AG_WARM_COLD || o->policy.seccomp_audit)
+        return 0;
+    /* A pool box's proxy belongs to serve: its records could not reach
+     * this session's --audit log. */
+    if (o->policy.allow_net && (o->audit || o->audit_path))
         return 0;
     bool no_server;
     err_t terr = {0};
