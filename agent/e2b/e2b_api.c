@@ -237,9 +237,9 @@ s_create(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
         json_is_boolean(internet)) {
         if (json_is_true(internet) && !net) {
             e2b_reply_error(r, 501,
-                            "allow_internet_access: this server lets out only "
-                            "what network.allowOut names; open internet is "
-                            "not offered");
+                            "allow_internet_access: this server's egress "
+                            "lets out only what network.allowOut names; open "
+                            "internet is not offered");
             goto out;
         }
         if (!(allow_net = s_net_rules(r, net, internet)))
