@@ -33,9 +33,9 @@
 /* The record reader: its thread, and what it writes to. */
 struct sb_egress_rx {
     pthread_t thread;
-    int fd;       /* owned: the record pipe's read end */
-    int stop[2];  /* owned: a byte on stop[1] ends the thread */
-    int log_fd;   /* owned: --net-log, or -1 */
+    int fd;      /* owned: the record pipe's read end */
+    int stop[2]; /* owned: a byte on stop[1] ends the thread */
+    int log_fd;  /* owned: --net-log, or -1 */
     void (*fn)(void *arg, const json_t *rec); /* or NULL */
     void *arg;
 };

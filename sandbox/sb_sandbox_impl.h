@@ -254,10 +254,10 @@ struct sb_sandbox {
      * net_record_fn calls. All under egress_mu, which set_net_rules takes
      * from any thread. */
     pthread_mutex_t egress_mu;
-    int egress_rules;       /* owned: rules socket, or -1 */
-    char *net_rules;        /* owned: the rules set on the running session
-                               (sb_sandbox_set_net_rules), or NULL: the
-                               policy's; a restarted box keeps them */
+    int egress_rules; /* owned: rules socket, or -1 */
+    char *net_rules;  /* owned: the rules set on the running session
+                         (sb_sandbox_set_net_rules), or NULL: the
+                         policy's; a restarted box keeps them */
     struct sb_egress_rx *egress_rx; /* owned: the record reader, or NULL */
 };
 

@@ -56,8 +56,10 @@ static const char s_usage[] =
     "                         max_size of the pool) and warm-up times (last,\n"
     "                         p50 of the last 32, max) as JSON\n"
     "      --set-net PID:RULES  replace the --allow-net rules of the session\n"
-    "                         whose box has pid PID (--status lists them under\n"
-    "                         \"network\"): its next connections are judged by\n"
+    "                         whose box has pid PID (--status lists them "
+    "under\n"
+    "                         \"network\"): its next connections are judged "
+    "by\n"
     "                         RULES (a comma list; empty for none)\n"
     "      --stop             ask the running server to exit: it stops\n"
     "                         handing out kernels at once, lets sessions in\n"
@@ -77,9 +79,9 @@ s_listening(const char *path, void *arg)
 /* serve's own flags. */
 typedef struct serve_args {
     kb_serve_opts_t o;
-    const char *query; /* --status ("stats") or --stop ("stop"), or NULL */
+    const char *query;   /* --status ("stats") or --stop ("stop"), or NULL */
     const char *set_net; /* --set-net PID:RULES, or NULL */
-    int factory;       /* --factory 1, --no-factory 0, neither -1 */
+    int factory;         /* --factory 1, --no-factory 0, neither -1 */
 } serve_args_t;
 
 static int
@@ -201,8 +203,7 @@ ag_cmd_serve(int argc, char **argv)
     if (a.set_net) { /* PID:RULES, RULES as --allow-net checks them */
         char *end;
         long pid = strtol(a.set_net, &end, 10);
-        if (pid <= 0 || *end != ':' ||
-            sb_net_rules_check(end + 1, &err) < 0) {
+        if (pid <= 0 || *end != ':' || sb_net_rules_check(end + 1, &err) < 0) {
             if (!err.code)
                 err_set(&err, ERR_USAGE,
                         "--set-net takes PID:RULES (the pid from --status), "

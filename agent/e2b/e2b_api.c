@@ -94,10 +94,10 @@ s_net_rules(e2b_req_t *r, const json_t *net, const json_t *internet)
     bool deny_all = json_is_false(internet);
     size_t i;
     const json_t *d;
-    json_array_foreach(deny, i, d) if (json_is_string(d) &&
-                                       (strcmp(json_string_value(d),
-                                               "0.0.0.0/0") == 0)) deny_all =
-        true;
+    json_array_foreach(deny, i,
+                       d) if (json_is_string(d) &&
+                              (strcmp(json_string_value(d), "0.0.0.0/0") == 0))
+        deny_all = true;
     if (!deny_all) {
         e2b_reply_error(r, 501,
                         "this server lets out only what network.allowOut "
@@ -107,9 +107,10 @@ s_net_rules(e2b_req_t *r, const json_t *net, const json_t *internet)
         return NULL;
     }
     const json_t *allow = json_object_get(net, "allowOut");
-    char *rules = !allow || json_is_null(allow)
-                      ? xstrdup("")
-                      : (json_is_array(allow) ? ag_net_rules_join(allow) : NULL);
+    char *rules =
+        !allow || json_is_null(allow)
+            ? xstrdup("")
+            : (json_is_array(allow) ? ag_net_rules_join(allow) : NULL);
     err_t err = {0};
     if (!rules || sb_net_rules_check(rules, &err) < 0) {
         e2b_reply_error(r, 400, "network.allowOut: %s",
@@ -422,8 +423,8 @@ s_network(e2b_req_t *r, ag_reg_entry_t *e)
     json_t *body = s_body(r);
     if (!body)
         return;
-    char *rules = s_net_rules(r, body,
-                              json_object_get(body, "allow_internet_access"));
+    char *rules =
+        s_net_rules(r, body, json_object_get(body, "allow_internet_access"));
     err_t err = {0};
     if (rules && e2b_sandbox_set_net_rules(e2b_sandbox_of(e), rules, &err) < 0)
         e2b_reply_error(r, err.code == ERR_USAGE ? 409 : 500, "network: %s",

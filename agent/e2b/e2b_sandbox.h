@@ -115,8 +115,7 @@ void e2b_sandbox_set_auto_pause(e2b_sandbox_t *sb, bool on);
  * has no proxy (created without network rules on a server without
  * --allow-net) or is paused; the rules' errors as sb_sandbox_set_net_rules.
  * From any thread. */
-int e2b_sandbox_set_net_rules(e2b_sandbox_t *sb, const char *rules,
-                              err_t *err);
+int e2b_sandbox_set_net_rules(e2b_sandbox_t *sb, const char *rules, err_t *err);
 
 /* Has the sandbox been asked to end (or is it paused)? Long-running work
  * polls it. */

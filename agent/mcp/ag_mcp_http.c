@@ -442,8 +442,8 @@ s_network(s_http_t *h, ag_httpd_req_t *req)
         size_t len;
         const char *body = ag_httpd_body(req, &len);
         json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
-        char *rules = j ? ag_net_rules_join(json_object_get(j, "allow_net"))
-                        : NULL;
+        char *rules =
+            j ? ag_net_rules_join(json_object_get(j, "allow_net")) : NULL;
         if (!rules)
             rc = err_set(&err, ERR_USAGE,
                          "the body must be {\"allow_net\": \"RULE,RULE\"} "

@@ -24,8 +24,8 @@
 #include "kernel-bridge/kb_output.h"
 #include "notebook-io/nb_record.h"
 
-#include <pthread.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>

@@ -320,10 +320,9 @@ s_net_json(const s_server_t *sv)
             sv->conns[i].l ? kb_launcher_warm_box(sv->conns[i].l) : NULL;
         char *rules = box ? sb_sandbox_net_rules(box) : NULL;
         if (rules)
-            json_array_append_new(
-                a, json_pack("{s:I, s:s}", "pid",
-                             (json_int_t)sb_sandbox_pid(box), "allow_net",
-                             rules));
+            json_array_append_new(a, json_pack("{s:I, s:s}", "pid",
+                                               (json_int_t)sb_sandbox_pid(box),
+                                               "allow_net", rules));
         free(rules);
     }
     return a;
