@@ -145,8 +145,10 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     }
     if (gvisor && p->allow_net) {
         err_set(err, ERR_USAGE,
-                "--allow-net is not supported yet with --engine gvisor; "
-                "use the namespaces engine for a box with network by name");
+                "--allow-net is not supported yet with --engine gvisor "
+                "(the box's relay to the proxy is not built for runsc: "
+                "docs/egress.md); use the namespaces engine for a box with "
+                "network by name");
         goto fail;
     }
     /* gVisor's gofer writes the box's files as the box's own uid 1000;

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -163,7 +164,13 @@ sb_box_egress_ctl_started(sb_sandbox_t *sb, int fds[4], err_t *err)
         err_errno(err, ERR_SANDBOX, "--allow-net: pipe");
         goto out;
     }
+    /* No signal for this thread: the launcher's own handling (a
+     * signalfd, sigwait) must keep getting every one. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     int e = pthread_create(&rx->thread, NULL, s_rx_thread, rx);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (e) {
         errno = e;
         err_errno(err, ERR_SANDBOX, "--allow-net: the record thread");

@@ -349,17 +349,6 @@ s_outputs(ag_session_t *s, const ag_session_opts_t *o)
     s->warnings = w;
 }
 
-int
-ag_session_audit_open(ag_session_opts_t *o, err_t *err)
-{
-    if (o->audit_key && !o->audit_path)
-        return err_set(err, ERR_USAGE, "--audit-key needs --audit FILE");
-    if (!o->audit_path || o->audit)
-        return 0;
-    o->audit = ag_audit_open(o->audit_path, o->audit_key, err);
-    return o->audit ? 0 : -1;
-}
-
 /* The session's "session_start" record, the whole policy, and its
  * executions recorded from now on. */
 /* The session's records (none without --audit): NULL + err when the log
