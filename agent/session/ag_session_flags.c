@@ -3,8 +3,8 @@
  * session flag table every session-starting command parses), apart from
  * starting a session (ag_session.c).
  */
-#include "agent/session/ag_session.h"
 #include "agent/session/ag_audit.h"
+#include "agent/session/ag_session.h"
 
 #include "common/size.h"
 #include "common/strv.h"
