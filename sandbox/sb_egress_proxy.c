@@ -556,16 +556,18 @@ sb_egress_proxy_set_rules(const sb_egress_rules_t *rules)
 }
 
 /* A line from the rules pipe ("RULE,RULE\n"; an empty line: none):
- * parsed and made current. Bad lines are ignored (the launcher parsed
- * them first). */
-static void
+ * parsed and made current; true if it was. Bad lines are ignored (the
+ * launcher parsed them first). */
+static bool
 s_rules_line(const char *line)
 {
     sb_egress_rules_t *rs = calloc(1, sizeof *rs);
     err_t err = {0};
-    if (rs && (!line[0] || sb_egress_rules_parse(rs, line, &err) == 0))
+    bool ok = rs && (!line[0] || sb_egress_rules_parse(rs, line, &err) == 0);
+    if (ok)
         sb_egress_proxy_set_rules(rs);
     free(rs);
+    return ok;
 }
 
 /* Read what the rules pipe has; -1 at its EOF (no more changes). */
@@ -581,7 +583,10 @@ s_rules_read(int fd, char *buf, size_t size, size_t *have)
     char *nl;
     while ((nl = memchr(buf, '\n', *have))) {
         *nl = '\0';
-        s_rules_line(buf);
+        /* "+" (in force) or "-" back: the launcher waits for it, so the
+         * next connection is judged by the new rules. */
+        ssize_t w = write(fd, s_rules_line(buf) ? "+" : "-", 1);
+        (void)w;
         size_t used = (size_t)(nl + 1 - buf);
         memmove(buf, nl + 1, *have - used);
         *have -= used;
@@ -684,7 +689,8 @@ sb_egress_proxy_main(int argc, char **argv)
     }
     sb_egress_rules_t *rules = calloc(1, sizeof *rules);
     err_t err = {0};
-    if (!rules || sb_egress_rules_parse(rules, argv[1], &err) < 0) {
+    if (!rules || (argv[1][0] && /* "": no rules (until the pipe says) */
+                   sb_egress_rules_parse(rules, argv[1], &err) < 0)) {
         fprintf(stderr, "egress proxy: %s\n", err.text);
         return 2;
     }

@@ -85,6 +85,11 @@ typedef struct sb_policy {
                                NULL: no way out at all */
     char *net_log;          /* owned; --net-log FILE: the proxy's
                                connection records, or NULL */
+    /* borrowed: told of each connection the proxy recorded (the
+     * sb_egress_log JSON object, borrowed), from a thread of the
+     * sandbox's own while the proxy runs; or NULL (--audit's hook) */
+    void (*net_record_fn)(void *arg, const json_t *rec);
+    void *net_record_arg;
 } sb_policy_t;
 
 void sb_policy_init_default(sb_policy_t *p);

@@ -127,7 +127,8 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     sb->pidfd = sb->ctl = sb->cmd = sb->ws_fd = sb->stdin_fd = sb->lock_fd = -1;
     sb->sock_fd = -1;
     sb->egress_pid = -1;
-    sb->egress_life = -1;
+    sb->egress_life = sb->egress_rules = -1;
+    pthread_mutex_init(&sb->egress_mu, NULL);
     sb->root_mode = geteuid() == 0;
     sb->host_uid =
         sb->root_mode ? SB_ROOT_HOST_BASE + SB_SANDBOX_UID : geteuid();
@@ -144,8 +145,10 @@ sb_sandbox_new(const sb_policy_t *p, err_t *err)
     }
     if (gvisor && p->allow_net) {
         err_set(err, ERR_USAGE,
-                "--allow-net is not supported yet with --engine gvisor; "
-                "use the namespaces engine for a box with network by name");
+                "--allow-net is not supported yet with --engine gvisor "
+                "(the box's relay to the proxy is not built for runsc: "
+                "docs/egress.md); use the namespaces engine for a box with "
+                "network by name");
         goto fail;
     }
     /* gVisor's gofer writes the box's files as the box's own uid 1000;
@@ -707,6 +710,8 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
     free(sb->run_dir);
     free(sb->sock_dir);
     buf_release(&sb->warnings);
+    free(sb->net_rules);
+    pthread_mutex_destroy(&sb->egress_mu);
     sb_policy_release(&sb->policy);
     free(sb);
 }

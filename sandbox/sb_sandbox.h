@@ -274,6 +274,21 @@ int sb_sandbox_add_bind(sb_sandbox_t *sb, const char *host, err_t *err);
 /* Regular files in /mnt/data: JSON [{"path","size"}] (new reference). */
 json_t *sb_sandbox_list_files(sb_sandbox_t *sb, size_t max_entries);
 
+/* --allow-net while the box runs (docs/egress.md): `rules` (a comma list
+ * as --allow-net takes, checked by the same parser; "" for none) replace
+ * the rules of the box's proxy for every connection accepted after this
+ * returns (those open keep theirs), and of the boxes a restart spawns.
+ * For the launcher only: the channel is a socket whose one end this
+ * process holds and the box never sees. Safe from any thread. 0, or -1
+ * with ERR_USAGE (a bad rule, a box started without --allow-net) or
+ * ERR_SANDBOX (the proxy has ended). */
+int sb_sandbox_set_net_rules(sb_sandbox_t *sb, const char *rules, err_t *err);
+/* The rules in force: a new string, or NULL without --allow-net. */
+char *sb_sandbox_net_rules(sb_sandbox_t *sb);
+/* 0 if `rules` would do for sb_sandbox_set_net_rules (the --allow-net
+ * parser; "" is none), or -1 with ERR_USAGE naming what is wrong. */
+int sb_net_rules_check(const char *rules, err_t *err);
+
 /* With the policy's seccomp_audit: "seccomp audit: the allow list lacks
  * sysfs (#139, 1 call)" or "... every system call was on the allow list"
  * (so far; calls are counted while the box runs). NULL without audit.

@@ -44,7 +44,8 @@ sb_box_egress_start(sb_sandbox_t *sb, err_t *err)
     if (!p->allow_net || sb->sock_fd < 0)
         return 0;
     sb_box_egress_stop(sb); /* a restart: the old box's proxy goes */
-    int rc = -1, lfd = -1, life[2] = {-1, -1}, log_fd = -1;
+    int rc = -1, lfd = -1, life[2] = {-1, -1}, ctl[4] = {-1, -1, -1, -1};
+    char *rules = NULL;
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     snprintf(a.sun_path, sizeof a.sun_path, "/proc/self/fd/%d/%s", sb->sock_fd,
              SB_EGRESS_SOCK);
@@ -69,17 +70,14 @@ sb_box_egress_start(sb_sandbox_t *sb, err_t *err)
         err_errno(err, ERR_SANDBOX, "--allow-net: pipe");
         goto out;
     }
-    if (p->net_log) {
-        log_fd =
-            open(p->net_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-        if (log_fd < 0) {
-            err_errno(err, ERR_IO, "--net-log: cannot open %s", p->net_log);
-            goto out;
-        }
-    }
+    if (sb_box_egress_ctl_open(sb, ctl, err) < 0)
+        goto out;
+    pthread_mutex_lock(&sb->egress_mu); /* set_net_rules may be changing them */
+    rules = xstrdup(sb_box_egress_rules_now(sb));
+    pthread_mutex_unlock(&sb->egress_mu);
     static char arg0[] = "jupyter-agent", arg1[] = SB_EGRESS_PROXY_CMD;
     static char env0[] = "PATH=/usr/bin:/bin", env1[] = "LANG=C.UTF-8";
-    char *argv[] = {arg0, arg1, p->allow_net, NULL};
+    char *argv[] = {arg0, arg1, rules, NULL};
     char *envp[] = {env0, env1, NULL};
     pid_t pid = fork();
     if (pid < 0) {
@@ -88,15 +86,17 @@ sb_box_egress_start(sb_sandbox_t *sb, err_t *err)
     }
     if (pid == 0) { /* async-signal-safe only until execve */
         setpgid(0, 0);
-        int src[3] = {lfd, life[0], log_fd}, hi[3];
-        for (int i = 0; i < 3; i++)
+        /* fds 3 listen, 4 life, 5 records (or closed), 6 rules */
+        int src[4] = {lfd, life[0], ctl[3], ctl[1]}, hi[4];
+        for (int i = 0; i < 4; i++)
             hi[i] = src[i] >= 0 ? fcntl(src[i], F_DUPFD, 64) : -1;
-        for (int i = 0; i < 3; i++)
-            if (hi[i] >= 0 && dup2(hi[i], 3 + i) < 0)
+        for (int i = 0; i < 4; i++) {
+            if (hi[i] < 0)
+                close(3 + i);
+            else if (dup2(hi[i], 3 + i) < 0)
                 _exit(127);
-        if (hi[2] < 0)
-            close(5);
-        syscall(SYS_close_range, hi[2] >= 0 ? 6 : 5, ~0U, 0);
+        }
+        syscall(SYS_close_range, 7, ~0U, 0);
         execve("/proc/self/exe", argv, envp);
         _exit(127);
     }
@@ -104,6 +104,10 @@ sb_box_egress_start(sb_sandbox_t *sb, err_t *err)
     sb->egress_pid = pid;
     sb->egress_life = life[1];
     life[1] = -1;
+    if (sb_box_egress_ctl_started(sb, ctl, err) < 0) {
+        sb_box_egress_stop(sb);
+        goto out;
+    }
     rc = 0;
 out:
     if (lfd >= 0)
@@ -112,8 +116,10 @@ out:
         close(life[0]);
     if (life[1] >= 0)
         close(life[1]);
-    if (log_fd >= 0)
-        close(log_fd);
+    for (int i = 0; i < 4; i++)
+        if (ctl[i] >= 0)
+            close(ctl[i]);
+    free(rules);
     return rc;
 }
 
@@ -129,6 +135,7 @@ sb_box_egress_stop(sb_sandbox_t *sb)
             ;
     }
     sb->egress_pid = -1;
+    sb_box_egress_ctl_stop(sb); /* after the proxy: its records drained */
 }
 
 int

@@ -18,6 +18,7 @@
 #include "sandbox/sb_seccomp.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -247,6 +248,17 @@ struct sb_sandbox {
     struct sb_gv *gv;
     pid_t egress_pid; /* --allow-net's proxy process (its group), or -1 */
     int egress_life;  /* owned: the pipe end whose close ends it, or -1 */
+    /* --allow-net's channels to the proxy (sb_sandbox_egress_ctl.c):
+     * the rules socket (the launcher's end; the box never holds it) and
+     * the thread that turns the proxy's records into --net-log lines and
+     * net_record_fn calls. All under egress_mu, which set_net_rules takes
+     * from any thread. */
+    pthread_mutex_t egress_mu;
+    int egress_rules; /* owned: rules socket, or -1 */
+    char *net_rules;  /* owned: the rules set on the running session
+                         (sb_sandbox_set_net_rules), or NULL: the
+                         policy's; a restarted box keeps them */
+    struct sb_egress_rx *egress_rx; /* owned: the record reader, or NULL */
 };
 
 /* Test-only weakenings (sb_sandbox.h): referenced weakly, so only a
@@ -308,6 +320,18 @@ void sb_gv_release(sb_sandbox_t *sb); /* at destroy */
  * (fd or -1 with errno), then the relay process that serves it. */
 int sb_box_egress_start(sb_sandbox_t *sb, err_t *err);
 void sb_box_egress_stop(sb_sandbox_t *sb);
+/* sb_sandbox_egress_ctl.c: the launcher's channels to a starting proxy.
+ * open: the rules socketpair (fds[0] ours, fds[1] the proxy's fd 6) and,
+ * with --net-log or net_record_fn, the record pipe (fds[2] the reader's,
+ * fds[3] the proxy's fd 5; else -1). 0 or -1 + err; on failure nothing is
+ * left open. started: the proxy holds its ends (closed here); our ends
+ * go to sb and the reader thread starts. stop: after the proxy died. */
+int sb_box_egress_ctl_open(sb_sandbox_t *sb, int fds[4], err_t *err);
+int sb_box_egress_ctl_started(sb_sandbox_t *sb, int fds[4], err_t *err);
+void sb_box_egress_ctl_stop(sb_sandbox_t *sb);
+/* The rules the proxy starts with: those set on the session, else the
+ * policy's. Borrowed, under egress_mu's owner (the driving thread). */
+const char *sb_box_egress_rules_now(sb_sandbox_t *sb);
 int sb_box_egress_listen(void);
 void sb_box_egress_relay(const struct s_child *c, int lfd, int landlock);
 

@@ -9,6 +9,7 @@
 #include "common/xalloc.h"
 #include "kernel-bridge/pool/kb_serve.h"
 #include "sandbox/sb_policy.h"
+#include "sandbox/sb_sandbox.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@
 
 static const char s_usage[] =
     "usage: jupyter-agent serve [options] [POLICY FLAGS]\n"
-    "       jupyter-agent serve --status | --stop\n"
+    "       jupyter-agent serve --status | --stop | --set-net PID:RULES\n"
     "\n"
     "Keep N sandboxed kernels started and waiting, so that a new session\n"
     "(exec, run, ask) gets one in milliseconds instead of a second or more.\n"
@@ -54,6 +55,12 @@ static const char s_usage[] =
     "                         misses: waited and cold_misses, size and\n"
     "                         max_size of the pool) and warm-up times (last,\n"
     "                         p50 of the last 32, max) as JSON\n"
+    "      --set-net PID:RULES  replace the --allow-net rules of the session\n"
+    "                         whose box has pid PID (--status lists them "
+    "under\n"
+    "                         \"network\"): its next connections are judged "
+    "by\n"
+    "                         RULES (a comma list; empty for none)\n"
     "      --stop             ask the running server to exit: it stops\n"
     "                         handing out kernels at once, lets sessions in\n"
     "                         use finish, and says how many it left running\n"
@@ -72,8 +79,9 @@ s_listening(const char *path, void *arg)
 /* serve's own flags. */
 typedef struct serve_args {
     kb_serve_opts_t o;
-    const char *query; /* --status ("stats") or --stop ("stop"), or NULL */
-    int factory;       /* --factory 1, --no-factory 0, neither -1 */
+    const char *query;   /* --status ("stats") or --stop ("stop"), or NULL */
+    const char *set_net; /* --set-net PID:RULES, or NULL */
+    int factory;         /* --factory 1, --no-factory 0, neither -1 */
 } serve_args_t;
 
 static int
@@ -113,6 +121,10 @@ s_on_opt(void *arg, const ag_cmd_opt_t *opt, err_t *err)
     case 'X':
         a->query = "stop";
         return 0;
+    case 'R':
+        a->query = "network";
+        a->set_net = opt->value;
+        return 0;
     case 'F':
         a->factory = 1;
         return 0;
@@ -141,6 +153,7 @@ ag_cmd_serve(int argc, char **argv)
         {"socket", required_argument, 0, 's'},
         {"status", no_argument, 0, 'S'},
         {"stop", no_argument, 0, 'X'},
+        {"set-net", required_argument, 0, 'R'},
         {"factory", no_argument, 0, 'F'},
         {"no-factory", no_argument, 0, 'N'},
         {"pool-max", required_argument, 0, 'M'},
@@ -186,8 +199,24 @@ ag_cmd_serve(int argc, char **argv)
                 "kernels install the enforcing filter themselves); drop one");
         goto usage_error;
     }
-    if (a.query) {
-        json_t *reply = kb_serve_request(o->socket_path, a.query, &err);
+    json_t *req = a.query ? json_pack("{s:s}", "op", a.query) : NULL;
+    if (a.set_net) { /* PID:RULES, RULES as --allow-net checks them */
+        char *end;
+        long pid = strtol(a.set_net, &end, 10);
+        if (pid <= 0 || *end != ':' || sb_net_rules_check(end + 1, &err) < 0) {
+            if (!err.code)
+                err_set(&err, ERR_USAGE,
+                        "--set-net takes PID:RULES (the pid from --status), "
+                        "not '%s'",
+                        a.set_net);
+            json_decref(req);
+            goto usage_error;
+        }
+        json_object_set_new(req, "pid", json_integer(pid));
+        json_object_set_new(req, "allow_net", json_string(end + 1));
+    }
+    if (req) {
+        json_t *reply = kb_serve_call(o->socket_path, req, &err);
         if (!reply) {
             fprintf(stderr, "jupyter-agent serve: %s\n", err.text);
             sb_policy_release(&policy);

@@ -52,26 +52,81 @@ s_string_map(const json_t *j)
     return true;
 }
 
+/* E2B's network settings as --allow-net rules (docs/e2b.md): allowOut is
+ * the list; everything else is refused here already, so E2B's "deny all"
+ * (allow_internet_access false, or denyOut holding 0.0.0.0/0) is what
+ * every rule set means, and other denyOut entries can only narrow what
+ * allowOut (which wins in E2B) does not name. Without "deny all" E2B
+ * would let everything else out, which this server does not offer.
+ * Returns the rules (new string, "" for none) or NULL after answering. */
+static char *
+s_net_rules(e2b_req_t *r, const json_t *net, const json_t *internet)
+{
+    const json_t *xf = json_object_get(net, "rules");
+    if (xf && !json_is_null(xf) &&
+        !(json_is_object(xf) && json_object_size(xf) == 0)) {
+        e2b_reply_error(r, 501,
+                        "network.rules (headers injected at the egress) are "
+                        "not offered on this door; leave them out");
+        return NULL;
+    }
+    static const char *const unsupported[] = {"egressProxy", "maskRequestHost",
+                                              "httpsPorts"};
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *v = json_object_get(net, unsupported[i]);
+        if (v && !json_is_null(v)) {
+            e2b_reply_error(r, 501, "network.%s is not supported here",
+                            unsupported[i]);
+            return NULL;
+        }
+    }
+    if (json_is_false(json_object_get(net, "allowPublicTraffic"))) {
+        e2b_reply_error(r, 501,
+                        "network.allowPublicTraffic: this server has no "
+                        "public sandbox URLs to protect");
+        return NULL;
+    }
+    const json_t *deny = json_object_get(net, "denyOut");
+    if (deny && !json_is_null(deny) && !json_is_array(deny)) {
+        e2b_reply_error(r, 400, "network.denyOut must be a list of strings");
+        return NULL;
+    }
+    bool deny_all = json_is_false(internet);
+    size_t i;
+    const json_t *d;
+    json_array_foreach(deny, i,
+                       d) if (json_is_string(d) &&
+                              (strcmp(json_string_value(d), "0.0.0.0/0") == 0))
+        deny_all = true;
+    if (!deny_all) {
+        e2b_reply_error(r, 501,
+                        "this server lets out only what network.allowOut "
+                        "names: say so with denyOut [\"0.0.0.0/0\"] (E2B's "
+                        "ALL_TRAFFIC) or allow_internet_access false; open "
+                        "internet is not offered");
+        return NULL;
+    }
+    const json_t *allow = json_object_get(net, "allowOut");
+    char *rules =
+        !allow || json_is_null(allow)
+            ? xstrdup("")
+            : (json_is_array(allow) ? ag_net_rules_join(allow) : NULL);
+    err_t err = {0};
+    if (!rules || sb_net_rules_check(rules, &err) < 0) {
+        e2b_reply_error(r, 400, "network.allowOut: %s",
+                        rules ? err.text
+                              : "must be a list of hosts, *.domains, IP "
+                                "addresses or CIDRs");
+        free(rules);
+        return NULL;
+    }
+    return rules;
+}
+
 /* Fields of a create that another issue brings: 501 naming them. */
 static bool
 s_refuse_unsupported(e2b_req_t *r, const json_t *body)
 {
-    json_t *net = json_object_get(body, "allow_internet_access");
-    if (json_is_true(net)) {
-        e2b_reply_error(r, 501,
-                        "allow_internet_access: sandboxes here have no "
-                        "network (egress rules come with the egress "
-                        "gate, issue 27); create without it");
-        return true;
-    }
-    json_t *rules = json_object_get(body, "network");
-    if (rules && !json_is_null(rules) &&
-        !(json_is_object(rules) && json_object_size(rules) == 0)) {
-        e2b_reply_error(r, 501,
-                        "network rules are not supported yet (the egress "
-                        "gate, issue 27): sandboxes have no network");
-        return true;
-    }
     json_t *mcp = json_object_get(body, "mcp");
     if (mcp && !json_is_null(mcp)) {
         e2b_reply_error(r, 501,
@@ -174,14 +229,32 @@ s_create(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
     int timeout = s_timeout(r, body, cfg, cfg->default_timeout_s);
     if (timeout < 0)
         goto out;
+    const json_t *net = json_object_get(body, "network");
+    const json_t *internet = json_object_get(body, "allow_internet_access");
+    char *allow_net = NULL; /* network rules: this sandbox's own */
+    if ((net && !json_is_null(net) &&
+         !(json_is_object(net) && json_object_size(net) == 0)) ||
+        json_is_boolean(internet)) {
+        if (json_is_true(internet) && !net) {
+            e2b_reply_error(r, 501,
+                            "allow_internet_access: this server's egress "
+                            "lets out only what network.allowOut names; open "
+                            "internet is not offered");
+            goto out;
+        }
+        if (!(allow_net = s_net_rules(r, net, internet)))
+            goto out;
+    }
     e2b_create_t c = {.template_id = tpl,
                       .kernel_name = kernel,
                       .timeout_s = timeout ? timeout : 1,
                       .metadata = json_is_object(meta) ? meta : NULL,
                       .env_vars = json_is_object(env) ? env : NULL,
-                      .owner = owner};
+                      .owner = owner,
+                      .allow_net = allow_net};
     err_t err = {0};
     ag_reg_entry_t *e = e2b_sandbox_create(cfg, &c, &err);
+    free(allow_net);
     if (!e) {
         if (err.code == ERR_USAGE)
             e2b_reply_error(r, 429,
@@ -343,6 +416,26 @@ s_pause(e2b_req_t *r, ag_reg_entry_t *e)
     }
 }
 
+/* PUT /sandboxes/ID/network (SandboxNetworkUpdateConfig): 204 once the
+ * box's proxy judges its next connections by the new rules. */
+static void
+s_network(e2b_req_t *r, ag_reg_entry_t *e)
+{
+    json_t *body = s_body(r);
+    if (!body)
+        return;
+    char *rules =
+        s_net_rules(r, body, json_object_get(body, "allow_internet_access"));
+    err_t err = {0};
+    if (rules && e2b_sandbox_set_net_rules(e2b_sandbox_of(e), rules, &err) < 0)
+        e2b_reply_error(r, err.code == ERR_USAGE ? 409 : 500, "network: %s",
+                        err.text);
+    else if (rules)
+        e2b_reply_empty(r, 204);
+    free(rules);
+    json_decref(body);
+}
+
 /* "/sandboxes/ID/REST" -> ID (copied into id) and REST ("" or "timeout"). */
 static bool
 s_split(const char *path, char *id, size_t size, const char **rest)
@@ -375,6 +468,7 @@ e2b_api_handle(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
     bool get = strcmp(r->method, "GET") == 0;
     bool post = strcmp(r->method, "POST") == 0;
     bool del = strcmp(r->method, "DELETE") == 0;
+    bool put = strcmp(r->method, "PUT") == 0;
     if (strcmp(p, "/sandboxes") == 0) {
         if (post) {
             s_create(r, cfg, owner);
@@ -424,8 +518,8 @@ e2b_api_handle(e2b_req_t *r, const e2b_config_t *cfg, const char *owner)
                       "only into the box it came from");
         else if (strncmp(rest, "snapshots", 9) == 0)
             s_not_yet(r, "snapshots", "persistence, issue 31");
-        else if (strncmp(rest, "network", 7) == 0)
-            s_not_yet(r, "network rules", "the egress gate, issue 27");
+        else if (strcmp(rest, "network") == 0 && put)
+            s_network(r, e);
         else if (strncmp(rest, "metrics", 7) == 0 ||
                  strncmp(rest, "logs", 4) == 0)
             s_not_yet(r, "sandbox metrics and logs", "not provided here");

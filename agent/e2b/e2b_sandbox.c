@@ -47,6 +47,7 @@ s_free(void *payload)
     json_decref(sb->env_vars);
     sb->sopts.kernel_name = NULL; /* borrowed from kernel_name */
     ag_session_opts_release(&sb->sopts);
+    free(sb->net_rules);
     pthread_cond_destroy(&sb->cond);
     pthread_mutex_destroy(&sb->lock);
     free(sb);
@@ -81,6 +82,43 @@ s_run_jobs(e2b_sandbox_t *sb)
         j->done = true;
         pthread_cond_broadcast(&sb->cond);
     }
+}
+
+/* A new session of the sandbox's (a resume) gets the operator's rules. */
+void
+e2b_sandbox_apply_net_rules(e2b_sandbox_t *sb, ag_session_t *s)
+{
+    pthread_mutex_lock(&sb->lock);
+    char *rules = sb->net_rules ? xstrdup(sb->net_rules) : NULL;
+    pthread_mutex_unlock(&sb->lock);
+    err_t err = {0};
+    if (rules && ag_session_set_net_rules(s, rules, &err) < 0)
+        log_warn("e2b: --allow-net: %s", err.text);
+    free(rules);
+}
+
+int
+e2b_sandbox_set_net_rules(e2b_sandbox_t *sb, const char *rules, err_t *err)
+{
+    if (!sb->sopts.policy.allow_net)
+        return err_set(err, ERR_USAGE,
+                       "this sandbox has no egress proxy: it was created "
+                       "without network.allowOut on a server started "
+                       "without --allow-net");
+    if (sb_net_rules_check(rules, err) < 0)
+        return -1;
+    if (!e2b_sandbox_enter(sb))
+        return err_set(err, ERR_USAGE,
+                       "the sandbox is paused or ending; resume it first");
+    int rc = ag_session_set_net_rules(e2b_sandbox_session(sb), rules, err);
+    if (rc == 0) {
+        pthread_mutex_lock(&sb->lock);
+        free(sb->net_rules);
+        sb->net_rules = xstrdup(rules);
+        pthread_mutex_unlock(&sb->lock);
+    }
+    e2b_sandbox_leave(sb);
+    return rc;
 }
 
 static void *
@@ -208,6 +246,10 @@ e2b_sandbox_create(const e2b_config_t *cfg, const e2b_create_t *c, err_t *err)
     sb->sopts.audit = audit_log_ref(o->audit); /* the server's one log */
     sb->sopts.kernel_name = sb->kernel_name;
     sb->sopts.policy.home_is_workspace = true;
+    if (c->allow_net) { /* network.allowOut: this box's own rules */
+        free(sb->sopts.policy.allow_net);
+        sb->sopts.policy.allow_net = xstrdup(c->allow_net);
+    }
     /* As the pool warms them: the same command line (no history flag). */
     sb->sopts.history_in_memory = false;
     sb->started_at = time(NULL);

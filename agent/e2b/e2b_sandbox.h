@@ -69,6 +69,8 @@ typedef struct e2b_create {
     const json_t *metadata;  /* object of strings, or NULL */
     const json_t *env_vars;  /* object of strings, or NULL */
     const char *owner;       /* the registry owner label */
+    const char *allow_net;   /* network.allowOut as --allow-net rules ("":
+                                none), or NULL: the server's */
 } e2b_create_t;
 
 /* Create a sandbox and wait until its kernel is ready. Returns its table
@@ -133,6 +135,13 @@ bool e2b_sandbox_paused(e2b_sandbox_t *sb);
  * instead of killing; resume: autoResume (needs memory). */
 void e2b_sandbox_set_auto_pause(e2b_sandbox_t *sb, bool on, bool memory,
                                 bool resume);
+
+/* PUT /sandboxes/ID/network: replace the box's --allow-net rules for its
+ * next connections, and for the box a resume starts. ERR_USAGE when it
+ * has no proxy (created without network rules on a server without
+ * --allow-net) or is paused; the rules' errors as sb_sandbox_set_net_rules.
+ * From any thread. */
+int e2b_sandbox_set_net_rules(e2b_sandbox_t *sb, const char *rules, err_t *err);
 
 /* Has the sandbox been asked to end (or is it paused)? Long-running work
  * polls it. */

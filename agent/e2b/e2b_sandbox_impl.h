@@ -58,6 +58,7 @@ struct e2b_sandbox {
     bool auto_resume;       /* a request with a token resumes it */
     bool auto_pausing;      /* an automatic pause is queued */
     e2b_job_t *jobs, *jobs_tail; /* waiting calls */
+    char *net_rules; /* owned: set by PUT .../network (under lock), or NULL */
     struct {
         void *state;
         void (*end)(e2b_sandbox_t *, void *);
@@ -73,6 +74,9 @@ int e2b_sandbox_call_job(e2b_sandbox_t *sb, void (*fn)(e2b_sandbox_t *, void *),
  * sb->lock held. */
 bool e2b_sandbox_token_match(const e2b_sandbox_t *sb, const char *envd_token,
                              const char *traffic_token);
+/* Give a session that a resume started the operator's --allow-net rules
+ * (PUT .../network), if any were set. */
+void e2b_sandbox_apply_net_rules(e2b_sandbox_t *sb, ag_session_t *s);
 /* Give back what a paused sandbox counted against --pause-disk. */
 void e2b_sandbox_pause_unreserve(e2b_sandbox_t *sb);
 /* A new random access token. */

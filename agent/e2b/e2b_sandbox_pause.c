@@ -245,6 +245,8 @@ s_resume_job(e2b_sandbox_t *sb, void *arg)
     }
     int fd = -1;
     if (!memory) {
+        e2b_sandbox_apply_net_rules(sb,
+                                    s); /* the operator's, not the create's */
         const char *ws = ag_session_workspace(s);
         fd = ws ? open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     }

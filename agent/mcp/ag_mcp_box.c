@@ -18,7 +18,11 @@ ag_mcp_box_stop(ag_mcp_box_t *b, const char *why)
     if (!b->session)
         return;
     log_info("mcp: stopping the session's kernel: %s", why);
-    ag_session_destroy(&b->session);
+    pthread_mutex_lock(&b->net_mu);
+    ag_session_t *s = b->session;
+    b->session = NULL;
+    pthread_mutex_unlock(&b->net_mu);
+    ag_session_destroy(&s);
     free(b->expired_note);
     b->expired_note = xasprintf("the previous kernel was stopped (%s): "
                                 "variables and files are gone",
@@ -44,9 +48,15 @@ ag_mcp_box_session(ag_mcp_box_t *b, err_t *err)
     ag_mcp_box_expire(b);
     if (b->session)
         return b->session;
-    b->session = ag_session_start(b->cfg->session, err);
-    if (!b->session)
+    ag_session_t *s = ag_session_start(b->cfg->session, err);
+    if (!s)
         return NULL;
+    pthread_mutex_lock(&b->net_mu);
+    b->session = s;
+    err_t nerr = {0}; /* the operator's rules outlive a reset */
+    if (b->net_rules && ag_session_set_net_rules(s, b->net_rules, &nerr) < 0)
+        log_warn("mcp: --allow-net: %s", nerr.text);
+    pthread_mutex_unlock(&b->net_mu);
     b->started_ms = b->used_ms = clock_mono_ms();
     ag_session_print_warnings(b->session, stderr);
     const char *w = ag_session_warnings(b->session);
@@ -54,6 +64,38 @@ ag_mcp_box_session(ag_mcp_box_t *b, err_t *err)
         b->call->log(b->call->arg, "warning", w);
     ag_session_record_kernel(b->session, b->record);
     return b->session;
+}
+
+int
+ag_mcp_box_set_net_rules(ag_mcp_box_t *b, const char *rules, err_t *err)
+{
+    if (!b->cfg->session->policy.allow_net)
+        return err_set(err, ERR_USAGE,
+                       "this server was started without --allow-net, so its "
+                       "boxes have no egress proxy; start mcp with "
+                       "--allow-net RULES to change rules later");
+    if (sb_net_rules_check(rules, err) < 0)
+        return -1;
+    pthread_mutex_lock(&b->net_mu);
+    int rc = b->session ? ag_session_set_net_rules(b->session, rules, err) : 0;
+    if (rc == 0) {
+        free(b->net_rules);
+        b->net_rules = xstrdup(rules);
+    }
+    pthread_mutex_unlock(&b->net_mu);
+    return rc;
+}
+
+char *
+ag_mcp_box_net_rules(ag_mcp_box_t *b)
+{
+    const char *flags = b->cfg->session->policy.allow_net;
+    if (!flags)
+        return NULL;
+    pthread_mutex_lock(&b->net_mu);
+    char *r = xstrdup(b->net_rules ? b->net_rules : flags);
+    pthread_mutex_unlock(&b->net_mu);
+    return r;
 }
 
 json_t *

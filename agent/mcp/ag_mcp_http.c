@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #define ENDPOINT "/mcp"
+#define NET_PREFIX "/sessions/" /* the operator's door: s_network */
 /* Requests being handled at once, each waiting for its session or a
  * cell on a worker, and more waiting for a worker: 503 beyond. */
 #define MAX_WORKERS 128
@@ -184,6 +185,12 @@ s_check(void *arg, ag_httpd_req_t *req)
                  "Unauthorized: send Authorization: Bearer TOKEN "
                  "(the token in the server's --token-file)");
         return;
+    }
+    if (strncmp(ag_httpd_path(req), NET_PREFIX, strlen(NET_PREFIX)) == 0) {
+        if (strcmp(method, "PUT") != 0 && strcmp(method, "GET") != 0)
+            s_refuse(req, 405, AG_MCP_INVALID_REQUEST,
+                     "Method Not Allowed: GET or PUT a session's network");
+        return; /* s_network */
     }
     if (strcmp(ag_httpd_path(req), ENDPOINT) != 0) {
         s_refuse(req, 404, AG_MCP_INVALID_REQUEST,
@@ -404,10 +411,76 @@ s_on_session(s_http_t *h, ag_httpd_req_t *req, const json_t *msg,
     json_decref(resp);
 }
 
+/* The operator's door, not MCP: GET or PUT /sessions/ID/network with
+ * {"allow_net": "RULE,RULE"} (or a list; "" or [] for none) replaces the
+ * session's --allow-net rules for its next connections. Behind the same
+ * token as /mcp; the box cannot reach this server (its own network
+ * namespace), nor name a session (ids are random and never enter it). */
+static void
+s_network(s_http_t *h, ag_httpd_req_t *req)
+{
+    const char *p = ag_httpd_path(req) + strlen(NET_PREFIX);
+    char sid[AG_MCP_SESSION_ID_LEN + 1];
+    size_t n = strcspn(p, "/");
+    if (n != AG_MCP_SESSION_ID_LEN || strcmp(p + n, "/network") != 0) {
+        s_refuse(req, 404, AG_MCP_INVALID_REQUEST,
+                 "Not Found: the path is " NET_PREFIX "SESSION-ID/network");
+        return;
+    }
+    memcpy(sid, p, n);
+    sid[n] = '\0';
+    ag_mcp_session_t *s = ag_mcp_sessions_acquire(h->sessions, sid, false);
+    if (!s) {
+        s_refuse(req, 404, AG_MCP_INVALID_REQUEST,
+                 "Not Found: no live session has this id");
+        return;
+    }
+    ag_mcp_box_t *box = ag_mcp_server_box(ag_mcp_session_server(s));
+    err_t err = {0};
+    int rc = 0;
+    if (strcmp(ag_httpd_method(req), "PUT") == 0) {
+        size_t len;
+        const char *body = ag_httpd_body(req, &len);
+        json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
+        char *rules =
+            j ? ag_net_rules_join(json_object_get(j, "allow_net")) : NULL;
+        if (!rules)
+            rc = err_set(&err, ERR_USAGE,
+                         "the body must be {\"allow_net\": \"RULE,RULE\"} "
+                         "or {\"allow_net\": [RULE, ...]}");
+        else if ((rc = ag_mcp_box_set_net_rules(box, rules, &err)) == 0)
+            log_info("mcp: session %.8s… rules set by the operator: %s", sid,
+                     rules);
+        free(rules);
+        json_decref(j);
+    }
+    char *now = rc == 0 ? ag_mcp_box_net_rules(box) : NULL;
+    ag_mcp_sessions_release(h->sessions, s, false);
+    if (rc < 0) {
+        s_refuse(req, err.code == ERR_USAGE ? 400 : 500, AG_MCP_INVALID_REQUEST,
+                 "%s", err.text);
+        return;
+    }
+    if (!now) {
+        s_refuse(req, 409, AG_MCP_INVALID_REQUEST,
+                 "this server was started without --allow-net: its "
+                 "sessions have no network");
+        return;
+    }
+    json_t *r = json_pack("{s:s}", "allow_net", now);
+    s_reply_json(req, 200, r, NULL);
+    json_decref(r);
+    free(now);
+}
+
 static void
 s_handle(void *arg, ag_httpd_req_t *req)
 {
     s_http_t *h = arg;
+    if (strncmp(ag_httpd_path(req), NET_PREFIX, strlen(NET_PREFIX)) == 0) {
+        s_network(h, req);
+        return;
+    }
     if (strcmp(ag_httpd_method(req), "DELETE") == 0) {
         s_delete(h, req);
         return;

@@ -184,6 +184,7 @@ ag_mcp_box_new(const ag_mcp_config_t *cfg)
     b->record = nb_record_new();
     ag_mcp_bridge_init(b);
     b->status = "failed";
+    pthread_mutex_init(&b->net_mu, NULL);
     return b;
 }
 
@@ -206,6 +207,8 @@ s_box_free(ag_mcp_box_t **p, bool hand_off)
     kb_displays_destroy(&b->displays);
     free(b->expired_note);
     free(b->exported);
+    free(b->net_rules);
+    pthread_mutex_destroy(&b->net_mu);
     free(b);
     *p = NULL;
 }

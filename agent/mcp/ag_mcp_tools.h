@@ -106,6 +106,14 @@ json_t *ag_mcp_box_call(ag_mcp_box_t *b, const char *name, const json_t *args,
  * (the next call starts a fresh one). For servers that wait idle. */
 void ag_mcp_box_expire(ag_mcp_box_t *b);
 
+/* The operator's door (never a tool): replace the box's --allow-net
+ * rules for its next connections, and for the kernels a reset starts
+ * (sb_sandbox_set_net_rules' errors; ERR_USAGE when the server was
+ * started without --allow-net). Safe while a call runs. 0 or -1. */
+int ag_mcp_box_set_net_rules(ag_mcp_box_t *b, const char *rules, err_t *err);
+/* The rules in force (new string), or NULL without --allow-net. */
+char *ag_mcp_box_net_rules(ag_mcp_box_t *b);
+
 /* Write the session so far as a notebook to `path`. 0, or -1 + err. */
 int ag_mcp_box_save_notebook(ag_mcp_box_t *b, const char *path, err_t *err);
 

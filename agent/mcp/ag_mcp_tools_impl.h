@@ -25,6 +25,7 @@
 #include "notebook-io/nb_record.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -56,6 +57,11 @@ struct ag_mcp_box {
     size_t progress_sent;       /* progress lines sent in this call */
     s_file_id_t *exported;      /* owned: files export_notebook wrote */
     size_t nexported;           /* entries in exported */
+    /* The operator's --allow-net rules (ag_mcp_box_set_net_rules), from
+     * an HTTP worker while a call runs: net_mu guards them and `session`
+     * being set or cleared (ag_mcp_box.c). */
+    pthread_mutex_t net_mu;
+    char *net_rules; /* owned: set on this session, or NULL: the flags' */
 };
 
 /* A tool: args (an object, borrowed) in, a CallToolResult out (new). */

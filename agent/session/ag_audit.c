@@ -164,6 +164,46 @@ ag_audit_file_out(void *arg, const char *dir, const char *rel, int dirfd,
     free(path);
 }
 
+/* A string member of a record, or NULL. */
+static const char *
+s_str(const json_t *rec, const char *key)
+{
+    return json_string_value(json_object_get(rec, key));
+}
+
+static uint64_t
+s_count(const json_t *rec, const char *key)
+{
+    json_int_t v = json_integer_value(json_object_get(rec, key));
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+void
+ag_audit_net(void *arg, const json_t *rec)
+{
+    ag_audit_t *a = arg;
+    if (!a || !a->log || !json_is_object(rec))
+        return;
+    const char *verdict = s_str(rec, "verdict"), *method = s_str(rec, "method");
+    json_int_t port = json_integer_value(json_object_get(rec, "port"));
+    const char *addr = s_str(rec, "address"), *rule = s_str(rec, "rule");
+    bool allowed = verdict && strcmp(verdict, "allowed") == 0;
+    audit_conn_t c = {
+        .verdict = allowed ? "allowed" : "refused",
+        .kind = method && strcmp(method, "CONNECT") == 0 ? "connect" : "http",
+        .host = s_str(rec, "host"),
+        .port = port > 0 && port < 65536 ? (unsigned)port : 0,
+        .addr = addr && *addr ? addr : NULL,
+        .rule = rule && *rule ? rule : NULL,
+        .reason = s_str(rec, "reason"),
+        .bytes_out = s_count(rec, "bytes_up"),
+        .bytes_in = s_count(rec, "bytes_down"),
+        .duration_ms = (int64_t)s_count(rec, "ms")};
+    err_t e = {0};
+    if (audit_connection(a->log, a->id, &c, &e))
+        fprintf(stderr, "jupyter-agent: audit: %s\n", e.text);
+}
+
 int
 ag_audit_start(ag_audit_t *a, json_t *start, const json_t *inputs, err_t *err)
 {

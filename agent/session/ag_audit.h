@@ -58,6 +58,12 @@ int ag_audit_file_fd(ag_audit_t *a, const char *dir, const char *via,
 void ag_audit_file_out(void *arg, const char *dir, const char *rel, int dirfd,
                        const char *name);
 
+/* A sandbox/sb_policy.h net_record_fn for an ag_audit_t (arg): each
+ * connection the --allow-net proxy recorded (its --net-log object, read
+ * as hostile: members of the wrong type are left out) becomes a "net"
+ * record. From the sandbox's record thread. Nothing without a log. */
+void ag_audit_net(void *arg, const json_t *rec);
+
 /* The "session_end" record (status: "ok", or what failed), sealed when
  * the log has a key. */
 int ag_audit_end(ag_audit_t *a, const char *status, err_t *err);

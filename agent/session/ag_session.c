@@ -81,6 +81,8 @@ s_sandbox_factory(void *arg, err_t *err)
     if (ag_audit_log(fa->audit)) {
         policy.files_out_fn = ag_audit_file_out;
         policy.files_out_arg = fa->audit;
+        policy.net_record_fn = ag_audit_net;
+        policy.net_record_arg = fa->audit;
     }
     kb_launcher_t *l = kb_launcher_sandbox_new(&policy, err);
     if (!l)
@@ -161,6 +163,10 @@ s_take_warm(const ag_session_opts_t *o, kb_launcher_t **out, err_t *err)
                        "kernels run the enforcing filter; use --warm cold");
     if (o->no_sandbox || o->warm == AG_WARM_COLD || o->policy.seccomp_audit)
         return 0;
+    /* A pool box's proxy belongs to serve: its records could not reach
+     * this session's --audit log. */
+    if (o->policy.allow_net && (o->audit || o->audit_path))
+        return 0;
     bool no_server;
     err_t terr = {0};
     kb_launcher_t *l =
@@ -221,17 +227,6 @@ ag_session_outputs_begin(ag_session_t *s, const ag_session_opts_t *o)
                         s->warnings ? s->warnings : "", e.text);
     free(s->warnings);
     s->warnings = w;
-}
-
-int
-ag_session_audit_open(ag_session_opts_t *o, err_t *err)
-{
-    if (o->audit_key && !o->audit_path)
-        return err_set(err, ERR_USAGE, "--audit-key needs --audit FILE");
-    if (!o->audit_path || o->audit)
-        return 0;
-    o->audit = ag_audit_open(o->audit_path, o->audit_key, err);
-    return o->audit ? 0 : -1;
 }
 
 /* The session's "session_start" record, the whole policy, and its

@@ -139,6 +139,17 @@ sb_sandbox_t *ag_session_sandbox(ag_session_t *s);
  * attached kernel. */
 struct sb_proc_engine *ag_session_proc_engine(ag_session_t *s, err_t *err);
 
+/* Replace the --allow-net rules of the session's box for its next
+ * connections (sb_sandbox_set_net_rules; the same errors), for the
+ * servers' operator doors. ERR_USAGE for a session without a box of this
+ * process (a warm kernel's belongs to serve). Safe from any thread while
+ * the session lives. */
+int ag_session_set_net_rules(ag_session_t *s, const char *rules, err_t *err);
+/* A door's rules as --allow-net takes them: a JSON string as it is, or a
+ * list of strings (none empty or holding a comma) joined by commas (new
+ * string); NULL for anything else. Not checked further. */
+char *ag_net_rules_join(const json_t *v);
+
 /* The session's --audit log and its id there (common/audit.h: e.g. for
  * audit_connection), NULL for a session without one. Borrowed. */
 audit_log_t *ag_session_audit(ag_session_t *s);

@@ -3,6 +3,7 @@
  * session flag table every session-starting command parses), apart from
  * starting a session (ag_session.c).
  */
+#include "agent/session/ag_audit.h"
 #include "agent/session/ag_session.h"
 
 #include "common/size.h"
@@ -350,4 +351,15 @@ ag_session_split_file_arg(const char *arg, char **path, char **name)
     }
     const char *slash = strrchr(*path, '/');
     *name = xstrdup(slash ? slash + 1 : *path);
+}
+
+int
+ag_session_audit_open(ag_session_opts_t *o, err_t *err)
+{
+    if (o->audit_key && !o->audit_path)
+        return err_set(err, ERR_USAGE, "--audit-key needs --audit FILE");
+    if (!o->audit_path || o->audit)
+        return 0;
+    o->audit = ag_audit_open(o->audit_path, o->audit_key, err);
+    return o->audit ? 0 : -1;
 }

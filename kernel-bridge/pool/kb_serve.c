@@ -281,6 +281,53 @@ s_stats_json(const s_server_t *sv)
     return j;
 }
 
+/* {"op":"network","pid":N,"allow_net":RULES}: the operator replaces the
+ * --allow-net rules of the handed-out box whose pid 1 is N (as "spawn"
+ * answered; --status lists them). Only the server's own uid or root
+ * reaches this socket, and no box can: it is not in their mounts. */
+static void
+s_handle_network(s_server_t *sv, s_conn_t *c, json_t *req)
+{
+    json_int_t pid = json_integer_value(json_object_get(req, "pid"));
+    const char *rules = json_string_value(json_object_get(req, "allow_net"));
+    if (pid <= 0 || !rules) {
+        s_reply_err(c, "network needs pid and allow_net", NULL, false);
+        return;
+    }
+    for (size_t i = 0; i < sv->nconns; i++) {
+        sb_sandbox_t *box =
+            sv->conns[i].l ? kb_launcher_warm_box(sv->conns[i].l) : NULL;
+        if (!box || sb_sandbox_pid(box) != (pid_t)pid)
+            continue;
+        err_t err = {0};
+        if (sb_sandbox_set_net_rules(box, rules, &err) < 0)
+            s_reply_err(c, err.text, NULL, false);
+        else
+            s_reply_ok(c, json_pack("{s:s}", "allow_net", rules), NULL, 0);
+        return;
+    }
+    s_reply_err(c, "no session of this server runs in a box with that pid",
+                NULL, false);
+}
+
+/* The handed-out boxes with an egress proxy: [{"pid", "allow_net"}]. */
+static json_t *
+s_net_json(const s_server_t *sv)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < sv->nconns; i++) {
+        sb_sandbox_t *box =
+            sv->conns[i].l ? kb_launcher_warm_box(sv->conns[i].l) : NULL;
+        char *rules = box ? sb_sandbox_net_rules(box) : NULL;
+        if (rules)
+            json_array_append_new(a, json_pack("{s:I, s:s}", "pid",
+                                               (json_int_t)sb_sandbox_pid(box),
+                                               "allow_net", rules));
+        free(rules);
+    }
+    return a;
+}
+
 /* One request; returns false when the connection should be dropped. */
 static bool
 s_handle(s_server_t *sv, s_conn_t *c)
@@ -304,7 +351,11 @@ s_handle(s_server_t *sv, s_conn_t *c)
         c->l->ops->kill(c->l->self);
         s_reply_ok(c, NULL, NULL, 0);
     } else if (strcmp(op, "stats") == 0) {
-        s_reply_ok(c, s_stats_json(sv), NULL, 0);
+        json_t *st = s_stats_json(sv);
+        json_object_set_new(st, "network", s_net_json(sv));
+        s_reply_ok(c, st, NULL, 0);
+    } else if (strcmp(op, "network") == 0) {
+        s_handle_network(sv, c, req);
     } else if (strcmp(op, "stop") == 0) {
         /* Handed-out sessions belong to their clients: they keep running,
          * and the reply says how many. */

@@ -29,6 +29,11 @@
  *                                              warm-up times: warmup_last_ms,
  *                                              warmup_p50_ms (last
  *                                              warmup_window), warmup_max_ms}
+ *   {"op":"network","pid","allow_net"}  ->  <- {"ok":true,"allow_net"}: the
+ *                                              handed-out box with that pid
+ *                                              judges its next connections
+ *                                              by the new rules (stats lists
+ *                                              them under "network")
  *   {"op":"stop"}                       ->  <- {"ok":true,"sessions_left":N}:
  *                                              the socket and the unused
  *                                              warm kernels go at once; the
@@ -109,5 +114,8 @@ int kb_serve_launcher_add_file(kb_launcher_t *l, const char *host_path,
 /* One request to the server outside a session ("stats", "stop"): the
  * reply (new reference) or NULL with err set. */
 json_t *kb_serve_request(const char *socket_path, const char *op, err_t *err);
+/* The same for any request object `req` (stolen), e.g. {"op":"network",
+ * "pid":N,"allow_net":RULES}. */
+json_t *kb_serve_call(const char *socket_path, json_t *req, err_t *err);
 
 #endif

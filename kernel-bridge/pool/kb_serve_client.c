@@ -440,16 +440,23 @@ kb_serve_launcher_add_file(kb_launcher_t *l, const char *host_path,
 }
 
 json_t *
-kb_serve_request(const char *socket_path, const char *op, err_t *err)
+kb_serve_call(const char *socket_path, json_t *req, err_t *err)
 {
     char *path = kb_serve_path(socket_path, err);
     bool absent;
-    int sock = s_connect(path, &absent, err);
+    int sock = path ? s_connect(path, &absent, err) : -1;
     free(path);
-    if (sock < 0)
+    if (sock < 0) {
+        json_decref(req);
         return NULL;
-    json_t *reply = s_call(sock, json_pack("{s:s}", "op", op), NULL, 0, 10000,
-                           NULL, NULL, err);
+    }
+    json_t *reply = s_call(sock, req, NULL, 0, 10000, NULL, NULL, err);
     close(sock);
     return reply;
+}
+
+json_t *
+kb_serve_request(const char *socket_path, const char *op, err_t *err)
+{
+    return kb_serve_call(socket_path, json_pack("{s:s}", "op", op), err);
 }

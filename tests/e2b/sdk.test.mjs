@@ -199,6 +199,24 @@ test('there is no network inside a sandbox, and asking for it is refused', async
   await assert.rejects(Sandbox.create({ allowInternetAccess: true }), /egress/)
 })
 
+test('network rules: create with allowOut, updateNetwork replaces them', async () => {
+  const all = { denyOut: ['0.0.0.0/0'] } // E2B's ALL_TRAFFIC: only allowOut leaves
+  await assert.rejects(sbx.updateNetwork({ allowOut: ['data.example'], ...all }),
+    /no egress proxy/)
+  const n = await Sandbox.create({ network: { allowOut: ['data.example'], ...all } })
+  try {
+    const r = await n.runCode('import os\nprint(os.environ.get("HTTPS_PROXY"))')
+    assert.match(r.logs.stdout.join(''), /127\.0\.0\.1:3128/)
+    await n.updateNetwork({ allowOut: ['data.example', '*.example.org'], ...all })
+    await assert.rejects(n.updateNetwork({ allowOut: ['not a rule'], ...all }),
+      /is not a rule/)
+    await assert.rejects(n.updateNetwork({ allowOut: ['data.example'] }),
+      /0\.0\.0\.0\/0/)
+  } finally {
+    await n.kill()
+  }
+})
+
 test('two sandboxes see neither each other\'s variables, files nor tokens', async () => {
   const a = await Sandbox.create()
   const b = await Sandbox.create()
