@@ -44,7 +44,7 @@ sb_box_egress_start(sb_sandbox_t *sb, err_t *err)
     if (!p->allow_net || sb->sock_fd < 0)
         return 0;
     sb_box_egress_stop(sb); /* a restart: the old box's proxy goes */
-    int rc = -1, lfd = -1, life[2] = {-1, -1}, log_fd = -1;
+    int rc = -1, lfd = -1, life[2] = {-1, -1}, log_fd = -1, tls_fd = -1;
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     snprintf(a.sun_path, sizeof a.sun_path, "/proc/self/fd/%d/%s", sb->sock_fd,
              SB_EGRESS_SOCK);
@@ -77,6 +77,8 @@ sb_box_egress_start(sb_sandbox_t *sb, err_t *err)
             goto out;
         }
     }
+    if (sb_box_egress_conf_fd(sb, &tls_fd, err) < 0) /* --net-secret */
+        goto out;
     static char arg0[] = "jupyter-agent", arg1[] = SB_EGRESS_PROXY_CMD;
     static char env0[] = "PATH=/usr/bin:/bin", env1[] = "LANG=C.UTF-8";
     char *argv[] = {arg0, arg1, p->allow_net, NULL};
@@ -88,15 +90,14 @@ sb_box_egress_start(sb_sandbox_t *sb, err_t *err)
     }
     if (pid == 0) { /* async-signal-safe only until execve */
         setpgid(0, 0);
-        int src[3] = {lfd, life[0], log_fd}, hi[3];
-        for (int i = 0; i < 3; i++)
+        /* fd 3 listen, 4 life, 5 log, 6 rules (none yet), 7 TLS conf */
+        int src[5] = {lfd, life[0], log_fd, -1, tls_fd}, hi[5];
+        for (int i = 0; i < 5; i++)
             hi[i] = src[i] >= 0 ? fcntl(src[i], F_DUPFD, 64) : -1;
-        for (int i = 0; i < 3; i++)
-            if (hi[i] >= 0 && dup2(hi[i], 3 + i) < 0)
+        for (int i = 0; i < 5; i++)
+            if (hi[i] >= 0 ? dup2(hi[i], 3 + i) < 0 : (close(3 + i), 0))
                 _exit(127);
-        if (hi[2] < 0)
-            close(5);
-        syscall(SYS_close_range, hi[2] >= 0 ? 6 : 5, ~0U, 0);
+        syscall(SYS_close_range, 8, ~0U, 0);
         execve("/proc/self/exe", argv, envp);
         _exit(127);
     }
@@ -114,6 +115,8 @@ out:
         close(life[1]);
     if (log_fd >= 0)
         close(log_fd);
+    if (tls_fd >= 0)
+        close(tls_fd);
     return rc;
 }
 

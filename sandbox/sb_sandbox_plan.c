@@ -255,6 +255,22 @@ sb_box_plan_build(const sb_sandbox_t *sb, struct s_plan *pl)
         s_plan_bind(pl, "/etc/localtime", "/etc/localtime", false, true);
     s_plan_bind(pl, "/var/cache/fontconfig", "/var/cache/fontconfig", false,
                 true);
+    /* --net-secret / --net-ca: the box's CA bundle, also over the system
+     * bundle (what certifi and OpenSSL's default file name on Debian). */
+    size_t blen = 0;
+    char *bundle = sb_box_egress_bundle(sb, &blen);
+    if (bundle) {
+        struct s_op *op = s_plan_add(pl, OP_WRITE, SB_EGRESS_CA_BUNDLE,
+                                     "write " SB_EGRESS_CA_BUNDLE);
+        op->src = bundle;
+        op->len = blen;
+        if (stat(SB_SYSTEM_CA_BUNDLE, &st) == 0) {
+            op = s_plan_add(pl, OP_BIND, SB_SYSTEM_CA_BUNDLE,
+                            "bind " SB_EGRESS_CA_BUNDLE
+                            " over " SB_SYSTEM_CA_BUNDLE " read-only");
+            op->src = xstrdup("/newroot" SB_EGRESS_CA_BUNDLE);
+        }
+    }
 
     /* /dev: a read-only tmpfs with a few host nodes bound in. */
     s_plan_tmpfs(pl, OP_TMPFS, "/dev", 65536, "mode=0755",
