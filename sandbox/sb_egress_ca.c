@@ -81,22 +81,21 @@ s_cert(EVP_PKEY *key, EVP_PKEY *sign, X509 *issuer, const char *cn,
 {
     X509 *x = X509_new();
     BIGNUM *bn = BN_new();
-    bool ok = x && bn && X509_set_version(x, 2) &&
-              BN_rand(bn, 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) &&
-              BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) &&
-              X509_gmtime_adj(X509_getm_notBefore(x), -3600) &&
-              X509_gmtime_adj(X509_getm_notAfter(x),
-                              (long)S_DAYS * 24 * 3600) &&
-              X509_set_pubkey(x, key);
+    bool ok =
+        x && bn && X509_set_version(x, 2) &&
+        BN_rand(bn, 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) &&
+        BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) &&
+        X509_gmtime_adj(X509_getm_notBefore(x), -3600) &&
+        X509_gmtime_adj(X509_getm_notAfter(x), (long)S_DAYS * 24 * 3600) &&
+        X509_set_pubkey(x, key);
     X509_NAME *name = ok ? X509_get_subject_name(x) : NULL;
     ok = ok &&
          X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
-                                    (const unsigned char *)"jupyter-agent",
-                                    -1, -1, 0) &&
+                                    (const unsigned char *)"jupyter-agent", -1,
+                                    -1, 0) &&
          X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
                                     (const unsigned char *)cn, -1, -1, 0) &&
-         X509_set_issuer_name(x, issuer ? X509_get_subject_name(issuer)
-                                        : name);
+         X509_set_issuer_name(x, issuer ? X509_get_subject_name(issuer) : name);
     X509V3_CTX ctx;
     if (ok) {
         X509V3_set_ctx(&ctx, issuer ? issuer : x, x, NULL, NULL, 0);
@@ -127,8 +126,7 @@ sb_egress_ca_new(const char *const hosts[], size_t n, err_t *err)
     }
     /* Name constraints: the CA can vouch for the secret hosts only. */
     for (size_t i = 0; i < n; i++)
-        buf_printf(&nc, "%spermitted;DNS:%s", i ? "," : "critical,",
-                   hosts[i]);
+        buf_printf(&nc, "%spermitted;DNS:%s", i ? "," : "critical,", hosts[i]);
     unsigned char id[8];
     char cn[64];
     RAND_bytes(id, sizeof id);
@@ -150,8 +148,7 @@ sb_egress_ca_new(const char *const hosts[], size_t n, err_t *err)
     BIO *kb = BIO_new(BIO_s_mem());
     char *kp = NULL;
     long kn = 0;
-    if (kb && PEM_write_bio_PrivateKey(kb, leaf_key, NULL, NULL, 0, NULL,
-                                       NULL))
+    if (kb && PEM_write_bio_PrivateKey(kb, leaf_key, NULL, NULL, 0, NULL, NULL))
         kn = BIO_get_mem_data(kb, &kp);
     if (kn > 0) {
         ca->key_pem = xmalloc((size_t)kn + 1);

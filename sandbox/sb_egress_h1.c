@@ -45,9 +45,8 @@ bool
 sb_egress_h1_header_ok(const char *name)
 {
     static const char *const framing[] = {
-        "host",    "content-length", "transfer-encoding", "connection",
-        "upgrade", "te",             "trailer",           "keep-alive",
-        "expect"};
+        "host", "content-length", "transfer-encoding", "connection", "upgrade",
+        "te",   "trailer",        "keep-alive",        "expect"};
     size_t n = strlen(name);
     if (n == 0 || n > SB_EGRESS_HEADER_MAX)
         return false;
@@ -138,8 +137,8 @@ s_head(sb_egress_h1_t *p, const sb_egress_inject_t *inj, const char *h,
     bool http10 = (size_t)(eol - 1 - ver) == 8 && !memcmp(ver, "HTTP/1.0", 8);
     if (!http10 &&
         ((size_t)(eol - 1 - ver) != 8 || memcmp(ver, "HTTP/1.1", 8) != 0))
-        return s_fail(p, 400, "the version is not HTTP/1.1 or HTTP/1.0",
-                      status, why);
+        return s_fail(p, 400, "the version is not HTTP/1.1 or HTTP/1.0", status,
+                      why);
     size_t ml = (size_t)(sp1 - h);
     if ((ml == 7 && !memcmp(h, "CONNECT", 7)) ||
         (ml == 5 && !memcmp(h, "TRACE", 5)))
@@ -161,8 +160,8 @@ s_head(sb_egress_h1_t *p, const sb_egress_inject_t *inj, const char *h,
         const char *e = memchr(ln, '\n', (size_t)(end - ln));
         if (!e || e == ln || e[-1] != '\r' ||
             memchr(ln, '\r', (size_t)(e - 1 - ln)))
-            return s_fail(p, 400, "a header line does not end in CRLF",
-                          status, why);
+            return s_fail(p, 400, "a header line does not end in CRLF", status,
+                          why);
         size_t n = (size_t)(e - 1 - ln);
         if (n == 0)
             break; /* the blank line: the caller cut the head there */
@@ -181,8 +180,7 @@ s_head(sb_egress_h1_t *p, const sb_egress_inject_t *inj, const char *h,
         s_trim(&v, &ve);
         if (sb_egress_h1_is_header(ln, n, "host")) {
             if (++hosts > 1)
-                return s_fail(p, 400, "more than one Host header", status,
-                              why);
+                return s_fail(p, 400, "more than one Host header", status, why);
             if (!s_host_ok(inj, v, ve))
                 return s_fail(p, 403,
                               "the Host header inside TLS is not the "
@@ -238,8 +236,8 @@ s_chunk_line(sb_egress_h1_t *p, buf_t *out, int *status, const char **why)
     const char *l = p->line;
     size_t n = p->have;
     if (n < 3 || l[n - 2] != '\r')
-        return s_fail(p, 400, "a chunk-size line does not end in CRLF",
-                      status, why);
+        return s_fail(p, 400, "a chunk-size line does not end in CRLF", status,
+                      why);
     uint64_t size = 0;
     size_t i = 0;
     for (; i < n - 2 && isxdigit((unsigned char)l[i]); i++) {
@@ -283,8 +281,7 @@ s_trailer_line(sb_egress_h1_t *p, const sb_egress_inject_t *inj, buf_t *out,
         return s_fail(p, 431, "the trailers are larger than 16 KiB", status,
                       why);
     if (n > 2 && (l[0] == ' ' || l[0] == '\t' || !memchr(l, ':', n)))
-        return s_fail(p, 400, "a trailer line is not NAME: VALUE", status,
-                      why);
+        return s_fail(p, 400, "a trailer line is not NAME: VALUE", status, why);
     p->have = 0;
     if (n > 2 && sb_egress_h1_is_header(l, n - 2, inj->header))
         return 0;
@@ -331,8 +328,8 @@ sb_egress_h1_feed(sb_egress_h1_t *p, const sb_egress_inject_t *inj,
         }
         case SB_H1_CHUNK_CRLF:
             if (in[i] != (p->left == 2 ? '\r' : '\n'))
-                return s_fail(p, 400, "chunk data does not end in CRLF",
-                              status, why);
+                return s_fail(p, 400, "chunk data does not end in CRLF", status,
+                              why);
             if (buf_append(out, in + i, 1) < 0)
                 return s_fail(p, 500, "out of buffer", status, why);
             i++;

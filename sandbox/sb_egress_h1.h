@@ -25,9 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SB_EGRESS_HEADER_MAX 64     /* bytes of a secret header's name */
-#define SB_EGRESS_SECRET_MAX 8192   /* bytes of a secret header's value */
-#define SB_EGRESS_CHUNK_LINE 4096   /* a chunk-size line or a trailer line */
+#define SB_EGRESS_HEADER_MAX 64   /* bytes of a secret header's name */
+#define SB_EGRESS_SECRET_MAX 8192 /* bytes of a secret header's value */
+#define SB_EGRESS_CHUNK_LINE 4096 /* a chunk-size line or a trailer line */
 
 /* The header one host's requests get. Borrowed strings. */
 typedef struct sb_egress_inject {

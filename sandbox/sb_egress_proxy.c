@@ -393,8 +393,8 @@ s_forward_plain(s_conn_t *c, const sb_egress_req_t *r, const char *head,
                 size_t head_len, const char *rest, size_t rest_len,
                 const sb_egress_secret_t *sec)
 {
-    char out[SB_EGRESS_HEAD_MAX + SB_EGRESS_SECRET_MAX +
-             SB_EGRESS_HEADER_MAX + 64];
+    char out[SB_EGRESS_HEAD_MAX + SB_EGRESS_SECRET_MAX + SB_EGRESS_HEADER_MAX +
+             64];
     size_t at = 0;
     const char *path = head + r->path_off;
     int n = snprintf(out, sizeof out, "%s %s%.*s", r->method,

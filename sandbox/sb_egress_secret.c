@@ -130,8 +130,8 @@ sb_egress_conf_decode(const char *data, size_t len, sb_egress_conf_t *c,
     sb_egress_secret_t *cur = NULL;
     while (at < len) {
         const char *nl = memchr(data + at, '\n', len - at);
-        const char *sp = nl ? memchr(data + at, ' ', (size_t)(nl - data - at))
-                            : NULL;
+        const char *sp =
+            nl ? memchr(data + at, ' ', (size_t)(nl - data - at)) : NULL;
         if (!sp)
             goto bad;
         char tag[8] = "";
@@ -178,8 +178,8 @@ sb_egress_conf_decode(const char *data, size_t len, sb_egress_conf_t *c,
         const char *why = NULL;
         if (!c->s[i].value || !c->s[i].chain_pem ||
             !sb_egress_h1_header_ok(c->s[i].header) ||
-            sb_egress_secret_value_ok(c->s[i].value, c->s[i].value_len,
-                                      &why) < 0)
+            sb_egress_secret_value_ok(c->s[i].value, c->s[i].value_len, &why) <
+                0)
             goto bad;
     }
     if (c->n && !c->leaf_key_pem)

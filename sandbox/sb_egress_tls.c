@@ -55,8 +55,8 @@ s_alpn(SSL *s, const unsigned char **out, unsigned char *outlen,
     (void)s;
     (void)arg;
     unsigned char *o = NULL;
-    if (SSL_select_next_proto(&o, outlen, s_h11, sizeof s_h11 - 1, in,
-                              inlen) == OPENSSL_NPN_NEGOTIATED) {
+    if (SSL_select_next_proto(&o, outlen, s_h11, sizeof s_h11 - 1, in, inlen) ==
+        OPENSSL_NPN_NEGOTIATED) {
         *out = o;
         return SSL_TLSEXT_ERR_OK;
     }
@@ -259,10 +259,10 @@ typedef struct s_tunnel {
     int box_fd, up_fd;
     sb_egress_h1_t *h1;
     sb_egress_inject_t inj;
-    buf_t to_up;      /* rewritten requests not yet written upstream */
-    size_t up_off;    /* written of to_up */
-    size_t up_retry;  /* length of a write to retry (OpenSSL's rule) */
-    char dn[S_IO];    /* a response piece for the box */
+    buf_t to_up;     /* rewritten requests not yet written upstream */
+    size_t up_off;   /* written of to_up */
+    size_t up_retry; /* length of a write to retry (OpenSSL's rule) */
+    char dn[S_IO];   /* a response piece for the box */
     size_t dn_len, dn_off;
     bool box_eof, up_eof, up_closed, refused;
     short box_ev, up_ev; /* what the last attempts wait for */
@@ -384,8 +384,8 @@ s_step(s_tunnel_t *t, sb_egress_tls_job_t *j, sb_egress_pump_end_t *end)
         }
     }
     if (t->dn_len > t->dn_off) {
-        int r = SSL_write(t->box, t->dn + t->dn_off,
-                          (int)(t->dn_len - t->dn_off));
+        int r =
+            SSL_write(t->box, t->dn + t->dn_off, (int)(t->dn_len - t->dn_off));
         if (r > 0) {
             t->dn_off += (size_t)r;
             if (t->dn_off == t->dn_len)
@@ -434,10 +434,9 @@ s_run(s_tunnel_t *t, sb_egress_tls_job_t *j)
         int64_t wait = pp->idle_ms ? last + pp->idle_ms - now : 60000;
         if (pp->deadline_ms && pp->deadline_ms - now < wait)
             wait = pp->deadline_ms - now;
-        struct pollfd pf[2] = {{.fd = t->box_ev ? t->box_fd : -1,
-                                .events = t->box_ev},
-                               {.fd = t->up_ev ? t->up_fd : -1,
-                                .events = t->up_ev}};
+        struct pollfd pf[2] = {
+            {.fd = t->box_ev ? t->box_fd : -1, .events = t->box_ev},
+            {.fd = t->up_ev ? t->up_fd : -1, .events = t->up_ev}};
         if (poll(pf, 2, (int)wait) < 0 && errno != EINTR)
             return SB_PUMP_ERROR;
     }
@@ -461,8 +460,7 @@ sb_egress_tls_serve(sb_egress_tls_job_t *j)
     t->box_fd = j->box;
     t->up_fd = j->up;
     if (!sec || !s_up_ctx) {
-        snprintf(j->why, sizeof j->why, "no TLS configuration for %s",
-                 j->host);
+        snprintf(j->why, sizeof j->why, "no TLS configuration for %s", j->host);
         goto out;
     }
     s_nonblock(j->up);
@@ -470,8 +468,8 @@ sb_egress_tls_serve(sb_egress_tls_job_t *j)
     if (!t->up || !SSL_set_fd(t->up, j->up) ||
         !SSL_set_tlsext_host_name(t->up, j->host) ||
         !SSL_set1_host(t->up, j->host)) {
-        snprintf(j->why, sizeof j->why, "cannot set up TLS to %s: %s",
-                 j->host, s_ossl_why());
+        snprintf(j->why, sizeof j->why, "cannot set up TLS to %s: %s", j->host,
+                 s_ossl_why());
         goto out;
     }
     SSL_set_connect_state(t->up);

@@ -28,14 +28,14 @@ int sb_egress_tls_load(int fd, err_t *err);
 const sb_egress_secret_t *sb_egress_tls_secret(const char *host);
 
 typedef struct sb_egress_tls_job {
-    int box;            /* the box's connection (CONNECT read, no reply) */
-    int up;             /* connected to upstream */
-    const char *host;   /* the CONNECT host, normalised, with a secret */
-    unsigned port;      /* the CONNECT port */
+    int box;              /* the box's connection (CONNECT read, no reply) */
+    int up;               /* connected to upstream */
+    const char *host;     /* the CONNECT host, normalised, with a secret */
+    unsigned port;        /* the CONNECT port */
     sb_egress_pump_t *pp; /* caps and session totals; out: up, down */
-    int status;         /* out: refused before the 200: 400 or 502 */
-    unsigned requests;  /* out: requests passed with the header */
-    char why[768];      /* out: why refused, or how it ended */
+    int status;           /* out: refused before the 200: 400 or 502 */
+    unsigned requests;    /* out: requests passed with the header */
+    char why[768];        /* out: why refused, or how it ended */
 } sb_egress_tls_job_t;
 
 /* Serve one CONNECT to a secret host. 0 once the box was told 200 (`why`

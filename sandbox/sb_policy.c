@@ -795,10 +795,10 @@ sb_policy_to_json(const sb_policy_t *p)
         for (size_t i = 0; i < p->n_net_secret; i++) {
             sb_egress_secret_spec_t s;
             if (sb_egress_secret_spec_parse(p->net_secret[i], &s, NULL) == 0)
-                json_array_append_new(
-                    secrets, json_pack("{s:s, s:s, s:b}", "host", s.host,
-                                       "header", s.header, "plain_http",
-                                       s.plain ? 1 : 0));
+                json_array_append_new(secrets,
+                                      json_pack("{s:s, s:s, s:b}", "host",
+                                                s.host, "header", s.header,
+                                                "plain_http", s.plain ? 1 : 0));
         }
         json_object_set_new(j, "net_secret", secrets);
     }

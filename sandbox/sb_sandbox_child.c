@@ -230,8 +230,9 @@ s_run_op(const struct s_child *c, const struct s_op *op)
             if (s_mkdir_parent(op->dst) < 0)
                 return -1;
             struct stat st; /* over a file of a read-only bind: it exists */
-            int fd = stat(op->dst, &st) == 0 ? -2
-                     : open(op->dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+            int fd = stat(op->dst, &st) == 0
+                         ? -2
+                         : open(op->dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
             if (fd == -1 && errno != EEXIST)
                 return -1;
             if (fd >= 0)

@@ -50,9 +50,9 @@ sb_box_egress_ca(sb_sandbox_t *sb, err_t *err)
     for (size_t i = 0; i < p->n_net_secret && n < SB_EGRESS_MAX_SECRETS; i++) {
         if (sb_egress_secret_spec_parse(p->net_secret[i], &spec[n], err) < 0)
             goto out;
-        bool allowed = sb_egress_match_name(rs, spec[n].host, 443) ||
-                       (spec[n].plain &&
-                        sb_egress_match_name(rs, spec[n].host, 80));
+        bool allowed =
+            sb_egress_match_name(rs, spec[n].host, 443) ||
+            (spec[n].plain && sb_egress_match_name(rs, spec[n].host, 80));
         for (size_t r = 0; !allowed && r < rs->n; r++)
             allowed = rs->rule[r].port &&
                       sb_egress_match_name(rs, spec[n].host, rs->rule[r].port);
@@ -138,8 +138,9 @@ sb_box_egress_bundle(const sb_sandbox_t *sb, size_t *len)
         free(data);
     }
     if (sb->egress_ca)
-        buf_printf(&b, "# jupyter-agent: this box's egress session CA "
-                       "(--net-secret)\n%s",
+        buf_printf(&b,
+                   "# jupyter-agent: this box's egress session CA "
+                   "(--net-secret)\n%s",
                    sb_egress_ca_cert_pem(sb->egress_ca));
     return buf_detach(&b, len);
 }
@@ -214,8 +215,8 @@ sb_box_egress_conf_fd(sb_sandbox_t *sb, int *fd, err_t *err)
     }
     mfd = memfd_create("jupyter-agent-egress-tls",
                        MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (mfd < 0 || (out.len && write(mfd, out.data, out.len) !=
-                                   (ssize_t)out.len) ||
+    if (mfd < 0 ||
+        (out.len && write(mfd, out.data, out.len) != (ssize_t)out.len) ||
         fcntl(mfd, F_ADD_SEALS,
               F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
         err_errno(err, ERR_SANDBOX, "--net-secret: the proxy's memfd");
