@@ -33,8 +33,7 @@ s_run(const char *in, size_t n, size_t cut, buf_t *out, int *status)
     for (int i = 0; i < 2 && rc == 0; i++) {
         size_t a = parts[i][0], b = parts[i][1];
         if (b > a)
-            rc = sb_egress_h1_feed(p, &s_inj, in + a, b - a, out, status,
-                                   &why);
+            rc = sb_egress_h1_feed(p, &s_inj, in + a, b - a, out, status, &why);
     }
     if (rc < 0 && (!why || p->state != SB_H1_DEAD))
         abort(); /* a refusal says why, and nothing more passes */

@@ -135,7 +135,7 @@ ok $? "the secret is in neither the net log, nor the box's output"
 grep '"host":"api.test"' "$T/net.jsonl" | grep -q 'TLS terminated.*requests with Authorization added' &&
     ! grep '"host":"open.test"' "$T/net.jsonl" | grep -q 'TLS terminated'
 ok $? "the net log says which connections were terminated, and open.test's was not"
-! pgrep -f -- "__egress-proxy" >/dev/null
+! pgrep -f -- "__egress-proxy api.test:$S," >/dev/null
 ok $? "the proxy ends with the box"
 
 # A real kernel: the requests, then a search of its own memory.

@@ -57,9 +57,9 @@ s_refused(const char *in)
 static void
 test_heads(void)
 {
-    is_int(s_feed("GET /x HTTP/1.1\r\nHost: api.test\r\nAccept: */*\r\n\r\n",
-                  0),
-           0, "a plain GET passes");
+    is_int(
+        s_feed("GET /x HTTP/1.1\r\nHost: api.test\r\nAccept: */*\r\n\r\n", 0),
+        0, "a plain GET passes");
     is_str(buf_cstr(&s_out),
            "GET /x HTTP/1.1\r\nHost: api.test\r\nAccept: */*\r\n"
            "Authorization: Bearer s3\r\n\r\n",
@@ -133,8 +133,9 @@ test_refusals(void)
            "TRACE: 405 (it would echo the secret)");
     is_int(s_refused("CONNECT a:1 HTTP/1.1\r\nHost: api.test\r\n\r\n"), 405,
            "CONNECT inside the tunnel: 405");
-    is_int(s_refused("GET http://other.test/ HTTP/1.1\r\nHost: api.test\r\n\r\n"),
-           400, "an absolute-form target: 400");
+    is_int(
+        s_refused("GET http://other.test/ HTTP/1.1\r\nHost: api.test\r\n\r\n"),
+        400, "an absolute-form target: 400");
     is_int(s_refused("GET / HTTP/2.0\r\nHost: api.test\r\n\r\n"), 400,
            "a version other than HTTP/1.x: 400");
     is_int(s_refused("POST / HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: "
@@ -149,8 +150,7 @@ test_refusals(void)
     big[19999] = '\0';
     is_int(s_refused(big), 431, "a head over 16 KiB: 431");
     free(big);
-    ok(sb_egress_h1_feed(&s_p, &s_inj, "GET", 3, &s_out, &s_status, &s_why) <
-           0,
+    ok(sb_egress_h1_feed(&s_p, &s_inj, "GET", 3, &s_out, &s_status, &s_why) < 0,
        "after a refusal nothing more passes");
     ok(sb_egress_h1_header_ok("Authorization") &&
            sb_egress_h1_header_ok("X-Api-Key") &&
