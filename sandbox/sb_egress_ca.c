@@ -34,16 +34,22 @@ struct sb_egress_ca {
     s_leaf_t *leaf; /* owned, n entries */
 };
 
-static int
-s_ossl(err_t *err, const char *what)
+int
+sb_egress_ossl_fail(err_t *err, const char *prefix, const char *what)
 {
     char e[256] = "";
     unsigned long code = ERR_get_error();
     if (code)
         ERR_error_string_n(code, e, sizeof e);
     ERR_clear_error();
-    return err_set(err, ERR_SANDBOX, "--net-secret: %s failed (OpenSSL: %s)",
+    return err_set(err, ERR_SANDBOX, "%s: %s failed (OpenSSL: %s)", prefix,
                    what, e[0] ? e : "no detail");
+}
+
+static int
+s_ossl(err_t *err, const char *what)
+{
+    return sb_egress_ossl_fail(err, "--net-secret", what);
 }
 
 static int

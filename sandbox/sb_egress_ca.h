@@ -31,6 +31,10 @@ const char *sb_egress_ca_cert_pem(const sb_egress_ca_t *ca);
 const char *sb_egress_ca_leaf_key_pem(const sb_egress_ca_t *ca);
 const char *sb_egress_ca_chain_pem(const sb_egress_ca_t *ca, const char *host);
 
+/* Fill `err` (ERR_SANDBOX) with "PREFIX: WHAT failed (OpenSSL: the first
+ * queued error)" and clear OpenSSL's error queue; returns -1. */
+int sb_egress_ossl_fail(err_t *err, const char *prefix, const char *what);
+
 /* How many leaves `ca` holds (one per host given). */
 size_t sb_egress_ca_leaves(const sb_egress_ca_t *ca);
 

@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/xalloc.h"
+#include "sandbox/sb_egress_ca.h"
 #include "sandbox/sb_egress_h1.h"
 
 #include <openssl/err.h>
@@ -38,13 +39,7 @@ static const unsigned char s_h11[] = "\x08http/1.1";
 static int
 s_ossl(err_t *err, const char *what)
 {
-    char e[256] = "";
-    unsigned long code = ERR_get_error();
-    if (code)
-        ERR_error_string_n(code, e, sizeof e);
-    ERR_clear_error();
-    return err_set(err, ERR_SANDBOX, "egress proxy: %s (OpenSSL: %s)", what,
-                   e[0] ? e : "no detail");
+    return sb_egress_ossl_fail(err, "egress proxy", what);
 }
 
 /* ALPN: http/1.1 when offered, else none (the client then speaks 1.1). */

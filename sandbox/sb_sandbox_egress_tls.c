@@ -12,6 +12,7 @@
 #include "sandbox/sb_sandbox.h"
 
 #include "common/buf.h"
+#include "common/fileio.h"
 #include "common/xalloc.h"
 
 #include <openssl/crypto.h>
@@ -79,39 +80,6 @@ sb_box_egress_ca_free(sb_sandbox_t *sb)
     sb_egress_ca_destroy(&sb->egress_ca);
 }
 
-/* A regular file's bytes (new, NUL-terminated), at most max; -1 with
- * errno (EFBIG past max). */
-static int
-s_slurp(const char *path, size_t max, char **out, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat st;
-    if (fd < 0)
-        return -1;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-        (uint64_t)st.st_size > max) {
-        int e = S_ISREG(st.st_mode) ? EFBIG : EINVAL;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    char *b = xmalloc((size_t)st.st_size + 1);
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t r = read(fd, b + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fd);
-    b[got] = '\0';
-    *out = b;
-    *len = got;
-    return 0;
-}
-
 char *
 sb_box_egress_bundle(const sb_sandbox_t *sb, size_t *len)
 {
@@ -124,13 +92,14 @@ sb_box_egress_bundle(const sb_sandbox_t *sb, size_t *len)
     size_t n = 0;
     const char *store = X509_get_default_cert_file(); /* not $SSL_CERT_FILE:
                                                           the box's own */
-    if (s_slurp(store, S_STORE_MAX, &data, &n) == 0) {
+    if (file_read_small(store, S_STORE_MAX, false, &data, &n) == 0) {
         buf_append(&b, data, n);
         if (n && data[n - 1] != '\n')
             buf_append(&b, "\n", 1);
         free(data);
     }
-    if (p->net_ca && s_slurp(p->net_ca, S_CA_MAX, &data, &n) == 0) {
+    if (p->net_ca &&
+        file_read_small(p->net_ca, S_CA_MAX, false, &data, &n) == 0) {
         buf_printf(&b, "# --net-ca %s\n", p->net_ca);
         buf_append(&b, data, n);
         if (n && data[n - 1] != '\n')
@@ -152,7 +121,7 @@ s_read_secret(const sb_egress_secret_spec_t *s, sb_egress_secret_t *out,
 {
     char *v = NULL;
     size_t n = 0;
-    if (s_slurp(s->file, SB_EGRESS_SECRET_MAX + 2, &v, &n) < 0)
+    if (file_read_small(s->file, SB_EGRESS_SECRET_MAX + 2, false, &v, &n) < 0)
         return err_errno(err, ERR_USAGE, "--net-secret %s: cannot read %s",
                          s->host, s->file);
     if (n && v[n - 1] == '\n')
@@ -204,7 +173,8 @@ sb_box_egress_conf_fd(sb_sandbox_t *sb, int *fd, err_t *err)
     }
     c->leaf_key_pem = xstrdup(sb_egress_ca_leaf_key_pem(sb->egress_ca));
     if (p->net_ca) {
-        if (s_slurp(p->net_ca, S_CA_MAX, &c->upstream_ca_pem, &n) < 0) {
+        if (file_read_small(p->net_ca, S_CA_MAX, false, &c->upstream_ca_pem,
+                            &n) < 0) {
             err_errno(err, ERR_USAGE, "--net-ca: cannot read %s", p->net_ca);
             goto out;
         }
