@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,4 +195,37 @@ file_open_output(const char *path, const char *flag, mode_t mode, err_t *err)
         return rc;
     }
     return fd;
+}
+
+int
+file_read_small(const char *path, size_t max, bool nofollow, char **data,
+                size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK |
+                            (nofollow ? O_NOFOLLOW : 0));
+    struct stat st;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size > max) {
+        int e = S_ISREG(st.st_mode) ? EFBIG : EINVAL;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    char *buf = xmalloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[got] = '\0';
+    *data = buf;
+    *len = got;
+    return 0;
 }

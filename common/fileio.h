@@ -6,8 +6,15 @@
 
 #include "common/err.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+/* A small regular file's bytes (new buffer, NUL-terminated after `*len`),
+ * refusing more than `max` bytes (EFBIG), what is not a regular file
+ * (EINVAL) and, with `nofollow`, a symbolic link. 0 or -1 with errno. */
+int file_read_small(const char *path, size_t max, bool nofollow, char **data,
+                    size_t *len);
 
 /* write(2) all of `len` bytes, retrying on EINTR and short writes.
  * 0, or -1 with errno set. */

@@ -6,6 +6,7 @@
 #include "sandbox/sb_egress_http.h"
 #include "sandbox/sb_egress_pump.h"
 #include "sandbox/sb_egress_sni.h"
+#include "sandbox/sb_egress_tls.h"
 
 #include "common/clock.h"
 #include <arpa/inet.h>
@@ -389,9 +390,11 @@ refuse:
  * could name another host). */
 static int
 s_forward_plain(s_conn_t *c, const sb_egress_req_t *r, const char *head,
-                size_t head_len, const char *rest, size_t rest_len)
+                size_t head_len, const char *rest, size_t rest_len,
+                const sb_egress_secret_t *sec)
 {
-    char out[SB_EGRESS_HEAD_MAX + 64];
+    char out[SB_EGRESS_HEAD_MAX + SB_EGRESS_SECRET_MAX + SB_EGRESS_HEADER_MAX +
+             64];
     size_t at = 0;
     const char *path = head + r->path_off;
     int n = snprintf(out, sizeof out, "%s %s%.*s", r->method,
@@ -412,11 +415,19 @@ s_forward_plain(s_conn_t *c, const sb_egress_req_t *r, const char *head,
         size_t ln = (size_t)(e + 1 - p);
         if (ln == 2) /* the blank line */
             break;
-        if (!sb_egress_req_hop_header(p, ln - 2)) {
+        if (!sb_egress_req_hop_header(p, ln - 2) &&
+            !(sec && sb_egress_h1_is_header(p, ln - 2, sec->header))) {
             memcpy(out + at, p, ln);
             at += ln;
         }
         p = e + 1;
+    }
+    if (sec) { /* --net-secret given as http://HOST: in the clear */
+        n = snprintf(out + at, sizeof out - at, "%s: %.*s\r\n", sec->header,
+                     (int)sec->value_len, sec->value);
+        if (n < 0 || (size_t)n >= sizeof out - at - 32)
+            return -1;
+        at += (size_t)n;
     }
     static const char close_hdr[] = "Connection: close\r\n\r\n";
     memcpy(out + at, close_hdr, sizeof close_hdr - 1);
@@ -425,6 +436,43 @@ s_forward_plain(s_conn_t *c, const sb_egress_req_t *r, const char *head,
     if (sb_egress_write_all(c->up, out, at) < 0)
         return -1;
     return rest_len ? sb_egress_write_all(c->up, rest, rest_len) : 0;
+}
+
+static void
+s_pump_init(const s_conn_t *c, sb_egress_pump_t *pp)
+{
+    *pp = (sb_egress_pump_t){
+        .deadline_ms = c->start_ms + (int64_t)c->caps->conn_seconds * 1000,
+        .idle_ms = c->caps->idle_seconds * 1000,
+        .max_up = c->caps->max_up,
+        .max_down = c->caps->max_down,
+        .shared_up = &c->totals[0],
+        .shared_down = &c->totals[1]};
+}
+
+/* CONNECT to a --net-secret host: TLS terminated (sb_egress_tls.h). */
+static void
+s_serve_tls(s_conn_t *c, unsigned port, size_t early)
+{
+    if (early) {
+        s_refuse(c, 400,
+                 "TLS bytes came before the answer to CONNECT; a host with "
+                 "a --net-secret needs the ClientHello after the 200");
+        return;
+    }
+    sb_egress_pump_t pp;
+    s_pump_init(c, &pp);
+    sb_egress_tls_job_t j = {
+        .box = c->fd, .up = c->up, .host = c->host, .port = port, .pp = &pp};
+    if (sb_egress_tls_serve(&j) < 0) {
+        s_refuse(c, j.status, j.why);
+        return;
+    }
+    snprintf(c->sni, sizeof c->sni, "%.*s", (int)sizeof c->sni - 1, c->host);
+    c->rec.allowed = true;
+    c->rec.bytes_up += pp.up;
+    c->rec.bytes_down = pp.down;
+    snprintf(c->reason, sizeof c->reason, "%s", j.why);
 }
 
 static void
@@ -461,6 +509,20 @@ s_serve_one(s_conn_t *c)
     if (s_judge_and_dial(c, r.port) < 0)
         return;
     size_t extra = have - (size_t)hl;
+    const sb_egress_secret_t *sec = sb_egress_tls_secret(c->host);
+    if (sec && r.connect) {
+        s_serve_tls(c, r.port, extra);
+        return;
+    }
+    if (sec && !sec->plain) {
+        char plain[900];
+        snprintf(plain, sizeof plain,
+                 "%s has a --net-secret, sent over HTTPS only; use https://%s "
+                 "(or give the secret as http://%s:... to send it in clear)",
+                 c->host, c->host, c->host);
+        s_refuse(c, 403, plain);
+        return;
+    }
     if (r.connect) {
         static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
         if (sb_egress_write_all(c->fd, ok, sizeof ok - 1) < 0)
@@ -471,18 +533,14 @@ s_serve_one(s_conn_t *c)
                 snprintf(c->reason, sizeof c->reason, "upstream write failed");
             return;
         }
-    } else if (s_forward_plain(c, &r, buf, (size_t)hl, buf + hl, extra) < 0) {
+    } else if (s_forward_plain(c, &r, buf, (size_t)hl, buf + hl, extra, sec) <
+               0) {
         snprintf(c->reason, sizeof c->reason, "upstream write failed");
         return;
     }
     c->rec.allowed = true;
-    sb_egress_pump_t pp = {.deadline_ms = c->start_ms +
-                                          (int64_t)c->caps->conn_seconds * 1000,
-                           .idle_ms = c->caps->idle_seconds * 1000,
-                           .max_up = c->caps->max_up,
-                           .max_down = c->caps->max_down,
-                           .shared_up = &c->totals[0],
-                           .shared_down = &c->totals[1]};
+    sb_egress_pump_t pp;
+    s_pump_init(c, &pp);
     sb_egress_pump_end_t end = sb_egress_pump_run(c->fd, c->up, &pp);
     c->rec.bytes_up += pp.up;
     c->rec.bytes_down = pp.down;
@@ -693,6 +751,15 @@ sb_egress_proxy_main(int argc, char **argv)
                    sb_egress_rules_parse(rules, argv[1], &err) < 0)) {
         fprintf(stderr, "egress proxy: %s\n", err.text);
         return 2;
+    }
+    /* --net-secret: the TLS configuration, read before the drop (the
+     * host's trust store). */
+    if (fcntl(7, F_GETFD) >= 0) {
+        if (sb_egress_tls_load(7, &err) < 0) {
+            fprintf(stderr, "%s\n", err.text);
+            return 2;
+        }
+        close(7);
     }
     if (s_drop() < 0) {
         fprintf(stderr, "egress proxy: dropping privileges: %s\n",

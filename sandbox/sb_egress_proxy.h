@@ -51,8 +51,9 @@ void sb_egress_proxy_set_rules(const sb_egress_rules_t *rules);
 /* The hidden command: argv = {SB_EGRESS_PROXY_CMD, RULES} (RULES "":
  * none); fd 3 the listening socket, fd 4 the life pipe, fd 5 the record
  * pipe or file (one JSON line a connection) or closed, fd 6 the rules
- * socket or closed (each line applied is answered "+", a bad one "-").
- * Returns the exit code. */
+ * socket or closed (each line applied is answered "+", a bad one "-"),
+ * fd 7 --net-secret's sealed TLS configuration (read and closed before
+ * privileges drop) or closed. Returns the exit code. */
 int sb_egress_proxy_main(int argc, char **argv);
 
 #endif

@@ -7,6 +7,7 @@
 #include "common/strv.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_egress_rule.h"
+#include "sandbox/sb_egress_secret.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define KIB ((uint64_t)1024)
 #define MIB (KIB * 1024)
@@ -53,6 +55,8 @@ sb_policy_release(sb_policy_t *p)
     free(p->keep_workspace_dir);
     free(p->allow_net);
     free(p->net_log);
+    strv_free(p->net_secret);
+    free(p->net_ca);
     memset(p, 0, sizeof *p);
 }
 
@@ -94,6 +98,12 @@ sb_policy_copy(sb_policy_t *dst, const sb_policy_t *src)
         src->keep_workspace_dir ? xstrdup(src->keep_workspace_dir) : NULL;
     dst->allow_net = src->allow_net ? xstrdup(src->allow_net) : NULL;
     dst->net_log = src->net_log ? xstrdup(src->net_log) : NULL;
+    dst->net_secret = NULL;
+    dst->n_net_secret = 0;
+    for (size_t i = 0; i < src->n_net_secret; i++)
+        strv_push(&dst->net_secret, &dst->n_net_secret,
+                  xstrdup(src->net_secret[i]));
+    dst->net_ca = src->net_ca ? xstrdup(src->net_ca) : NULL;
 }
 
 const char *
@@ -429,6 +439,43 @@ s_set_net_log(void *p, const char *v, err_t *err)
     return 0;
 }
 
+static int
+s_set_net_secret(void *p, const char *v, err_t *err)
+{
+    sb_policy_t *pol = p;
+    sb_egress_secret_spec_t spec;
+    if (sb_egress_secret_spec_parse(v, &spec, err) < 0)
+        return -1;
+    if (access(spec.file, R_OK) < 0)
+        return err_errno(err, ERR_USAGE, "--net-secret: cannot read %s",
+                         spec.file);
+    if (pol->n_net_secret == SB_EGRESS_MAX_SECRETS)
+        return err_set(err, ERR_USAGE, "--net-secret: more than %d",
+                       SB_EGRESS_MAX_SECRETS);
+    for (size_t i = 0; i < pol->n_net_secret; i++) {
+        sb_egress_secret_spec_t o;
+        if (sb_egress_secret_spec_parse(pol->net_secret[i], &o, NULL) == 0 &&
+            strcmp(o.host, spec.host) == 0)
+            return err_set(err, ERR_USAGE,
+                           "--net-secret: %s has a secret already (one "
+                           "header per host)",
+                           spec.host);
+    }
+    strv_push(&pol->net_secret, &pol->n_net_secret, xstrdup(v));
+    return 0;
+}
+
+static int
+s_set_net_ca(void *p, const char *v, err_t *err)
+{
+    sb_policy_t *pol = p;
+    if (!*v || access(v, R_OK) < 0)
+        return err_errno(err, ERR_USAGE, "--net-ca: cannot read '%s'", v);
+    free(pol->net_ca);
+    pol->net_ca = xstrdup(v);
+    return 0;
+}
+
 /* What the rows that shape the box need: without it (--no-sandbox)
  * nothing would enforce them, and ag_session refuses them. */
 #define S_NEEDS_BOX "the sandbox"
@@ -500,6 +547,18 @@ static const cliopt_t s_flags[] = {
      "append a JSON line per --allow-net connection\n"
      "(allowed or refused) to FILE",
      s_set_net_log, "net.jsonl", "", S_NEEDS_BOX},
+    {"net-secret", "HOST:HEADER=@FILE",
+     "add HEADER (its value read from FILE) to HTTPS\n"
+     "requests to HOST at the proxy, which terminates\n"
+     "TLS with a CA only this box trusts: the secret\n"
+     "never enters the box (http://HOST:... also plain\n"
+     "HTTP; docs/egress.md)",
+     s_set_net_secret, "api.test:Authorization=@/dev/null", "api.test",
+     S_NEEDS_BOX},
+    {"net-ca", "FILE",
+     "also trust these PEM CA certificates for HTTPS\n"
+     "upstreams (--net-secret) and in the box",
+     s_set_net_ca, "/dev/null", "", S_NEEDS_BOX},
     {"network", NULL,
      "refused: a sandbox has loopback only; bring data\n"
      "in with --file",
@@ -659,6 +718,14 @@ sb_policy_build_env(const sb_policy_t *p, char *const host_env[],
                 xasprintf("%s=http://127.0.0.1:%d", names[i], SB_EGRESS_PORT));
         s_env_push(&env, &n, xstrdup("NO_PROXY=localhost,127.0.0.1,::1"));
         s_env_push(&env, &n, xstrdup("no_proxy=localhost,127.0.0.1,::1"));
+        static const char *const ca[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                         "PIP_CERT", "CURL_CA_BUNDLE",
+                                         "NODE_EXTRA_CA_CERTS"};
+        for (size_t i = 0;
+             (p->n_net_secret || p->net_ca) && i < sizeof ca / sizeof ca[0];
+             i++)
+            s_env_push(&env, &n,
+                       xasprintf("%s=%s", ca[i], SB_EGRESS_CA_BUNDLE));
     }
     for (size_t i = 0; i < p->n_env_allow; i++) {
         const char *name = p->env_allow[i];
@@ -723,6 +790,20 @@ sb_policy_to_json(const sb_policy_t *p)
     json_object_set_new(j, "engine", json_string(sb_engine_name(p->engine)));
     if (p->allow_net)
         json_object_set_new(j, "allow_net", json_string(p->allow_net));
+    if (p->n_net_secret) { /* hosts and header names: never the values */
+        json_t *secrets = json_array();
+        for (size_t i = 0; i < p->n_net_secret; i++) {
+            sb_egress_secret_spec_t s;
+            if (sb_egress_secret_spec_parse(p->net_secret[i], &s, NULL) == 0)
+                json_array_append_new(secrets,
+                                      json_pack("{s:s, s:s, s:b}", "host",
+                                                s.host, "header", s.header,
+                                                "plain_http", s.plain ? 1 : 0));
+        }
+        json_object_set_new(j, "net_secret", secrets);
+    }
+    if (p->net_ca)
+        json_object_set_new(j, "net_ca", json_string(p->net_ca));
     if (gv) {
         json_object_set_new(j, "namespaces", json_string("gVisor sandbox"));
         json_object_set_new(j, "seccomp",

@@ -3,7 +3,7 @@
  * subcommand through the same flags (sb_policy_flags(): --memory, --cpus,
  * --pids, --disk, --tmp, --shm, --nofile, --fsize, --env, --bind,
  * --keep-workspace, --seccomp-audit, --engine, --allow-net, --net-log,
- * and --network, which is refused).
+ * --net-secret, --net-ca, and --network, which is refused).
  *
  * Callers embed an sb_policy_t, pair sb_policy_init_default() with
  * sb_policy_release(), and may change fields directly; every string and
@@ -37,6 +37,11 @@
  * socket in the box's socket dir (sandbox/sb_egress_proxy.h). */
 #define SB_EGRESS_PORT 3128
 #define SB_EGRESS_SOCK "egress.sock"
+/* --net-secret / --net-ca: the box's CA bundle (the host's trust store,
+ * --net-ca, the session CA), written read-only at each spawn and bound over
+ * the system bundle too (sb_sandbox_plan.c). */
+#define SB_EGRESS_CA_BUNDLE "/etc/jupyter-agent-ca-bundle.pem"
+#define SB_SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
 typedef struct sb_bind {
     char *host;   /* owned; absolute host path, must exist at spawn */
@@ -90,6 +95,13 @@ typedef struct sb_policy {
      * sandbox's own while the proxy runs; or NULL (--audit's hook) */
     void (*net_record_fn)(void *arg, const json_t *rec);
     void *net_record_arg;
+    char **net_secret;      /* owned, NULL-terminated: --net-secret specs
+                               as given (each checked by
+                               sb_egress_secret_spec_parse; the files are
+                               read at spawn), or NULL when none */
+    size_t n_net_secret;    /* entries in net_secret */
+    char *net_ca;           /* owned; --net-ca FILE (PEM) trusted for
+                               upstreams besides the host's store, or NULL */
 } sb_policy_t;
 
 void sb_policy_init_default(sb_policy_t *p);
@@ -133,7 +145,9 @@ int sb_policy_add_bind(sb_policy_t *p, const char *host, const char *inside,
 /* The environment a sandboxed program gets: PATH, HOME, LANG=C.UTF-8,
  * TERM (from `host_env` if set, else "dumb"), with --allow-net the proxy
  * variables (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY, their lower-case
- * forms, PIP_PROXY), then the allow-listed names
+ * forms, PIP_PROXY) and, with --net-secret or --net-ca, SSL_CERT_FILE,
+ * REQUESTS_CA_BUNDLE, PIP_CERT, CURL_CA_BUNDLE and NODE_EXTRA_CA_CERTS
+ * naming SB_EGRESS_CA_BUNDLE, then the allow-listed names
  * found in `host_env`, then `extra` ("NAME=value" entries, may be NULL).
  * Names that look like secrets (sb_policy_env_secret_word) are passed
  * from `host_env` only when given with --env-secret.

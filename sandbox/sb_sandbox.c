@@ -467,6 +467,8 @@ sb_sandbox_spawn(sb_sandbox_t *sb, char *const argv[], char *const envp[],
                        argv && argv[0] ? argv[0] : "");
     if (sb->gv)
         return sb_gv_spawn(sb, argv, envp, stdout_fd, stderr_fd, err);
+    if (sb_box_egress_ca(sb, err) < 0) /* before the plan: the box's bundle */
+        return -1;
     int rc = -1, sv[2] = {-1, -1}, cv[2] = {-1, -1};
     struct s_plan plan = {0};
     sb_seccomp_prog_t prog, audit_prog = {0};
@@ -675,6 +677,7 @@ sb_sandbox_destroy(sb_sandbox_t **pp)
     if (!sb->handed_off && sb_sandbox_finish(sb, &err) < 0)
         log_warn("%s", err.text); /* nobody asked (sb_sandbox_finish) */
     sb_box_egress_stop(sb);
+    sb_box_egress_ca_free(sb);
     if (sb->ws_fd >= 0)
         close(sb->ws_fd);
     if (sb->sock_fd >= 0)

@@ -229,8 +229,11 @@ s_run_op(const struct s_child *c, const struct s_op *op)
         } else {
             if (s_mkdir_parent(op->dst) < 0)
                 return -1;
-            int fd = open(op->dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
-            if (fd < 0 && errno != EEXIST)
+            struct stat st; /* over a file of a read-only bind: it exists */
+            int fd = stat(op->dst, &st) == 0
+                         ? -2
+                         : open(op->dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+            if (fd == -1 && errno != EEXIST)
                 return -1;
             if (fd >= 0)
                 close(fd);

@@ -45,6 +45,7 @@ sb_box_egress_start(sb_sandbox_t *sb, err_t *err)
         return 0;
     sb_box_egress_stop(sb); /* a restart: the old box's proxy goes */
     int rc = -1, lfd = -1, life[2] = {-1, -1}, ctl[4] = {-1, -1, -1, -1};
+    int tls_fd = -1;
     char *rules = NULL;
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     snprintf(a.sun_path, sizeof a.sun_path, "/proc/self/fd/%d/%s", sb->sock_fd,
@@ -72,6 +73,8 @@ sb_box_egress_start(sb_sandbox_t *sb, err_t *err)
     }
     if (sb_box_egress_ctl_open(sb, ctl, err) < 0)
         goto out;
+    if (sb_box_egress_conf_fd(sb, &tls_fd, err) < 0) /* --net-secret */
+        goto out;
     pthread_mutex_lock(&sb->egress_mu); /* set_net_rules may be changing them */
     rules = xstrdup(sb_box_egress_rules_now(sb));
     pthread_mutex_unlock(&sb->egress_mu);
@@ -86,17 +89,18 @@ sb_box_egress_start(sb_sandbox_t *sb, err_t *err)
     }
     if (pid == 0) { /* async-signal-safe only until execve */
         setpgid(0, 0);
-        /* fds 3 listen, 4 life, 5 records (or closed), 6 rules */
-        int src[4] = {lfd, life[0], ctl[3], ctl[1]}, hi[4];
-        for (int i = 0; i < 4; i++)
+        /* fds 3 listen, 4 life, 5 records (or closed), 6 rules, 7 TLS conf
+         * (or closed) */
+        int src[5] = {lfd, life[0], ctl[3], ctl[1], tls_fd}, hi[5];
+        for (int i = 0; i < 5; i++)
             hi[i] = src[i] >= 0 ? fcntl(src[i], F_DUPFD, 64) : -1;
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 5; i++) {
             if (hi[i] < 0)
                 close(3 + i);
             else if (dup2(hi[i], 3 + i) < 0)
                 _exit(127);
         }
-        syscall(SYS_close_range, 7, ~0U, 0);
+        syscall(SYS_close_range, 8, ~0U, 0);
         execve("/proc/self/exe", argv, envp);
         _exit(127);
     }
@@ -120,6 +124,8 @@ out:
         if (ctl[i] >= 0)
             close(ctl[i]);
     free(rules);
+    if (tls_fd >= 0)
+        close(tls_fd);
     return rc;
 }
 

@@ -259,6 +259,9 @@ struct sb_sandbox {
                          (sb_sandbox_set_net_rules), or NULL: the
                          policy's; a restarted box keeps them */
     struct sb_egress_rx *egress_rx; /* owned: the record reader, or NULL */
+    /* owned: --net-secret's session CA and leaves (sb_egress_ca.h), made
+     * at the first spawn and kept for the box's life, or NULL */
+    struct sb_egress_ca *egress_ca;
 };
 
 /* Test-only weakenings (sb_sandbox.h): referenced weakly, so only a
@@ -334,6 +337,17 @@ void sb_box_egress_ctl_stop(sb_sandbox_t *sb);
 const char *sb_box_egress_rules_now(sb_sandbox_t *sb);
 int sb_box_egress_listen(void);
 void sb_box_egress_relay(const struct s_child *c, int lfd, int landlock);
+
+/* sb_sandbox_egress_tls.c: --net-secret and --net-ca, launcher side.
+ * Before each spawn: the session CA and its leaves (once; a no-op without
+ * --net-secret). The box's CA bundle (new buffer; NULL when the box needs
+ * none). The proxy's configuration as a sealed memfd (the secret files
+ * read now), into *fd, or -1 without --net-secret. Free the CA at the
+ * end. */
+int sb_box_egress_ca(sb_sandbox_t *sb, err_t *err);
+char *sb_box_egress_bundle(const sb_sandbox_t *sb, size_t *len);
+int sb_box_egress_conf_fd(sb_sandbox_t *sb, int *fd, err_t *err);
+void sb_box_egress_ca_free(sb_sandbox_t *sb);
 
 /* sb_sandbox_plan.c */
 void sb_box_plan_build(const sb_sandbox_t *sb, struct s_plan *pl);

@@ -3,6 +3,7 @@
 #include "sandbox/sb_sandbox.h"
 
 #include "common/buf.h"
+#include "common/fileio.h"
 #include "common/xalloc.h"
 #include "sandbox/sb_cgroup.h"
 #include "sandbox/sb_drop.h"
@@ -176,37 +177,6 @@ s_plan_top_link(struct s_plan *pl, const char *path)
     }
 }
 
-/* A small regular file's bytes (new buffer), refusing links and more
- * than `max` bytes. 0 or -1. */
-static int
-s_read_small(const char *path, size_t max, char **data, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    struct stat st;
-    if (fd < 0)
-        return -1;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-        (uint64_t)st.st_size > max) {
-        close(fd);
-        return -1;
-    }
-    char *buf = xmalloc((size_t)st.st_size + 1);
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    buf[got] = '\0';
-    *data = buf;
-    *len = got;
-    return 0;
-}
-
 /* Landlock (sb_landlock.c, s_box_paths) allows only the trees it lists:
  * a new bind outside /usr, /etc and /proc needs a row there too. */
 void
@@ -255,6 +225,22 @@ sb_box_plan_build(const sb_sandbox_t *sb, struct s_plan *pl)
         s_plan_bind(pl, "/etc/localtime", "/etc/localtime", false, true);
     s_plan_bind(pl, "/var/cache/fontconfig", "/var/cache/fontconfig", false,
                 true);
+    /* --net-secret / --net-ca: the box's CA bundle, also over the system
+     * bundle (what certifi and OpenSSL's default file name on Debian). */
+    size_t blen = 0;
+    char *bundle = sb_box_egress_bundle(sb, &blen);
+    if (bundle) {
+        struct s_op *op = s_plan_add(pl, OP_WRITE, SB_EGRESS_CA_BUNDLE,
+                                     "write " SB_EGRESS_CA_BUNDLE);
+        op->src = bundle;
+        op->len = blen;
+        if (stat(SB_SYSTEM_CA_BUNDLE, &st) == 0) {
+            op = s_plan_add(pl, OP_BIND, SB_SYSTEM_CA_BUNDLE,
+                            "bind " SB_EGRESS_CA_BUNDLE
+                            " over " SB_SYSTEM_CA_BUNDLE " read-only");
+            op->src = xstrdup("/newroot" SB_EGRESS_CA_BUNDLE);
+        }
+    }
 
     /* /dev: a read-only tmpfs with a few host nodes bound in. */
     s_plan_tmpfs(pl, OP_TMPFS, "/dev", 65536, "mode=0755",
@@ -320,8 +306,8 @@ sb_box_plan_build(const sb_sandbox_t *sb, struct s_plan *pl)
     for (size_t i = 0; i < sb->n_box_files; i++) {
         char *data = NULL;
         size_t len = 0;
-        if (s_read_small(sb->box_files[i].host, SB_SOCK_DIR_BYTES / 4, &data,
-                         &len) < 0)
+        if (file_read_small(sb->box_files[i].host, SB_SOCK_DIR_BYTES / 4, true,
+                            &data, &len) < 0)
             continue;
         char *inside = xasprintf("%s/%s", sb->sock_dir, sb->box_files[i].name);
         char *what = xasprintf("copy %s to %s", sb->box_files[i].host, inside);

@@ -3,8 +3,10 @@
 # so keep it to `NAME := words` assignments (a trailing \ continues a line).
 
 # pkg-config modules of the libraries the C code links against.
-PKG_MODULES := libzmq jansson yajl libsodium libcrypto libcurl libseccomp \
-    zlib libarchive libpng libmicrohttpd libwebsockets
+# libssl: the egress proxy's TLS termination (--net-secret); the same
+# OpenSSL 3 libcurl already links, from libssl-dev (DEB_BUILD).
+PKG_MODULES := libzmq jansson yajl libsodium libcrypto libssl libcurl \
+    libseccomp zlib libarchive libpng libmicrohttpd libwebsockets
 
 # Debian packages to build: `make`, `make asan`, `make fuzz` (clang and
 # libclang-rt for libFuzzer, clang-format for `make format-check`).
