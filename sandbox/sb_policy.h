@@ -95,13 +95,13 @@ typedef struct sb_policy {
      * sandbox's own while the proxy runs; or NULL (--audit's hook) */
     void (*net_record_fn)(void *arg, const json_t *rec);
     void *net_record_arg;
-    char **net_secret;      /* owned, NULL-terminated: --net-secret specs
-                               as given (each checked by
-                               sb_egress_secret_spec_parse; the files are
-                               read at spawn), or NULL when none */
-    size_t n_net_secret;    /* entries in net_secret */
-    char *net_ca;           /* owned; --net-ca FILE (PEM) trusted for
-                               upstreams besides the host's store, or NULL */
+    char **net_secret;   /* owned, NULL-terminated: --net-secret specs
+                            as given (each checked by
+                            sb_egress_secret_spec_parse; the files are
+                            read at spawn), or NULL when none */
+    size_t n_net_secret; /* entries in net_secret */
+    char *net_ca;        /* owned; --net-ca FILE (PEM) trusted for
+                            upstreams besides the host's store, or NULL */
 } sb_policy_t;
 
 void sb_policy_init_default(sb_policy_t *p);
