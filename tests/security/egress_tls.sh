@@ -85,8 +85,8 @@ ok $? "a box with --net-secret runs (exit $rc)"
 
 has curl "tls auth=ok auths=1"
 ok $? "curl in the box reaches the secret host; the server sees the header"
-n=$(line requests | grep -o 'auth=ok auths=1' | wc -l)
-has requests "n=4 body=0" && has requests "n=2 body=5009" && has requests "n=3 body=7000" && [ "$n" = 4 ]
+authed=$(line requests | grep -o 'auth=ok auths=1' | wc -l)
+has requests "n=4 body=0" && has requests "n=2 body=5009" && has requests "n=3 body=7000" && [ "$authed" = 4 ]
 ok $? "requests: 4 requests on one kept-alive connection (a Content-Length body, a chunked body) all carry the header"
 has requests "n=1 body=0"
 ok $? "the header the box sent itself is replaced, not added to (one Authorization)"
