@@ -93,8 +93,8 @@ for i in range(60):
     except OSError:
         fail += 1
 print("forked", ok, "refused", fail)' --pids 16 --timeout 60
-n=$(awk '/^forked/ {print $2}' "$T/out")
-[ "$rc" = 0 ] && [ -n "$n" ] && [ "$n" -le 15 ] && grep -q "refused [1-9]" "$T/out"
+forked=$(awk '/^forked/ {print $2}' "$T/out")
+[ "$rc" = 0 ] && [ -n "$forked" ] && [ "$forked" -le 15 ] && grep -q "refused [1-9]" "$T/out"
 ok $? "--pids 16: forks past the limit fail with EAGAIN inside, the box lives on (exit $rc; $(cat "$T/out"))"
 
 # Fork bomb: the per-task limit refuses it; --timeout or memory ends it.
