@@ -164,17 +164,18 @@ ag_audit_file_out(void *arg, const char *dir, const char *rel, int dirfd,
     free(path);
 }
 
-/* A string member of a record, or NULL. */
+/* A string member of a proxy record, or NULL when absent, of another type
+ * or holding a NUL (the proxy's lines are read as hostile). */
 static const char *
 s_str(const json_t *rec, const char *key)
 {
-    return json_string_value(json_object_get(rec, key));
+    return jget_strict(rec, key, NULL);
 }
 
 static uint64_t
 s_count(const json_t *rec, const char *key)
 {
-    json_int_t v = json_integer_value(json_object_get(rec, key));
+    int64_t v = jget_int(rec, key, 0);
     return v > 0 ? (uint64_t)v : 0;
 }
 
@@ -185,7 +186,7 @@ ag_audit_net(void *arg, const json_t *rec)
     if (!a || !a->log || !json_is_object(rec))
         return;
     const char *verdict = s_str(rec, "verdict"), *method = s_str(rec, "method");
-    json_int_t port = json_integer_value(json_object_get(rec, "port"));
+    int64_t port = jget_int(rec, "port", 0);
     const char *addr = s_str(rec, "address"), *rule = s_str(rec, "rule");
     bool allowed = verdict && strcmp(verdict, "allowed") == 0;
     audit_conn_t c = {
