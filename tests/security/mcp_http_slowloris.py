@@ -17,6 +17,7 @@ import os
 import resource
 import select
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -307,5 +308,14 @@ ok(stE == 200 and stp == 200 and stc == 202,
    "busy session is taken", (stE, stp, stc))
 ok(srv.poll() is None, "http: the server is still running")
 srv.terminate()
-ok(srv.wait(timeout=90) == 0, "http: SIGTERM stops it cleanly")
+try:
+    rc = srv.wait(timeout=90)
+except subprocess.TimeoutExpired:
+    rc = "still running 90 s after SIGTERM"
+    srv.kill()
+    srv.wait()
+srv.tail_reader.join(timeout=10)
+ok(rc == 0, "http: SIGTERM stops it cleanly",
+   "exit status %s; the server's last words:\n%s"
+   % (rc, "\n".join(srv.stderr_tail)))
 done(T)

@@ -52,8 +52,17 @@ def done(t):
     sys.exit(1 if FAILED else 0)
 
 
+def _keep_tail(p):
+    """Read the server's stderr to its end, keeping the last 64 lines in
+    p.stderr_tail, so a failed check can show what the server said."""
+    for line in iter(p.stderr.readline, b""):
+        p.stderr_tail.append(line.decode(errors="replace").rstrip())
+        del p.stderr_tail[:-64]
+
+
 def start_http(env, *args):
-    """`mcp --http 127.0.0.1:0 ARGS`: (process, port)."""
+    """`mcp --http 127.0.0.1:0 ARGS`: (process, port). The process's
+    stderr_tail holds the last lines it wrote to stderr."""
     p = subprocess.Popen([BIN, "mcp", "--http", "127.0.0.1:0", *args],
                          env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE)
@@ -62,7 +71,10 @@ def start_http(env, *args):
         line = p.stderr.readline()
         m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)/mcp", line)
         if m:
-            threading.Thread(target=p.stderr.read, daemon=True).start()
+            p.stderr_tail = []
+            p.tail_reader = threading.Thread(target=_keep_tail, args=(p,),
+                                             daemon=True)
+            p.tail_reader.start()
             return p, int(m.group(1))
         if not line and p.poll() is not None:
             break
